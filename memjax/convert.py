@@ -1,0 +1,68 @@
+"""`python -m memjax.convert`: move decoder weights between formats.
+
+  hf2orbax SRC DST     Hugging Face dir (config.json + safetensors) -> memjax orbax parameter checkpoint
+  orbax2hf SRC DST     memjax orbax parameter checkpoint -> Hugging Face dir loadable by transformers
+  hf2hf SRC DST        re-write an HF dir (change dtype, re-shard)
+  random PRESET DST    random-weight HF dir of a preset (for benchmarks and tests; --seed)
+Options: --dtype {float32,bfloat16,float16}, --max-shard-gb (HF outputs). Errors print one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from .checkpoint import CheckpointError, load_hf, save_hf
+from .checkpoint.params_orbax import load_params, save_params
+from .model import count_params, init_model, presets
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memjax.convert", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["hf2orbax", "orbax2hf", "hf2hf", "random"])
+    ap.add_argument("src", help="source directory (or preset name for 'random')")
+    ap.add_argument("dst", help="destination directory")
+    ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                    help="parameter dtype of the output (default: keep the source's; float32 for random)")
+    ap.add_argument("--max-shard-gb", type=float, default=5.0, help="HF output shard size limit in GiB")
+    ap.add_argument("--seed", type=int, default=0, help="seed for 'random'")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    shard = int(args.max_shard_gb * 1024**3)
+    try:
+        if args.mode == "random":
+            cfg = presets.get(args.src, param_dtype=args.dtype or "float32", dtype=args.dtype or "float32")
+            model = init_model(cfg, args.seed)
+        elif args.mode in ("hf2orbax", "hf2hf"):
+            model = load_hf(args.src, dtype=args.dtype or _hf_dtype(args.src))
+        else:
+            model = load_params(args.src, dtype=args.dtype)
+        if args.mode == "hf2orbax":
+            save_params(model, args.dst)
+        else:
+            save_hf(model, args.dst, max_shard_bytes=shard)
+    except (CheckpointError, KeyError) as e:
+        print(f"memjax.convert: error: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.mode}: {args.src} -> {args.dst} ({count_params(model.cfg):,} params, "
+          f"{model.cfg.param_dtype}) in {time.perf_counter() - t0:.1f}s")
+    return 0
+
+
+def _hf_dtype(src: str) -> str:
+    """The source checkpoint's declared dtype (torch_dtype / dtype), float32 if absent or unknown."""
+    import json
+    from pathlib import Path
+
+    try:
+        hf = json.loads((Path(src) / "config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return "float32"  # load_hf reports the real problem with the file
+    d = hf.get("torch_dtype") or hf.get("dtype") or "float32"
+    return d if d in ("float32", "bfloat16", "float16") else "float32"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""The Qwen2.5 decoder in Flax NNX, shared by the rollout engine and the trainer.
+
+Owns: parameters and the forward pass. Layer weights are stacked along a leading [L] axis and the
+blocks run under `jax.lax.scan` (one compiled block, compile time independent of depth).
+Parameter layout (kernels are [in, out], i.e. the transpose of torch's Linear.weight):
+  embed [V, h]; layers/{input_norm, post_norm} [L, h]; layers/{q,k,v}_w [L, h, H*D | KV*D];
+  layers/{q,k,v}_b [L, H*D | KV*D]; layers/o_w [L, H*D, h]; layers/{gate,up}_w [L, h, I];
+  layers/down_w [L, I, h]; final_norm [h]; lm_head [h, V] (absent when tied to embed).
+Forward contract: `model(ids)` int32 [B, T] -> float32 logits [B, T, V], causal, positions 0..T-1.
+`model.forward(ids, positions, attention=..., state=...)` threads an attention back-end's state (e.g. a
+paged KV cache) through the layers and can return final hidden states instead of logits.
+Weights are stored in cfg.param_dtype and cast to cfg.dtype for compute; logits come out in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from .attention import AttentionFn, DenseCausal
+from .config import ModelConfig
+from .layers import apply_rope, rms_norm, rope_cos_sin, swiglu
+
+LAYER_PARAMS = ("input_norm", "q_w", "q_b", "k_w", "k_b", "v_w", "v_b", "o_w", "post_norm",
+                "gate_w", "up_w", "down_w")
+
+
+def param_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Shapes of every parameter (stacked layer params carry the leading L axis)."""
+    L, h, I, V = cfg.num_layers, cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    q, kv = cfg.q_size, cfg.kv_size
+    shapes = {
+        "embed": (V, h),
+        "layers/input_norm": (L, h), "layers/post_norm": (L, h),
+        "layers/q_w": (L, h, q), "layers/k_w": (L, h, kv), "layers/v_w": (L, h, kv),
+        "layers/o_w": (L, q, h),
+        "layers/gate_w": (L, h, I), "layers/up_w": (L, h, I), "layers/down_w": (L, I, h),
+        "final_norm": (h,),
+    }
+    if cfg.attention_bias:
+        shapes.update({"layers/q_b": (L, q), "layers/k_b": (L, kv), "layers/v_b": (L, kv)})
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head"] = (h, V)
+    return shapes
+
+
+class Layers(nnx.Module):
+    """Stacked per-layer parameters; attributes named as in LAYER_PARAMS."""
+
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs, std: float):
+        L, h, I = cfg.num_layers, cfg.hidden_size, cfg.intermediate_size
+        pd = cfg.jnp_param_dtype
+        normal = lambda *shape: nnx.Param(std * jax.random.normal(rngs.params(), shape, jnp.float32).astype(pd))
+        self.input_norm = nnx.Param(jnp.ones((L, h), pd))
+        self.post_norm = nnx.Param(jnp.ones((L, h), pd))
+        self.q_w, self.k_w, self.v_w = normal(L, h, cfg.q_size), normal(L, h, cfg.kv_size), normal(L, h, cfg.kv_size)
+        self.o_w = normal(L, cfg.q_size, h)
+        if cfg.attention_bias:
+            self.q_b = nnx.Param(jnp.zeros((L, cfg.q_size), pd))
+            self.k_b = nnx.Param(jnp.zeros((L, cfg.kv_size), pd))
+            self.v_b = nnx.Param(jnp.zeros((L, cfg.kv_size), pd))
+        self.gate_w, self.up_w, self.down_w = normal(L, h, I), normal(L, h, I), normal(L, I, h)
+
+
+class Qwen2(nnx.Module):
+    """Qwen2.5 causal LM. Construct with `Qwen2(cfg, rngs=nnx.Rngs(seed))` (random N(0, 0.02) init)."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, init_std: float = 0.02):
+        self.cfg = cfg
+        pd = cfg.jnp_param_dtype
+        self.embed = nnx.Param(init_std * jax.random.normal(rngs.params(), (cfg.vocab_size, cfg.hidden_size),
+                                                            jnp.float32).astype(pd))
+        self.layers = Layers(cfg, rngs, init_std)
+        self.final_norm = nnx.Param(jnp.ones((cfg.hidden_size,), pd))
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nnx.Param(init_std * jax.random.normal(rngs.params(), (cfg.hidden_size, cfg.vocab_size),
+                                                                  jnp.float32).astype(pd))
+
+    # -- forward ---------------------------------------------------------------------------------
+    def __call__(self, input_ids: jax.Array) -> jax.Array:
+        logits, _ = self.forward(input_ids)
+        return logits
+
+    def forward(self, input_ids: jax.Array, positions: jax.Array | None = None, *,
+                attention: AttentionFn | None = None, state: Any = None,
+                return_hidden: bool = False, remat: bool = False) -> tuple[jax.Array, Any]:
+        """ids int [B, T], positions int [B, T] (default 0..T-1) -> (logits f32 [B,T,V] or hidden [B,T,h], state)."""
+        cfg = self.cfg
+        dt = cfg.jnp_dtype
+        b, t = input_ids.shape
+        if positions is None:
+            positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
+        attention = attention or DenseCausal()
+        x = jnp.take(self.embed[...], input_ids, axis=0).astype(dt)
+        cos, sin = rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, dt)
+        stacked = {name: getattr(self.layers, name)[...] for name in LAYER_PARAMS if hasattr(self.layers, name)}
+
+        def block(carry, xs):
+            x, st = carry
+            p, layer = xs
+            p = jax.tree.map(lambda a: a.astype(dt), p)
+            hn = rms_norm(x, p["input_norm"], cfg.rms_norm_eps)
+            q, k, v = hn @ p["q_w"], hn @ p["k_w"], hn @ p["v_w"]
+            if cfg.attention_bias:
+                q, k, v = q + p["q_b"], k + p["k_b"], v + p["v_b"]
+            q = apply_rope(q.reshape(b, t, cfg.num_heads, cfg.head_dim), cos, sin)
+            k = apply_rope(k.reshape(b, t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
+            v = v.reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+            o, st = attention(q, k, v, layer=layer, state=st)
+            x = x + o.reshape(b, t, cfg.q_size) @ p["o_w"]
+            hn = rms_norm(x, p["post_norm"], cfg.rms_norm_eps)
+            x = x + swiglu(hn, p["gate_w"], p["up_w"], p["down_w"])
+            return (x, st), None
+
+        if remat:
+            block = jax.checkpoint(block, prevent_cse=False)
+        (x, state), _ = jax.lax.scan(block, (x, state), (stacked, jnp.arange(cfg.num_layers, dtype=jnp.int32)))
+        x = rms_norm(x, self.final_norm[...], cfg.rms_norm_eps)
+        if return_hidden:
+            return x, state
+        return self.logits(x), state
+
+    def lm_head_weight(self) -> jax.Array:
+        """[h, V] view of the output projection (the embedding transposed when tied)."""
+        return self.embed[...].T if self.cfg.tie_word_embeddings else self.lm_head[...]
+
+    def logits(self, hidden: jax.Array) -> jax.Array:
+        w = self.lm_head_weight().astype(self.cfg.jnp_dtype)
+        return jnp.einsum("...h,hv->...v", hidden.astype(w.dtype), w, preferred_element_type=jnp.float32)
+
+
+def init_model(cfg: ModelConfig, seed: int = 0) -> Qwen2:
+    return Qwen2(cfg, rngs=nnx.Rngs(params=seed))
+
+
+def abstract_model(cfg: ModelConfig) -> Qwen2:
+    """The model with ShapeDtypeStruct leaves: no weights allocated."""
+    return nnx.eval_shape(lambda: Qwen2(cfg, rngs=nnx.Rngs(params=0)))
+
+
+def count_params(cfg: ModelConfig) -> int:
+    """Number of parameters, as Hugging Face counts them (tied embedding once); allocates nothing."""
+    state = nnx.state(abstract_model(cfg), nnx.Param)
+    return sum(math.prod(x.shape) for x in jax.tree.leaves(state))
