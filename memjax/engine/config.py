@@ -1,0 +1,100 @@
+"""Engine configuration, per-request sampling parameters and completions.
+
+Owns: `EngineConfig` (every static shape of the compiled generation loop: one compile per config),
+`SamplingParams` (per request, validated) and `Completion` (what generate returns).
+Invariants: window (max tokens per sequence, prompt + generation) is a multiple of page_size;
+the page pool holds at least one full window, one spare page and the null page, so any single request can always run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+FINISH_STOP, FINISH_LENGTH, FINISH_WINDOW, FINISH_PREEMPTED = 0, 1, 2, 3
+FINISH_NAMES = {FINISH_STOP: "stop", FINISH_LENGTH: "length", FINISH_WINDOW: "window"}
+OVERLONG_POLICIES = ("error", "truncate_left")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_slots: int = 16  # sequences decoded together (decode batch)
+    page_size: int = 16  # tokens per KV page
+    window: int = 2048  # max tokens per sequence (prompt + generated)
+    prefill_slots: int = 4  # sequences advanced together in a prefill round
+    prefill_chunk: int = 256  # prompt tokens per sequence per prefill round
+    num_pages: int | None = None  # KV pages in the pool (incl. the null page); None -> from kv_cache_bytes
+    kv_cache_bytes: int | None = None  # pool budget; None -> 90% of free device memory (GPU) or 1 GiB (CPU)
+    queue_size: int = 0  # waiting requests visible to the device per call; 0 -> 2 * max_slots
+    max_stop_ids: int = 4  # stop-token ids per request
+    rounds_per_sync: int = 64  # device rounds between host syncs (upper bound)
+    overlong_prompt: str = "error"  # "error" | "truncate_left" for prompts that leave no room to generate
+    seed: int = 0  # base of per-request seeds when SamplingParams.seed is None
+    progress: bool = True  # rich progress bar on generate() calls with many requests
+    compilation_cache_dir: str | None = None  # persistent XLA compilation cache
+
+    def __post_init__(self) -> None:
+        for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
+                  "rounds_per_sync"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v <= 0:
+                raise ValueError(f"EngineConfig.{f} must be a positive int, got {v!r}")
+        if self.window % self.page_size:
+            raise ValueError(f"EngineConfig.window={self.window} must be a multiple of page_size={self.page_size}")
+        if self.prefill_slots > self.max_slots:
+            raise ValueError(f"EngineConfig.prefill_slots={self.prefill_slots} exceeds max_slots={self.max_slots}")
+        if self.num_pages is not None and self.num_pages < self.pages_per_seq + 2:
+            raise ValueError(f"EngineConfig.num_pages={self.num_pages} must be >= window/page_size + 2 = "
+                             f"{self.pages_per_seq + 2} (one full window, one page of headroom, the null page)")
+        if self.overlong_prompt not in OVERLONG_POLICIES:
+            raise ValueError(f"EngineConfig.overlong_prompt must be one of {OVERLONG_POLICIES}, "
+                             f"got {self.overlong_prompt!r}")
+        if self.queue_size < 0:
+            raise ValueError(f"EngineConfig.queue_size must be >= 0, got {self.queue_size}")
+
+    @property
+    def pages_per_seq(self) -> int:
+        return self.window // self.page_size
+
+    @property
+    def queue_len(self) -> int:
+        return self.queue_size or 2 * self.max_slots
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """temperature 0 = greedy. top_p in (0, 1], top_k 0 = off. max_tokens new tokens at most.
+
+    Returned log-probs are log softmax(logits / T) of the sampled token under the full vocabulary,
+    before top-p / top-k truncation (T = 1 for greedy), i.e. the distribution the trainer recomputes.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 256
+    stop_token_ids: tuple[int, ...] = ()
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"SamplingParams.temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"SamplingParams.top_k must be >= 0, got {self.top_k}")
+        if self.max_tokens <= 0:
+            raise ValueError(f"SamplingParams.max_tokens must be > 0, got {self.max_tokens}")
+        object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+
+
+@dataclass
+class Completion:
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str  # "stop" | "length" | "window"
+    prompt_len: int = 0
+    request_id: int = -1
+    preemptions: int = 0
+    prompt_truncated: int = 0  # tokens dropped from the prompt's left by overlong_prompt="truncate_left"
+    extra: dict = field(default_factory=dict)

@@ -1,0 +1,128 @@
+"""The jitted generation loop: many prefill/decode rounds per host sync, in one `lax.while_loop`.
+
+Owns: `make_run(graphdef, mcfg, ecfg)` -> run(params, slots, pool, queue, ring, counters, order_base,
+max_rounds) that loops rounds until `max_rounds`, until the ring may not hold another round's releases,
+or until nothing is running or admissible. A round is: admit -> (prefill round if any running sequence
+still has prompt tokens to cache, else decode round) -> release finished sequences.
+- Prefill round: up to `prefill_slots` sequences each cache up to `prefill_chunk` prompt tokens
+  ([prefill_slots, prefill_chunk] forward); a sequence whose prompt completes samples its first token
+  from the logits at its last prompt position (LM head only on those rows).
+- Decode round: all `max_slots` sequences feed their newest token ([max_slots, 1] forward), after
+  `ensure_decode_pages` found each a page (preempting if the pool is short).
+Stops: a stop id (the token is kept), max_tokens, or the window (prompt + generated == window).
+Slots, Pool and Ring are donated: the KV pool is updated in place.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from ..model.config import ModelConfig
+from .config import FINISH_LENGTH, FINISH_STOP, FINISH_WINDOW, EngineConfig
+from .paged_attention import PagedAttention
+from .sampler import sample
+from .scheduler import admit, ensure_decode_pages, release_finished
+from .state import Counters, Pool, Queue, Ring, Slots
+
+
+def _finish_code(tok, n_gen, index, stop, max_new, window):
+    is_stop = (tok[:, None] == stop).any(-1) & (tok >= 0)
+    return jnp.where(is_stop, FINISH_STOP, jnp.where(n_gen >= max_new, FINISH_LENGTH,
+                     jnp.where(index + 1 >= window, FINISH_WINDOW, -1)))
+
+
+def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
+    S, C, BP, W = ecfg.page_size, ecfg.prefill_chunk, ecfg.prefill_slots, ecfg.window
+    attn_kw = {} if attend is None else {"attend": attend}
+
+    def forward(params, ids, pos, page_table, start, n_valid, pool):
+        model = nnx.merge(graphdef, params)
+        att = PagedAttention(page_table, start, n_valid, **attn_kw)
+        hidden, (k, v) = model.forward(ids, pos, attention=att, state=(pool.k, pool.v), return_hidden=True)
+        return model, hidden, pool.replace(k=k, v=v)
+
+    def emit(slots: Slots, rows, tok, lp, mask):
+        """Write sampled tokens at index seq_len... of the given slot rows where mask; update finish."""
+        idx = slots.prompt_len[rows] + slots.n_gen[rows]
+        n_gen = slots.n_gen[rows] + 1
+        fin = _finish_code(tok, n_gen, idx, slots.stop[rows], slots.max_new[rows], W)
+        r = jnp.where(mask, rows, slots.active.shape[0])
+        return slots.replace(tokens=slots.tokens.at[r, idx].set(tok, mode="drop"),
+                             logprobs=slots.logprobs.at[r, idx].set(lp, mode="drop"),
+                             n_gen=slots.n_gen.at[r].set(n_gen, mode="drop"),
+                             finish=slots.finish.at[r].set(fin, mode="drop"))
+
+    def prefill_round(params, slots: Slots, pool: Pool, ring: Ring, cnt: Counters):
+        b = slots.active.shape[0]
+        pending = slots.active & (slots.seq_len < slots.prompt_len)
+        sel = jnp.nonzero(pending, size=BP, fill_value=b)[0]
+        ok = sel < b
+        rows = jnp.minimum(sel, b - 1)
+        start = jnp.where(ok, slots.seq_len[rows], 0)
+        n = jnp.where(ok, jnp.minimum(C, slots.prompt_len[rows] - start), 0)
+        ids = jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (C,)))(slots.tokens[rows], start)
+        pos = start[:, None] + jnp.arange(C, dtype=jnp.int32)[None]
+        model, hidden, pool = forward(params, ids, pos, slots.page_table[rows], start, n, pool)
+        done = ok & (start + n == slots.prompt_len[rows])
+        last = jnp.take_along_axis(hidden, jnp.maximum(n - 1, 0)[:, None, None], axis=1)[:, 0]
+        logits = model.logits(last)
+        new_index = slots.prompt_len[rows]
+        tok, lp = sample(logits, slots.temperature[rows], slots.top_p[rows], slots.top_k[rows],
+                         slots.seed[rows], new_index + slots.pos_offset[rows])
+        slots = slots.replace(seq_len=slots.seq_len.at[jnp.where(ok, rows, b)].add(n, mode="drop"))
+        slots = emit(slots, rows, tok, lp, done)
+        cnt = cnt.replace(prefill_rounds=cnt.prefill_rounds + 1, prefill_tokens=cnt.prefill_tokens + n.sum())
+        return slots, pool, ring, cnt
+
+    def decode_round(params, slots: Slots, pool: Pool, ring: Ring, cnt: Counters):
+        slots, pool, ring, n_pre = ensure_decode_pages(slots, pool, ring, S)
+        b = slots.active.shape[0]
+        live = slots.active & (slots.finish < 0)
+        start = slots.seq_len
+        ids = jnp.take_along_axis(slots.tokens, start[:, None], axis=1)
+        model, hidden, pool = forward(params, ids, start[:, None], slots.page_table, start,
+                                      live.astype(jnp.int32), pool)
+        logits = model.logits(hidden[:, 0])
+        tok, lp = sample(logits, slots.temperature, slots.top_p, slots.top_k, slots.seed,
+                         start + 1 + slots.pos_offset)
+        slots = slots.replace(seq_len=slots.seq_len + live.astype(jnp.int32))
+        slots = emit(slots, jnp.arange(b), tok, lp, live)
+        cnt = cnt.replace(preemptions=cnt.preemptions + n_pre, decode_tokens=cnt.decode_tokens + live.sum())
+        return slots, pool, ring, cnt
+
+    @partial(jax.jit, donate_argnums=(1, 2, 4))
+    def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, cnt: Counters, order_base, max_rounds):
+        b = slots.active.shape[0]
+        r = ring.req.shape[0]
+
+        def admissible(q: Queue):
+            return (q.valid & ~q.admitted).any()
+
+        def cond(c):
+            slots, _, queue, ring, cnt, i = c
+            room = ring.count + b <= r
+            work = slots.active.any() | admissible(queue)
+            return (i < max_rounds) & room & work
+
+        def body(c):
+            slots, pool, queue, ring, cnt, i = c
+            slots, pool, queue, adm = admit(slots, pool, queue, order_base + cnt.rounds * b, S)
+            cnt = cnt.replace(shared_pages=cnt.shared_pages + adm[1])
+            any_prefill = (slots.active & (slots.seq_len < slots.prompt_len)).any()
+            any_running = (slots.active & (slots.finish < 0)).any()
+            slots, pool, ring, cnt = jax.lax.cond(
+                any_prefill, partial(prefill_round, params),
+                lambda *a: jax.lax.cond(any_running, partial(decode_round, params), lambda *x: x, *a),
+                slots, pool, ring, cnt)
+            slots, pool, ring = release_finished(slots, pool, ring)
+            return slots, pool, queue, ring, cnt.replace(rounds=cnt.rounds + 1), i + 1
+
+        slots, pool, queue, ring, cnt, _ = jax.lax.while_loop(
+            cond, body, (slots, pool, queue, ring, cnt, jnp.int32(0)))
+        return slots, pool, queue, ring, cnt
+
+    return run

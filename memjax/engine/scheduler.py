@@ -1,0 +1,137 @@
+"""On-device scheduling: admit queued requests into free slots, release finished slots, preempt.
+
+Owns the pure functions the generation loop calls each round; all are vectorised over slots/queue.
+Invariants:
+- Admission takes ready queue rows in queue order into free slots while the pool keeps, after the
+  prompt pages are taken, one free page per running sequence (a watermark for decode growth); it stops at
+  the first row that does not fit (no overtaking, so long prompts are not starved).
+- Prefix sharing: a row of a group (identical prompts) maps the first `shared_pages` pages of any
+  running group member that has filled them into its own page table (refcount + 1) and prefills only
+  the rest. With no filled member, it waits while a member is prefilling or an earlier-submitted member
+  is queued (waits only point to earlier requests or running ones, so they cannot cycle), else runs
+  unshared and becomes a source itself. Shared pages are full pages strictly before the last prompt
+  token, so nobody ever writes into a shared page.
+- Release copies a finished or preempted slot's row into the ring and drops its page references.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .config import FINISH_PREEMPTED
+from .state import Pool, Queue, Ring, Slots, pop_pages, release_pages, stack_page
+
+
+def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_size: int
+          ) -> tuple[Slots, Pool, Queue, jax.Array]:
+    b, mp = slots.page_table.shape
+    waiting = queue.valid & ~queue.admitted
+    # group status per queue row: [Q, B] against running slots, [Q, Q] against waiting rows
+    grouped = (queue.group >= 0) & (queue.shared_pages > 0)
+    member = slots.active[None] & (slots.group[None] == queue.group[:, None]) & grouped[:, None]
+    filled = slots.seq_len[None] >= queue.shared_pages[:, None] * page_size
+    source = member & filled
+    leader_ready = source.any(1)
+    leader_busy = (member & ~filled).any(1)
+    earlier_queued = (waiting[None] & (queue.group[None] == queue.group[:, None])
+                      & (queue.req[None] < queue.req[:, None])).any(1) & grouped
+    ready = waiting & (leader_ready | (~leader_busy & ~earlier_queued))
+    share = ready & leader_ready
+    leader_slot = jnp.argmax(source, axis=1)
+    n_shared = jnp.where(share, queue.shared_pages, 0)
+
+    total_pages = (queue.prompt_len + page_size - 1) // page_size
+    need = jnp.where(ready, total_pages - n_shared, 0)
+    rank = jnp.cumsum(ready) - 1
+    n_free_slots = (~slots.active).sum()
+    n_active = slots.active.sum()
+    cum_need = jnp.cumsum(need)
+    fits = ready & (rank < n_free_slots) & (cum_need + n_active + rank + 1 <= pool.n_free)
+    take = fits & (jnp.cumsum(ready & ~fits) == 0)  # stop at the first ready row that does not fit
+
+    def do_admit(args):
+        slots, pool, queue = args
+        free_ids = jnp.nonzero(~slots.active, size=b, fill_value=b)[0]
+        dest = jnp.where(take, free_ids[jnp.clip(rank, 0, b - 1)], b)  # b = dropped
+        want = jnp.where(take, need, 0)
+        new_pool, off = pop_pages(pool, want)
+        j = jnp.arange(mp)[None]
+        lead_rows = slots.page_table[leader_slot]  # [Q, MP]
+        fresh = stack_page(pool, off[:, None] + (j - n_shared[:, None]))
+        own = (j >= n_shared[:, None]) & (j < (n_shared + want)[:, None])
+        rows = jnp.where(j < n_shared[:, None], lead_rows, jnp.where(own, fresh, 0))
+        shared_ref = take[:, None] & (j < n_shared[:, None])
+        inc = jnp.zeros_like(pool.refcount).at[rows.reshape(-1)].add(
+            ((shared_ref | (own & take[:, None])) & (rows > 0)).reshape(-1).astype(jnp.int32))
+        new_pool = new_pool.replace(refcount=new_pool.refcount + inc)
+        set_ = lambda a, v: a.at[dest].set(v, mode="drop")
+        slots = slots.replace(
+            active=set_(slots.active, True), req=set_(slots.req, queue.req), group=set_(slots.group, queue.group),
+            order=set_(slots.order, order_base + rank), prompt_len=set_(slots.prompt_len, queue.prompt_len),
+            seq_len=set_(slots.seq_len, n_shared * page_size), n_gen=set_(slots.n_gen, 0),
+            finish=set_(slots.finish, -1), tokens=set_(slots.tokens, queue.tokens),
+            logprobs=set_(slots.logprobs, jnp.zeros_like(queue.tokens, jnp.float32)),
+            page_table=set_(slots.page_table, rows), n_pages=set_(slots.n_pages, n_shared + want),
+            temperature=set_(slots.temperature, queue.temperature), top_p=set_(slots.top_p, queue.top_p),
+            top_k=set_(slots.top_k, queue.top_k), max_new=set_(slots.max_new, queue.max_new),
+            seed=set_(slots.seed, queue.seed), pos_offset=set_(slots.pos_offset, queue.pos_offset),
+            stop=set_(slots.stop, queue.stop))
+        return slots, new_pool, queue.replace(admitted=queue.admitted | take)
+
+    n_take = take.sum(dtype=jnp.int32)
+    slots, pool, queue = jax.lax.cond(n_take > 0, do_admit, lambda a: a, (slots, pool, queue))
+    shared = jnp.where(take, n_shared, 0).sum(dtype=jnp.int32)
+    return slots, pool, queue, jnp.stack([n_take, shared])
+
+
+def release(slots: Slots, pool: Pool, ring: Ring, mask: jax.Array, reason: jax.Array) -> tuple[Slots, Pool, Ring]:
+    """Move masked slots to the ring with `reason` [B] and free their pages."""
+    r = ring.req.shape[0]
+    rank = jnp.cumsum(mask) - 1
+    dest = jnp.where(mask, ring.count + rank, r)
+    set_ = lambda a, v: a.at[dest].set(v, mode="drop")
+    ring = ring.replace(req=set_(ring.req, slots.req), reason=set_(ring.reason, reason),
+                        prompt_len=set_(ring.prompt_len, slots.prompt_len), n_gen=set_(ring.n_gen, slots.n_gen),
+                        tokens=set_(ring.tokens, slots.tokens), logprobs=set_(ring.logprobs, slots.logprobs),
+                        count=ring.count + mask.sum(dtype=jnp.int32))
+    pool = release_pages(pool, slots.page_table, slots.n_pages, mask)
+    slots = slots.replace(active=slots.active & ~mask, n_pages=jnp.where(mask, 0, slots.n_pages),
+                          page_table=jnp.where(mask[:, None], 0, slots.page_table), req=jnp.where(mask, -1, slots.req))
+    return slots, pool, ring
+
+
+def release_finished(slots: Slots, pool: Pool, ring: Ring) -> tuple[Slots, Pool, Ring]:
+    done = slots.active & (slots.finish >= 0)
+    return jax.lax.cond(done.any(), lambda a: release(*a, done, slots.finish), lambda a: a, (slots, pool, ring))
+
+
+def ensure_decode_pages(slots: Slots, pool: Pool, ring: Ring, page_size: int
+                        ) -> tuple[Slots, Pool, Ring, jax.Array]:
+    """Give every running sequence whose next token starts a new page that page, preempting the most
+    recently admitted sequences (LIFO) while the pool is short. Returns the preemption count too."""
+    def need_of(s):
+        return s.active & (s.finish < 0) & (s.seq_len // page_size >= s.n_pages)
+
+    def short(c):
+        s, p, _, _ = c
+        return need_of(s).sum() > p.n_free
+
+    def preempt_one(c):
+        s, p, rg, n = c
+        victim = jnp.argmax(jnp.where(s.active, s.order, -1))
+        mask = jnp.arange(s.active.shape[0]) == victim
+        s, p, rg = release(s, p, rg, mask, jnp.full_like(s.finish, FINISH_PREEMPTED))
+        return s, p, rg, n + 1
+
+    slots, pool, ring, n_pre = jax.lax.while_loop(short, preempt_one, (slots, pool, ring, jnp.int32(0)))
+    need = need_of(slots)
+    want = need.astype(jnp.int32)
+    new_pool, off = pop_pages(pool, want)
+    page = stack_page(pool, off)
+    b = slots.active.shape[0]
+    col = jnp.where(need, slots.n_pages, slots.page_table.shape[1])
+    pt = slots.page_table.at[jnp.arange(b), col].set(page, mode="drop")
+    rc = new_pool.refcount.at[jnp.where(need, page, 0)].add(need.astype(jnp.int32))
+    rc = rc.at[0].set(0)
+    return (slots.replace(page_table=pt, n_pages=slots.n_pages + want), new_pool.replace(refcount=rc), ring, n_pre)

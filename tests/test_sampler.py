@@ -1,0 +1,76 @@
+"""memjax.engine.sampler: distribution tests (chi-square), nucleus/top-k bounds, key independence."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from memjax.engine.sampler import allowed_mask, sample
+
+# chi-square critical values at p = 0.001 (df -> value), from standard tables
+CHI2_999 = {7: 24.322, 9: 27.877}
+
+
+def _draw(logits, n, temperature=1.0, top_p=1.0, top_k=0, pos=5):
+    lg = jnp.broadcast_to(jnp.asarray(logits, jnp.float32), (n, len(logits)))
+    tok, lp = jax.jit(sample)(lg, jnp.full(n, temperature, jnp.float32), jnp.full(n, top_p, jnp.float32),
+                              jnp.full(n, top_k, jnp.int32), jnp.arange(n, dtype=jnp.int32), jnp.full(n, pos, jnp.int32))
+    return np.asarray(tok), np.asarray(lp)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_empirical_distribution_matches_softmax(temperature):
+    logits = np.array([1.0, 0.2, -0.5, 2.0, 0.0, -1.5, 0.7, 1.3])
+    n = 20_000
+    tok, lp = _draw(logits, n, temperature)
+    p = np.exp(logits / temperature - np.logaddexp.reduce(logits / temperature))
+    counts = np.bincount(tok, minlength=len(logits))
+    chi2 = ((counts - n * p) ** 2 / (n * p)).sum()
+    assert chi2 < CHI2_999[len(logits) - 1], (chi2, counts, n * p)
+    np.testing.assert_allclose(lp, np.log(p)[tok], atol=1e-5)
+
+
+def test_top_p_never_leaves_nucleus_and_renormalises():
+    r = np.random.default_rng(0)
+    logits = r.normal(size=10) * 2
+    p = np.exp(logits - np.logaddexp.reduce(logits))
+    order = np.argsort(-p)
+    size = int(np.searchsorted(np.cumsum(p[order]), 0.8) + 1)
+    nucleus = set(order[:size].tolist())
+    tok, lp = _draw(logits, 20_000, top_p=0.8)
+    assert set(tok.tolist()) <= nucleus and set(tok.tolist()) == nucleus
+    q = p[order[:size]] / p[order[:size]].sum()
+    counts = np.bincount(tok, minlength=10)[order[:size]]
+    chi2 = ((counts - 20_000 * q) ** 2 / (20_000 * q)).sum()
+    assert chi2 < 30.0
+    np.testing.assert_allclose(lp, np.log(p)[tok], atol=1e-5)  # log-prob before truncation
+
+
+def test_top_k_and_mask_against_sort():
+    r = np.random.default_rng(1)
+    lg = r.normal(size=(6, 300)).astype(np.float32)
+    for k in (1, 5, 64):
+        m = np.asarray(allowed_mask(jnp.asarray(lg), jnp.ones(6), jnp.full(6, k, jnp.int32)))
+        assert (m.sum(-1) == k).all()
+        assert (np.sort(lg, -1)[:, -k][:, None] <= np.where(m, lg, np.inf)).all()
+    for top_p in (0.3, 0.9, 0.999):
+        m = np.asarray(allowed_mask(jnp.asarray(lg), jnp.full(6, top_p), jnp.zeros(6, jnp.int32)))
+        p = np.exp(lg - np.logaddexp.reduce(lg, -1, keepdims=True))
+        for row in range(6):
+            srt = np.sort(p[row])[::-1]
+            want = int(np.searchsorted(np.cumsum(srt), top_p) + 1)
+            assert m[row].sum() == want
+
+
+def test_greedy_and_key_independence():
+    logits = np.array([0.1, 3.0, 2.9, -1.0])
+    tok, lp = _draw(logits, 4, temperature=0.0)
+    assert (tok == 1).all()
+    np.testing.assert_allclose(lp, logits[1] - np.logaddexp.reduce(logits), atol=1e-6)
+    # the same (seed, position) gives the same token whatever the row and the other rows are
+    lg = jnp.asarray(np.random.default_rng(2).normal(size=(3, 50)), jnp.float32)
+    args = lambda seeds: (jnp.ones(3), jnp.ones(3), jnp.zeros(3, jnp.int32), jnp.asarray(seeds, jnp.int32),
+                          jnp.asarray([4, 4, 4], jnp.int32))
+    a, _ = sample(lg, *args([7, 8, 9]))
+    b, _ = sample(lg[::-1], *args([9, 8, 7]))
+    assert np.asarray(a).tolist() == np.asarray(b)[::-1].tolist()
