@@ -1,0 +1,82 @@
+"""Pure-JAX references for the kernels in `memjax.kernels` (the specification the kernels are tested against).
+
+Owns the dense, autodiff-only definitions:
+
+* `token_logprob_entropy_ref(hidden, w, targets, mask, *, temperature)`: materialises the full [N, V]
+  float32 logits `(h·W) / T` (h cast to W's dtype, fp32 accumulation) and returns per-token
+  `log p(target)` and entropy, float32, shaped like `targets`; tokens with `mask == 0` return 0.
+* `dual_clip_surrogate(rho, adv, *, clip_low, clip_high, dual_clip)`: verl's `compute_policy_loss`
+  formula (elementwise): max(-A·rho, -A·clip(rho, 1-eps_l, 1+eps_h)), and where A < 0 and a dual clip c
+  is given, min(that, -A·c).
+* `step_ratio_loss_ref(...)`: Memory-R2 length-normalised step-level ratio loss via `jax.ops.segment_sum`:
+  per step u, rho_u = exp(clip(mean_{t in u} (logp - old_logp), ±log_ratio_clamp)), A_u = mean_{t in u} A,
+  loss = mean over steps with at least one valid token of the surrogate.
+* `token_clip_surrogate_ref(...)`: per-token clipped surrogate (DAPO clip-higher), masked tokens 0.
+
+Invariants: inputs are never donated or modified; masks are validity masks (nonzero = valid), not
+weights; segment ids < 0 or >= num_segments belong to no step.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["token_logprob_entropy_ref", "dual_clip_surrogate", "step_ratio_loss_ref",
+           "token_clip_surrogate_ref"]
+
+
+def token_logprob_entropy_ref(hidden, w, targets, mask, *, temperature: float = 1.0):
+    """Dense [N, V] path: (logp, entropy), float32, shaped like `targets`."""
+    d = w.shape[0]
+    h = hidden.reshape(-1, d).astype(w.dtype)
+    logits = jnp.dot(h, w, preferred_element_type=jnp.float32) / jnp.float32(temperature)
+    logz = jax.nn.log_softmax(logits, axis=-1)
+    valid = mask.reshape(-1) != 0
+    tgt = jnp.where(valid, targets.reshape(-1), 0).astype(jnp.int32)
+    logp = jnp.take_along_axis(logz, tgt[:, None], axis=-1)[:, 0]
+    ent = -jnp.sum(jnp.exp(logz) * logz, axis=-1)
+    shape = targets.shape
+    return (jnp.where(valid, logp, 0.0).reshape(shape), jnp.where(valid, ent, 0.0).reshape(shape))
+
+
+def dual_clip_surrogate(rho, adv, *, clip_low: float, clip_high: float, dual_clip: float | None):
+    """verl's dual-clip PPO surrogate, elementwise (loss to minimise)."""
+    pg1 = -adv * rho
+    pg2 = -adv * jnp.clip(rho, 1.0 - clip_low, 1.0 + clip_high)
+    clip1 = jnp.maximum(pg1, pg2)
+    if dual_clip is None:
+        return clip1
+    return jnp.where(adv < 0, jnp.minimum(-adv * dual_clip, clip1), clip1)
+
+
+def step_ratio_loss_ref(logp, old_logp, advantages, mask, segment_ids, *, num_segments: int,
+                        clip_low: float, clip_high: float, dual_clip: float | None = None,
+                        log_ratio_clamp: float = 20.0):
+    """Scalar loss: mean over valid steps of the dual-clip surrogate on length-normalised ratios."""
+    seg = segment_ids.reshape(-1).astype(jnp.int32)
+    valid = (mask.reshape(-1) != 0) & (seg >= 0) & (seg < num_segments)
+    seg = jnp.where(valid, seg, num_segments)
+    wt = valid.astype(jnp.float32)
+
+    def ssum(x):
+        return jax.ops.segment_sum(wt * x.reshape(-1).astype(jnp.float32), seg, num_segments + 1)[:-1]
+
+    n = ssum(jnp.ones_like(wt))
+    denom = jnp.maximum(n, 1.0)
+    log_ratio = ssum(logp - old_logp) / denom
+    adv = ssum(advantages) / denom
+    rho = jnp.exp(jnp.clip(log_ratio, -log_ratio_clamp, log_ratio_clamp))
+    per_step = dual_clip_surrogate(rho, adv, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip)
+    step_valid = n > 0
+    return jnp.sum(jnp.where(step_valid, per_step, 0.0)) / jnp.maximum(jnp.sum(step_valid), 1)
+
+
+def token_clip_surrogate_ref(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
+                             dual_clip: float | None = None, log_ratio_clamp: float = 20.0):
+    """Per-token clipped surrogate, float32, shaped like `logp`; masked tokens 0."""
+    log_ratio = (logp - old_logp).astype(jnp.float32)
+    rho = jnp.exp(jnp.clip(log_ratio, -log_ratio_clamp, log_ratio_clamp))
+    per_tok = dual_clip_surrogate(rho, advantages.astype(jnp.float32), clip_low=clip_low,
+                                  clip_high=clip_high, dual_clip=dual_clip)
+    return jnp.where(mask != 0, per_tok, 0.0)
