@@ -1,14 +1,17 @@
 """memjax: RL-trained LLM memory agents (MemAgent, SUMER, Memory-R1, Memory-R2) in JAX / Flax NNX.
 
 Public names (see DESIGN.md, "Public contract"): `memjax.model` (decoder, presets, count_params),
-`memjax.load_hf` / `memjax.save_hf` (Hugging Face checkpoints), `memjax.Tokenizer`.
+`memjax.load_hf` / `memjax.save_hf` (Hugging Face checkpoints), `memjax.Tokenizer`,
+`memjax.Engine` / `EngineConfig` / `SamplingParams` (rollout engine), `memjax.flops` (FLOP estimates, MFU).
 """
 
-from . import checkpoint, model
+from . import checkpoint, data, flops, model, rewards
 from .checkpoint import CheckpointError, load_hf, save_hf
 from .model import ModelConfig, Qwen2, count_params
+from .engine import Completion, Engine, EngineConfig, SamplingParams
 from .tokenizer import TokenIds, Tokenizer
 
 __version__ = "0.1.0"
-__all__ = ["checkpoint", "model", "CheckpointError", "load_hf", "save_hf", "ModelConfig", "Qwen2",
-           "count_params", "TokenIds", "Tokenizer", "__version__"]
+__all__ = ["checkpoint", "data", "flops", "model", "rewards", "CheckpointError", "load_hf", "save_hf", "ModelConfig", "Qwen2",
+           "count_params", "TokenIds", "Tokenizer", "Completion", "Engine", "EngineConfig", "SamplingParams",
+           "__version__"]
