@@ -173,9 +173,18 @@ class Tokenizer:
             raise TypeError(f"encode expects str, got {type(text).__name__}")
         return self._tok.encode(text, add_special_tokens=False).ids
 
-    def decode(self, ids: Sequence[int] | np.ndarray, skip_special_tokens: bool = False) -> str:
-        ids = self._checked(_as_ids(ids, "decode"), "decode")
+    def decode(self, ids: Sequence[int] | np.ndarray, skip_special_tokens: bool = False,
+               skip_unknown: bool = False) -> str:
+        """Text of `ids`. Ids outside the vocabulary raise, unless skip_unknown (for model output: a model's
+        embedding has padding rows beyond the tokenizer, e.g. 151,936 vs 151,665, that decode to nothing,
+        as in transformers)."""
+        ids = _as_ids(ids, "decode")
+        ids = [i for i in ids if 0 <= i < self.vocab_size] if skip_unknown else self._checked(ids, "decode")
         return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def count_unknown(self, ids: Sequence[int]) -> int:
+        """How many ids fall outside the vocabulary (model padding rows)."""
+        return sum(1 for i in ids if not 0 <= int(i) < self.vocab_size)
 
     def _checked(self, ids: list[int], where: str) -> list[int]:
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
