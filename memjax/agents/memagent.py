@@ -179,7 +179,8 @@ class MemAgent:
         trajs: list[Trajectory] = []
         sample_groups: list[int] = []
         for s, sample in enumerate(samples):
-            doc = tok.encode(str(_field(sample, "context", "document")))
+            pre = sample.get("context_ids") if isinstance(sample, dict) else None
+            doc = list(pre) if pre is not None else tok.encode(str(_field(sample, "context", "document")))
             query = tok.encode(str(_field(sample, "query", "question", "prompt")))[: c.max_query_tokens]
             answers = _field(sample, "answers", "answer")
             answers = (answers,) if isinstance(answers, str) else tuple(str(a) for a in answers)

@@ -1,0 +1,143 @@
+"""Typed config files and `--set a.b=value` overrides for memjax's command-line programs.
+
+Owns: loading a Python config file (it defines `config`, a frozen dataclass instance, or
+`get_config()` returning one), applying dotted overrides with type checking against the dataclass
+field types, and listing every field for `--help`.
+Invariants: configs stay frozen dataclasses (overrides go through dataclasses.replace, so each
+dataclass's own validation runs again); an override naming an unknown field or a value that does not
+parse as the field's type is a one-line ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def load_config_file(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    spec = importlib.util.spec_from_file_location(f"memjax_config_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the user's file: report where it failed
+        raise ConfigError(f"{path}: failed to load ({type(e).__name__}: {e})") from e
+    cfg = module.get_config() if hasattr(module, "get_config") else getattr(module, "config", None)
+    if cfg is None or not dataclasses.is_dataclass(cfg):
+        raise ConfigError(f"{path}: must define `config` (a dataclass instance) or `get_config()`")
+    return cfg
+
+
+def _parse(value: str, tp: Any, key: str) -> Any:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value.lower() in ("none", "null") and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _parse(value, a, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"--set {key}: cannot parse {value!r}")
+    if origin in (tuple, list):
+        items = json.loads(value) if value.strip().startswith("[") else [v for v in value.split(",") if v != ""]
+        inner = args[0] if args else str
+        out = [_parse(str(v), inner, key) for v in items]
+        return tuple(out) if origin is tuple else out
+    if tp is bool:
+        low = value.lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"--set {key}: expected a boolean (true/false), got {value!r}")
+    if tp in (int, float, str):
+        try:
+            return tp(float(value)) if tp is int and value.lower().endswith(("e3", "e4", "e5", "e6")) else tp(value)
+        except ValueError:
+            raise ConfigError(f"--set {key}: expected {tp.__name__}, got {value!r}") from None
+    raise ConfigError(f"--set {key}: fields of type {tp} cannot be set from the command line")
+
+
+def _hints(obj: Any) -> dict[str, Any]:
+    return typing.get_type_hints(type(obj))
+
+
+def apply_override(cfg: Any, key: str, value: str) -> Any:
+    head, _, rest = key.partition(".")
+    names = {f.name for f in dataclasses.fields(cfg)}
+    if head not in names:
+        raise ConfigError(f"--set {key}: {type(cfg).__name__} has no field {head!r} (fields: {', '.join(sorted(names))})")
+    current = getattr(cfg, head)
+    if rest:
+        if not dataclasses.is_dataclass(current):
+            raise ConfigError(f"--set {key}: {head!r} is not a section")
+        new = apply_override(current, rest, value)
+    else:
+        if dataclasses.is_dataclass(current):
+            raise ConfigError(f"--set {key}: {head!r} is a section; set one of its fields ({head}.FIELD=...)")
+        new = _parse(value, _hints(cfg)[head], key)
+    try:
+        return dataclasses.replace(cfg, **{head: new})
+    except ValueError as e:
+        raise ConfigError(f"--set {key}={value}: {e}") from None
+
+
+def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
+    for item in overrides:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        cfg = apply_override(cfg, key.strip(), value.strip())
+    return cfg
+
+
+def describe(cfg: Any, prefix: str = "") -> list[str]:
+    """One line per leaf field: `a.b: type = value`."""
+    lines = []
+    hints = _hints(cfg)
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(v):
+            lines += describe(v, f"{prefix}{f.name}.")
+        else:
+            tp = hints[f.name]
+            name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+            lines.append(f"{prefix}{f.name}: {name} = {v!r}")
+    return lines
+
+
+def parse_cli(prog: str, description: str, argv: list[str] | None = None,
+              default_config: Any = None) -> tuple[Any, argparse.Namespace]:
+    """`PROG [CONFIG.py] [--set k=v ...]`; `--help` (with a config) lists every field."""
+    ap = argparse.ArgumentParser(prog=prog, description=description, add_help=False,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("config", nargs="?", help="Python config file defining `config` (default: embedded)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
+    ap.add_argument("-h", "--help", action="store_true", help="show this help and every config field")
+    args = ap.parse_args(argv)
+    cfg = load_config_file(args.config) if args.config else default_config
+    if args.help:
+        ap.print_help()
+        if cfg is not None:
+            print("\nconfig fields (override with --set KEY=VALUE):")
+            print("\n".join("  " + line for line in describe(cfg)))
+        raise SystemExit(0)
+    if cfg is None:
+        ap.error("a config file is required")
+    return apply_overrides(cfg, args.set), args

@@ -1,0 +1,165 @@
+"""`python -m memjax.evaluate [CONFIG.py] [--set key=value ...]`: MemAgent accuracy vs document length.
+
+Owns: the evaluation config and program. For each N in `num_docs` it synthesises RULER-HotpotQA
+contexts (memjax.data.hotpotqa) for the first `num_samples` questions, runs the MemAgent workflow, and
+scores the last \\boxed{} answer with SQuAD sub-EM (the paper's accuracy; EM and F1 too). When
+`baseline` is on and a context fits the engine window, the same model also answers from the full
+context in one prompt (FULL_CONTEXT_TEMPLATE below, our wording) for comparison.
+Writes to out_dir: results.json, results.md (score table like the paper's Table 2), accuracy.png,
+traces.jsonl (memory after every chunk, final answer, scores). Nothing is downloaded: the model is an
+HF directory (model.hf_path) or random weights of a preset, the data a HotpotQA JSON file (data_path).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from .agents import MemAgent, MemAgentConfig
+from .config import ConfigError, parse_cli
+from .data import RulerHotpotQAConfig, load_hotpotqa, synthesize
+from .engine import Engine, EngineConfig, SamplingParams
+from .modelsource import ModelSource
+from .rewards import last_boxed, squad_scores
+
+FULL_CONTEXT_TEMPLATE = ("Please read the following text and answer the question below.\n\n<text>\n{context}\n"
+                         "</text>\n\nQuestion: {question}\nPut the answer in \\boxed{{}}.")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    model: ModelSource = field(default_factory=ModelSource)
+    engine: EngineConfig = field(default_factory=lambda: EngineConfig(max_slots=16, window=8192, page_size=64,
+                                                                      prefill_slots=4, prefill_chunk=1024))
+    memagent: MemAgentConfig = field(default_factory=lambda: MemAgentConfig(temperature=0.0))
+    data_path: str = ""
+    num_docs: tuple[int, ...] = (50, 100, 200)
+    num_samples: int = 16
+    seed: int = 0
+    baseline: bool = True
+    out_dir: str = "out/eval"
+
+    def __post_init__(self):
+        if self.num_samples <= 0:
+            raise ValueError(f"EvalConfig.num_samples must be > 0, got {self.num_samples}")
+        if not self.num_docs:
+            raise ValueError("EvalConfig.num_docs must list at least one N")
+
+
+def _score(text: str, answers) -> dict[str, float]:
+    pred = last_boxed(text)
+    s = squad_scores(pred, list(answers))
+    return {**s, "missing": float(pred is None)}
+
+
+def evaluate(cfg: EvalConfig, console: Console | None = None) -> dict:
+    con = console or Console()
+    if not cfg.data_path:
+        raise ConfigError("data_path is not set: give a HotpotQA JSON file (--set data_path=...)")
+    corpus = load_hotpotqa(cfg.data_path)
+    n = min(cfg.num_samples, len(corpus))
+    model, tok = cfg.model.load()
+    engine = Engine(model, cfg.engine)
+    agent = MemAgent(engine, tok, cfg.memagent)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, traces = [], []
+    stop = (tok.eos_id, tok.endoftext_id)
+    for num_docs in cfg.num_docs:
+        samples = [synthesize(corpus, i, RulerHotpotQAConfig(num_docs=num_docs, seed=cfg.seed)) for i in range(n)]
+        t0 = time.perf_counter()
+        res = agent.run(samples)
+        dt = time.perf_counter() - t0
+        scores = [_score(t["final"], t["answers"]) for t in res.traces]
+        for t, s in zip(res.traces, scores):
+            traces.append({"num_docs": num_docs, "id": samples[t["sample"]].id, **t, "scores": s})
+        lengths = [len(tok.encode(s.context)) for s in samples]
+        row = {"num_docs": num_docs, "mean_tokens": float(np.mean(lengths)), "samples": len(res.traces),
+               **{k: float(np.mean([s[k] for s in scores])) for k in ("sub_em", "em", "f1", "missing")},
+               "seconds": dt, "conversations": res.stats["conversations"]}
+        if cfg.baseline:
+            prompts = [tok.apply_chat_template([{"role": "user", "content": FULL_CONTEXT_TEMPLATE.format(
+                context=s.context, question=s.question)}]) for s in samples]
+            fits = [p for p in prompts if len(p) + cfg.memagent.max_final_tokens <= cfg.engine.window]
+            if len(fits) == len(prompts):
+                comps = engine.generate(prompts, SamplingParams(temperature=cfg.memagent.temperature, top_p=cfg.memagent.top_p,
+                                                                max_tokens=cfg.memagent.max_final_tokens, stop_token_ids=stop))
+                bs = [_score(tok.decode(c.token_ids, skip_special_tokens=True, skip_unknown=True), s.answers)
+                      for c, s in zip(comps, samples)]
+                row["baseline_sub_em"] = float(np.mean([b["sub_em"] for b in bs]))
+            else:
+                row["baseline_sub_em"] = None  # does not fit the window
+        rows.append(row)
+        con.print(f"N={num_docs}: {row['mean_tokens']:.0f} tokens, sub-EM {row['sub_em']:.3f}, "
+                  f"{row['conversations']} conversations in {dt:.1f}s")
+    result = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "rows": rows}
+    (out / "results.json").write_text(json.dumps(result, indent=2))
+    with (out / "traces.jsonl").open("w") as f:
+        for t in traces:
+            f.write(json.dumps(t, ensure_ascii=False) + "\n")
+    (out / "results.md").write_text(_markdown(rows))
+    _plot(rows, out / "accuracy.png")
+    table = Table(title=f"MemAgent accuracy vs length ({n} questions each)")
+    for c in ("N docs", "tokens", "sub-EM", "EM", "F1", "no \\boxed", "full context sub-EM"):
+        table.add_column(c, justify="right")
+    for r in rows:
+        b = r.get("baseline_sub_em")
+        table.add_row(str(r["num_docs"]), f"{r['mean_tokens']:.0f}", f"{r['sub_em']:.3f}", f"{r['em']:.3f}",
+                      f"{r['f1']:.3f}", f"{r['missing']:.2f}", "-" if b is None else f"{b:.3f}")
+    con.print(table)
+    con.print(f"wrote {out}/results.json, results.md, accuracy.png, traces.jsonl")
+    return result
+
+
+def _markdown(rows: list[dict]) -> str:
+    lines = ["| N docs | mean tokens | sub-EM | EM | F1 | missing \\boxed | full-context sub-EM |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        b = r.get("baseline_sub_em")
+        lines.append(f"| {r['num_docs']} | {r['mean_tokens']:.0f} | {r['sub_em']:.3f} | {r['em']:.3f} | {r['f1']:.3f} "
+                     f"| {r['missing']:.2f} | {'-' if b is None else f'{b:.3f}'} |")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    x = [r["mean_tokens"] for r in rows]
+    ax.plot(x, [r["sub_em"] for r in rows], "o-", label="MemAgent")
+    base = [(r["mean_tokens"], r["baseline_sub_em"]) for r in rows if r.get("baseline_sub_em") is not None]
+    if base:
+        ax.plot(*zip(*base), "s--", label="full context")
+    ax.set_xscale("log")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("context tokens")
+    ax.set_ylabel("sub-EM")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, _ = parse_cli("python -m memjax.evaluate", __doc__, argv, default_config=EvalConfig())
+        evaluate(cfg)
+    except (ConfigError, ValueError, FileNotFoundError) as e:
+        print(f"memjax.evaluate: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""ModelSource: where a CLI gets its policy model and tokenizer (an HF directory or a random preset).
+
+Owns: the typed config section shared by `memjax.evaluate` and `memjax.train`, and `load()`.
+Invariants: an empty `hf_path` means random weights of `preset` (for pipeline and throughput runs: no
+weights can be downloaded here); the tokenizer comes from `tokenizer_path`, else `hf_path` when it holds
+tokenizer.json, else the shipped Qwen2.5 tokenizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from flax import nnx
+
+from .checkpoint import load_hf
+from .model import init_model, presets
+from .model.qwen2 import Qwen2
+from .tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    hf_path: str = ""
+    preset: str = "tiny-qwen-vocab"
+    dtype: str = "float32"
+    seed: int = 0
+    tokenizer_path: str = ""
+
+    def __post_init__(self):
+        if not self.hf_path and self.preset not in presets.names():
+            raise ValueError(f"ModelSource.preset {self.preset!r} unknown; known: {', '.join(presets.names())}")
+
+    def load(self) -> tuple[Qwen2, Tokenizer]:
+        if self.hf_path:
+            model = load_hf(self.hf_path, dtype=self.dtype)
+        else:
+            cfg = presets.get(self.preset, param_dtype=self.dtype, dtype=self.dtype)
+            model = nnx.jit(lambda: init_model(cfg, self.seed))() if cfg.hidden_size >= 1024 else init_model(cfg, self.seed)
+        tok_dir = self.tokenizer_path or (self.hf_path if self.hf_path and (Path(self.hf_path) / "tokenizer.json").is_file()
+                                          else "")
+        tok = Tokenizer.from_dir(tok_dir) if tok_dir else Tokenizer.default()
+        return model, tok
