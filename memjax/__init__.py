@@ -5,13 +5,13 @@ Public names (see DESIGN.md, "Public contract"): `memjax.model` (decoder, preset
 `memjax.Engine` / `EngineConfig` / `SamplingParams` (rollout engine), `memjax.flops` (FLOP estimates, MFU).
 """
 
-from . import checkpoint, data, flops, model, rewards
+from . import agents, checkpoint, data, flops, model, parallel, rewards, rl
 from .checkpoint import CheckpointError, load_hf, save_hf
 from .model import ModelConfig, Qwen2, count_params
 from .engine import Completion, Engine, EngineConfig, SamplingParams
 from .tokenizer import TokenIds, Tokenizer
 
 __version__ = "0.1.0"
-__all__ = ["checkpoint", "data", "flops", "model", "rewards", "CheckpointError", "load_hf", "save_hf", "ModelConfig", "Qwen2",
+__all__ = ["agents", "checkpoint", "data", "flops", "model", "parallel", "rewards", "rl", "CheckpointError", "load_hf", "save_hf", "ModelConfig", "Qwen2",
            "count_params", "TokenIds", "Tokenizer", "Completion", "Engine", "EngineConfig", "SamplingParams",
            "__version__"]

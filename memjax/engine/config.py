@@ -31,6 +31,8 @@ class EngineConfig:
     overlong_prompt: str = "error"  # "error" | "truncate_left" for prompts that leave no room to generate
     seed: int = 0  # base of per-request seeds when SamplingParams.seed is None
     progress: bool = True  # rich progress bar on generate() calls with many requests
+    attention: str = "reference"  # paged attention: "reference" (pure JAX) | "pallas" | "auto" (pallas on GPU)
+    decode_splits: int = 1  # split-K partitions per sequence for the Pallas decode kernel
     compilation_cache_dir: str | None = None  # persistent XLA compilation cache
 
     def __post_init__(self) -> None:
@@ -49,6 +51,10 @@ class EngineConfig:
         if self.overlong_prompt not in OVERLONG_POLICIES:
             raise ValueError(f"EngineConfig.overlong_prompt must be one of {OVERLONG_POLICIES}, "
                              f"got {self.overlong_prompt!r}")
+        if self.attention not in ("reference", "pallas", "auto"):
+            raise ValueError(f"EngineConfig.attention must be reference|pallas|auto, got {self.attention!r}")
+        if self.decode_splits <= 0:
+            raise ValueError(f"EngineConfig.decode_splits must be > 0, got {self.decode_splits}")
         if self.queue_size < 0:
             raise ValueError(f"EngineConfig.queue_size must be >= 0, got {self.queue_size}")
 

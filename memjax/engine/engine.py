@@ -77,7 +77,12 @@ class Engine:
         self._pool = init_pool(model.cfg, ecfg, self.num_pages)
         self._ring = init_ring(ecfg)
         self._counters = init_counters()
-        self._run = make_run(nnx.graphdef(model), model.cfg, ecfg)
+        attend = None
+        if ecfg.attention != "reference":
+            from ..kernels import engine_attend
+
+            attend = engine_attend(impl=ecfg.attention, num_splits=ecfg.decode_splits)
+        self._run = make_run(nnx.graphdef(model), model.cfg, ecfg, attend=attend)
         self._pending: collections.deque[_Request] = collections.deque()
         self._live: dict[int, _Request] = {}  # rid -> request, queued or running
         self._groups: dict[tuple[int, ...], tuple[int, set[int]]] = {}  # prompt -> (group id, live rids)

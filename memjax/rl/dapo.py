@@ -1,0 +1,179 @@
+"""DAPO extras: dynamic sampling (group filtering + an accumulator over generation batches), RolloutBatch
+concatenation, and overlong reward shaping. Host-side numpy (these run between rollout and training).
+
+Owns
+* `filter_groups(reward [S], sample_group [S], *, keep_singletons=False) -> keep bool [S]`: DAPO dynamic
+  sampling keeps a sample iff its group's rewards are not all equal (max > min, exact comparison; verl
+  compares the group std with 0). Groups of one sample have all-equal rewards and are dropped (they carry
+  zero advantage under `memjax.rl.advantages.grpo_advantages`); keep_singletons=True keeps them, as verl does.
+* `concat_batches(batches, *, pad_id=0) -> RolloutBatch`: rows stacked, right-padded to the largest T
+  (input_ids with pad_id; loss_mask / old_logp / ref_logp with 0); sample ids offset so they stay
+  0..S-1 in batch order; group ids renumbered densely 0..G-1 (batch-major, ascending original id within a
+  batch; a batch's ids come from its sample_group and rows' group) because two generation batches may
+  reuse ids. info = {"source_batches": k, "group_origin": int64 [G, 2] (batch index, original group id)}.
+  ref_logp must be present in all batches or in none.
+* `DynamicSampler(target_groups, max_gen_batches)`: `add(batch)` filters one generation batch and keeps
+  the informative groups; `done` once target_groups groups are kept or max_gen_batches batches were added;
+  `take()` returns (RolloutBatch trimmed to the first target_groups kept groups, or None if none were kept,
+  info) and resets. A batch that falls short of the target is returned as is and reported (info["filled"]
+  False + a logged warning); verl would raise instead.
+* `overlong_penalty(response_len, max_len, buffer, penalty_factor=1.0) -> f32`: DAPO soft overlong
+  punishment, with L_exp = max_len - buffer:
+      0                                          if len <= L_exp
+      -penalty_factor * (len - L_exp) / buffer   if L_exp < len <= max_len
+      -penalty_factor                            if len > max_len
+  (paper's formula scaled by penalty_factor; equals verl's DAPO reward manager
+  min(-(len - L_exp) / buffer * factor, 0) for every len <= max_len; verl keeps decreasing past max_len).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from .batch import RolloutBatch
+
+__all__ = ["filter_groups", "concat_batches", "DynamicSampler", "overlong_penalty"]
+
+log = logging.getLogger(__name__)
+
+_TOKEN_FIELDS = ("input_ids", "loss_mask", "old_logp")
+_ROW_FIELDS = ("lengths", "prompt_len", "turn", "step", "role", "is_final")
+
+
+def filter_groups(reward, sample_group, *, keep_singletons: bool = False) -> np.ndarray:
+    """keep[s]: True iff group(s) has >= 2 distinct rewards (or is a singleton and keep_singletons)."""
+    r = np.asarray(reward)
+    g = np.asarray(sample_group)
+    if r.ndim != 1 or g.shape != r.shape:
+        raise ValueError(f"filter_groups: reward {r.shape} and sample_group {g.shape} must both be [S]")
+    if r.size == 0:
+        return np.zeros(0, bool)
+    uniq, inv = np.unique(g, return_inverse=True)
+    hi = np.full(len(uniq), -np.inf)
+    lo = np.full(len(uniq), np.inf)
+    np.maximum.at(hi, inv, r)
+    np.minimum.at(lo, inv, r)
+    count = np.bincount(inv, minlength=len(uniq))
+    keep_group = (hi > lo) | (keep_singletons & (count == 1))
+    return keep_group[inv]
+
+
+def _pad_tokens(x: np.ndarray, t: int, value) -> np.ndarray:
+    if x.shape[1] == t:
+        return x
+    return np.pad(x, ((0, 0), (0, t - x.shape[1])), constant_values=value)
+
+
+def concat_batches(batches: Sequence[RolloutBatch], *, pad_id: int = 0) -> RolloutBatch:
+    """Stack RolloutBatches (see module docstring: padding, sample offsets, dense group renumbering)."""
+    batches = [b for b in batches if b.num_samples > 0]
+    if not batches:
+        raise ValueError("concat_batches: no batch with samples")
+    has_ref = [b.ref_logp is not None for b in batches]
+    if any(has_ref) and not all(has_ref):
+        raise ValueError(f"concat_batches: ref_logp is set in batches {[i for i, h in enumerate(has_ref) if h]} "
+                         f"but not in the others; fill it everywhere or nowhere")
+    t = max(int(b.input_ids.shape[1]) for b in batches)
+    out = {"input_ids": [], "loss_mask": [], "old_logp": [], "ref_logp": [], "sample": [], "group": [],
+           "sample_group": [], **{k: [] for k in _ROW_FIELDS}}
+    origin = []
+    s_off = g_off = 0
+    for bi, b in enumerate(batches):
+        ids = np.unique(np.concatenate([np.asarray(b.sample_group), np.asarray(b.group)]))
+        out["input_ids"].append(_pad_tokens(b.input_ids, t, pad_id))
+        out["loss_mask"].append(_pad_tokens(b.loss_mask, t, 0))
+        out["old_logp"].append(_pad_tokens(b.old_logp, t, 0))
+        if b.ref_logp is not None:
+            out["ref_logp"].append(_pad_tokens(b.ref_logp, t, 0))
+        out["sample"].append(b.sample + s_off)
+        out["group"].append(np.searchsorted(ids, b.group) + g_off)
+        out["sample_group"].append(np.searchsorted(ids, b.sample_group) + g_off)
+        for k in _ROW_FIELDS:
+            out[k].append(getattr(b, k))
+        origin.extend((bi, int(i)) for i in ids)
+        s_off += b.num_samples
+        g_off += len(ids)
+    cat = {k: (np.concatenate(v) if v else None) for k, v in out.items()}
+    for k in ("sample", "group", "sample_group"):
+        cat[k] = cat[k].astype(np.int32)
+    return RolloutBatch(**cat, reward=np.concatenate([np.asarray(b.reward, np.float32) for b in batches]),
+                        info={"source_batches": len(batches),
+                              "group_origin": np.asarray(origin, np.int64).reshape(-1, 2)})
+
+
+class DynamicSampler:
+    """Collects informative groups from successive generation batches until `target_groups` are kept or
+    `max_gen_batches` batches were used (see module docstring)."""
+
+    def __init__(self, target_groups: int, max_gen_batches: int, *, keep_singletons: bool = False,
+                 pad_id: int = 0):
+        if not (isinstance(target_groups, int) and target_groups >= 1):
+            raise ValueError(f"DynamicSampler: target_groups must be an int >= 1, got {target_groups!r}")
+        if not (isinstance(max_gen_batches, int) and max_gen_batches >= 1):
+            raise ValueError(f"DynamicSampler: max_gen_batches must be an int >= 1, got {max_gen_batches!r}")
+        self.target_groups = target_groups
+        self.max_gen_batches = max_gen_batches
+        self.keep_singletons = keep_singletons
+        self.pad_id = pad_id
+        self._reset()
+
+    def _reset(self):
+        self._kept: list[RolloutBatch] = []
+        self.num_gen_batches = 0
+        self.num_groups = 0  # informative groups kept so far
+        self.groups_seen = 0
+        self.samples_seen = 0
+
+    @property
+    def done(self) -> bool:
+        return self.num_groups >= self.target_groups or self.num_gen_batches >= self.max_gen_batches
+
+    def add(self, batch: RolloutBatch) -> bool:
+        """Filter one generation batch and keep its informative groups; returns `done`."""
+        if self.done:
+            raise RuntimeError(f"DynamicSampler.add: already done ({self.num_groups}/{self.target_groups} "
+                               f"groups, {self.num_gen_batches}/{self.max_gen_batches} batches); call take()")
+        keep = filter_groups(batch.reward, batch.sample_group, keep_singletons=self.keep_singletons)
+        self.num_gen_batches += 1
+        self.groups_seen += len(np.unique(batch.sample_group))
+        self.samples_seen += batch.num_samples
+        if keep.any():
+            self._kept.append(batch.select_samples(keep))
+            self.num_groups += len(np.unique(batch.sample_group[keep]))
+        return self.done
+
+    def take(self) -> tuple[RolloutBatch | None, dict]:
+        """(batch of at most target_groups groups, or None; info) and reset for the next training step."""
+        filled = self.num_groups >= self.target_groups
+        info = {"num_gen_batches": self.num_gen_batches, "target_groups": self.target_groups,
+                "groups_kept": self.num_groups, "groups_seen": self.groups_seen,
+                "groups_dropped": self.groups_seen - self.num_groups, "samples_seen": self.samples_seen,
+                "filled": filled}
+        batch = None
+        if self._kept:
+            batch = concat_batches(self._kept, pad_id=self.pad_id)
+            if self.num_groups > self.target_groups:
+                batch = batch.select_samples(batch.sample_group < self.target_groups)
+                batch = batch.replace(info={**batch.info,
+                                            "group_origin": batch.info["group_origin"][:self.target_groups]})
+        info["num_groups"] = min(self.num_groups, self.target_groups)
+        info["num_samples"] = 0 if batch is None else batch.num_samples
+        if not filled:
+            log.warning("dynamic sampling: %d/%d informative groups after %d generation batches (limit); "
+                        "training on what there is", self.num_groups, self.target_groups, self.num_gen_batches)
+        self._reset()
+        return batch, info
+
+
+def overlong_penalty(response_len, max_len: int, buffer: int, penalty_factor: float = 1.0) -> np.ndarray:
+    """DAPO soft overlong punishment, float32 with response_len's shape (see module docstring)."""
+    if not (buffer > 0 and max_len >= buffer):
+        raise ValueError(f"overlong_penalty: need 0 < buffer <= max_len, got buffer={buffer}, max_len={max_len}")
+    if not penalty_factor >= 0:
+        raise ValueError(f"overlong_penalty: penalty_factor must be >= 0, got {penalty_factor}")
+    n = np.asarray(response_len, np.float64)
+    exceed = np.clip((n - (max_len - buffer)) / buffer, 0.0, 1.0)
+    return (-penalty_factor * exceed).astype(np.float32)

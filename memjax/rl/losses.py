@@ -1,0 +1,261 @@
+"""Policy / value losses with aggregation over (group, conversation, token), as (numerator, denominator).
+
+Owns the public, aggregation-aware layer over `memjax.kernels.step_ratio_loss.token_clip_surrogate`
+(the per-token dual-clip surrogate with log-ratio clamp and custom VJP, reused here, not re-implemented).
+
+Layout: every per-token array is [..., T]; the leading dims are rows (conversations). `mask` is a validity
+mask (nonzero = token is trained on), `row_weight` (optional, f32 [...], e.g.
+`memjax.rl.advantages.trajectory_row_weight`) weights whole rows. With l_i,t the per-token loss, m the
+validity mask, n_i = sum_t m_i,t, v_i = [n_i > 0], w_i the row weight (1 if None) and L =
+loss_scale_tokens (default T = mask.shape[-1]), the aggregation modes (verl `agg_loss` names; verl's
+newest semantics: fully masked rows are excluded from the sequence count) are
+    token-mean               num = sum_i w_i sum_t m l          den = sum_i w_i n_i
+    seq-mean-token-mean      num = sum_i w_i sum_t m l / n_i    den = sum_i w_i v_i
+    seq-mean-token-sum       num = sum_i w_i sum_t m l          den = sum_i w_i v_i
+    seq-mean-token-sum-norm  num = sum_i w_i sum_t m l          den = L * sum_i w_i v_i   (Dr.GRPO)
+and loss = num / den (0 when den == 0). Denominators never depend on logp, so with micro-batches split
+along rows, sum_k num_k / sum_k den_k equals the full-batch loss exactly and its gradient is
+sum_k grad(num_k) / D with D = `agg_denominator` of the full batch (what a trainer accumulates). Two ways to
+use it: `*_parts` -> (num, den, metrics) and combine; or pass `denominator=D` (global, precomputed from the
+masks) to `policy_loss` / `value_loss` and sum the micro-batch losses and gradients. A fixed Dr.GRPO
+constant (e.g. max response length x rows per batch) is also just `denominator=`. For micro-batches padded
+to different T, pass the same `loss_scale_tokens` to every call in the -norm mode. (verl divides the
+seq-mean-token-mean row sum by n_i + 1e-8, here by n_i exactly; older verl's -norm mode was sum / L without
+the sequence count: use `denominator=L` for that.)
+
+Policy loss per token (verl `compute_policy_loss_vanilla` + actor): l = pg + kl_coef * KL(logp, ref)
+- entropy_coef * H, all three aggregated with the same mode, as in verl's dp_actor, where
+    pg = token_clip_surrogate: rho = exp(clip(logp - old, +-log_ratio_clamp)),
+         max(-A rho, -A clip(rho, 1 - clip_low, 1 + clip_high)); for A < 0 and dual_clip c: min(that, -A c)
+    KL "k1"/"kl": logp - ref;  "k2"/"mse": (logp - ref)^2 / 2;
+       "k3"/"low_var_kl": x = clip(ref - logp, +-20); clip(exp(x) - x - 1, -10, 10)
+Value loss (verl `compute_value_loss`, PPO critic): l = 1/2 max((v - R)^2, (clip(v, v_old - c, v_old + c) - R)^2).
+
+Metrics (float32 scalars, no gradient, unweighted masked means over valid tokens, 0 when none are valid):
+pg_loss / kl_loss / entropy_loss (each term's num / den of this call), clipfrac, clipfrac_high (A > 0,
+rho > 1 + clip_high), clipfrac_low (A < 0, rho < 1 - clip_low), clipfrac_dual, approx_kl (mean of
+old - logp, verl's ppo_kl), ratio_mean / ratio_max / ratio_min, entropy, kl_ref, num_tokens, num_rows.
+Inputs are cast to float32; only logp (and entropy, values) carry gradients. Under jit, agg, clip_low,
+clip_high, dual_clip, kl_estimator and log_ratio_clamp are static Python values; coefficients,
+row_weight, loss_scale_tokens and denominator may be traced.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from memjax.kernels.step_ratio_loss import token_clip_surrogate
+
+__all__ = ["AGG_MODES", "KL_ESTIMATORS", "kl_penalty", "agg_parts", "agg_denominator", "agg_loss",
+           "policy_loss_parts", "policy_loss", "value_loss_parts", "value_loss", "combine_parts"]
+
+AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+KL_ESTIMATORS = ("k1", "k2", "k3", "kl", "mse", "low_var_kl")
+_KL_ALIAS = {"kl": "k1", "mse": "k2", "low_var_kl": "k3"}
+_F32 = jnp.float32
+
+
+# ---- aggregation ----
+
+def _check_agg(fn: str, mask, agg: str, row_weight, loss_scale_tokens):
+    if agg not in AGG_MODES:
+        raise ValueError(f"{fn}: agg must be one of {AGG_MODES}, got {agg!r}")
+    if mask.ndim < 1:
+        raise ValueError(f"{fn}: mask must be [..., T], got a scalar")
+    if row_weight is not None and jnp.shape(row_weight) != mask.shape[:-1]:
+        raise ValueError(f"{fn}: row_weight has shape {jnp.shape(row_weight)}, expected the row shape "
+                         f"{mask.shape[:-1]} of mask {mask.shape}")
+    if loss_scale_tokens is not None and isinstance(loss_scale_tokens, (int, float)) and not loss_scale_tokens > 0:
+        raise ValueError(f"{fn}: loss_scale_tokens must be > 0, got {loss_scale_tokens}")
+
+
+def _row_stats(mask, row_weight):
+    valid = mask != 0
+    n = jnp.sum(valid, axis=-1).astype(_F32)
+    w = jnp.ones(n.shape, _F32) if row_weight is None else jnp.asarray(row_weight, _F32)
+    return valid, n, w
+
+
+def agg_denominator(mask, agg: str = "token-mean", *, row_weight=None, loss_scale_tokens=None) -> jax.Array:
+    """The denominator of `agg` for these rows (float32 scalar); sum it over micro-batches for the global one."""
+    mask = jnp.asarray(mask)
+    _check_agg("agg_denominator", mask, agg, row_weight, loss_scale_tokens)
+    _, n, w = _row_stats(mask, row_weight)
+    if agg == "token-mean":
+        return jnp.sum(w * n)
+    den = jnp.sum(jnp.where(n > 0, w, 0.0))
+    if agg == "seq-mean-token-sum-norm":
+        scale = mask.shape[-1] if loss_scale_tokens is None else loss_scale_tokens
+        den = den * jnp.asarray(scale, _F32)
+    return den
+
+
+def agg_parts(loss_mat, mask, agg: str = "token-mean", *, row_weight=None, loss_scale_tokens=None):
+    """(numerator, denominator) float32 scalars of a per-token loss [..., T] under `agg`."""
+    mask = jnp.asarray(mask)
+    loss_mat = jnp.asarray(loss_mat)
+    if loss_mat.shape != mask.shape:
+        raise ValueError(f"agg_parts: loss_mat has shape {loss_mat.shape}, expected mask's {mask.shape}")
+    _check_agg("agg_parts", mask, agg, row_weight, loss_scale_tokens)
+    valid, n, w = _row_stats(mask, row_weight)
+    row_sum = jnp.sum(jnp.where(valid, loss_mat.astype(_F32), 0.0), axis=-1)
+    if agg == "seq-mean-token-mean":
+        row_sum = row_sum / jnp.maximum(n, 1.0)
+    num = jnp.sum(w * row_sum)
+    return num, agg_denominator(mask, agg, row_weight=row_weight, loss_scale_tokens=loss_scale_tokens)
+
+
+def _safe_div(num, den):
+    return num / jnp.where(den > 0, den, 1.0)
+
+
+def combine_parts(parts) -> jax.Array:
+    """sum(num) / sum(den) over an iterable of (num, den[, ...]) from micro-batches (0 if sum(den) == 0)."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("combine_parts: no parts")
+    return _safe_div(sum(p[0] for p in parts), sum(p[1] for p in parts))
+
+
+def agg_loss(loss_mat, mask, agg: str = "token-mean", *, row_weight=None, loss_scale_tokens=None,
+             denominator=None) -> jax.Array:
+    """num / den of `agg_parts` (den replaced by `denominator` when given: the global one)."""
+    num, den = agg_parts(loss_mat, mask, agg, row_weight=row_weight, loss_scale_tokens=loss_scale_tokens)
+    return _safe_div(num, den if denominator is None else jnp.asarray(denominator, _F32))
+
+
+# ---- KL to the reference ----
+
+def kl_penalty(logp, ref_logp, estimator: str = "k3") -> jax.Array:
+    """Per-token KL estimate (float32, same shape); see the module docstring for the formulas."""
+    if estimator not in KL_ESTIMATORS:
+        raise ValueError(f"kl_penalty: estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
+    est = _KL_ALIAS.get(estimator, estimator)
+    logp, ref = jnp.asarray(logp, _F32), jnp.asarray(ref_logp, _F32)
+    if logp.shape != ref.shape:
+        raise ValueError(f"kl_penalty: ref_logp has shape {ref.shape}, expected logp's {logp.shape}")
+    if est == "k1":
+        return logp - ref
+    if est == "k2":
+        return 0.5 * jnp.square(logp - ref)
+    x = jnp.clip(ref - logp, -20.0, 20.0)
+    return jnp.clip(jnp.exp(x) - x - 1.0, -10.0, 10.0)
+
+
+# ---- policy loss ----
+
+def _is_zero(x) -> bool:
+    return isinstance(x, (int, float)) and x == 0
+
+
+def _masked_mean(x, valid, count):
+    return jnp.sum(jnp.where(valid, x, 0.0)) / jnp.maximum(count, 1.0)
+
+
+def policy_loss_parts(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
+                      dual_clip: float | None = None, agg: str = "token-mean", row_weight=None,
+                      loss_scale_tokens=None, ref_logp=None, kl_coef: float = 0.0, kl_estimator: str = "k3",
+                      entropy=None, entropy_coef: float = 0.0, log_ratio_clamp: float = 20.0):
+    """(numerator, denominator, metrics) of the policy loss; loss = numerator / denominator."""
+    fn = "policy_loss"
+    logp = jnp.asarray(logp)
+    mask = jnp.asarray(mask)
+    if logp.shape != mask.shape:
+        raise ValueError(f"{fn}: mask has shape {mask.shape}, expected logp's shape {logp.shape}")
+    _check_agg(fn, mask, agg, row_weight, loss_scale_tokens)
+    if ref_logp is None and not _is_zero(kl_coef):
+        raise ValueError(f"{fn}: kl_coef={kl_coef} needs ref_logp (the frozen reference's log-probs)")
+    if entropy is None and not _is_zero(entropy_coef):
+        raise ValueError(f"{fn}: entropy_coef={entropy_coef} needs the per-token entropy")
+    if entropy is not None and jnp.shape(entropy) != logp.shape:
+        raise ValueError(f"{fn}: entropy has shape {jnp.shape(entropy)}, expected logp's shape {logp.shape}")
+    if kl_estimator not in KL_ESTIMATORS:
+        raise ValueError(f"{fn}: kl_estimator must be one of {KL_ESTIMATORS}, got {kl_estimator!r}")
+
+    pg, ind, sm = token_clip_surrogate(logp, jnp.asarray(old_logp), jnp.asarray(advantages), mask,
+                                       clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip,
+                                       log_ratio_clamp=log_ratio_clamp)
+    valid = mask != 0
+    count = sm["num_tokens"]
+    kw = dict(row_weight=row_weight, loss_scale_tokens=loss_scale_tokens)
+    pg_num, den = agg_parts(pg, mask, agg, **kw)
+    num = pg_num
+    metrics = {"pg_loss": _safe_div(pg_num, den)}
+    if ref_logp is not None:
+        kl = jnp.where(valid, kl_penalty(logp, ref_logp, kl_estimator), 0.0)
+        kl_num = agg_parts(kl, mask, agg, **kw)[0]
+        num = num + kl_coef * kl_num
+        metrics["kl_loss"] = _safe_div(kl_num, den)
+        metrics["kl_ref"] = _masked_mean(kl, valid, count)
+    if entropy is not None:
+        ent = jnp.where(valid, jnp.asarray(entropy, _F32), 0.0)
+        ent_num = agg_parts(ent, mask, agg, **kw)[0]
+        num = num - entropy_coef * ent_num
+        metrics["entropy_loss"] = _safe_div(ent_num, den)
+        metrics["entropy"] = _masked_mean(ent, valid, count)
+
+    ratio = ind["ratio"]
+    some = count > 0
+    metrics.update({k: sm[k] for k in ("clipfrac", "clipfrac_high", "clipfrac_low", "clipfrac_dual",
+                                       "approx_kl", "ratio_mean", "num_tokens")})
+    metrics["ratio_max"] = jnp.where(some, jnp.max(jnp.where(valid, ratio, -jnp.inf)), 0.0)
+    metrics["ratio_min"] = jnp.where(some, jnp.min(jnp.where(valid, ratio, jnp.inf)), 0.0)
+    metrics["num_rows"] = jnp.sum(jnp.any(valid, axis=-1)).astype(_F32)
+    return num, den, {k: lax.stop_gradient(jnp.asarray(v, _F32)) for k, v in metrics.items()}
+
+
+def policy_loss(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
+                dual_clip: float | None = None, agg: str = "token-mean", row_weight=None, loss_scale_tokens=None,
+                denominator=None, ref_logp=None, kl_coef: float = 0.0, kl_estimator: str = "k3", entropy=None,
+                entropy_coef: float = 0.0, log_ratio_clamp: float = 20.0):
+    """Public contract: `(loss, metrics)`; loss = numerator / (denominator, or this call's own one).
+
+    clip_low / clip_high: PPO clip range (DAPO clip-higher: 0.2 / 0.28, the caller's choice); dual_clip:
+    c > 1 bounds the loss of negative-advantage tokens by -A c (None = off); the log-ratio is clamped to
+    +-log_ratio_clamp before exp. Optional terms: KL to ref_logp (kl_coef, kl_estimator) and an entropy
+    bonus (entropy per token, entropy_coef), aggregated like the surrogate."""
+    num, den, metrics = policy_loss_parts(
+        logp, old_logp, advantages, mask, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, agg=agg,
+        row_weight=row_weight, loss_scale_tokens=loss_scale_tokens, ref_logp=ref_logp, kl_coef=kl_coef,
+        kl_estimator=kl_estimator, entropy=entropy, entropy_coef=entropy_coef, log_ratio_clamp=log_ratio_clamp)
+    return _safe_div(num, den if denominator is None else jnp.asarray(denominator, _F32)), metrics
+
+
+# ---- value loss (PPO critic) ----
+
+def value_loss_parts(values, old_values, returns, mask, *, clip_value: float | None = None,
+                     agg: str = "token-mean", row_weight=None, loss_scale_tokens=None):
+    """(numerator, denominator, metrics) of verl's clipped value loss (clip_value None = unclipped)."""
+    fn = "value_loss"
+    v = jnp.asarray(values)
+    mask = jnp.asarray(mask)
+    for name, x in (("old_values", old_values), ("returns", returns), ("mask", mask)):
+        if jnp.shape(x) != v.shape:
+            raise ValueError(f"{fn}: {name} has shape {jnp.shape(x)}, expected values' shape {v.shape}")
+    if clip_value is not None and not clip_value > 0:
+        raise ValueError(f"{fn}: clip_value must be > 0 (or None), got {clip_value}")
+    _check_agg(fn, mask, agg, row_weight, loss_scale_tokens)
+    v = v.astype(_F32)
+    old, ret = jnp.asarray(old_values, _F32), jnp.asarray(returns, _F32)
+    l1 = jnp.square(v - ret)
+    if clip_value is None:
+        l2 = l1
+    else:
+        l2 = jnp.square(jnp.clip(v, old - clip_value, old + clip_value) - ret)
+    per_tok = 0.5 * jnp.maximum(l1, l2)
+    valid = mask != 0
+    num, den = agg_parts(per_tok, mask, agg, row_weight=row_weight, loss_scale_tokens=loss_scale_tokens)
+    count = jnp.sum(valid).astype(_F32)
+    metrics = {"vf_loss": _safe_div(num, den), "vf_clipfrac": _masked_mean((l2 > l1).astype(_F32), valid, count),
+               "vpred_mean": _masked_mean(v, valid, count), "num_tokens": count}
+    return num, den, {k: lax.stop_gradient(x) for k, x in metrics.items()}
+
+
+def value_loss(values, old_values, returns, mask, *, clip_value: float | None = None, agg: str = "token-mean",
+               row_weight=None, loss_scale_tokens=None, denominator=None):
+    """(loss, metrics) of the clipped value loss; see `value_loss_parts`."""
+    num, den, metrics = value_loss_parts(values, old_values, returns, mask, clip_value=clip_value, agg=agg,
+                                         row_weight=row_weight, loss_scale_tokens=loss_scale_tokens)
+    return _safe_div(num, den if denominator is None else jnp.asarray(denominator, _F32)), metrics

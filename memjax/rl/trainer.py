@@ -1,0 +1,230 @@
+"""The policy update: PPO epochs x mini-batches x micro-batches over a RolloutBatch, optax AdamW.
+
+Owns: optimizer construction, (re)computing old/reference log-probs, the jitted gradient step and the
+update loop. Invariants:
+- Rows (conversations) of a mini-batch are split into micro-batches of `micro_rows` rows (zero-mask rows
+  pad the last); every micro-batch loss is divided by the mini-batch's GLOBAL denominator (from the
+  masks, before any forward), so the accumulated gradient equals the full mini-batch gradient exactly.
+- Token arrays are right-padded to a multiple of `pad_tokens` so the step compiles once per bucket.
+- Parameters stay in the model's param_dtype (fp32 master weights when the model computes in bf16);
+  optimizer state follows the parameters. With a mesh, micro-batch rows are sharded over its data axis
+  and parameters replicated (XLA all-reduces the gradients).
+- Old log-probs: by default recomputed by the trainer before the first update (the engine's rollout
+  log-probs are kept for the mismatch metric: mean/max |engine - trainer| over response tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from ..parallel import data_size, rows_sharding
+from .advantages import AdvantageConfig, compute_advantages
+from .batch import RolloutBatch
+from .logprobs import token_logprobs
+from .losses import AGG_MODES, agg_denominator, policy_loss
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    lr: float = 1e-6
+    warmup_steps: int = 10  # linear warm-up, then constant
+    weight_decay: float = 0.01
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    grad_clip: float = 1.0  # global-norm clip; 0 = off
+
+    def __post_init__(self):
+        if self.lr <= 0 or self.warmup_steps < 0 or self.grad_clip < 0:
+            raise ValueError(f"OptimConfig: lr must be > 0, warmup_steps and grad_clip >= 0 (got {self})")
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    clip_low: float = 0.2
+    clip_high: float = 0.28  # DAPO clip-higher
+    dual_clip: float | None = None
+    agg: str = "token-mean"
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    entropy_coef: float = 0.0
+    log_ratio_clamp: float = 20.0
+
+    def __post_init__(self):
+        if self.agg not in AGG_MODES:
+            raise ValueError(f"LossConfig.agg must be one of {AGG_MODES}, got {self.agg!r}")
+        if self.clip_low < 0 or self.clip_high < 0 or (self.dual_clip is not None and self.dual_clip <= 1):
+            raise ValueError(f"LossConfig: clips must be >= 0 and dual_clip > 1 (got {self})")
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    ppo_epochs: int = 1
+    mini_batches: int = 1  # optimizer steps per epoch (samples split evenly)
+    micro_rows: int = 8  # conversations per forward/backward
+    pad_tokens: int = 64
+    remat: bool = False
+    recompute_old_logp: bool = True
+    temperature: float = 1.0  # the rollout temperature (log-probs are of logits / T)
+
+    def __post_init__(self):
+        for f in ("ppo_epochs", "mini_batches", "micro_rows", "pad_tokens"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"UpdateConfig.{f} must be > 0, got {getattr(self, f)}")
+
+
+def make_optimizer(model, cfg: OptimConfig) -> nnx.Optimizer:
+    sched = optax.join_schedules([optax.linear_schedule(0.0, cfg.lr, max(cfg.warmup_steps, 1)),
+                                  optax.constant_schedule(cfg.lr)], [max(cfg.warmup_steps, 1)])
+    if cfg.warmup_steps == 0:
+        sched = optax.constant_schedule(cfg.lr)
+    tx = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    if cfg.grad_clip:
+        tx = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), tx)
+    return nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+
+@nnx.jit(static_argnames=("temperature", "remat"))
+def _logprobs(model, ids, mask, *, temperature, remat):
+    return token_logprobs(model, ids, mask, temperature=temperature, remat=remat)[0]
+
+
+@nnx.jit(static_argnames=("loss", "temperature", "remat", "use_ref", "use_entropy"))
+def _grad_step(model, ids, mask, old, adv, ref, row_w, denom, *, loss: LossConfig, temperature, remat,
+               use_ref, use_entropy):
+    def loss_fn(model):
+        logp, ent = token_logprobs(model, ids, mask, temperature=temperature, remat=remat)
+        value, metrics = policy_loss(
+            logp, old, adv, mask, clip_low=loss.clip_low, clip_high=loss.clip_high, dual_clip=loss.dual_clip,
+            agg=loss.agg, row_weight=row_w, denominator=denom, ref_logp=ref if use_ref else None,
+            kl_coef=loss.kl_coef, kl_estimator=loss.kl_estimator, entropy=ent if use_entropy else None,
+            entropy_coef=loss.entropy_coef, log_ratio_clamp=loss.log_ratio_clamp)
+        return value, metrics
+
+    (value, metrics), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
+    return value, metrics, grads
+
+
+@jax.jit
+def _add(a, b):
+    return jax.tree.map(jnp.add, a, b)
+
+
+@nnx.jit
+def _apply(optimizer, model, grads):
+    gnorm = optax.global_norm(grads)
+    optimizer.update(model, grads)
+    return gnorm
+
+
+class Trainer:
+    def __init__(self, model, optim: OptimConfig = OptimConfig(), loss: LossConfig = LossConfig(),
+                 update: UpdateConfig = UpdateConfig(), advantage: AdvantageConfig = AdvantageConfig(),
+                 ref_model=None, mesh=None):
+        if loss.kl_coef and ref_model is None:
+            raise ValueError("Trainer: LossConfig.kl_coef > 0 needs a reference model")
+        self.model, self.ref_model, self.mesh = model, ref_model, mesh
+        self.optim_cfg, self.loss_cfg, self.update_cfg, self.adv_cfg = optim, loss, update, advantage
+        self.optimizer = make_optimizer(model, optim)
+        self._dp = data_size(mesh) if mesh is not None else 1
+        if update.micro_rows % self._dp:
+            raise ValueError(f"UpdateConfig.micro_rows={update.micro_rows} must be a multiple of the mesh data "
+                             f"axis size {self._dp}")
+
+    # -- array plumbing -----------------------------------------------------------------------------
+    def _pad(self, batch: RolloutBatch) -> dict[str, np.ndarray]:
+        u = self.update_cfg
+        t = -(-batch.input_ids.shape[1] // u.pad_tokens) * u.pad_tokens
+        n = -(-batch.num_rows // u.micro_rows) * u.micro_rows
+        out = {}
+        for k in ("input_ids", "loss_mask", "old_logp", "ref_logp"):
+            a = getattr(batch, k)
+            if a is None:
+                continue
+            out[k] = np.zeros((n, t), a.dtype)
+            out[k][: a.shape[0], : a.shape[1]] = a
+        return out
+
+    def _put(self, x):
+        x = jnp.asarray(x)
+        return jax.device_put(x, rows_sharding(self.mesh)) if self.mesh is not None and self._dp > 1 else x
+
+    def _micro(self, arrays: dict, rows: np.ndarray):
+        m = self.update_cfg.micro_rows
+        for i in range(0, len(rows), m):
+            idx = rows[i:i + m]
+            if len(idx) < m:
+                idx = np.concatenate([idx, np.full(m - len(idx), -1)])
+            yield {k: self._put(np.where((idx >= 0)[(...,) + (None,) * (v.ndim - 1)], v[np.maximum(idx, 0)], 0))
+                   for k, v in arrays.items()}
+
+    def logprobs(self, model, batch: RolloutBatch) -> np.ndarray:
+        """Per-token log-probs [N, T] of the batch under `model`, computed in micro-batches."""
+        arrays = self._pad(batch)
+        outs = []
+        for mb in self._micro({k: arrays[k] for k in ("input_ids", "loss_mask")}, np.arange(batch.num_rows)):
+            outs.append(np.asarray(_logprobs(model, mb["input_ids"], mb["loss_mask"],
+                                             temperature=self.update_cfg.temperature, remat=False)))
+        return np.concatenate(outs)[: batch.num_rows, : batch.input_ids.shape[1]]
+
+    # -- the update -----------------------------------------------------------------------------------
+    def update(self, batch: RolloutBatch, seed: int = 0) -> dict[str, float]:
+        u, lc = self.update_cfg, self.loss_cfg
+        stats: dict[str, float] = {}
+        mask = batch.loss_mask > 0
+        if u.recompute_old_logp:
+            old = self.logprobs(self.model, batch)
+            diff = np.abs(old - batch.old_logp)[mask]
+            stats["logp_mismatch_mean"] = float(diff.mean()) if diff.size else 0.0
+            stats["logp_mismatch_max"] = float(diff.max()) if diff.size else 0.0
+            batch = batch.replace(old_logp=old * mask)
+        if lc.kl_coef:
+            batch = batch.replace(ref_logp=self.logprobs(self.ref_model, batch) * mask)
+        adv, row_w = compute_advantages(batch, self.adv_cfg)
+        arrays = self._pad(batch)
+        n, t = arrays["input_ids"].shape
+        arrays["adv"] = np.zeros((n, t), np.float32)
+        arrays["adv"][: batch.num_rows, : adv.shape[1]] = np.asarray(adv)
+        arrays["row_w"] = np.zeros(n, np.float32)
+        arrays["row_w"][: batch.num_rows] = 1.0 if row_w is None else np.asarray(row_w)
+        arrays.setdefault("ref_logp", np.zeros((n, t), np.float32))
+        rng = np.random.default_rng(seed)
+        totals: dict[str, float] = {}
+        steps = 0
+        for _ in range(u.ppo_epochs):
+            order = rng.permutation(batch.num_samples)
+            for part in np.array_split(order, u.mini_batches):
+                rows = np.nonzero(np.isin(batch.sample, part))[0]
+                if rows.size == 0:
+                    continue
+                denom = agg_denominator(jnp.asarray(arrays["loss_mask"][rows]), lc.agg,
+                                        row_weight=None if row_w is None else jnp.asarray(arrays["row_w"][rows]),
+                                        loss_scale_tokens=t)
+                grads, mb_metrics = None, []
+                for mb in self._micro(arrays, rows):
+                    _, metrics, g = _grad_step(
+                        self.model, mb["input_ids"], mb["loss_mask"], mb["old_logp"], mb["adv"], mb["ref_logp"],
+                        mb["row_w"] if row_w is not None else None, denom, loss=lc, temperature=u.temperature,
+                        remat=u.remat, use_ref=bool(lc.kl_coef), use_entropy=bool(lc.entropy_coef))
+                    grads = g if grads is None else _add(grads, g)
+                    mb_metrics.append(jax.device_get(metrics))
+                gnorm = _apply(self.optimizer, self.model, grads)
+                steps += 1
+                tok = sum(m["num_tokens"] for m in mb_metrics)
+                for key in ("clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean", "entropy",
+                            "kl_ref"):
+                    if key in mb_metrics[0]:
+                        val = sum(m[key] * m["num_tokens"] for m in mb_metrics) / max(tok, 1)
+                        totals[key] = totals.get(key, 0.0) + float(val)
+                totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(gnorm)
+        stats.update({k: v / max(steps, 1) for k, v in totals.items()})
+        stats["optimizer_steps"] = steps
+        stats["reward_mean"] = float(batch.reward.mean())
+        stats["response_tokens"] = float(mask.sum())
+        return stats

@@ -1,0 +1,208 @@
+"""`python -m memjax.train [CONFIG.py] [--set key=value ...]`: Multi-Conv DAPO/GRPO training of MemAgent.
+
+Owns: TrainConfig and the training loop:
+  data (grain, RULER-HotpotQA) -> MemAgent rollout on the engine with the current weights -> rewards
+  (+ DAPO overlong shaping) -> dynamic sampling (optional) -> Trainer.update (old/ref log-probs,
+  advantages, PPO epochs x mini-batches x micro-batches, AdamW) -> in-process weight hand-off to the
+  engine -> metrics (JSONL + terminal) -> orbax checkpoint.
+Invariants: rollout seeds derive from (seed, step, generation batch) and the data order from the grain
+iterator state saved with each checkpoint, so a run resumed from its latest checkpoint reproduces the
+uninterrupted run bit for bit (on the same device kind). A checkpoint holds the parameters, the optimizer
+state, the step and the data iterator state; the last `keep_checkpoints` are kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import nnx
+from rich.console import Console
+
+from .agents import MemAgent, MemAgentConfig
+from .config import ConfigError, parse_cli
+from .data import HotpotQASource, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
+from .engine import Engine, EngineConfig
+from .modelsource import ModelSource
+from .parallel import initialize, make_mesh
+from .rl.advantages import AdvantageConfig
+from .rl.dapo import DynamicSampler, overlong_penalty
+from .rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    path: str = ""  # HotpotQA JSON (RULER-HotpotQA synthesis)
+    num_docs: int = 200  # documents per context (200 ~ 28K tokens: the paper's training set)
+    prompts_per_step: int = 4  # questions per generation batch (x memagent.group_size trajectories)
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.prompts_per_step <= 0 or self.num_docs <= 0:
+            raise ValueError(f"DataConfig: prompts_per_step and num_docs must be > 0 (got {self})")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: ModelSource = field(default_factory=ModelSource)
+    engine: EngineConfig = field(default_factory=lambda: EngineConfig(max_slots=16, window=1024, page_size=16,
+                                                                      prefill_slots=4, prefill_chunk=256))
+    memagent: MemAgentConfig = field(default_factory=lambda: MemAgentConfig(
+        chunk_tokens=256, max_query_tokens=64, max_memory_tokens=64, max_final_tokens=32, group_size=4))
+    data: DataConfig = field(default_factory=DataConfig)
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    update: UpdateConfig = field(default_factory=UpdateConfig)
+    steps: int = 10
+    dynamic_sampling: bool = False
+    max_gen_batches: int = 3
+    overlong_buffer: int = 0  # > 0: DAPO overlong penalty on the final answer in its last N tokens
+    overlong_penalty: float = 1.0
+    mesh_data: int = -1  # data-parallel axis size (-1: all devices)
+    seed: int = 0
+    out_dir: str = "out/train"
+    checkpoint_every: int = 5
+    keep_checkpoints: int = 2
+    resume: bool = True
+
+    def __post_init__(self):
+        if self.steps <= 0 or self.checkpoint_every <= 0 or self.max_gen_batches <= 0:
+            raise ValueError(f"TrainConfig: steps, checkpoint_every and max_gen_batches must be > 0")
+
+
+def _shape_rewards(cfg: TrainConfig, batch):
+    if cfg.overlong_buffer <= 0:
+        return batch
+    final = batch.is_final
+    resp_len = np.zeros(batch.num_samples, np.int64)
+    resp_len[batch.sample[final]] = (batch.lengths - batch.prompt_len)[final]
+    pen = overlong_penalty(resp_len, cfg.memagent.max_final_tokens, cfg.overlong_buffer, cfg.overlong_penalty)
+    return batch.replace(reward=(batch.reward + pen).astype(np.float32))
+
+
+class Run:
+    """One training run: builds everything from a TrainConfig and steps it; `run()` loops to cfg.steps."""
+
+    def __init__(self, cfg: TrainConfig, console: Console | None = None):
+        self.cfg, self.con = cfg, console or Console()
+        initialize()
+        if not cfg.data.path:
+            raise ConfigError("data.path is not set: give a HotpotQA JSON file (--set data.path=...)")
+        self.model, self.tok = cfg.model.load()
+        ref = copy.deepcopy(self.model) if cfg.loss.kl_coef else None
+        mesh = make_mesh(data=cfg.mesh_data)
+        self.trainer = Trainer(self.model, cfg.optim, cfg.loss, cfg.update, cfg.advantage, ref_model=ref, mesh=mesh)
+        self.engine = Engine(self.model, cfg.engine)
+        corpus = load_hotpotqa(cfg.data.path)
+        source = HotpotQASource(corpus, RulerHotpotQAConfig(num_docs=cfg.data.num_docs, seed=cfg.data.seed))
+        self.data = iter(make_pipeline(source, batch_size=cfg.data.prompts_per_step, seed=cfg.data.seed,
+                                       num_epochs=None, drop_remainder=True))
+        self.out = Path(cfg.out_dir).absolute()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.ckpt = ocp.CheckpointManager(self.out / "checkpoints", options=ocp.CheckpointManagerOptions(
+            max_to_keep=cfg.keep_checkpoints, create=True))
+        self.step = 0
+        if cfg.resume and self.ckpt.latest_step() is not None:
+            self._restore(self.ckpt.latest_step())
+
+    # -- checkpoints ----------------------------------------------------------------------------------
+    def _state(self):
+        return {"model": nnx.state(self.model, nnx.Param).to_pure_dict(),
+                "opt": nnx.state(self.trainer.optimizer).to_pure_dict()}
+
+    def save(self) -> None:
+        meta = {"step": self.step, "data": self.data.get_state(), "config": dataclasses.asdict(self.cfg)}
+        self.ckpt.save(self.step, args=ocp.args.Composite(state=ocp.args.StandardSave(self._state()),
+                                                          meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
+        self.ckpt.wait_until_finished()
+
+    def _restore(self, step: int) -> None:
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, self._state())
+        got = self.ckpt.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
+                                                              meta=ocp.args.JsonRestore()))
+        params = nnx.state(self.model, nnx.Param)
+        params.replace_by_pure_dict(got["state"]["model"])
+        nnx.update(self.model, params)
+        opt = nnx.state(self.trainer.optimizer)
+        opt.replace_by_pure_dict(got["state"]["opt"])
+        nnx.update(self.trainer.optimizer, opt)
+        self.data.set_state(got["meta"]["data"])
+        self.step = int(got["meta"]["step"])
+        self.engine.update_weights(self.model)
+        self.con.print(f"resumed from {self.out / 'checkpoints'} at step {self.step}")
+
+    # -- one step ------------------------------------------------------------------------------------
+    def rollout(self):
+        cfg = self.cfg
+        sampler = DynamicSampler(cfg.data.prompts_per_step, cfg.max_gen_batches if cfg.dynamic_sampling else 1,
+                                 pad_id=self.tok.pad_id)
+        traces, stats = [], {}
+        g = 0
+        while True:
+            samples = next(self.data)
+            mcfg = dataclasses.replace(cfg.memagent, seed=cfg.seed * 1_000_003 + self.step * 97 + g)
+            res = MemAgent(self.engine, self.tok, mcfg).run(samples)
+            batch = _shape_rewards(cfg, res.batch)
+            traces += res.traces
+            for k, v in res.stats.items():
+                stats[k] = stats.get(k, 0.0) + v
+            g += 1
+            if not cfg.dynamic_sampling:
+                return batch, traces, stats
+            if sampler.add(batch):
+                kept, info = sampler.take()
+                stats.update({f"dyn_{k}": float(v) for k, v in info.items()})
+                return kept, traces, stats
+
+    def train_step(self) -> dict:
+        t0 = time.perf_counter()
+        batch, traces, rstats = self.rollout()
+        t1 = time.perf_counter()
+        metrics = {"step": self.step + 1, "rollout_s": t1 - t0, "score": float(np.mean([t["reward"] for t in traces])),
+                   **{f"rollout_{k}": v for k, v in rstats.items() if not k.startswith("engine_")}}
+        if batch is not None:
+            metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step))
+            self.engine.update_weights(self.model)
+        metrics["update_s"] = time.perf_counter() - t1
+        self.step += 1
+        with (self.out / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        with (self.out / "traces.jsonl").open("a") as f:
+            for t in traces[:4]:
+                f.write(json.dumps({"step": self.step, **t}, ensure_ascii=False) + "\n")
+        if self.step % self.cfg.checkpoint_every == 0 or self.step == self.cfg.steps:
+            self.save()
+        return metrics
+
+    def run(self) -> list[dict]:
+        history = []
+        while self.step < self.cfg.steps:
+            m = self.train_step()
+            history.append(m)
+            self.con.print(f"step {m['step']}/{self.cfg.steps}  score {m['score']:.3f}  "
+                           f"rollout {m['rollout_s']:.1f}s  update {m['update_s']:.1f}s  "
+                           f"mismatch {m.get('logp_mismatch_mean', float('nan')):.2e}  grad {m.get('grad_norm', 0):.3f}")
+        return history
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, _ = parse_cli("python -m memjax.train", __doc__, argv, default_config=TrainConfig())
+        Run(cfg).run()
+    except (ConfigError, ValueError, FileNotFoundError) as e:
+        print(f"memjax.train: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
