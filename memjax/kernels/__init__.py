@@ -7,6 +7,10 @@ card's layout exists while the import path stays unambiguous; a PyPI package nam
   LM head, custom VJP, [N, V] logits never materialised. impl "pallas" | "chunked" | "reference" | "auto".
 * `step_ratio_loss` / `token_clip_surrogate` (step_ratio_loss): Memory-R2 length-normalised step-level
   dual-clip ratio loss and the DAPO token-level clip-higher surrogate, with custom VJPs and metrics.
+* `paged_attention` (paged_attention): the engine's paged attention (decode, chunked prefill, split-K)
+  as a portable Pallas kernel with the engine's signature; `engine_attend(...)` binds its options for
+  `PagedAttention(attend=...)`; `paged_attention_ref` is the engine's pure-JAX reference. impl "pallas" |
+  "reference" | "auto" (pallas on GPU for supported page/head sizes). Output in q's dtype.
 * `reference`: the dense pure-JAX definitions the kernels are tested against.
 
 Every public function validates its shapes with a one-line ValueError naming the tensor, never donates
@@ -15,8 +19,10 @@ its inputs, and returns float32 results.
 
 from . import reference
 from .fused_logprob import token_logprob_entropy
+from .paged_attention import engine_attend, paged_attention, paged_attention_ref
 from .reference import step_ratio_loss_ref, token_clip_surrogate_ref, token_logprob_entropy_ref
 from .step_ratio_loss import step_ratio_loss, token_clip_surrogate
 
 __all__ = ["reference", "token_logprob_entropy", "token_logprob_entropy_ref", "step_ratio_loss",
-           "step_ratio_loss_ref", "token_clip_surrogate", "token_clip_surrogate_ref"]
+           "step_ratio_loss_ref", "token_clip_surrogate", "token_clip_surrogate_ref", "paged_attention",
+           "paged_attention_ref", "engine_attend"]

@@ -1,0 +1,267 @@
+"""Paged attention for the rollout engine as a portable Pallas kernel (decode, chunked prefill, split-K).
+
+Owns `paged_attention(q, k_pages, v_pages, layer, page_table, q_pos, kv_len, *, impl, num_splits,
+block_q, interpret)` with exactly the engine's signature and semantics (reference:
+`memjax.engine.paged_attention.paged_attention`, re-exported here as `paged_attention_ref`):
+q [b, t, H, D] at absolute positions q_pos int32 [b, t]; k_pages / v_pages [L, KV, P, S, D] (all layers
+stacked, page 0 = null page); `layer` a (traced) int32 scalar; page_table int32 [b, MP]; kv_len int32
+[b]. Query row (i, t) sees the keys at positions p < kv_len[i] and p <= q_pos[i, t]; rows with no
+visible key return zeros. GQA: query head h uses kv head h // G (H = KV * G). Output in q's dtype.
+`engine_attend(num_splits=.., prefill_num_splits=..)` returns a function with that signature for
+`PagedAttention(attend=..)`; `suggest_num_splits` is a starting heuristic for decode split-K.
+
+Kernel layout. The G query heads of a kv head and the t queries of a chunk are flattened into rows
+(row = t_idx * G + g) and padded to a power-of-two row block bq >= 16 (padded rows get q_pos = -1:
+no visible key). Grid = (b, KV, row blocks, num_splits); each program loads its [bq, D] query block
+once and loops over the pages of its sequence with an online softmax in fp32, so each KV page is read
+once for all G heads (and, in prefill, for all bq query rows of the block). Pages visited: j <
+min(ceil(kv_len / S), max(q_pos in block) // S + 1, MP) — decode never touches pages past kv_len and
+prefill row blocks skip pages that lie wholly in their causal future. With num_splits = n those pages
+are cut into n contiguous ranges of ceil(pages / n) (per sequence, from its own kv_len), each program
+writes unnormalised (m, l, acc) and a pure-JAX combine rescales by exp(m_s - max m); num_splits = 1
+writes the normalised output directly. Scores: dot(q, k) in the input dtype with fp32 accumulation,
+times 1/sqrt(D) (q is cast to the pool's dtype; fp32 pools use precision HIGHEST, i.e. IEEE rather
+than TF32 dots on GPU); p is cast to v's dtype for the PV dot (the usual flash rounding in bf16).
+
+Page table / layer (GPU lowering choice). jax 0.11.2's default Pallas GPU lowering is Triton, which
+rejects scalar prefetch ("not implemented in the Triton backend"), so BlockSpec index maps cannot read
+page ids. Instead page_table, kv_len and `layer` (as int32 [1]) are passed as whole-array inputs and
+read as scalars inside the kernel; k_pages / v_pages are passed whole and indexed k[layer, h, page]
+with those traced scalars (a dynamic-offset [S, D] load). This interprets on CPU and lowers to Triton
+(checked for an abstract H100 in the tests); the page loop is a fori_loop with traced bounds, which
+the Triton lowering turns into scf.for (pipelined by num_stages). Slicing k_pages[layer] outside the
+kernel instead would make XLA materialise the whole layer of the pool ([KV, P, S, D] for K and for V)
+every layer of every step — more HBM traffic than the attention itself — so it is not done. Pools
+over 4 GB get 64-bit pointer offsets from the lowering (checked on a 3.8e9-element abstract pool).
+The Triton backend is deprecated in jax 0.11 (a DeprecationWarning at lowering); no Mosaic GPU
+variant exists yet.
+
+GPU constraints (only when not interpreting): S and D must be powers of two >= 16 (Triton loads and
+dots). impl="auto" picks "pallas" on GPU when they hold, else the reference; on CPU it picks the
+reference (interpret mode is for tests, not speed). Nothing is donated; inputs are never written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from ..engine.paged_attention import paged_attention as paged_attention_ref
+
+__all__ = ["paged_attention", "paged_attention_ref", "engine_attend", "resolve_impl", "pallas_supported",
+           "suggest_num_splits", "combine_splits", "PAGED_IMPLS"]
+
+PAGED_IMPLS = ("auto", "pallas", "reference")
+_NEG = -1e30
+_F32 = jnp.float32
+_TN = (((1,), (1,)), ((), ()))  # a @ b.T
+_MIN_ROWS = 16  # Triton dot needs M >= 16
+
+
+def _on_gpu() -> bool:
+    return jax.default_backend() in ("gpu", "cuda", "rocm")
+
+
+def _pow2_ge16(x: int) -> bool:
+    return x >= 16 and (x & (x - 1)) == 0
+
+
+def pallas_supported(page_size: int, head_dim: int) -> bool:
+    """Whether the compiled (non-interpret) GPU kernel handles this page size and head dim."""
+    return _pow2_ge16(page_size) and _pow2_ge16(head_dim)
+
+
+def resolve_impl(impl: str = "auto", page_size: int = 16, head_dim: int = 128) -> str:
+    """The implementation `impl` names here: "auto" -> "pallas" on GPU for supported shapes, else "reference"."""
+    if impl not in PAGED_IMPLS:
+        raise ValueError(f"paged_attention: impl must be one of {PAGED_IMPLS}, got {impl!r}")
+    if impl == "auto":
+        return "pallas" if _on_gpu() and pallas_supported(page_size, head_dim) else "reference"
+    return impl
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cfg:
+    bq: int          # query rows per program (power of two >= 16)
+    page: int        # S
+    max_pages: int   # MP
+    splits: int
+    scale: float
+    interpret: bool
+
+
+def _kernel(layer_ref, kvl_ref, pt_ref, qpos_ref, q_ref, k_ref, v_ref, *out_refs, cfg: _Cfg):
+    i, h, sp = pl.program_id(0), pl.program_id(1), pl.program_id(3)
+    s = cfg.page
+    layer = layer_ref[0]
+    kvl = kvl_ref[i]
+    qp = qpos_ref[...]                                   # [bq] int32
+    q = q_ref[...]                                       # [bq, D]
+    qmax = jnp.max(qp)
+    causal_pages = jnp.where(qmax >= 0, qmax // s + 1, 0)
+    n_pages = jnp.minimum(jnp.minimum((kvl + s - 1) // s, causal_pages), cfg.max_pages)
+    n_pages = jnp.maximum(n_pages, 0)
+    per = (n_pages + cfg.splits - 1) // cfg.splits
+    lo = jnp.minimum(sp * per, n_pages)
+    hi = jnp.minimum(lo + per, n_pages)
+    qp_col = qp[:, None]
+    iota = lax.broadcasted_iota(jnp.int32, (1, s), 1)
+    prec = lax.Precision.HIGHEST if q.dtype == _F32 else None  # fp32 pools: IEEE dots, not TF32
+
+    def body(j, carry):
+        m, l, acc = carry
+        page = pt_ref[i, j]
+        k = k_ref[layer, h, page]                        # [S, D]
+        v = v_ref[layer, h, page]
+        sc = lax.dot_general(q, k, _TN, precision=prec, preferred_element_type=_F32) * cfg.scale   # [bq, S]
+        key = j * s + iota
+        ok = (key <= qp_col) & (key < kvl)
+        sc = jnp.where(ok, sc, _NEG)
+        m_new = jnp.maximum(m, jnp.max(sc, axis=1))
+        alpha = jnp.exp(m - m_new)
+        p = jnp.where(ok, jnp.exp(sc - m_new[:, None]), 0.0)
+        l = alpha * l + jnp.sum(p, axis=1)
+        acc = alpha[:, None] * acc + jnp.dot(p.astype(v.dtype), v, precision=prec,
+                                           preferred_element_type=_F32)
+        return m_new, l, acc
+
+    d = q.shape[-1]
+    init = (jnp.full((cfg.bq,), _NEG, _F32), jnp.zeros((cfg.bq,), _F32), jnp.zeros((cfg.bq, d), _F32))
+    m, l, acc = lax.fori_loop(lo, hi, body, init)
+    if cfg.splits == 1:
+        (o_ref,) = out_refs
+        o_ref[...] = (acc / jnp.where(l > 0, l, 1.0)[:, None]).astype(o_ref.dtype)
+    else:
+        m_ref, l_ref, acc_ref = out_refs
+        m_ref[...], l_ref[...], acc_ref[...] = m, l, acc
+
+
+def _pallas_rows(cfg: _Cfg, layer, kv_len, page_table, qpos_rows, q_rows, k_pages, v_pages):
+    """q_rows [b, KV, R, D] (R a multiple of bq), qpos_rows [b, R] -> [b, KV, R, D] (q's dtype)."""
+    b, kvh, r, d = q_rows.shape
+    sq = pl.Squeezed()
+    grid = (b, kvh, r // cfg.bq, cfg.splits)
+    whole = lambda a: pl.BlockSpec(a.shape, lambda *_: (0,) * a.ndim)  # noqa: E731
+    in_specs = [whole(layer), whole(kv_len), whole(page_table),
+                pl.BlockSpec((sq, cfg.bq), lambda i, h, rb, sp: (i, rb)),
+                pl.BlockSpec((sq, sq, cfg.bq, d), lambda i, h, rb, sp: (i, h, rb, 0)),
+                whole(k_pages), whole(v_pages)]
+    if cfg.splits == 1:
+        out_shape = [jax.ShapeDtypeStruct((b, kvh, r, d), q_rows.dtype)]
+        out_specs = [pl.BlockSpec((sq, sq, cfg.bq, d), lambda i, h, rb, sp: (i, h, rb, 0))]
+    else:
+        n = cfg.splits
+        out_shape = [jax.ShapeDtypeStruct((b, kvh, n, r), _F32), jax.ShapeDtypeStruct((b, kvh, n, r), _F32),
+                     jax.ShapeDtypeStruct((b, kvh, n, r, d), _F32)]
+        out_specs = [pl.BlockSpec((sq, sq, sq, cfg.bq), lambda i, h, rb, sp: (i, h, sp, rb)),
+                     pl.BlockSpec((sq, sq, sq, cfg.bq), lambda i, h, rb, sp: (i, h, sp, rb)),
+                     pl.BlockSpec((sq, sq, sq, cfg.bq, d), lambda i, h, rb, sp: (i, h, sp, rb, 0))]
+    outs = pl.pallas_call(
+        functools.partial(_kernel, cfg=cfg), grid=grid, in_specs=in_specs, out_specs=out_specs,
+        out_shape=out_shape, interpret=cfg.interpret, name="paged_attention",
+    )(layer, kv_len, page_table, qpos_rows, q_rows, k_pages, v_pages)
+    if cfg.splits == 1:
+        return outs[0]
+    return combine_splits(*outs).astype(q_rows.dtype)
+
+
+def combine_splits(m: jax.Array, l: jax.Array, acc: jax.Array) -> jax.Array:
+    """Merge split-K partials m, l [..., n, R] and acc [..., n, R, D] (fp32) into normalised [..., R, D].
+
+    Empty splits carry m = -1e30, l = 0, acc = 0 and drop out; rows empty in every split give zeros.
+    """
+    m_all = jnp.max(m, axis=-2, keepdims=True)
+    w = jnp.exp(m - m_all)                                   # [..., n, R]
+    l_all = jnp.sum(w * l, axis=-2)                          # [..., R]
+    acc_all = jnp.sum(w[..., None] * acc, axis=-3)           # [..., R, D]
+    return acc_all / jnp.where(l_all > 0, l_all, 1.0)[..., None]
+
+
+def _check(q, k_pages, v_pages, page_table, q_pos, kv_len, num_splits, block_q):
+    name = "paged_attention"
+    if q.ndim != 4:
+        raise ValueError(f"{name}: q must be [b, t, H, D], got shape {q.shape}")
+    b, t, hq, d = q.shape
+    if k_pages.ndim != 5 or k_pages.shape[-1] != d:
+        raise ValueError(f"{name}: k_pages must be [L, KV, P, S, D={d}], got shape {k_pages.shape}")
+    if v_pages.shape != k_pages.shape:
+        raise ValueError(f"{name}: v_pages {v_pages.shape} must have k_pages' shape {k_pages.shape}")
+    kvh = k_pages.shape[1]
+    if hq % kvh:
+        raise ValueError(f"{name}: q's heads H={hq} must be a multiple of k_pages' kv heads KV={kvh}")
+    if page_table.ndim != 2 or page_table.shape[0] != b or not jnp.issubdtype(page_table.dtype, jnp.integer):
+        raise ValueError(f"{name}: page_table must be int [b={b}, MP], got {page_table.dtype}{page_table.shape}")
+    if q_pos.shape != (b, t) or not jnp.issubdtype(q_pos.dtype, jnp.integer):
+        raise ValueError(f"{name}: q_pos must be int [b={b}, t={t}], got {q_pos.dtype}{q_pos.shape}")
+    if kv_len.shape != (b,) or not jnp.issubdtype(kv_len.dtype, jnp.integer):
+        raise ValueError(f"{name}: kv_len must be int [b={b}], got {kv_len.dtype}{kv_len.shape}")
+    if not (isinstance(num_splits, int) and num_splits >= 1):
+        raise ValueError(f"{name}: num_splits must be an int >= 1, got {num_splits!r}")
+    if not (isinstance(block_q, int) and _pow2_ge16(block_q)):
+        raise ValueError(f"{name}: block_q must be a power of two >= 16, got {block_q!r}")
+
+
+def paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer, page_table: jax.Array,
+                    q_pos: jax.Array, kv_len: jax.Array, *, impl: str = "auto", num_splits: int = 1,
+                    block_q: int = 64, interpret: bool | None = None) -> jax.Array:
+    """Attention of q [b, t, H, D] over the paged cache; same signature and result as the engine's
+    reference (see the module docstring). num_splits partitions each sequence's pages (split-K);
+    block_q caps the query rows (t * G, padded) per program; interpret defaults to True off GPU."""
+    _check(q, k_pages, v_pages, page_table, q_pos, kv_len, num_splits, block_q)
+    _, kvh, _, s, d = k_pages.shape
+    impl = resolve_impl(impl, s, d)
+    if impl == "reference":
+        return paged_attention_ref(q, k_pages, v_pages, layer, page_table, q_pos, kv_len)
+    if interpret is None:
+        interpret = not _on_gpu()
+    if not interpret and not pallas_supported(s, d):
+        raise ValueError(f"paged_attention: the compiled pallas kernel needs page size S={s} and head dim "
+                         f"D={d} to be powers of two >= 16 (use impl='reference' or interpret=True)")
+    b, t, hq, _ = q.shape
+    g = hq // kvh
+    r = t * g
+    bq = max(_MIN_ROWS, min(block_q, pl.next_power_of_2(r)))
+    r_pad = -(-r // bq) * bq
+    # rows ordered (t, g) inside each kv head: [b, t, KV, G, D] -> [b, KV, t*G, D]
+    q_rows = jnp.swapaxes(q.astype(k_pages.dtype).reshape(b, t, kvh, g, d), 1, 2).reshape(b, kvh, r, d)
+    q_rows = jnp.pad(q_rows, ((0, 0), (0, 0), (0, r_pad - r), (0, 0)))
+    qpos_rows = jnp.pad(jnp.repeat(q_pos.astype(jnp.int32), g, axis=1), ((0, 0), (0, r_pad - r)),
+                        constant_values=-1)
+    cfg = _Cfg(bq=bq, page=s, max_pages=page_table.shape[1], splits=num_splits,
+               scale=1.0 / float(d) ** 0.5, interpret=bool(interpret))
+    layer_arr = jnp.reshape(jnp.asarray(layer, jnp.int32), (1,))
+    out = _pallas_rows(cfg, layer_arr, kv_len.astype(jnp.int32), page_table.astype(jnp.int32), qpos_rows,
+                       q_rows, k_pages, v_pages)
+    out = out[:, :, :r].reshape(b, kvh, t, g, d)
+    return jnp.swapaxes(out, 1, 2).reshape(b, t, hq, d).astype(q.dtype)
+
+
+def suggest_num_splits(batch: int, kv_heads: int, max_pages: int, *, target_programs: int = 4 * 132,
+                       min_pages_per_split: int = 16) -> int:
+    """A split-K count for decode: enough programs (batch x kv_heads x splits) to fill ~target_programs
+    (default 4 per SM of an H100), but no split shorter than min_pages_per_split pages. A heuristic to
+    start the GPU sweep from (benchmarks/paged_attention.py), not a measured optimum."""
+    want = -(-target_programs // max(1, batch * kv_heads))
+    return int(max(1, min(want, max_pages // max(1, min_pages_per_split))))
+
+
+def engine_attend(*, impl: str = "auto", num_splits: int = 1, prefill_num_splits: int = 1, block_q: int = 64,
+                  interpret: bool | None = None):
+    """`paged_attention` with options bound, for `PagedAttention(..., attend=engine_attend(...))`.
+
+    num_splits applies to decode steps (t = 1), prefill_num_splits to chunks (t > 1; their row blocks
+    already give many programs, so split-K there mostly adds combine traffic). t is static, so the
+    choice is made at trace time."""
+    if impl not in PAGED_IMPLS:
+        raise ValueError(f"engine_attend: impl must be one of {PAGED_IMPLS}, got {impl!r}")
+
+    def attend(q, k_pages, v_pages, layer, page_table, q_pos, kv_len):
+        splits = num_splits if q.shape[1] == 1 else prefill_num_splits
+        return paged_attention(q, k_pages, v_pages, layer, page_table, q_pos, kv_len, impl=impl,
+                               num_splits=splits, block_q=block_q, interpret=interpret)
+    return attend
