@@ -141,3 +141,16 @@ def parse_cli(prog: str, description: str, argv: list[str] | None = None,
     if cfg is None:
         ap.error("a config file is required")
     return apply_overrides(cfg, args.set), args
+
+
+def run_cli(prog: str, description: str, argv: list[str] | None, default_config: Any, body) -> int:
+    """Parse a CLI (see parse_cli) and call body(cfg); bad config/input -> one line on stderr, exit code 2."""
+    import sys
+
+    try:
+        cfg, _ = parse_cli(prog, description, argv, default_config=default_config)
+        body(cfg)
+    except (ConfigError, ValueError, FileNotFoundError) as e:
+        print(f"{prog.split()[-1]}: error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .agents import MemAgent, MemAgentConfig
-from .config import ConfigError, parse_cli
+from .config import ConfigError, run_cli
 from .data import RulerHotpotQAConfig, load_hotpotqa, synthesize
 from .engine import Engine, EngineConfig, SamplingParams
 from .modelsource import ModelSource
@@ -152,14 +152,7 @@ def _plot(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        cfg, _ = parse_cli("python -m memjax.evaluate", __doc__, argv, default_config=EvalConfig())
-        evaluate(cfg)
-    except (ConfigError, ValueError, FileNotFoundError) as e:
-        print(f"memjax.evaluate: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
+    return run_cli("python -m memjax.evaluate", __doc__, argv, EvalConfig(), evaluate)
 
 if __name__ == "__main__":
     sys.exit(main())

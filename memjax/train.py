@@ -28,7 +28,7 @@ from flax import nnx
 from rich.console import Console
 
 from .agents import MemAgent, MemAgentConfig
-from .config import ConfigError, parse_cli
+from .config import ConfigError, run_cli
 from .data import HotpotQASource, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
 from .engine import Engine, EngineConfig
 from .modelsource import ModelSource
@@ -195,14 +195,7 @@ class Run:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        cfg, _ = parse_cli("python -m memjax.train", __doc__, argv, default_config=TrainConfig())
-        Run(cfg).run()
-    except (ConfigError, ValueError, FileNotFoundError) as e:
-        print(f"memjax.train: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
+    return run_cli("python -m memjax.train", __doc__, argv, TrainConfig(), lambda cfg: Run(cfg).run())
 
 if __name__ == "__main__":
     sys.exit(main())

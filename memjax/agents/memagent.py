@@ -18,6 +18,7 @@ rewards, and a readable trace (memory text after every chunk, final answer) per 
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -55,6 +56,11 @@ class MemAgentConfig:
     seed: int = 0
     record_conversations: bool = True  # False: keep only traces (long evaluations)
     max_active: int = 0  # trajectories in flight at once; 0 = all
+    # Prompt templates (default: the reference's verbatim English); placeholders {prompt} {memory} {chunk}.
+    # Small-vocabulary tasks (memjax.tiny) substitute compact templates their tokenizer can encode.
+    memory_template: str = MEMORY_TEMPLATE
+    final_template: str = FINAL_TEMPLATE
+    no_memory: str = NO_MEMORY  # memory text of the first turn
 
     def __post_init__(self):
         for f in ("chunk_tokens", "max_query_tokens", "max_memory_tokens", "max_final_tokens", "group_size"):
@@ -62,8 +68,14 @@ class MemAgentConfig:
                 raise ValueError(f"MemAgentConfig.{f} must be > 0, got {getattr(self, f)}")
         if self.max_active < 0:
             raise ValueError(f"MemAgentConfig.max_active must be >= 0, got {self.max_active}")
+        for f, need in (("memory_template", ("{prompt}", "{memory}", "{chunk}")),
+                        ("final_template", ("{prompt}", "{memory}"))):
+            missing = [k for k in need if k not in getattr(self, f)]
+            if missing:
+                raise ValueError(f"MemAgentConfig.{f} lacks the placeholder(s) {missing}")
 
 
+@functools.lru_cache(maxsize=16)
 def _split(template: str) -> list[str | int]:
     """Template -> literal text pieces and slot markers 0 (prompt), 1 (memory), 2 (chunk)."""
     out: list[str | int] = []
@@ -82,15 +94,14 @@ def _split(template: str) -> list[str | int]:
     return out
 
 
-_MEMORY_PARTS, _FINAL_PARTS = _split(MEMORY_TEMPLATE), _split(FINAL_TEMPLATE)
-
-
 def build_prompt(tokenizer, query_ids: Sequence[int], memory_ids: Sequence[int] | None,
-                 chunk_ids: Sequence[int] | None) -> list[int]:
+                 chunk_ids: Sequence[int] | None, *, memory_template: str = MEMORY_TEMPLATE,
+                 final_template: str = FINAL_TEMPLATE, no_memory: str = NO_MEMORY) -> list[int]:
     """Chat-template ids of a memory-update turn (chunk given) or the final turn (chunk None)."""
-    memory = TokenIds(memory_ids) if memory_ids is not None else NO_MEMORY
+    memory = TokenIds(memory_ids) if memory_ids is not None else no_memory
     slots = {0: TokenIds(query_ids), 1: memory, 2: TokenIds(chunk_ids or [])}
-    parts = [slots[p] if isinstance(p, int) else p for p in (_FINAL_PARTS if chunk_ids is None else _MEMORY_PARTS)]
+    template = final_template if chunk_ids is None else memory_template
+    parts = [slots[p] if isinstance(p, int) else p for p in _split(template)]
     return tokenizer.apply_chat_template([{"role": "user", "content": parts}], add_generation_prompt=True)
 
 
@@ -141,16 +152,20 @@ class MemAgent:
         self.stop_ids = tuple(stop_token_ids) if stop_token_ids is not None else tuple(
             sorted({tokenizer.eos_id, tokenizer.endoftext_id}))
         c, window = self.cfg, engine.config.window
-        longest = len(build_prompt(tokenizer, [0] * c.max_query_tokens, [0] * c.max_memory_tokens,
-                                   [0] * c.chunk_tokens))
+        longest = len(self._build([0] * c.max_query_tokens, [0] * c.max_memory_tokens, [0] * c.chunk_tokens))
         if longest + c.max_memory_tokens > window:
             raise ValueError(f"MemAgentConfig: a memory-update prompt can reach {longest} tokens; with "
                              f"max_memory_tokens={c.max_memory_tokens} it needs {longest + c.max_memory_tokens} > "
                              f"engine window {window} (lower chunk_tokens or raise EngineConfig.window)")
-        final = len(build_prompt(tokenizer, [0] * c.max_query_tokens, [0] * c.max_memory_tokens, None))
+        final = len(self._build([0] * c.max_query_tokens, [0] * c.max_memory_tokens, None))
         if final + c.max_final_tokens > window:
             raise ValueError(f"MemAgentConfig: the final prompt can reach {final} tokens; with max_final_tokens="
                              f"{c.max_final_tokens} it needs {final + c.max_final_tokens} > engine window {window}")
+
+    def _build(self, query_ids, memory_ids, chunk_ids) -> list[int]:
+        c = self.cfg
+        return build_prompt(self.tok, query_ids, memory_ids, chunk_ids, memory_template=c.memory_template,
+                            final_template=c.final_template, no_memory=c.no_memory)
 
     def _params(self, traj: Trajectory, final: bool) -> SamplingParams:
         c = self.cfg
@@ -162,8 +177,8 @@ class MemAgent:
         k = self.cfg.chunk_tokens
         if traj.turn < traj.n_chunks:
             chunk = traj.doc_ids[traj.turn * k: (traj.turn + 1) * k]
-            return build_prompt(self.tok, traj.query_ids, traj.memory_ids, chunk), False
-        return build_prompt(self.tok, traj.query_ids, traj.memory_ids, None), True
+            return self._build(traj.query_ids, traj.memory_ids, chunk), False
+        return self._build(traj.query_ids, traj.memory_ids, None), True
 
     @staticmethod
     def _missing(text: str) -> int:
