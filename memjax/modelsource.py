@@ -23,7 +23,8 @@ from .tokenizer import Tokenizer
 class ModelSource:
     hf_path: str = ""
     preset: str = "tiny-qwen-vocab"
-    dtype: str = "float32"
+    dtype: str = "float32"  # parameter (master-weight) dtype
+    compute_dtype: str = ""  # activation dtype; "" = dtype. fp32 master + bf16 compute: dtype=float32, compute_dtype=bfloat16
     seed: int = 0
     tokenizer_path: str = ""
 
@@ -33,9 +34,9 @@ class ModelSource:
 
     def load(self) -> tuple[Qwen2, Tokenizer]:
         if self.hf_path:
-            model = load_hf(self.hf_path, dtype=self.dtype)
+            model = load_hf(self.hf_path, dtype=self.dtype, compute_dtype=self.compute_dtype or None)
         else:
-            cfg = presets.get(self.preset, param_dtype=self.dtype, dtype=self.dtype)
+            cfg = presets.get(self.preset, param_dtype=self.dtype, dtype=self.compute_dtype or self.dtype)
             model = nnx.jit(lambda: init_model(cfg, self.seed))() if cfg.hidden_size >= 1024 else init_model(cfg, self.seed)
         tok_dir = self.tokenizer_path or (self.hf_path if self.hf_path and (Path(self.hf_path) / "tokenizer.json").is_file()
                                           else "")

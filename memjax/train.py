@@ -5,10 +5,14 @@ Owns: TrainConfig and the training loop:
   (+ DAPO overlong shaping) -> dynamic sampling (optional) -> Trainer.update (old/ref log-probs,
   advantages, PPO epochs x mini-batches x micro-batches, AdamW) -> in-process weight hand-off to the
   engine -> metrics (JSONL + terminal) -> orbax checkpoint.
-Invariants: rollout seeds derive from (seed, step, generation batch) and the data order from the grain
-iterator state saved with each checkpoint, so a run resumed from its latest checkpoint reproduces the
-uninterrupted run bit for bit (on the same device kind). A checkpoint holds the parameters, the optimizer
-state, the step and the data iterator state; the last `keep_checkpoints` are kept.
+Invariants: rollout seeds derive from (seed, step, generation batch) -- that is the whole RNG state -- and
+the data order from the grain iterator state saved with each checkpoint, so a run resumed from its latest
+checkpoint reproduces the uninterrupted run bit for bit (on the same device kind), also after SIGKILL.
+A checkpoint (orbax, written asynchronously, committed atomically by rename) holds the parameters, the
+optimizer state, the step, the seed and the data iterator state; the last `keep_checkpoints` are kept.
+A checkpoint that fails to restore is reported and the previous one is used. Outputs in out_dir:
+metrics.jsonl, TensorBoard events (tb/), traces.jsonl, checkpoints/, and hf/ (the final policy as a
+Hugging Face checkpoint).
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from rich.console import Console
 
+from . import flops
 from .agents import MemAgent, MemAgentConfig
+from .checkpoint import save_hf
 from .config import ConfigError, run_cli
 from .data import HotpotQASource, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
 from .engine import Engine, EngineConfig
@@ -111,8 +117,15 @@ class Run:
         self.ckpt = ocp.CheckpointManager(self.out / "checkpoints", options=ocp.CheckpointManagerOptions(
             max_to_keep=cfg.keep_checkpoints, create=True))
         self.step = 0
-        if cfg.resume and self.ckpt.latest_step() is not None:
-            self._restore(self.ckpt.latest_step())
+        if cfg.resume:
+            for step in sorted(self.ckpt.all_steps(), reverse=True):
+                try:
+                    self._restore(step)
+                    break
+                except Exception as e:  # corrupt / partial: say so and fall back to the previous one
+                    self.con.print(f"[yellow]checkpoint {step} in {self.out / 'checkpoints'} cannot be restored "
+                                   f"({type(e).__name__}: {str(e)[:200]}); trying the previous one")
+        self._tb = None  # TensorBoard writer, opened on the first step and closed at the end of run()
 
     # -- checkpoints ----------------------------------------------------------------------------------
     def _state(self):
@@ -120,10 +133,11 @@ class Run:
                 "opt": nnx.state(self.trainer.optimizer).to_pure_dict()}
 
     def save(self) -> None:
-        meta = {"step": self.step, "data": self.data.get_state(), "config": dataclasses.asdict(self.cfg)}
+        meta = {"step": self.step, "seed": self.cfg.seed, "data": self.data.get_state(),
+                "config": dataclasses.asdict(self.cfg)}
+        self.ckpt.wait_until_finished()  # at most one save in flight
         self.ckpt.save(self.step, args=ocp.args.Composite(state=ocp.args.StandardSave(self._state()),
                                                           meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
-        self.ckpt.wait_until_finished()
 
     def _restore(self, step: int) -> None:
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, self._state())
@@ -169,10 +183,29 @@ class Run:
         t1 = time.perf_counter()
         metrics = {"step": self.step + 1, "rollout_s": t1 - t0, "score": float(np.mean([t["reward"] for t in traces])),
                    **{f"rollout_{k}": v for k, v in rstats.items() if not k.startswith("engine_")}}
+        mcfg = self.model.cfg
+        conv_lens = [] if batch is None else batch.lengths.tolist()
+        rollout_flops = flops.estimate(mcfg, [t for t in conv_lens if t > 0], training=False) if conv_lens else 0.0
         if batch is not None:
             metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step))
             self.engine.update_weights(self.model)
         metrics["update_s"] = time.perf_counter() - t1
+        if conv_lens:
+            u = self.cfg.update
+            passes = u.ppo_epochs * 3 + (1 if u.recompute_old_logp else 0) + (1 if self.cfg.loss.kl_coef else 0)
+            train_flops = flops.estimate(mcfg, conv_lens, training=False) * passes
+            metrics.update({"conversations": len(conv_lens), "tokens_per_s": sum(conv_lens) / metrics["rollout_s"],
+                            "rollout_mfu": flops.mfu(rollout_flops, metrics["rollout_s"]),
+                            "update_mfu": flops.mfu(train_flops, metrics["update_s"]),
+                            "mean_conversation_tokens": float(np.mean(conv_lens))})
+        metrics = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in metrics.items()}
+        if self._tb is None:
+            from tensorboardX import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.out / "tb"))
+        for k, v in metrics.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
+                self._tb.add_scalar(k, v, self.step + 1)
         self.step += 1
         with (self.out / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(metrics) + "\n")
@@ -184,14 +217,29 @@ class Run:
         return metrics
 
     def run(self) -> list[dict]:
+        from rich.progress import Progress
+
         history = []
-        while self.step < self.cfg.steps:
-            m = self.train_step()
-            history.append(m)
-            self.con.print(f"step {m['step']}/{self.cfg.steps}  score {m['score']:.3f}  "
-                           f"rollout {m['rollout_s']:.1f}s  update {m['update_s']:.1f}s  "
-                           f"mismatch {m.get('logp_mismatch_mean', float('nan')):.2e}  grad {m.get('grad_norm', 0):.3f}")
+        with Progress(transient=True, console=self.con) as bar:
+            task = bar.add_task("training", total=self.cfg.steps, completed=self.step)
+            while self.step < self.cfg.steps:
+                m = self.train_step()
+                history.append(m)
+                bar.update(task, completed=self.step)
+                self._print(m)
+        self.ckpt.wait_until_finished()
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+        save_hf(self.model, self.out / "hf")
+        self.con.print(f"metrics: {self.out / 'metrics.jsonl'}  tensorboard: {self.out / 'tb'}  "
+                       f"checkpoints: {self.out / 'checkpoints'}  policy (HF): {self.out / 'hf'}")
         return history
+
+    def _print(self, m: dict) -> None:
+        self.con.print(f"step {m['step']}/{self.cfg.steps}  score {m['score']:.3f}  "
+                       f"rollout {m['rollout_s']:.1f}s  update {m['update_s']:.1f}s  "
+                       f"mismatch {m.get('logp_mismatch_mean') or float('nan'):.2e}  grad {m.get('grad_norm') or 0:.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,16 @@
-"""`python -m memjax.train`: the loop runs, checkpoints, and resumes bit-identically.
+"""`python -m memjax.train`: the loop runs, checkpoints, survives SIGKILL and resumes bit-identically,
+falls back from a corrupt checkpoint, and exports the policy.
 
 A random-weight model earns no reward, so advantages are zero; a small entropy bonus keeps the gradients
 (and so the parameters) moving, which is what the resume check needs to be meaningful."""
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import jax
@@ -11,14 +18,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from memjax import train
+from memjax import load_hf, train
 from memjax.config import ConfigError, apply_overrides
 
 DATA = Path(__file__).parent / "fixtures" / "data" / "hotpotqa_dev_excerpt.json"
 SETS = [f"data.path={DATA}", "data.num_docs=10", "data.prompts_per_step=2", "memagent.group_size=2",
-        "memagent.chunk_tokens=720", "memagent.max_query_tokens=48", "memagent.max_memory_tokens=8", "memagent.max_final_tokens=4",
-        "engine.window=1024", "loss.entropy_coef=0.01", "optim.lr=1e-3", "optim.warmup_steps=0",
-        "update.micro_rows=8", "update.pad_tokens=128", "checkpoint_every=1"]
+        "memagent.chunk_tokens=720", "memagent.max_query_tokens=48", "memagent.max_memory_tokens=8",
+        "memagent.max_final_tokens=4", "engine.window=1024", "loss.entropy_coef=0.01", "optim.lr=1e-3",
+        "optim.warmup_steps=0", "update.micro_rows=8", "update.pad_tokens=128", "checkpoint_every=1"]
 
 
 def _cfg(out, steps):
@@ -29,24 +36,56 @@ def _params(run):
     return [np.asarray(x) for x in jax.tree.leaves(nnx.state(run.model, nnx.Param))]
 
 
-def test_resume_is_bit_identical(tmp_path):
-    full = train.Run(_cfg(tmp_path / "a", 2))
-    hist = full.run()
-    assert len(hist) == 2 and hist[0]["grad_norm"] > 0
-    assert hist[0]["logp_mismatch_mean"] < 1e-5  # engine vs trainer log-probs, same weights
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("full")
+    run = train.Run(_cfg(out, 2))
+    hist = run.run()
+    return out, run, hist
 
-    first = train.Run(_cfg(tmp_path / "b", 1))
-    first.run()
-    p1 = _params(first)
-    resumed = train.Run(_cfg(tmp_path / "b", 2))  # finds the step-1 checkpoint
+
+def test_metrics_outputs_and_export(uninterrupted):
+    out, run, hist = uninterrupted
+    assert len(hist) == 2 and hist[0]["grad_norm"] > 0 and hist[0]["conversations"] == 12
+    assert hist[0]["logp_mismatch_mean"] < 1e-5  # engine vs trainer log-probs under the same weights
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines] == [1, 2] and "tokens_per_s" in lines[0]
+    assert list((out / "tb").glob("events.out.tfevents.*"))
+    exported = load_hf(out / "hf")
+    for a, b in zip(_params(run), [np.asarray(x) for x in jax.tree.leaves(nnx.state(exported, nnx.Param))]):
+        assert np.array_equal(a, b)
+
+
+def test_sigkill_then_resume_is_bit_identical(uninterrupted, tmp_path):
+    _, full, hist = uninterrupted
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "memjax.train"] + [a for s in SETS + [f"out_dir={out}", "steps=2"] for a in ("--set", s)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    committed = out / "checkpoints" / "1" / "commit_success.txt"
+    deadline = time.time() + 400
+    while not committed.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert committed.exists(), proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout"
+    os.killpg(proc.pid, signal.SIGKILL)  # mid-run: step 2 is rolling out
+    proc.wait()
+    assert not (out / "checkpoints" / "2" / "commit_success.txt").exists()
+    resumed = train.Run(_cfg(out, 2))
     assert resumed.step == 1
-    assert all(np.array_equal(a, b) for a, b in zip(p1, _params(resumed)))
     resumed.run()
     for a, b in zip(_params(full), _params(resumed)):
         assert np.array_equal(a, b)
-    lines = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
-    again = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
-    assert lines[1]["score"] == again[1]["score"] and lines[1]["grad_norm"] == again[1]["grad_norm"]
+    again = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert again[-1]["step"] == 2 and again[-1]["grad_norm"] == hist[1]["grad_norm"]
+
+
+def test_corrupt_checkpoint_falls_back(uninterrupted, tmp_path, capsys):
+    src, _, _ = uninterrupted
+    out = tmp_path / "corrupt"
+    shutil.copytree(src, out)
+    shutil.rmtree(out / "checkpoints" / "2" / "state" / "d")  # the array data of the latest checkpoint
+    run = train.Run(_cfg(out, 2))
+    assert run.step == 1
+    assert "checkpoint 2" in capsys.readouterr().out
 
 
 def test_errors(tmp_path, capsys):
@@ -54,3 +93,5 @@ def test_errors(tmp_path, capsys):
     assert "data.path is not set" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="must be one of"):
         apply_overrides(train.TrainConfig(), ["loss.agg=mean"])
+    with pytest.raises(ConfigError, match="has no field 'nope'"):
+        apply_overrides(train.TrainConfig(), ["optim.nope=1"])

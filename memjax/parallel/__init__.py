@@ -1,5 +1,7 @@
 """memjax.parallel: device mesh, shardings, multi-host start-up."""
 
-from .mesh import DATA, MODEL, data_size, initialize, make_mesh, replicated, rows_sharding
+from .mesh import (DATA, FSDP, MODEL, TENSOR, data_size, initialize, make_mesh, param_shardings, param_spec,
+                   replicated, rows_sharding)
 
-__all__ = ["DATA", "MODEL", "data_size", "initialize", "make_mesh", "replicated", "rows_sharding"]
+__all__ = ["DATA", "FSDP", "MODEL", "TENSOR", "data_size", "initialize", "make_mesh", "param_shardings",
+           "param_spec", "replicated", "rows_sharding"]

@@ -1,10 +1,14 @@
 """The device mesh and the shardings of training data and parameters.
 
-Owns: `make_mesh(data=-1, model=1)` over the visible devices (multi-host: call `initialize()` first),
-and the PartitionSpecs used by the trainer: RolloutBatch token arrays [N, T] and per-row metadata are
-sharded over the `data` axis (rows = conversations); parameters and optimizer state are replicated
-(pure data parallelism; XLA inserts the gradient all-reduce). Row counts given to the trainer are
-padded to a multiple of the data-axis size.
+Owns: `make_mesh(data=-1, fsdp=1, tensor=1)` over the visible devices (multi-host: `initialize()` first),
+`param_specs(params)` and the shardings used by the trainer:
+- RolloutBatch token arrays [N, T] and per-row metadata: rows (conversations) sharded over
+  ("data", "fsdp") -- every device of the data/fsdp plane gets different rows.
+- Parameters (stacked layout of memjax.model.qwen2): FSDP shards the hidden dimension over "fsdp";
+  tensor parallelism (optional) shards q/k/v/gate/up outputs and o/down inputs over "tensor" (Megatron
+  style), the vocabulary of the LM head too. An axis is dropped from a dimension it does not divide, and
+  norms are replicated. Optimizer state follows the parameters. XLA inserts the collectives.
+Row counts given to the trainer are padded to a multiple of data x fsdp.
 """
 
 from __future__ import annotations
@@ -15,7 +19,20 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-DATA, MODEL = "data", "model"
+DATA, FSDP, TENSOR = "data", "fsdp", "tensor"
+MODEL = TENSOR  # back-compat alias
+
+# parameter name (last path element) -> logical axes per dimension (stacked layer axis first)
+_RULES: dict[str, tuple] = {
+    "embed": (None, FSDP),
+    "lm_head": (FSDP, TENSOR),
+    "final_norm": (None,),
+    "input_norm": (None, None), "post_norm": (None, None),
+    "q_w": (None, FSDP, TENSOR), "k_w": (None, FSDP, TENSOR), "v_w": (None, FSDP, TENSOR),
+    "q_b": (None, TENSOR), "k_b": (None, TENSOR), "v_b": (None, TENSOR),
+    "o_w": (None, TENSOR, FSDP),
+    "gate_w": (None, FSDP, TENSOR), "up_w": (None, FSDP, TENSOR), "down_w": (None, TENSOR, FSDP),
+}
 
 
 def initialize() -> None:
@@ -27,21 +44,21 @@ def initialize() -> None:
         jax.distributed.initialize()
 
 
-def make_mesh(data: int = -1, model: int = 1) -> Mesh:
+def make_mesh(data: int = -1, fsdp: int = 1, tensor: int = 1) -> Mesh:
     devices = jax.devices()
     n = len(devices)
     if data == -1:
-        if n % model:
-            raise ValueError(f"make_mesh: {n} devices not divisible by model={model}")
-        data = n // model
-    if data * model != n:
-        raise ValueError(f"make_mesh: data={data} x model={model} != {n} devices")
-    return Mesh(np.asarray(devices).reshape(data, model), (DATA, MODEL))
+        if n % (fsdp * tensor):
+            raise ValueError(f"make_mesh: {n} devices not divisible by fsdp x tensor = {fsdp * tensor}")
+        data = n // (fsdp * tensor)
+    if data * fsdp * tensor != n:
+        raise ValueError(f"make_mesh: data={data} x fsdp={fsdp} x tensor={tensor} != {n} devices")
+    return Mesh(np.asarray(devices).reshape(data, fsdp, tensor), (DATA, FSDP, TENSOR))
 
 
 def rows_sharding(mesh: Mesh) -> NamedSharding:
     """For [N, ...] arrays whose leading axis is conversations."""
-    return NamedSharding(mesh, P(DATA))
+    return NamedSharding(mesh, P((DATA, FSDP)))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -49,4 +66,25 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 
 def data_size(mesh: Mesh) -> int:
-    return mesh.shape[DATA]
+    """Devices that receive different rows (data x fsdp)."""
+    return mesh.shape[DATA] * mesh.shape[FSDP]
+
+
+def param_spec(name: str, shape: tuple[int, ...], mesh: Mesh) -> P:
+    rule = _RULES.get(name, (None,) * len(shape))
+    if len(rule) != len(shape):
+        rule = (None,) * len(shape)
+    axes = [ax if ax is not None and mesh.shape[ax] > 1 and dim % mesh.shape[ax] == 0 else None
+            for ax, dim in zip(rule, shape)]
+    return P(*axes)
+
+
+def param_shardings(state, mesh: Mesh):
+    """NamedShardings for an nnx State (or any pytree keyed by parameter names) of the decoder."""
+    def spec(path, leaf):
+        name = str(getattr(path[-1], "key", getattr(path[-1], "name", path[-1])))
+        if name == "value" and len(path) > 1:  # nnx Variable wrapper
+            name = str(getattr(path[-2], "key", path[-2]))
+        return NamedSharding(mesh, param_spec(name, tuple(leaf.shape), mesh))
+
+    return jax.tree_util.tree_map_with_path(spec, state)

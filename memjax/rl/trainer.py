@@ -7,8 +7,8 @@ update loop. Invariants:
   masks, before any forward), so the accumulated gradient equals the full mini-batch gradient exactly.
 - Token arrays are right-padded to a multiple of `pad_tokens` so the step compiles once per bucket.
 - Parameters stay in the model's param_dtype (fp32 master weights when the model computes in bf16);
-  optimizer state follows the parameters. With a mesh, micro-batch rows are sharded over its data axis
-  and parameters replicated (XLA all-reduces the gradients).
+  optimizer state follows the parameters. With a mesh, micro-batch rows are sharded over (data, fsdp)
+  and parameters by memjax.parallel.param_shardings (FSDP / tensor); XLA inserts the collectives.
 - Old log-probs: by default recomputed by the trainer before the first update (the engine's rollout
   log-probs are kept for the mismatch metric: mean/max |engine - trainer| over response tokens).
 """
@@ -23,7 +23,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ..parallel import data_size, rows_sharding
+from ..parallel import data_size, param_shardings, rows_sharding
 from .advantages import AdvantageConfig, compute_advantages
 from .batch import RolloutBatch
 from .logprobs import token_logprobs
@@ -131,6 +131,11 @@ class Trainer:
             raise ValueError("Trainer: LossConfig.kl_coef > 0 needs a reference model")
         self.model, self.ref_model, self.mesh = model, ref_model, mesh
         self.optim_cfg, self.loss_cfg, self.update_cfg, self.adv_cfg = optim, loss, update, advantage
+        if mesh is not None and mesh.size > 1:  # FSDP / tensor shardings; optimizer state follows
+            for m in (model, ref_model):
+                if m is not None:
+                    params = nnx.state(m, nnx.Param)
+                    nnx.update(m, jax.device_put(params, param_shardings(params, mesh)))
         self.optimizer = make_optimizer(model, optim)
         self._dp = data_size(mesh) if mesh is not None else 1
         if update.micro_rows % self._dp:
@@ -206,13 +211,14 @@ class Trainer:
                 denom = agg_denominator(jnp.asarray(arrays["loss_mask"][rows]), lc.agg,
                                         row_weight=None if row_w is None else jnp.asarray(arrays["row_w"][rows]),
                                         loss_scale_tokens=t)
-                grads, mb_metrics = None, []
+                grads, mb_metrics, loss_value = None, [], 0.0
                 for mb in self._micro(arrays, rows):
-                    _, metrics, g = _grad_step(
+                    value, metrics, g = _grad_step(
                         self.model, mb["input_ids"], mb["loss_mask"], mb["old_logp"], mb["adv"], mb["ref_logp"],
                         mb["row_w"] if row_w is not None else None, denom, loss=lc, temperature=u.temperature,
                         remat=u.remat, use_ref=bool(lc.kl_coef), use_entropy=bool(lc.entropy_coef))
                     grads = g if grads is None else _add(grads, g)
+                    loss_value += float(value)  # micro losses share the global denominator: they add up
                     mb_metrics.append(jax.device_get(metrics))
                 gnorm = _apply(self.optimizer, self.model, grads)
                 steps += 1
@@ -223,6 +229,7 @@ class Trainer:
                         val = sum(m[key] * m["num_tokens"] for m in mb_metrics) / max(tok, 1)
                         totals[key] = totals.get(key, 0.0) + float(val)
                 totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(gnorm)
+                totals["loss"] = totals.get("loss", 0.0) + loss_value
         stats.update({k: v / max(steps, 1) for k, v in totals.items()})
         stats["optimizer_steps"] = steps
         stats["reward_mean"] = float(batch.reward.mean())
