@@ -1,11 +1,16 @@
 """`python -m memjax.demo` (what `make demo` runs): the embedded default, end to end on any machine.
 
-Until the RL trainer lands this runs the foundation for real, with no download: a Qwen2.5-architecture
+Part 1 (seconds), the foundation for real, with no download: a Qwen2.5-architecture
 model (tiny depth/width, real 151,936-token vocabulary, random weights) is written as a sharded Hugging
 Face checkpoint, converted HF -> orbax -> HF with the converter, loaded back (logits checked bit-exact
 against the original), and asked a question through the real Qwen2.5 tokenizer and chat template;
 greedy generation runs on it and is decoded. Random weights produce noise text: the point is that every
 stage runs and agrees. Output goes to ./out/demo (override with --out).
+
+Part 2 (a few minutes on CPU), the embedded RL default `configs/tiny.py` (memjax.tiny): a tiny memory agent
+trained by Multi-Conv GRPO from the shipped supervised warm start with the MemAgent workflow; prints the
+reward sparkline, held-out accuracy before/after and example memory traces, and writes the reward curve
+PNG to <out>/tiny/reward_curve.png. `--rl-steps 0` skips it.
 """
 
 from __future__ import annotations
@@ -38,11 +43,45 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", default="tiny-qwen-vocab", help="model preset (random weights)")
     ap.add_argument("--max-new-tokens", type=int, default=24)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rl-steps", type=int, default=None, help="RL steps of part 2 (default: configs/tiny.py's; 0 = skip)")
+    ap.add_argument("--rl-heldout", type=int, default=None, help="held-out questions for part 2 (default: config's)")
     args = ap.parse_args(argv)
     con = Console()
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    rc = foundation(args, out, con)
+    if rc or args.rl_steps == 0:
+        return rc
+    return tiny_rl(args, out, con)
+
+
+def tiny_rl(args, out: Path, con: Console) -> int:
+    """Part 2: the embedded RL default (configs/tiny.py when present, else TinyRLConfig's defaults)."""
+    import dataclasses
+
+    from .config import load_config_file
+    from .tiny.report import plot, print_report
+    from .tiny.rl import TinyRLConfig, run
+
+    con.rule("memjax demo: tiny memory agent, Multi-Conv GRPO from the warm start (configs/tiny.py)")
+    path = Path(__file__).resolve().parent.parent / "configs" / "tiny.py"
+    cfg = load_config_file(path) if path.is_file() else TinyRLConfig()
+    changes = {"out_dir": str(out / "tiny")}
+    if args.rl_steps is not None:
+        changes["steps"] = args.rl_steps
+    if args.rl_heldout is not None:
+        changes["heldout_size"] = args.rl_heldout
+    cfg = dataclasses.replace(cfg, **changes)
+    result = run(cfg, log=con.print)
+    png = plot(result, Path(cfg.out_dir) / "reward_curve.png")
+    print_report(result, png, console=con)
+    con.rule("[green]demo finished")
+    return 0
+
+
+def foundation(args, out: Path, con: Console) -> int:
+    """Part 1: random tiny Qwen2.5 -> HF -> orbax -> HF round trip, chat template, greedy generation."""
     con.rule("memjax demo: foundation end to end")
     con.print(f"jax {jax.__version__} on {jax.devices()[0].platform}; preset {args.preset}")
 
@@ -84,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     con.print(f"[4] chat prompt ({len(prompt)} ids) ends with: {tok.decode(prompt[-12:])!r}")
     con.print(table)
     con.print(f"    continuation: {tok.decode(new)!r}")
-    con.rule("[green]demo finished")
+    con.rule("[green]foundation finished")
     return 0
 
 

@@ -242,8 +242,21 @@ class Run:
                        f"mismatch {m.get('logp_mismatch_mean') or float('nan'):.2e}  grad {m.get('grad_norm') or 0:.3f}")
 
 
+def _train(cfg) -> None:
+    """A TrainConfig runs the MemAgent loop above; the embedded tiny task's TinyRLConfig (configs/tiny.py)
+    runs its own small loop (memjax.tiny.rl), built from the same engine, workflow and trainer."""
+    if isinstance(cfg, TrainConfig):
+        Run(cfg).run()
+        return
+    from .tiny.rl import TinyRLConfig, run
+
+    if not isinstance(cfg, TinyRLConfig):
+        raise ConfigError(f"config is a {type(cfg).__name__}; expected TrainConfig or TinyRLConfig")
+    run(cfg)
+
+
 def main(argv: list[str] | None = None) -> int:
-    return run_cli("python -m memjax.train", __doc__, argv, TrainConfig(), lambda cfg: Run(cfg).run())
+    return run_cli("python -m memjax.train", __doc__, argv, TrainConfig(), _train)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,192 @@
+"""The tiny memory task: "where is K?" over a document of `a in b .` facts read chunk by chunk.
+
+Owns: the fixed word-level vocabulary, `TinyTokenizer` (the tokenizer interface MemAgent needs, with a
+compact id-level chat template), the compact MemAgent templates, the sample generator, and the correct
+(teacher) memory trace of every sample used by the warm start.
+
+Why a fixed word-level vocabulary (not sentencepiece): every word of the task is one token, so lengths are
+exact by construction (a fact is always 4 tokens, a chunk of F facts is exactly 4F tokens, so MemAgent's
+fixed-size id chunks never cut a fact in half); the LM head has 64 rows (57 words, padded) so a ~100K
+parameter model is all head-free capacity; and nothing has to be trained or shipped for the tokenizer.
+
+The task (TaskConfig): a document of `num_chunks x facts_per_chunk` facts `subject in object .`; the
+question `where is K ?` comes first, the answer is a place written as `\\boxed{ P }`.
+- hops=1: the document holds `K in P .` somewhere; the other facts are distractors.
+- hops=2 (multi-hop, probability `multihop_frac`): `K in C .` (C a container) in one chunk and `C in P .`
+  in a strictly later chunk; the agent must keep both facts in memory and combine them.
+Distractors never mention K nor C; every subject appears at most once, so the answer is unique.
+Correct memory after chunk t: the relevant facts seen so far, in document order (`none` before any).
+Invariants: generation is a pure function of (config, seed, index); `decode(encode(s)) == " ".join(s.split())`
+for any string of vocabulary words; unknown words raise a ValueError naming the word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..tokenizer import TokenIds
+
+SPECIALS = ("<pad>", "<user>", "<assistant>", "<end>")
+TEMPLATE_WORDS = ("question", "memory", "chunk", "update", "answer", "none", "where", "is", "?", "in", ".",
+                  "\\boxed{", "}")
+PEOPLE = ("ann", "bob", "cal", "dan", "eve", "fay", "gus", "hal", "ivy", "jon", "kim", "lee", "max", "ned",
+          "oli", "pam")
+CONTAINERS = ("bag", "box", "can", "cup", "jar", "pot", "tin", "tub")
+PLACES = ("rome", "oslo", "lima", "kiev", "baku", "doha", "riga", "bern", "cairo", "delhi", "paris", "tokyo",
+          "quito", "sofia", "dubai", "perth")
+WORDS = SPECIALS + TEMPLATE_WORDS + PEOPLE + CONTAINERS + PLACES
+MODEL_VOCAB = 64  # model embedding rows (>= len(WORDS), rounded up)
+
+MEMORY_TEMPLATE = "question {prompt} memory {memory} chunk {chunk} update"
+FINAL_TEMPLATE = "question {prompt} memory {memory} answer"
+NO_MEMORY = "none"
+
+
+class TinyTokenizer:
+    """Whitespace word tokenizer over WORDS. Chat template (ids): per message `<role> content <end>`, then
+    `<assistant>` when add_generation_prompt. eos = endoftext = `<end>`, pad = `<pad>`."""
+
+    def __init__(self, words: Sequence[str] = WORDS):
+        self.words = tuple(words)
+        self.ids = {w: i for i, w in enumerate(self.words)}
+        if len(self.ids) != len(self.words):
+            raise ValueError("TinyTokenizer: duplicate words in the vocabulary")
+        self.vocab_size = len(self.words)
+        self.pad_id, self.eos_id = self.ids["<pad>"], self.ids["<end>"]
+        self.endoftext_id = self.eos_id
+        self.role_ids = {"user": self.ids["<user>"], "assistant": self.ids["<assistant>"]}
+
+    def encode(self, text: str) -> list[int]:
+        if not isinstance(text, str):
+            raise TypeError(f"TinyTokenizer.encode expects str, got {type(text).__name__}")
+        out = []
+        for w in text.split():
+            if w not in self.ids:
+                raise ValueError(f"TinyTokenizer.encode: word {w!r} is not in the tiny vocabulary")
+            out.append(self.ids[w])
+        return out
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False, skip_unknown: bool = False) -> str:
+        out = []
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < self.vocab_size:
+                if skip_unknown:
+                    continue
+                raise ValueError(f"TinyTokenizer.decode: id {i} outside the vocabulary [0, {self.vocab_size})")
+            if skip_special_tokens and self.words[i] in SPECIALS:
+                continue
+            out.append(self.words[i])
+        return " ".join(out)
+
+    def count_unknown(self, ids: Iterable[int]) -> int:
+        return sum(1 for i in ids if not 0 <= int(i) < self.vocab_size)
+
+    def _content(self, content: Any) -> list[int]:
+        if isinstance(content, str):
+            return self.encode(content)
+        out: list[int] = []
+        for part in content:
+            if isinstance(part, str):
+                out += self.encode(part)
+            elif isinstance(part, TokenIds):
+                out += list(part.ids)
+            else:
+                out += [int(i) for i in part]
+        return out
+
+    def apply_chat_template(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True
+                            ) -> list[int]:
+        out: list[int] = []
+        for m in messages:
+            role = m.get("role")
+            if role not in self.role_ids:
+                raise ValueError(f"TinyTokenizer.apply_chat_template: role {role!r} not in {sorted(self.role_ids)}")
+            out += [self.role_ids[role], *self._content(m.get("content", "")), self.eos_id]
+        if add_generation_prompt:
+            out.append(self.role_ids["assistant"])
+        return out
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    num_chunks: int = 3
+    facts_per_chunk: int = 3
+    multihop_frac: float = 0.3  # fraction of two-hop questions
+
+    def __post_init__(self):
+        if self.num_chunks < 2 or self.facts_per_chunk < 1:
+            raise ValueError(f"TaskConfig: num_chunks must be >= 2 and facts_per_chunk >= 1 (got {self})")
+        if not 0.0 <= self.multihop_frac <= 1.0:
+            raise ValueError(f"TaskConfig.multihop_frac must be in [0, 1], got {self.multihop_frac}")
+        if self.num_facts > len(PEOPLE) + len(CONTAINERS) - 2:
+            raise ValueError(f"TaskConfig: {self.num_facts} facts need more distinct subjects than the vocabulary has")
+
+    @property
+    def num_facts(self) -> int:
+        return self.num_chunks * self.facts_per_chunk
+
+    @property
+    def chunk_tokens(self) -> int:
+        return 4 * self.facts_per_chunk
+
+    @property
+    def max_memory_tokens(self) -> int:  # two facts + <end>
+        return 9
+
+    @property
+    def max_final_tokens(self) -> int:  # \boxed{ P } <end>
+        return 4
+
+
+def _fact(s: str, o: str) -> str:
+    return f"{s} in {o} ."
+
+
+def make_sample(cfg: TaskConfig, seed: int, index: int) -> dict[str, Any]:
+    """One sample: query, context, answers, hops, and its correct memory trace and final answer."""
+    rng = np.random.default_rng([seed, index])
+    hops = 2 if rng.random() < cfg.multihop_frac else 1
+    n, f = cfg.num_facts, cfg.facts_per_chunk
+    key = str(rng.choice(PEOPLE))
+    place = str(rng.choice(PLACES))
+    if hops == 1:
+        rel_pos = [int(rng.integers(n))]
+        rel = [_fact(key, place)]
+        container = None
+    else:
+        container = str(rng.choice(CONTAINERS))
+        c1 = int(rng.integers(cfg.num_chunks - 1))
+        c2 = int(rng.integers(c1 + 1, cfg.num_chunks))
+        rel_pos = [c1 * f + int(rng.integers(f)), c2 * f + int(rng.integers(f))]
+        rel = [_fact(key, container), _fact(container, place)]
+    subjects = [p for p in PEOPLE if p != key] + [c for c in CONTAINERS if c != container]
+    subjects = [str(s) for s in rng.permutation(subjects)[: n - hops]]
+    objects = [p for p in PLACES] + [c for c in CONTAINERS if c != container]
+    facts: list[str] = []
+    others = iter(subjects)
+    for i in range(n):
+        if i in rel_pos:
+            facts.append(rel[rel_pos.index(i)])
+            continue
+        s = next(others)
+        o = str(rng.choice([x for x in objects if x != s]))
+        facts.append(_fact(s, o))
+    memories, seen = [], []
+    for c in range(cfg.num_chunks):
+        seen += [facts[i] for i in rel_pos if c * f <= i < (c + 1) * f]
+        memories.append(" ".join(seen) if seen else NO_MEMORY)
+    return {"query": f"where is {key} ?", "context": " ".join(facts), "answers": [place], "hops": hops,
+            "memories": memories, "final": f"\\boxed{{ {place} }}"}
+
+
+def make_split(cfg: TaskConfig, seed: int, count: int, start: int = 0) -> list[dict[str, Any]]:
+    """`count` samples with indices start..start+count-1 (train and held-out splits use different seeds)."""
+    return [make_sample(cfg, seed, start + i) for i in range(count)]
+
+
+TRAIN_SEED, HELDOUT_SEED = 1, 2  # data seeds of the training stream and the held-out set

@@ -1,0 +1,145 @@
+"""Warm start for tiny-task RL: supervised fine-tuning on correct MemAgent traces, stopped at PARTIAL success.
+
+    python -m memjax.tiny.warmstart [--out memjax/assets/tiny/warmstart] [--target 0.35] [--seed 0]
+
+Owns: turning a sample's teacher trace into MemAgent conversations (the exact prompts MemAgent builds,
+with the correct memory spliced in, and the target memory / boxed answer + `<end>` as the response), the
+SFT loop (AdamW on the response-token NLL, through the trainer's own `token_logprobs`), and the stop rule.
+Why partial: group-relative RL needs reward variance inside groups; a policy that is always right or
+always wrong gives all-zero advantages. The loop evaluates greedy accuracy on a DEV split (data seed 3,
+disjoint from the RL held-out split) every `eval_every` steps and stops at the first evaluation with
+accuracy >= `target`; the saved config.json/safetensors (memjax.save_hf) plus warmstart.json (steps,
+dev accuracy, settings) are what `load_warmstart` returns. Deterministic for a given seed on one device kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from ..agents import build_prompt
+from ..checkpoint import load_hf, save_hf
+from ..engine import Engine
+from ..model import init_model
+from ..rl.logprobs import token_logprobs
+from .agent import WINDOW, engine_config, evaluate, model_config
+from .task import (FINAL_TEMPLATE, MEMORY_TEMPLATE, NO_MEMORY, TRAIN_SEED, TaskConfig, TinyTokenizer,
+                   make_split)
+
+DEV_SEED = 3
+DEFAULT_DIR = "warmstart"  # under memjax/assets/tiny/
+
+
+def trace_conversations(tok: TinyTokenizer, task: TaskConfig, sample: dict[str, Any]) -> list[tuple[list, list]]:
+    """(prompt ids, response ids) of every turn of the sample's correct trace, as MemAgent would build them."""
+    q, doc, k = tok.encode(sample["query"]), tok.encode(sample["context"]), task.chunk_tokens
+    kw = dict(memory_template=MEMORY_TEMPLATE, final_template=FINAL_TEMPLATE, no_memory=NO_MEMORY)
+    out, memory = [], None
+    for t, text in enumerate(sample["memories"]):
+        target = tok.encode(text)
+        out.append((build_prompt(tok, q, memory, doc[t * k:(t + 1) * k], **kw), target + [tok.eos_id]))
+        memory = target
+    out.append((build_prompt(tok, q, memory, None, **kw), tok.encode(sample["final"]) + [tok.eos_id]))
+    return out
+
+
+def sft_arrays(tok: TinyTokenizer, task: TaskConfig, samples: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    convs = [c for s in samples for c in trace_conversations(tok, task, s)]
+    ids = np.full((len(convs), WINDOW), tok.pad_id, np.int32)
+    mask = np.zeros((len(convs), WINDOW), np.float32)
+    for i, (p, r) in enumerate(convs):
+        ids[i, :len(p) + len(r)] = p + r
+        mask[i, len(p):len(p) + len(r)] = 1.0
+    return ids, mask
+
+
+@nnx.jit
+def _sft_step(model, opt, ids, mask):
+    def loss_fn(m):
+        logp, _ = token_logprobs(m, ids, mask)
+        return -jnp.sum(logp * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    opt.update(model, grads)
+    return loss
+
+
+def train(task: TaskConfig = TaskConfig(), *, seed: int = 0, target: float = 0.3, lr: float = 3e-3,
+          batch_samples: int = 32, eval_every: int = 50, max_steps: int = 1500, dev_size: int = 256,
+          log=print) -> tuple[Any, dict]:
+    """SFT from random init until greedy dev accuracy >= target. Returns (model, info)."""
+    tok = TinyTokenizer()
+    model = init_model(model_config(), seed)
+    opt = nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, lr, 50), weight_decay=0.0), wrt=nnx.Param)
+    engine = Engine(model, engine_config())
+    dev = make_split(task, DEV_SEED, dev_size)
+    t0, step, acc, history = time.perf_counter(), 0, 0.0, []
+    while step < max_steps:
+        samples = make_split(task, TRAIN_SEED + 1000 * seed, batch_samples, start=step * batch_samples)
+        ids, mask = sft_arrays(tok, task, samples)
+        loss = float(_sft_step(model, opt, jnp.asarray(ids), jnp.asarray(mask)))
+        step += 1
+        if step % eval_every == 0:
+            engine.update_weights(model)
+            acc = evaluate(engine, tok, task, dev)["accuracy"]
+            history.append({"step": step, "loss": loss, "dev_accuracy": acc})
+            log(f"sft step {step}: loss {loss:.3f}  dev greedy accuracy {acc:.3f}  ({time.perf_counter() - t0:.0f}s)")
+            if acc >= target:
+                break
+    info = {"steps": step, "dev_accuracy": acc, "target": target, "seed": seed, "lr": lr,
+            "batch_samples": batch_samples, "task": vars(task) if hasattr(task, "__dict__") else str(task),
+            "seconds": time.perf_counter() - t0, "history": history}
+    return model, info
+
+
+def default_path() -> Path:
+    return Path(str(resources.files("memjax") / "assets" / "tiny" / DEFAULT_DIR))
+
+
+def save(model, info: dict, out: str | Path) -> Path:
+    out = Path(out)
+    save_hf(model, out)
+    (out / "warmstart.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
+    return out
+
+
+def load_warmstart(path: str | Path | None = None, *, log=print):
+    """The shipped warm start (or `path`); if absent, train it (a few minutes on CPU) and cache it there."""
+    path = Path(path) if path is not None else default_path()
+    if not (path / "config.json").is_file():
+        log(f"no warm start at {path}: training one (supervised, on correct traces)")
+        model, info = train(log=log)
+        save(model, info, path)
+    info = json.loads((path / "warmstart.json").read_text()) if (path / "warmstart.json").is_file() else {}
+    return load_hf(path), info
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memjax.tiny.warmstart", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(default_path()))
+    ap.add_argument("--target", type=float, default=0.3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--max-steps", type=int, default=1500)
+    args = ap.parse_args(argv)
+    model, info = train(seed=args.seed, target=args.target, lr=args.lr, eval_every=args.eval_every,
+                        max_steps=args.max_steps)
+    out = save(model, info, args.out)
+    print(f"saved warm start ({info['steps']} steps, dev greedy accuracy {info['dev_accuracy']:.3f}) to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
