@@ -77,7 +77,6 @@ class Engine:
         self._pool = init_pool(model.cfg, ecfg, self.num_pages)
         self._ring = init_ring(ecfg)
         self._counters = init_counters()
-        self._host_counters = jax.device_get(self._counters)
         attend = None
         if ecfg.attention != "reference":
             from ..kernels import engine_attend
@@ -163,15 +162,11 @@ class Engine:
         if not self._live:
             return []
         queue, rows = self._queue()
-        before = self._host_counters
+        before = jax.device_get(self._counters)
         self._slots, self._pool, queue, self._ring, self._counters = self._run(
             self._params, self._slots, self._pool, queue, self._ring, self._counters, jnp.int32(0),
             jnp.int32(max_rounds or self.config.rounds_per_sync))
-        admitted, count, after = jax.device_get((queue.admitted, self._ring.count, self._counters))
-        self._host_counters = after
-        # fetch only the filled ring rows (rounded up to a power of two: few distinct slice shapes)
-        n = 1 << max(int(count) - 1, 0).bit_length() if int(count) else 0
-        ring = jax.device_get(jax.tree.map(lambda a: a[:n] if a.ndim else a, self._ring)) if n else self._ring
+        admitted, ring, after = jax.device_get((queue.admitted, self._ring, self._counters))
         if int(after.rounds) == int(before.rounds):
             raise RuntimeError(f"Engine.step: no progress with {len(self._live)} unfinished requests "
                                f"({len(self._pending)} queued, {int(self._pool.n_free)} free pages); this is a bug")
@@ -180,7 +175,7 @@ class Engine:
         for f in ("rounds", "prefill_rounds", "preemptions", "prefill_tokens", "decode_tokens", "shared_pages"):
             self.stats[f] += int(getattr(after, f) - getattr(before, f))
         done, requeue = [], []
-        for i in range(int(count)):
+        for i in range(int(ring.count)):
             req = self._live[int(ring.req[i])]
             p, g = int(ring.prompt_len[i]), int(ring.n_gen[i])
             req.gen += ring.tokens[i, p: p + g].tolist()
