@@ -118,7 +118,7 @@ def _add(a, b):
 
 @nnx.jit
 def _apply(optimizer, model, grads):
-    gnorm = optax.global_norm(grads)
+    gnorm = optax.tree.norm(grads)
     optimizer.update(model, grads)
     return gnorm
 
