@@ -1,24 +1,30 @@
 """The embedded default learns: tiny memory task, shipped warm start, Multi-Conv GRPO on CPU.
 
-Fast tests check the task, tokenizer and teacher traces (they must be exactly the prompts MemAgent builds).
-`test_rl_rises_and_shuffled_rewards_do_not` is the learning test: RL from the shipped warm start with the
-configs/tiny.py settings (40 steps, seed 0), and the same run with rewards shuffled across groups.
+Fast tests check the task, tokenizer and teacher traces (they must be exactly the prompts MemAgent builds),
+the shipped warm start, that configs/tiny.py is TinyRLConfig's defaults, the ablations and the flat-group
+filter. `test_rl_rises_and_shuffled_rewards_do_not` is the learning test: RL from the shipped warm start with
+the configs/tiny.py settings for STEPS steps (seed 0), and the same run with rewards shuffled across groups.
 
-Measured with `python scripts/tiny_seeds.py --steps 40` (CPU, 2 cores; seeds 0, 1, 2), held-out = 256
-questions, "sampled" = mean reward of 4 temperature-1 answers per question, before = 0.238 sampled / 0.316 greedy:
-  real RL          sampled rise +0.039 / +0.017 / +0.015  (mean +0.023, seed std 0.014); greedy rise
-                   +0.008 / -0.004 / -0.035 (no reliable greedy gain in 40 steps)
-  shuffled rewards sampled rise -0.199 / -0.138 / -0.078  (mean -0.138, std 0.061): the policy degrades
-  real - shuffled  after-RL sampled accuracy gap +0.238 / +0.154 / +0.093 (mean +0.162, std 0.073)
-So what is well outside seed noise at this budget is the gap between a real and a broken learning signal
-(MIN_GAP = 0.05, below the smallest measured gap 0.093) and the ablation's non-rise (it falls by >= 0.078;
-MAX_ABLATION_RISE = 0). The real run's own rise is small: it is asserted positive (MIN_RISE = 0.005, below
-the smallest measured +0.0146), which is NOT a margin well outside its noise (std 0.014); see the report.
+Measured with `python scripts/tiny_seeds.py` (CPU, 2 cores; seeds 0, 1, 2; held-out = 256 questions; "sampled"
+= mean reward of 4 temperature-1 answers per question; benchmarks/results/tiny_rl_seeds_cpu.{json,png}).
+Before RL: sampled 0.443, greedy 0.555 (the same for every seed). Rise after N RL steps, mean +- std over seeds:
+                       step 10                    step 20                    step 30
+  real rewards         sampled +0.080 +- 0.008    sampled +0.170 +- 0.008    sampled +0.212 +- 0.022
+                       greedy  +0.055 +- 0.010    greedy  +0.129 +- 0.014    greedy  +0.178 +- 0.020
+  shuffled rewards     sampled -0.121 +- 0.025    sampled -0.189 +- 0.016    sampled -0.269 +- 0.029
+                       greedy  -0.155 +- 0.046    greedy  -0.220 +- 0.034    greedy  -0.340 +- 0.053
+The test runs STEPS = 10 (about 3 minutes for both runs on 2 cores) and asserts: sampled rise >= 0.04 (5 seed
+std below the mean, 5 std above 0; smallest seed +0.070), greedy rise >= 0.02 (smallest seed +0.043), real
+minus shuffled after-RL sampled accuracy >= 0.10 (measured +0.20 +- 0.03), and no rise under shuffled rewards
+(largest seed -0.096 sampled, -0.105 greedy). Another CPU may take other float paths and so other samples;
+the margins are sized for that, not for bit-equality with the numbers above.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,8 +33,10 @@ from memjax.agents import MemAgent
 from memjax.engine import Engine
 from memjax.model import init_model
 from memjax.rewards import memagent_reward
+from memjax.config import load_config_file
+from memjax.rl.batch import Conversation, build_batch
 from memjax.tiny.agent import engine_config, memagent_config, model_config
-from memjax.tiny.rl import TinyRLConfig, run
+from memjax.tiny.rl import TinyRLConfig, _ablate, run
 from memjax.tiny.task import HELDOUT_SEED, WORDS, TaskConfig, TinyTokenizer, make_sample, make_split
 from memjax.tiny.warmstart import default_path, trace_conversations
 
@@ -94,25 +102,58 @@ def test_teacher_trace_is_what_memagent_builds():
 
 
 def test_shipped_warmstart_is_partial():
-    import json
     info = json.loads((default_path() / "warmstart.json").read_text())
     assert 0.2 <= info["dev_accuracy"] <= 0.6
+    assert info["model"]["hidden_size"] == model_config().hidden_size  # made by the current warmstart.train
 
 
-MIN_RISE, MIN_GAP, MAX_ABLATION_RISE = 0.005, 0.05, 0.0
+def test_config_file_is_the_default():
+    """configs/tiny.py (what `make demo` runs) and TinyRLConfig() must not drift apart: the learning test and
+    the seed study measure the defaults."""
+    cfg = load_config_file(Path(__file__).resolve().parent.parent / "configs" / "tiny.py")
+    assert cfg == TinyRLConfig()
+
+
+def test_ablations_keep_reward_statistics():
+    convs = [Conversation([1, 2], [3], [-0.5], sample=i, group=i // 4, turn=0) for i in range(8)]
+    batch = build_batch(convs, [1, 0, 0, 0, 1, 1, 0, 1], [i // 4 for i in range(8)])
+    rng = np.random.default_rng(0)
+    shuffled = _ablate(batch, "shuffle_rewards", rng)
+    assert sorted(shuffled.reward) == sorted(batch.reward) and shuffled.reward.dtype == np.float32
+    flat = _ablate(batch, "zero_advantages", rng)
+    assert np.all(flat.reward == batch.reward.mean())
+    assert _ablate(batch, "none", rng) is batch
+    with pytest.raises(ValueError, match="ablation"):
+        TinyRLConfig(ablation="flip")
+
+
+def test_flat_groups_are_not_trained_on(tmp_path):
+    """With every reward equal (zero_advantages) the filter leaves nothing: no update, weights unchanged."""
+    cfg = dataclasses.replace(TinyRLConfig(), steps=1, prompts_per_step=4, heldout_size=8, eval_samples=0,
+                              eval_every=0, ablation="zero_advantages", out_dir=str(tmp_path))
+    res = run(cfg, log=lambda *a: None)
+    row = res["history"][0]
+    assert row["trained_samples"] == 0 and "grad_norm" not in row
+    assert res["after"] == {**res["before"], "step": 1}
+
+
+# Learning test: configs/tiny.py's settings for STEPS steps; thresholds from the seed study (module docstring).
+STEPS = 10
+MIN_RISE_SAMPLED, MIN_RISE_GREEDY, MIN_GAP_SAMPLED = 0.04, 0.02, 0.10
+MAX_ABLATION_RISE = 0.0
 
 
 @pytest.mark.slow
 def test_rl_rises_and_shuffled_rewards_do_not(tmp_path):
-    cfg = dataclasses.replace(TinyRLConfig(), seed=0, eval_every=0, out_dir=str(tmp_path / "rl"))
-    assert cfg.steps == 40
+    cfg = dataclasses.replace(TinyRLConfig(), steps=STEPS, seed=0, eval_every=0, out_dir=str(tmp_path / "rl"))
     real = run(cfg, log=lambda *a: None)
-    rise = real["after"]["accuracy_sampled"] - real["before"]["accuracy_sampled"]
-    assert rise >= MIN_RISE, (real["before"], real["after"])
+    b, a = real["before"], real["after"]
+    assert a["accuracy_sampled"] - b["accuracy_sampled"] >= MIN_RISE_SAMPLED, (b, a)
+    assert a["accuracy"] - b["accuracy"] >= MIN_RISE_GREEDY, (b, a)
     abl = run(dataclasses.replace(cfg, ablation="shuffle_rewards", out_dir=str(tmp_path / "abl")),
               log=lambda *a: None)
-    abl_rise = abl["after"]["accuracy_sampled"] - abl["before"]["accuracy_sampled"]
-    assert abl["before"] == real["before"]
-    assert abl_rise <= MAX_ABLATION_RISE, (abl["before"], abl["after"])
-    assert real["after"]["accuracy_sampled"] - abl["after"]["accuracy_sampled"] >= MIN_GAP
-    assert np.isfinite(abl["history"][-1]["grad_norm"]) and abl["history"][-1]["grad_norm"] > 0  # it did update
+    assert abl["before"] == b
+    assert all("grad_norm" in h for h in abl["history"])  # the ablation did update on every step
+    for k in ("accuracy_sampled", "accuracy"):
+        assert abl["after"][k] - abl["before"][k] <= MAX_ABLATION_RISE, (abl["before"], abl["after"])
+    assert a["accuracy_sampled"] - abl["after"]["accuracy_sampled"] >= MIN_GAP_SAMPLED

@@ -1,4 +1,4 @@
-"""memjax.tiny: the embedded default — a tiny memory task that a ~70K-parameter Qwen2 learns on a laptop CPU.
+"""memjax.tiny: the embedded default — a tiny memory task that a 0.6M-parameter Qwen2 learns on a laptop CPU.
 
 task.py (vocabulary, tokenizer, samples, teacher traces), agent.py (model/engine/MemAgent wiring, held-out
 evaluation), warmstart.py (SFT on correct traces to partial success; shipped in memjax/assets/tiny/warmstart),

@@ -22,7 +22,10 @@ from .task import FINAL_TEMPLATE, MEMORY_TEMPLATE, MODEL_VOCAB, NO_MEMORY, TaskC
 WINDOW = 48
 
 
-def model_config(hidden: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2) -> ModelConfig:
+def model_config(hidden: int = 128, layers: int = 4, heads: int = 4, kv_heads: int = 2) -> ModelConfig:
+    """The tiny task's Qwen2-architecture model (~0.6M parameters at the defaults). Four layers of width 128
+    are what the task's key->object copy needs: at width 64 / 2 layers (and 64 / 4, 96 / 3) supervised
+    training plateaus near 30% held-out accuracy in 1,200-1,500 steps, while 128 / 4 passes 80%."""
     return presets.get("tiny", vocab_size=MODEL_VOCAB, hidden_size=hidden, intermediate_size=2 * hidden,
                        num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, max_position_embeddings=WINDOW)
 

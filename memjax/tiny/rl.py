@@ -8,7 +8,10 @@ group-mean advantages broadcast to every conversation of a trajectory, clipped t
 -> weight hand-off to the engine; held-out greedy accuracy before, every `eval_every` steps, and after.
 Ablations (`ablation`): "shuffle_rewards" permutes the batch's rewards across all trajectories (and so
 across groups) before the update: same reward statistics, no link to what a trajectory did;
-"zero_advantages" sets every reward of the batch to one value, so every advantage is 0.
+"zero_advantages" sets every reward of the batch to one value, so every advantage is 0 (with
+`drop_flat_groups` no update happens at all). `drop_flat_groups` is DAPO's dynamic-sampling filter without
+refill: groups whose rewards are all equal carry zero advantage, so they are dropped before the update
+(applied after the ablation, to the rewards the update sees); it saves their forward/backward passes.
 Invariants: reuses memjax's MemAgent, Engine and Trainer unchanged; the rollout data stream, sampling seeds
 and update order derive from `seed`, so a run is reproducible on one device kind; the held-out split
 (data seed HELDOUT_SEED) is never trained on.
@@ -28,6 +31,7 @@ import numpy as np
 
 from ..engine import Engine
 from ..rl.advantages import AdvantageConfig
+from ..rl.dapo import filter_groups
 from ..rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 from .agent import engine_config, evaluate, make_agent, memagent_config
 from .task import HELDOUT_SEED, TaskConfig, TinyTokenizer, make_split
@@ -41,19 +45,20 @@ RL_DATA_SEED = 7
 class TinyRLConfig:
     task: TaskConfig = field(default_factory=TaskConfig)
     warmstart: str = ""  # directory from memjax.tiny.warmstart; "" = the shipped one
-    steps: int = 40
-    prompts_per_step: int = 16  # questions per step (x group_size trajectories)
+    steps: int = 30
+    prompts_per_step: int = 32  # questions per step (x group_size trajectories)
     group_size: int = 8
     temperature: float = 1.0
     advantage: AdvantageConfig = field(default_factory=lambda: AdvantageConfig(norm="mean"))
     loss: LossConfig = field(default_factory=lambda: LossConfig(clip_low=0.2, clip_high=0.28, agg="token-mean"))
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4, warmup_steps=0, weight_decay=0.0,
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4, warmup_steps=5, weight_decay=0.0,
                                                                    grad_clip=1.0))
-    update: UpdateConfig = field(default_factory=lambda: UpdateConfig(ppo_epochs=1, mini_batches=4,
+    update: UpdateConfig = field(default_factory=lambda: UpdateConfig(ppo_epochs=1, mini_batches=2,
                                                                       micro_rows=128, pad_tokens=48))
     heldout_size: int = 256
     eval_every: int = 10  # 0 = only before and after
     eval_samples: int = 4  # temperature-1 answers per held-out question for `accuracy_sampled` (0 = off)
+    drop_flat_groups: bool = True  # DAPO's group filter: groups whose G rewards are all equal are not trained on
     ablation: str = "none"
     seed: int = 0
     out_dir: str = "out/tiny"
@@ -108,9 +113,13 @@ def run(cfg: TinyRLConfig, log=print) -> dict[str, Any]:
         r = np.asarray(res.rewards).reshape(cfg.prompts_per_step, cfg.group_size)
         t1 = time.perf_counter()
         batch = _ablate(res.batch, cfg.ablation, rng)
-        m = trainer.update(batch, seed=cfg.seed * 7919 + step)
-        engine.update_weights(model)
+        keep = filter_groups(batch.reward, batch.sample_group) if cfg.drop_flat_groups else None
+        m: dict[str, float] = {}
+        if keep is None or keep.any():  # every group flat: nothing to learn from this step
+            m = trainer.update(batch if keep is None else batch.select_samples(keep), seed=cfg.seed * 7919 + step)
+            engine.update_weights(model)
         row = {"step": step + 1, "reward": float(r.mean()), "groups_with_signal": float((r.std(1) > 0).mean()),
+               "trained_samples": int(batch.num_samples if keep is None else keep.sum()),
                "rollout_s": t1 - t0, "update_s": time.perf_counter() - t1,
                **{k: float(m[k]) for k in ("clipfrac", "approx_kl", "grad_norm", "logp_mismatch_mean") if k in m}}
         history.append(row)

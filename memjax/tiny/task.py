@@ -6,8 +6,10 @@ compact id-level chat template), the compact MemAgent templates, the sample gene
 
 Why a fixed word-level vocabulary (not sentencepiece): every word of the task is one token, so lengths are
 exact by construction (a fact is always 4 tokens, a chunk of F facts is exactly 4F tokens, so MemAgent's
-fixed-size id chunks never cut a fact in half); the LM head has 64 rows (57 words, padded) so a ~100K
-parameter model is all head-free capacity; and nothing has to be trained or shipped for the tokenizer.
+fixed-size id chunks never cut a fact in half); the embedding / LM head has only 64 rows (57 words, padded),
+so nearly all of the 0.6M-parameter model is transformer layers (a sentencepiece vocabulary of even a few
+hundred pieces would split the place names and multiply the head); and nothing has to be trained or
+shipped for the tokenizer.
 
 The task (TaskConfig): a document of `num_chunks x facts_per_chunk` facts `subject in object .`; the
 question `where is K ?` comes first, the answer is a place written as `\\boxed{ P }`.

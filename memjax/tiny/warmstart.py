@@ -1,20 +1,30 @@
 """Warm start for tiny-task RL: supervised fine-tuning on correct MemAgent traces, stopped at PARTIAL success.
 
-    python -m memjax.tiny.warmstart [--out memjax/assets/tiny/warmstart] [--target 0.35] [--seed 0]
+    python -m memjax.tiny.warmstart [--out memjax/assets/tiny/warmstart] [--target 0.45] [--seed 0]
 
 Owns: turning a sample's teacher trace into MemAgent conversations (the exact prompts MemAgent builds,
 with the correct memory spliced in, and the target memory / boxed answer + `<end>` as the response), the
 SFT loop (AdamW on the response-token NLL, through the trainer's own `token_logprobs`), and the stop rule.
-Why partial: group-relative RL needs reward variance inside groups; a policy that is always right or
-always wrong gives all-zero advantages. The loop evaluates greedy accuracy on a DEV split (data seed 3,
-disjoint from the RL held-out split) every `eval_every` steps and stops at the first evaluation with
-accuracy >= `target`; the saved config.json/safetensors (memjax.save_hf) plus warmstart.json (steps,
-dev accuracy, settings) are what `load_warmstart` returns. Deterministic for a given seed on one device kind.
+Why partial, and why this stop rule: group-relative RL needs reward variance inside groups (a policy that
+is always right or always wrong gives all-zero advantages), and it needs a policy that already has the
+task's mechanism. Supervised accuracy of the tiny model does not rise smoothly: it sits near 0.3 for
+hundreds of steps while the key->object copy forms, then climbs past 0.8 within a few hundred more.
+Measured on CPU (RL = configs/tiny.py, 30 steps, held-out sampled accuracy): a warm start stopped on the
+plateau (dev 0.40, from a run with another data order) does not improve under RL (0.28 -> 0.26); the
+shipped one, stopped at the first evaluation of the climb (dev 0.48, step 700), rises by +0.19 to +0.22 on
+each of 3 seeds; one stopped just after a late jump (dev 0.64, the other data order, step 1200) mostly
+sharpens (+0.09 sampled, greedy flat). So the loop evaluates greedy accuracy on a
+DEV split (data seed 3, disjoint from the RL held-out split) every `eval_every` (100) steps and stops at
+the first evaluation with accuracy >= `target` (0.45). The saved config.json/safetensors (memjax.save_hf)
+plus warmstart.json (steps, dev accuracy, settings, model config) are what `load_warmstart` returns.
+Deterministic for a given seed on one device kind (the shipped files were made by `python -m
+memjax.tiny.warmstart` with its defaults on a CPU).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -74,21 +84,22 @@ def _sft_step(model, opt, ids, mask):
     return loss
 
 
-def train(task: TaskConfig = TaskConfig(), *, seed: int = 0, target: float = 0.3, lr: float = 3e-3,
-          batch_samples: int = 32, eval_every: int = 50, max_steps: int = 1500, dev_size: int = 256,
+def train(task: TaskConfig = TaskConfig(), *, seed: int = 0, target: float = 0.45, lr: float = 2e-3,
+          batch_samples: int = 32, eval_every: int = 100, max_steps: int = 3000, dev_size: int = 256,
           log=print) -> tuple[Any, dict]:
     """SFT from random init until greedy dev accuracy >= target. Returns (model, info)."""
     tok = TinyTokenizer()
-    model = init_model(model_config(), seed)
+    mcfg = model_config()
+    model = init_model(mcfg, seed)
     opt = nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, lr, 50), weight_decay=0.0), wrt=nnx.Param)
     engine = Engine(model, engine_config())
     dev = make_split(task, DEV_SEED, dev_size)
     t0, step, acc, history = time.perf_counter(), 0, 0.0, []
     while step < max_steps:
+        step += 1
         samples = make_split(task, TRAIN_SEED + 1000 * seed, batch_samples, start=step * batch_samples)
         ids, mask = sft_arrays(tok, task, samples)
         loss = float(_sft_step(model, opt, jnp.asarray(ids), jnp.asarray(mask)))
-        step += 1
         if step % eval_every == 0:
             engine.update_weights(model)
             acc = evaluate(engine, tok, task, dev)["accuracy"]
@@ -97,7 +108,7 @@ def train(task: TaskConfig = TaskConfig(), *, seed: int = 0, target: float = 0.3
             if acc >= target:
                 break
     info = {"steps": step, "dev_accuracy": acc, "target": target, "seed": seed, "lr": lr,
-            "batch_samples": batch_samples, "task": vars(task) if hasattr(task, "__dict__") else str(task),
+            "batch_samples": batch_samples, "task": dataclasses.asdict(task), "model": dataclasses.asdict(mcfg),
             "seconds": time.perf_counter() - t0, "history": history}
     return model, info
 
@@ -128,11 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.tiny.warmstart", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(default_path()))
-    ap.add_argument("--target", type=float, default=0.3)
+    ap.add_argument("--target", type=float, default=0.45)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--eval-every", type=int, default=50)
-    ap.add_argument("--max-steps", type=int, default=1500)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--max-steps", type=int, default=3000)
     args = ap.parse_args(argv)
     model, info = train(seed=args.seed, target=args.target, lr=args.lr, eval_every=args.eval_every,
                         max_steps=args.max_steps)
