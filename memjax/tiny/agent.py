@@ -23,9 +23,10 @@ WINDOW = 48
 
 
 def model_config(hidden: int = 128, layers: int = 4, heads: int = 4, kv_heads: int = 2) -> ModelConfig:
-    """The tiny task's Qwen2-architecture model (~0.6M parameters at the defaults). Four layers of width 128
-    are what the task's key->object copy needs: at width 64 / 2 layers (and 64 / 4, 96 / 3) supervised
-    training plateaus near 30% held-out accuracy in 1,200-1,500 steps, while 128 / 4 passes 80%."""
+    """The tiny task's Qwen2-architecture model (600,192 parameters at the defaults). Measured supervised
+    runs (dev greedy accuracy, lr 3e-3): width/layers 64/2 and 128/2 stay near 0.30 after 1,500 steps, 64/4
+    and 96/3 near 0.25-0.35 after 1,200; 128/4 (lr 2e-3) reaches 0.82 after 1,500: the task's key -> object
+    copy needs the depth and the width."""
     return presets.get("tiny", vocab_size=MODEL_VOCAB, hidden_size=hidden, intermediate_size=2 * hidden,
                        num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, max_position_embeddings=WINDOW)
 

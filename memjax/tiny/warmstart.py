@@ -13,9 +13,9 @@ Measured on CPU (RL = configs/tiny.py, 30 steps, held-out sampled accuracy): a w
 plateau (dev 0.40, from a run with another data order) does not improve under RL (0.28 -> 0.26); the
 shipped one, stopped at the first evaluation of the climb (dev 0.48, step 700), rises by +0.19 to +0.22 on
 each of 3 seeds; one stopped just after a late jump (dev 0.64, the other data order, step 1200) mostly
-sharpens (+0.09 sampled, greedy flat). So the loop evaluates greedy accuracy on a
-DEV split (data seed 3, disjoint from the RL held-out split) every `eval_every` (100) steps and stops at
-the first evaluation with accuracy >= `target` (0.45). The saved config.json/safetensors (memjax.save_hf)
+sharpens (+0.09 sampled, greedy flat). So the loop evaluates greedy accuracy on a DEV split (data seed 3,
+disjoint from the RL held-out split) every `eval_every` (100) steps and stops at the first evaluation
+with accuracy >= `target` (0.45). The saved config.json/safetensors (memjax.save_hf)
 plus warmstart.json (steps, dev accuracy, settings, model config) are what `load_warmstart` returns.
 Deterministic for a given seed on one device kind (the shipped files were made by `python -m
 memjax.tiny.warmstart` with its defaults on a CPU).
