@@ -1,5 +1,5 @@
 """`make demo` entry point runs end to end (small generation budget and 2 RL steps to keep CI fast; the
-learning itself is tested in tests/test_tiny.py)."""
+learning itself is tested in tests/tiny/test_tiny.py)."""
 
 from memjax import demo
 

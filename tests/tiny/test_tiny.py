@@ -110,7 +110,7 @@ def test_shipped_warmstart_is_partial():
 def test_config_file_is_the_default():
     """configs/tiny.py (what `make demo` runs) and TinyRLConfig() must not drift apart: the learning test and
     the seed study measure the defaults."""
-    cfg = load_config_file(Path(__file__).resolve().parent.parent / "configs" / "tiny.py")
+    cfg = load_config_file(Path(__file__).resolve().parents[2] / "configs" / "tiny.py")
     assert cfg == TinyRLConfig()
 
 

@@ -91,7 +91,7 @@ def test_sharded_meshes_equal_single_device():
     single-device loss, gradient norm and updated parameters (rows sharded, parameters FSDP/TP-sharded)."""
     script = textwrap.dedent(f"""
         import os, sys
-        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        sys.path[:0] = [{os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r}, {os.path.dirname(os.path.abspath(__file__))!r}]
         import jax, numpy as np
         jax.config.update("jax_default_matmul_precision", "highest")
         from flax import nnx

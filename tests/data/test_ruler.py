@@ -15,7 +15,7 @@ from memjax.data.length import TargetTooSmall, fit_units
 from memjax.data.ruler_tasks import CWESpec, FWESpec, NIAHSpec, QASpec, VTSpec, word_lists
 from memjax.tokenizer import Tokenizer
 
-FIX = Path(__file__).parent / "fixtures" / "data"
+FIX = Path(__file__).parents[1] / "fixtures" / "data"
 TARGET = 1500
 SYNTHETIC = [t for t in TASKS if not t.startswith("qa_")]
 

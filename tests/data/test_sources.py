@@ -23,7 +23,7 @@ from memjax.data import (
 )
 from memjax.tokenizer import Tokenizer
 
-FIX = Path(__file__).parent / "fixtures" / "data"
+FIX = Path(__file__).parents[1] / "fixtures" / "data"
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from memjax.data.hotpotqa import (
     synthesize,
 )
 
-EXCERPT = Path(__file__).parent / "fixtures" / "data" / "hotpotqa_dev_excerpt.json"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa" / "hotpot_dev_distractor_first100.json"
+EXCERPT = Path(__file__).parents[1] / "fixtures" / "data" / "hotpotqa_dev_excerpt.json"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "hotpotqa" / "hotpot_dev_distractor_first100.json"
 DOC_HEADER = re.compile(r"(?:^|\n\n)Document (\d+):\n")
 
 
