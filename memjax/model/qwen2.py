@@ -9,13 +9,17 @@ Parameter layout (kernels are [in, out], i.e. the transpose of torch's Linear.we
 Forward contract: `model(ids)` int32 [B, T] -> float32 logits [B, T, V], causal, positions 0..T-1.
 `model.forward(ids, positions, attention=..., state=...)` threads an attention back-end's state (e.g. a
 paged KV cache) through the layers and can return final hidden states instead of logits.
+`forward(..., sharding=S)` applies a `LayerSharding` inside the scanned block: `S.params(p)` to each
+layer's parameters before use (FSDP: all-gather that one layer, so its gradient is reduce-scattered) and
+`S.activations(x)` to the residual stream (rows stay sharded over the batch axes). The model itself
+names no mesh axis; `memjax/parallel/fsdp.py` builds S from a mesh.
 Weights are stored in cfg.param_dtype and cast to cfg.dtype for compute; logits come out in float32.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +31,19 @@ from .layers import apply_rope, rms_norm, rope_cos_sin, swiglu
 
 LAYER_PARAMS = ("input_norm", "q_w", "q_b", "k_w", "k_b", "v_w", "v_b", "o_w", "post_norm",
                 "gate_w", "up_w", "down_w")
+
+
+class LayerSharding(Protocol):
+    def params(self, p: dict[str, jax.Array]) -> dict[str, jax.Array]: ...
+
+    def activations(self, x: jax.Array) -> jax.Array: ...
+
+
+def _not_resharded(prim, *_, **__) -> bool:
+    """Remat policy under a LayerSharding: save every residual except the outputs of sharding
+    constraints, so a layer's gathered weights are gathered again in the backward pass instead of being
+    kept for all L layers (which would hold the whole model on every device)."""
+    return prim.name != "sharding_constraint"
 
 
 def param_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -87,7 +104,8 @@ class Qwen2(nnx.Module):
 
     def forward(self, input_ids: jax.Array, positions: jax.Array | None = None, *,
                 attention: AttentionFn | None = None, state: Any = None,
-                return_hidden: bool = False, remat: bool = False) -> tuple[jax.Array, Any]:
+                return_hidden: bool = False, remat: bool = False,
+                sharding: LayerSharding | None = None) -> tuple[jax.Array, Any]:
         """ids int [B, T], positions int [B, T] (default 0..T-1) -> (logits f32 [B,T,V] or hidden [B,T,h], state)."""
         cfg = self.cfg
         dt = cfg.jnp_dtype
@@ -96,12 +114,17 @@ class Qwen2(nnx.Module):
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
         attention = attention or DenseCausal()
         x = jnp.take(self.embed[...], input_ids, axis=0).astype(dt)
+        if sharding is not None:
+            x = sharding.activations(x)
         cos, sin = rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, dt)
         stacked = {name: getattr(self.layers, name)[...] for name in LAYER_PARAMS if hasattr(self.layers, name)}
 
         def block(carry, xs):
             x, st = carry
             p, layer = xs
+            if sharding is not None:
+                p = sharding.params(p)
+                x = sharding.activations(x)
             p = jax.tree.map(lambda a: a.astype(dt), p)
             hn = rms_norm(x, p["input_norm"], cfg.rms_norm_eps)
             q, k, v = hn @ p["q_w"], hn @ p["k_w"], hn @ p["v_w"]
@@ -114,10 +137,14 @@ class Qwen2(nnx.Module):
             x = x + o.reshape(b, t, cfg.q_size) @ p["o_w"]
             hn = rms_norm(x, p["post_norm"], cfg.rms_norm_eps)
             x = x + swiglu(hn, p["gate_w"], p["up_w"], p["down_w"])
+            if sharding is not None:
+                x = sharding.activations(x)
             return (x, st), None
 
         if remat:
             block = jax.checkpoint(block, prevent_cse=False)
+        elif sharding is not None:  # keep activations, but re-gather weights in the backward pass (ZeRO-3)
+            block = jax.checkpoint(block, prevent_cse=False, policy=_not_resharded)
         (x, state), _ = jax.lax.scan(block, (x, state), (stacked, jnp.arange(cfg.num_layers, dtype=jnp.int32)))
         x = rms_norm(x, self.final_norm[...], cfg.rms_norm_eps)
         if return_hidden:

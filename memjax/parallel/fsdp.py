@@ -1,0 +1,62 @@
+"""ZeRO-3 style FSDP inside the scanned layer loop: gather one layer's weights, keep rows sharded.
+
+Owns: `layer_sharding(mesh)` -> `FsdpLayerSharding`, the `LayerSharding` that `Qwen2.forward(...,
+sharding=...)` applies inside its scanned block (memjax/model/qwen2.py):
+- `params(p)`: each layer parameter (its per-layer slice, stacked axis removed) is constrained to its
+  `memjax/parallel/mesh.py` spec with the "fsdp" axis dropped (tensor sharding kept). Stored sharded over
+  fsdp, the slice is therefore all-gathered right before the layer uses it, and the transpose of that
+  all-gather in the backward pass is a reduce-scatter of the layer's gradient: parameters, gradients and
+  optimizer state stay 1/fsdp per device, and only one layer is ever whole at a time.
+- `activations(x)`: the residual stream [B, T, h] is constrained to rows over ("data", "fsdp"), hidden
+  replicated, so every device computes its own rows and no activation is all-reduced inside the loop
+  (without this, XLA splits the matmuls along the fsdp-sharded hidden dimension and all-reduces
+  activations in every layer).
+- `head(w)`: the LM head / tied embedding [h, V] with fsdp dropped (gathered once per step, vocabulary
+  kept on "tensor"), for the trainer's fused log-prob.
+With a mesh whose fsdp and tensor axes are 1, every constraint is a no-op layout statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from .mesh import DATA, FSDP, TENSOR, _RULES
+
+
+def _drop_fsdp(axes) -> tuple:
+    return tuple(None if a == FSDP else a for a in axes)
+
+
+@dataclass(frozen=True)
+class FsdpLayerSharding:
+    mesh: Mesh
+
+    def _spec(self, axes: tuple, shape: tuple[int, ...]) -> NamedSharding:
+        axes = tuple(a if a is not None and self.mesh.shape[a] > 1 and d % self.mesh.shape[a] == 0 else None
+                     for a, d in zip(axes, shape))
+        return NamedSharding(self.mesh, P(*axes))
+
+    def params(self, p: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        out = {}
+        for name, a in p.items():
+            rule = _RULES.get(name, (None,) * (a.ndim + 1))[1:]
+            if len(rule) != a.ndim:
+                rule = (None,) * a.ndim
+            out[name] = jax.lax.with_sharding_constraint(a, self._spec(_drop_fsdp(rule), a.shape))
+        return out
+
+    def activations(self, x: jax.Array) -> jax.Array:
+        rows = (DATA, FSDP)
+        n = self.mesh.shape[DATA] * self.mesh.shape[FSDP]
+        spec = P(rows if x.shape[0] % n == 0 else None, *(None,) * (x.ndim - 1))
+        return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec))
+
+    def head(self, w: jax.Array) -> jax.Array:
+        return jax.lax.with_sharding_constraint(w, self._spec((None, TENSOR), w.shape))
+
+
+def layer_sharding(mesh: Mesh) -> FsdpLayerSharding:
+    return FsdpLayerSharding(mesh)
