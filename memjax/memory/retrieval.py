@@ -35,10 +35,17 @@ class Hit:
     record: MemoryRecord
 
 
-def conversation_records(conv: Conversation, *, with_captions: bool = True) -> list[MemoryRecord]:
-    """SUMER's memory: one record per message (id = dia_id), content = the text (+ image caption)."""
+def conversation_records(conv: Conversation, *, with_captions: bool = True,
+                         with_speaker: bool = False) -> list[MemoryRecord]:
+    """SUMER's memory: one record per message (id = dia_id), content = the text (+ image caption), optionally
+    prefixed with "<speaker>: " (questions name people, message texts rarely name their own speaker)."""
     times = {s.index: s.date_time for s in conv.sessions}
-    return [MemoryRecord(id=t.dia_id, content=t.display_text() if with_captions else t.text,
+
+    def content(t):
+        c = t.display_text() if with_captions else t.text
+        return f"{t.speaker}: {c}" if with_speaker else c
+
+    return [MemoryRecord(id=t.dia_id, content=content(t),
                          conversation=conv.sample_id, speaker=t.speaker, session=t.session,
                          session_time=times[t.session], dia_ids=(t.dia_id,)) for t in conv.turns]
 

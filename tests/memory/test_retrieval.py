@@ -33,6 +33,9 @@ def test_conversation_records_and_neighbours(records):
     assert [r.id for r in records[:3]] == ["D1:1", "D1:2", "D1:3"]
     assert records[2].content.endswith("[Sent an image showing a photo of a small dog on grass]")
     assert records[4].session == 2 and records[4].session_time == "4:30 pm on 20 March, 2023"
+    conv = load_locomo(FIXTURE).conversation("conv-26")
+    assert conversation_records(conv, with_speaker=True)[1].content == "Ben: Congrats Ada! What breed is Buddy?"
+    assert "[Sent an image" not in conversation_records(conv, with_captions=False)[2].content
     r = Retriever(records)
     assert [x.id for x in r.neighbours(4, 2)] == ["D1:3", "D1:4", "D2:1", "D2:2", "D2:3"]
     assert [x.id for x in r.neighbours(4, 2, same_session=True)] == ["D2:1", "D2:2", "D2:3"]
