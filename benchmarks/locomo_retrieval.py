@@ -3,8 +3,9 @@
 `python -m benchmarks.locomo_retrieval PATH/locomo10.json [--split sumer --part validation --out benchmarks/results]`
 
 The memory is SUMER's: one record per message (text + image caption, `memjax.memory.conversation_records`), per
-conversation; `--with-speaker` indexes "<speaker>: <text>" instead. The query is the question text. Retrievers: hashed bag of words (cosine), BM25 (bm25s), the wordllama
-static embedding (cosine) and reciprocal-rank fusion of BM25 + wordllama (k=60, over each one's top 100).
+conversation; `--with-speaker` indexes "<speaker>: <text>" instead. The query is the question text.
+Retrievers: hashed bag of words (cosine), BM25 (bm25s), the wordllama static embedding (cosine) and
+reciprocal-rank fusion of BM25 + wordllama (k=60, over each one's top 100).
 recall@k = mean over questions of |evidence ∩ top-k dia_ids| / |evidence|; `all@k` = share of questions whose
 every evidence turn is in the top k. Questions without (valid) evidence are skipped and counted.
 Writes `locomo_retrieval_<split>_<part>.json` and `.md` (LoCoMo itself is never written out).
@@ -75,14 +76,17 @@ def main(argv: list[str] | None = None) -> int:
                                                for c in sorted(per_cat[name])}}
              for name in hits}
     result = {"data": Path(a.data_path).name, "split": a.split, "part": a.part, "questions": used,
-              "skipped_without_evidence": skipped, "with_speaker": a.with_speaker, "conversations": len(by_conv), "depth": DEPTH,
+              "skipped_without_evidence": skipped, "with_speaker": a.with_speaker, "conversations": len(by_conv),
+              "depth": DEPTH,
               "embedders": {"hashed_bow": bow.id, "wordllama": wl.id}, "seconds": round(time.perf_counter() - t0, 1),
               "table": table}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"locomo_retrieval_{a.split}_{a.part}{'_speaker' if a.with_speaker else ''}"
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    lines = [f"# LoCoMo evidence recall, {a.split}/{a.part}{' (speaker-prefixed records)' if a.with_speaker else ''} ({used} questions, {skipped} without evidence skipped)",
+    variant = " (speaker-prefixed records)" if a.with_speaker else ""
+    lines = [f"# LoCoMo evidence recall, {a.split}/{a.part}{variant} ({used} questions, {skipped} without evidence "
+             "skipped)",
              "", "| retriever | " + " | ".join(f"R@{k}" for k in KS) + " | " + " | ".join(f"all@{k}" for k in KS)
              + " |", "|---|" + "---|" * (2 * len(KS))]
     for name, row in table.items():

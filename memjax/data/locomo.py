@@ -16,6 +16,7 @@ Quirks, each handled and counted in `LoadReport` (nothing is silently dropped):
   recoverable id ("D") are dropped (`evidence_unparseable`); well-formed ids that name no turn of the conversation
   are dropped (`evidence_unknown`). The original strings stay in `Question.evidence_raw`;
 - questions with no evidence are kept with `evidence == ()` (`questions_without_evidence`);
+- turns whose speaker is neither speaker_a nor speaker_b are kept and counted (`turns_unknown_speaker`);
 - turns with images keep `image_caption` (`blip_caption`), `image_query` and `image_urls` (`turns_with_image`).
 Invariants: dia_ids are unique within a conversation; turn order is file order; sessions sorted by number.
 """
@@ -118,6 +119,7 @@ class LoadReport:
     evidence_unknown: int = 0
     questions_without_evidence: int = 0
     turns_with_image: int = 0
+    turns_unknown_speaker: int = 0
     details: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
@@ -195,6 +197,10 @@ def _conversation(raw: Any, where: str, report: LoadReport) -> Conversation:
         turns_raw = _req(conv, f"session_{n}", list, f"{where}.conversation")
         turns = tuple(_turn(t, n, f"{where}.conversation.session_{n}[{i}]", report) for i, t in enumerate(turns_raw))
         for t in turns:
+            if t.speaker not in (a, b):
+                report.turns_unknown_speaker += 1
+                report.details.append(f"{where}.session_{n}: {t.dia_id} speaker {t.speaker!r} is neither "
+                                      f"{a!r} nor {b!r}")
             if t.dia_id in seen:
                 raise LocomoError(f"{where}.conversation.session_{n}: duplicate dia_id {t.dia_id!r}")
             seen.add(t.dia_id)

@@ -12,7 +12,8 @@ dia_id} | DELETE{memory_id}]}` with 8-hex ids. INSERT of an existing (speaker, c
 record (counted as `merged`); UPDATE keeps the id, replaces the content and appends the dia_id; DELETE drops the
 record with its dia_ids; a missing/unknown id fails that one operation (counted); bad JSON means no operation.
 
-Invariants: never raises on model output; a changed content drops the stale embedding; each operation is either applied or counted in exactly one reject bucket.
+Invariants: never raises on model output; a changed content drops the stale embedding; each operation is either
+applied or counted in exactly one reject bucket.
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ def test_fixture_records_and_quirks():
     assert data.report.counts() == {
         "orphan_date_keys": 2, "sessions_without_date": 0, "non_string_answers": 2, "category5_without_answer": 1,
         "category5_with_answer": 1, "evidence_split": 2, "evidence_repaired": 2, "evidence_unparseable": 1,
-        "evidence_unknown": 1, "questions_without_evidence": 2, "turns_with_image": 1}
+        "evidence_unknown": 1, "questions_without_evidence": 2, "turns_with_image": 1,
+        "turns_unknown_speaker": 1}
 
 
 def test_fixture_splits_and_stats():
@@ -44,7 +45,7 @@ def test_fixture_splits_and_stats():
     r1 = split_questions(data, "memory_r1")
     assert [len(v) for v in r1.values()] == [8, 2, 0]     # category 5 excluded
     s = stats(data)
-    assert s["conversations"] == 2 and s["sessions"] == 3 and s["turns"] == 9 and s["questions"] == 12
+    assert s["conversations"] == 2 and s["sessions"] == 3 and s["turns"] == 10 and s["questions"] == 12
     assert s["questions_per_category"]["5 adversarial"] == 2
     with pytest.raises(KeyError, match="memory_r2.train"):
         split_questions(data, "memory_r2")
@@ -76,7 +77,7 @@ def test_cli_exit_codes(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such file" in err
     assert main(["stats", str(FIXTURE)]) == 0
-    assert json.loads(capsys.readouterr().out)["turns"] == 9
+    assert json.loads(capsys.readouterr().out)["turns"] == 10
 
 
 @needs_real

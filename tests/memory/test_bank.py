@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from memjax.memory import MemoryBank, MemoryRecord, apply_mem0, apply_r2, is_hex_id
+from memjax.memory import MemoryBank, MemoryRecord, apply_mem0, apply_r2, is_hex_id, parse_json_object
 
 
 def _bank():
@@ -104,3 +104,30 @@ def test_sizes_and_json_round_trip(tmp_path):
     with pytest.raises(ValueError, match="MemoryRecord.embedding"):
         MemoryRecord(id="a", content="x", embedding=np.zeros((2, 2)))
     assert json.loads(json.dumps(b.to_json()))["records"][1]["embedding"] is None
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8) |
+                     st.sampled_from(["INSERT", "UPDATE", "DELETE", "ADD", "NONE", "0", "1", "deadbeef"]),
+                     lambda c: st.lists(c, max_size=4) | st.dictionaries(
+                         st.sampled_from(["type", "event", "id", "memory_id", "content", "text", "speaker", "dia_id",
+                                          "operations", "memory"]), c, max_size=5), max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_json, st.text(max_size=40))
+def test_operations_never_raise_and_account_for_everything(obj, text):
+    b = _bank()
+    ids = b.ids()
+    for out in (obj, text, {"operations": obj}, {"memory": obj}, json.dumps({"operations": obj})):
+        parsed = parse_json_object(out)
+        for key, apply in (("operations", lambda o: apply_r2(b, o)), ("memory", lambda o: apply_mem0(b, o, ids))):
+            s = apply(out)
+            ops = parsed.get(key) if parsed is not None else None
+            if isinstance(ops, list):       # every operation applied or rejected exactly once
+                assert s.bad_json == 0 and sum(s.applied.values()) + s.bad_id + s.malformed == len(ops)
+            else:
+                assert s.bad_json == 1 and not s.applied and s.bad_id == s.malformed == 0
+    assert all(is_hex_id(r.id) for r in b) and len(set(b.ids())) == len(b)
