@@ -1,7 +1,7 @@
 """Memory operations in the two styles the papers use, applied to a `MemoryBank` with every failure counted.
 
-Owns: `parse_json_object` (first JSON object in model text, ``` fences allowed), `OpStats`, `apply_mem0` and
-`apply_r2`.
+Owns: `parse_json_object` (first JSON object in model text, ``` fences allowed), `OpStats`, the prompt views
+`mem0_view` / `r2_view` (what a manager prompt lists) and `apply_mem0` / `apply_r2`.
 
 Mem0 / Memory-R1 style (../shared/papers/SPECS.md §2A): the prompt lists memories with small integer ids ("0", "1",
 ...); `id_map[i]` is the real id the prompt called `i`. Events: ADD (new record, fresh real id), UPDATE (same real
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bank import MemoryBank, is_hex_id
+from .bank import MemoryBank, MemoryRecord, is_hex_id
 
 _DECODER = json.JSONDecoder()
 
@@ -73,6 +73,17 @@ def _dia(x: Any) -> tuple[str, ...]:
 
 def _append(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
     return old + tuple(d for d in new if d not in old)
+
+
+def mem0_view(records: Sequence[MemoryRecord]) -> tuple[list[dict[str, str]], list[str]]:
+    """Mem0's prompt list `[{"id": "0", "text": ...}, ...]` and the id_map (prompt id i -> real id) for apply_mem0."""
+    return [{"id": str(i), "text": r.content} for i, r in enumerate(records)], [r.id for r in records]
+
+
+def r2_view(records: Sequence[MemoryRecord]) -> list[dict[str, Any]]:
+    """Memory-R2's prompt list `[{memory_id, speaker, content, session_time, dia_ids}]` (real 8-hex ids)."""
+    return [{"memory_id": r.id, "speaker": r.speaker, "content": r.content, "session_time": r.session_time,
+             "dia_ids": list(r.dia_ids)} for r in records]
 
 
 def apply_mem0(bank: MemoryBank, output: object, id_map: Sequence[str], *, speaker: str = "",

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from memjax.memory import MemoryBank, MemoryRecord, apply_mem0, apply_r2, is_hex_id, parse_json_object
+from memjax.memory import (MemoryBank, MemoryRecord, apply_mem0, apply_r2, is_hex_id, mem0_view, parse_json_object,
+                           r2_view)
 
 
 def _bank():
@@ -19,7 +20,9 @@ def _bank():
 def test_buddy_scout_update_mem0():
     """Memory-R1's example: a second dog is an UPDATE that merges, not DELETE + ADD."""
     b = _bank()
-    ids = b.ids()
+    view, ids = mem0_view(list(b))
+    assert view == [{"id": "0", "text": "Andrew adopted a dog named Buddy"},
+                    {"id": "1", "text": "Andrew likes hiking on weekends"}] and ids == b.ids()
     out = ('Here is the plan.\n```json\n{"memory": [{"id": "0", "text": "Andrew adopted two dogs, Buddy and Scout",'
            ' "event": "UPDATE", "old_memory": "Andrew adopted a dog named Buddy"},'
            ' {"id": "1", "text": "Andrew likes hiking on weekends", "event": "NONE"}]}\n```')
@@ -57,6 +60,8 @@ def test_r2_insert_merge_update_delete_and_bad_ids():
     assert st.applied == {"INSERT": 3} and st.merged == 1 and len(b) == 2
     ada, ben = b.ids()
     assert b.get(ada).dia_ids == ("D1:1", "D1:4")
+    assert r2_view([b.get(ada)]) == [{"memory_id": ada, "speaker": "Ada", "content": "Ada has a dog",
+                                      "session_time": None, "dia_ids": ["D1:1", "D1:4"]}]
     st = apply_r2(b, {"operations": [
         {"type": "UPDATE", "memory_id": ada, "content": "Ada has two dogs", "dia_id": "D2:1"},
         {"type": "DELETE", "memory_id": ben},

@@ -131,3 +131,17 @@ def test_decoder_mean_pool_matches_unpadded_forward():
     h, _ = model.forward(jnp.asarray([tok(texts[0])], jnp.int32), return_hidden=True)
     np.testing.assert_allclose(v[0], l2_normalize(np.asarray(h[0]).mean(0)), atol=2e-5)
     assert float(v[0] @ v[1]) < 0.9999
+
+
+REAL = Path(__file__).parents[2] / ".." / "shared" / "data" / "locomo" / "locomo10.json"
+
+
+@pytest.mark.skipif(not REAL.exists(), reason="LoCoMo (CC BY-NC) not present at ../shared/data/locomo")
+def test_real_locomo_bm25_finds_evidence():
+    data = load_locomo(REAL)
+    conv = data.conversation("conv-26")
+    r = Retriever(conversation_records(conv))
+    q = conv.questions[0]                           # "When did Caroline go to the LGBTQ support group?" -> D1:3
+    assert q.evidence == ("D1:3",)
+    assert "D1:3" in [h.record.id for h in r.bm25(q.question, k=5)]
+    assert len(r.records) == len(conv.turns) == 419
