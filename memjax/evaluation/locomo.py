@@ -7,11 +7,13 @@ predictor; `python -m memjax.evaluate configs/locomo_<system>.py` is meant to bu
 
 Per question the predictor returns the answer text, or a dict {"answer": str, "memory_dia_ids": [...]} (the
 dia_ids of the memory bank the answer was read from, for M-Fail), or None (no answer: scored 0, counted).
-A predictor exception is recorded on that question's line (`error`), scored 0 and counted; the run goes on.
+A `batch_predictor` (list of questions -> outputs, called on chunks of `batch_size`) lets a system batch its engine
+calls; the judge is called once per chunk. A predictor exception is recorded on the affected lines (`error`),
+scored 0 and counted; the run goes on.
 
 Files in out_dir:
 - predictions.jsonl: one line per finished question (qid, conversation, category, question, gold, prediction,
-  f1, f1_set, b1, j, judge label/source, memory_dia_ids?, error?), flushed as each question finishes. A re-run skips
+  f1, f1_set, b1, j, judge label/source, memory_dia_ids?, error?), flushed as each question (chunk) finishes. A re-run skips
   the qids already there (resume); a truncated last line (crash mid-write) is dropped and counted;
 - results.json / results.md: per category (papers' order: single-hop, multi-hop, open-domain, temporal) and
   overall: count, F1 (token-set by default, as SUMER and Memory-R2's code; `f1="multiset"` for SQuAD F1), B1, J
@@ -35,6 +37,7 @@ from ..rewards.text import bleu1, token_f1
 
 ORDER = (4, 1, 3, 2)    # single-hop, multi-hop, open-domain, temporal (SUMER / Memory-R2 table order)
 Predictor = Callable[[Question], Any]
+BatchPredictor = Callable[[list[Question]], Sequence[Any]]
 
 
 @dataclass
@@ -135,9 +138,41 @@ def _chart(table: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def evaluate_locomo(questions: Sequence[Question], predictor: Predictor, judge, out_dir: str | os.PathLike, *,
-                    title: str = "LoCoMo", f1: str = "set", chart: bool = True) -> dict[str, Any]:
-    """Predict, score and judge every question not yet in out_dir/predictions.jsonl; write the table and chart."""
+def _predict_chunk(chunk: list[Question], predictor: Predictor | None, batch_predictor: BatchPredictor | None,
+                   counts: RunCounts) -> list[tuple[Any, str | None]]:
+    """(raw output, error) per question; a failing batch falls back to nothing (every question errors, counted)."""
+    if batch_predictor is not None:
+        try:
+            outs = list(batch_predictor(chunk))
+            if len(outs) != len(chunk):
+                raise ValueError(f"batch predictor returned {len(outs)} answers for {len(chunk)} questions")
+            return [(o, None) for o in outs]
+        except Exception as e:           # a system bug must not lose the run: recorded, scored 0, counted
+            counts.predictor_errors += len(chunk)
+            return [(None, f"{type(e).__name__}: {e}")] * len(chunk)
+    res = []
+    for q in chunk:
+        try:
+            res.append((predictor(q), None))
+        except Exception as e:           # as above, per question
+            counts.predictor_errors += 1
+            res.append((None, f"{type(e).__name__}: {e}"))
+    return res
+
+
+def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, judge, out_dir: str | os.PathLike,
+                    *, batch_predictor: BatchPredictor | None = None, batch_size: int = 1, title: str = "LoCoMo",
+                    f1: str = "set", chart: bool = True) -> dict[str, Any]:
+    """Predict, score and judge every question not yet in out_dir/predictions.jsonl; write the table and chart.
+
+    Exactly one of `predictor` (one question -> output) or `batch_predictor` (list of questions -> outputs, called
+    on chunks of `batch_size` so a system can batch its engine calls) is given; the judge sees each chunk at once
+    and the chunk's lines are written as soon as it is judged.
+    """
+    if (predictor is None) == (batch_predictor is None):
+        raise ValueError("evaluate_locomo: give exactly one of predictor or batch_predictor")
+    if batch_size < 1:
+        raise ValueError(f"evaluate_locomo.batch_size: must be >= 1, got {batch_size}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     counts = RunCounts()
@@ -145,37 +180,36 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor, judge, 
     done = _read_done(pred_path, counts)
     counts.resumed = len(done)
     seen = set()
+    for q in questions:
+        if q.category == 5:
+            raise ValueError(f"evaluate_locomo: {q.qid} is category 5 (adversarial), which is never scored")
+        if q.qid in seen:
+            raise ValueError(f"evaluate_locomo: {q.qid} listed twice")
+        seen.add(q.qid)
+    todo = [q for q in questions if q.qid not in done]
     with pred_path.open("a", encoding="utf-8") as fh:
-        for q in questions:
-            if q.category == 5:
-                raise ValueError(f"evaluate_locomo: {q.qid} is category 5 (adversarial), which is never scored")
-            if q.qid in seen:
-                raise ValueError(f"evaluate_locomo: {q.qid} listed twice")
-            seen.add(q.qid)
-            if q.qid in done:
-                continue
-            rec: dict[str, Any] = {"qid": q.qid, "conversation": q.conversation, "category": q.category,
-                                   "question": q.question, "gold": q.answer, "evidence": list(q.evidence)}
-            try:
-                answer, dia = _unpack(predictor(q))
-            except Exception as e:       # a system bug must not lose the run: recorded, scored 0, counted
-                answer, dia = None, None
-                rec["error"] = f"{type(e).__name__}: {e}"
-                counts.predictor_errors += 1
-            if answer is None:
-                counts.no_answer += 1
-            verdict = judge.judge([(q.question, q.answer, answer or "")])[0]
-            counts.judge_unparsed += verdict.source == "none"
-            counts.judge_errors += verdict.source == "error"
-            rec.update(prediction=answer, f1=token_f1(answer, [q.answer]), f1_set=token_set_f1(answer, q.answer),
-                       b1=bleu1(answer, [q.answer]), j=float(verdict.correct), judge_label=verdict.label,
-                       judge_source=verdict.source)
-            if dia is not None:
-                rec["memory_dia_ids"] = dia
-            fh.write(json.dumps(rec) + "\n")
+        for s in range(0, len(todo), batch_size):
+            chunk = todo[s: s + batch_size]
+            outs = _predict_chunk(chunk, predictor, batch_predictor, counts)
+            unpacked = [_unpack(o) for o, _ in outs]
+            verdicts = judge.judge([(q.question, q.answer, a or "") for q, (a, _) in zip(chunk, unpacked)])
+            for q, (answer, dia), (_, err), verdict in zip(chunk, unpacked, outs, verdicts):
+                rec: dict[str, Any] = {"qid": q.qid, "conversation": q.conversation, "category": q.category,
+                                       "question": q.question, "gold": q.answer, "evidence": list(q.evidence)}
+                if err is not None:
+                    rec["error"] = err
+                counts.no_answer += answer is None
+                counts.judge_unparsed += verdict.source == "none"
+                counts.judge_errors += verdict.source == "error"
+                rec.update(prediction=answer, f1=token_f1(answer, [q.answer]),
+                           f1_set=token_set_f1(answer, q.answer), b1=bleu1(answer, [q.answer]),
+                           j=float(verdict.correct), judge_label=verdict.label, judge_source=verdict.source)
+                if dia is not None:
+                    rec["memory_dia_ids"] = dia
+                fh.write(json.dumps(rec) + "\n")
+                done[q.qid] = rec
+                counts.scored += 1
             fh.flush()
-            done[q.qid] = rec
-            counts.scored += 1
     records = [done[q.qid] for q in questions if q.qid in done]
     table = score_table(records, f1=f1)
     result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "f1": f1,

@@ -76,3 +76,23 @@ def test_refuses_category5_and_cli(tmp_path, capsys):
     assert out["overall"]["n"] == 2 and out["overall"]["J"] == 50.0 and out["counts"]["no_answer"] == 1
     assert main([str(FIXTURE), "--split", "nope", "--answers", str(ans), "--out", str(tmp_path / "x")]) == 2
     assert "unknown LoCoMo split" in capsys.readouterr().err
+
+
+def test_batch_predictor_chunks_and_failures(tmp_path):
+    qs = _questions()
+    chunks = []
+
+    def batch(chunk):
+        chunks.append([q.qid for q in chunk])
+        if len(chunks) == 2:
+            raise RuntimeError("engine died")
+        return [SCRIPT[q.index] if SCRIPT[q.index] != "boom" else None for q in chunk]
+
+    res = evaluate_locomo(qs, None, RuleBasedJudge(), tmp_path, batch_predictor=batch, batch_size=3, chart=False)
+    assert [len(c) for c in chunks] == [3, 3, 2]
+    lines = [json.loads(x) for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
+    assert [x["qid"] for x in lines] == [q.qid for q in qs]
+    assert [x.get("error") for x in lines[3:6]] == ["RuntimeError: engine died"] * 3
+    assert res["counts"]["predictor_errors"] == 3 and res["table"]["overall"]["n"] == 8
+    with pytest.raises(ValueError, match="exactly one"):
+        evaluate_locomo(qs, lambda q: "x", RuleBasedJudge(), tmp_path, batch_predictor=batch)
