@@ -12,7 +12,7 @@ Invariants:
   order; `bm25` ranks with the `bm25s` package (MIT) over lower-cased `\\w\\w+` tokens minus English stop words and
   drops zero scores;
 - `neighbours(i, k)` is records i-k..i+k of the same conversation in record order, optionally only within i's
-  session.
+  session; `with_context(hits, k)` gives each hit's window, merging windows that overlap or touch.
 """
 
 from __future__ import annotations
@@ -128,3 +128,26 @@ class Retriever:
             if r.conversation == me.conversation and (not same_session or r.session == me.session):
                 out.append(r)
         return out
+
+    def with_context(self, hits: Sequence[Hit], k: int = 2, *, same_session: bool = False) -> list[list[MemoryRecord]]:
+        """SUMER's hit +- k messages; overlapping or touching windows of the same conversation are merged, windows
+        come in the order of their best hit."""
+        spans: list[tuple[int, int, int]] = []          # (start, end, first hit rank)
+        for rank, h in enumerate(hits):
+            win = [i for i in range(max(0, h.index - k), min(len(self.records), h.index + k + 1))
+                   if self.records[i].conversation == self.records[h.index].conversation
+                   and (not same_session or self.records[i].session == self.records[h.index].session)]
+            spans.append((win[0], win[-1], rank))
+        merged: list[list[int]] = []
+
+        def joins(a: int, last: int) -> bool:
+            x, y = self.records[a], self.records[last]
+            return a <= last + 1 and x.conversation == y.conversation and (not same_session or x.session == y.session)
+
+        for a, b, rank in sorted(spans):
+            if merged and joins(a, merged[-1][1]):
+                merged[-1][1] = max(merged[-1][1], b)
+                merged[-1][2] = min(merged[-1][2], rank)
+            else:
+                merged.append([a, b, rank])
+        return [[self.records[i] for i in range(a, b + 1)] for a, b, _ in sorted(merged, key=lambda m: m[2])]

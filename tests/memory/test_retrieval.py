@@ -8,7 +8,7 @@ import pytest
 from memjax.data.locomo import load_locomo
 from memjax.memory.embedders import (DecoderMeanPoolEmbedder, FileEmbedder, HashedBowEmbedder, cached_encode,
                                      l2_normalize)
-from memjax.memory.retrieval import Retriever, conversation_records, rrf
+from memjax.memory.retrieval import Hit, Retriever, conversation_records, rrf
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "data" / "locomo_fixture.json"
 
@@ -42,6 +42,14 @@ def test_conversation_records_and_neighbours(records):
     assert [x.id for x in r.neighbours(0, 1)] == ["D1:1", "D1:2"]
     with pytest.raises(IndexError):
         r.neighbours(99)
+    hit = lambda i: Hit(i, 1.0, records[i])
+    # hits D2:3 (6) and D1:1 (0), k=1: windows [5, 6] and [0, 1], in hit order
+    assert [[x.id for x in w] for w in r.with_context([hit(6), hit(0)], 1)] == [["D2:2", "D2:3"], ["D1:1", "D1:2"]]
+    # D1:2 (1) and D1:4 (3) with k=1 touch -> one window, merged with D2:1 (4) too
+    assert [[x.id for x in w] for w in r.with_context([hit(3), hit(1), hit(4)], 1)] == [
+        ["D1:1", "D1:2", "D1:3", "D1:4", "D2:1", "D2:2"]]
+    assert [[x.id for x in w] for w in r.with_context([hit(3), hit(4)], 1, same_session=True)] == [
+        ["D1:3", "D1:4"], ["D2:1", "D2:2"]]
 
 
 def test_semantic_filters_threshold_and_keyword(records, tmp_path):
