@@ -5,7 +5,7 @@
 The memory is SUMER's: one record per message (text + image caption, `memjax.memory.conversation_records`), per
 conversation; `--with-speaker` indexes "<speaker>: <text>" instead. The query is the question text.
 Retrievers: hashed bag of words (cosine), BM25 (bm25s), the wordllama static embedding (cosine) and
-reciprocal-rank fusion of BM25 + wordllama (k=60, over each one's top 100).
+reciprocal-rank fusion (k=60, over each one's top 100) of BM25 + wordllama, and of all three.
 recall@k = mean over questions of |evidence ∩ top-k dia_ids| / |evidence|; `all@k` = share of questions whose
 every evidence turn is in the top k. Questions without (valid) evidence are skipped and counted.
 Writes `locomo_retrieval_<split>_<part>.json` and `.md` (LoCoMo itself is never written out).
@@ -31,7 +31,8 @@ def rankings(retr_bow: Retriever, retr_wl: Retriever, query: str) -> dict[str, l
     bow = [h.index for h in retr_bow.semantic(query, k=DEPTH)]
     bm = [h.index for h in retr_bow.bm25(query, k=DEPTH)]
     wl = [h.index for h in retr_wl.semantic(query, k=DEPTH)]
-    return {"hashed_bow": bow, "bm25": bm, "wordllama": wl, "rrf_bm25_wordllama": rrf([bm, wl])}
+    return {"hashed_bow": bow, "bm25": bm, "wordllama": wl, "rrf_bm25_wordllama": rrf([bm, wl]),
+            "rrf_all_three": rrf([bm, wl, bow])}
 
 
 def main(argv: list[str] | None = None) -> int:
