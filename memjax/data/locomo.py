@@ -171,6 +171,8 @@ def parse_evidence(raw: str, report: LoadReport, where: str) -> list[str]:
 def _turn(raw: Any, session: int, where: str, report: LoadReport) -> Turn:
     speaker = _req(raw, "speaker", str, where)
     dia_id = _req(raw, "dia_id", str, where)
+    if not _ID.fullmatch(dia_id):
+        raise LocomoError(f"{where}.dia_id: malformed {dia_id!r}")
     text = _req(raw, "text", str, where)
     cap = raw.get("blip_caption")
     urls = raw.get("img_url") or ()
@@ -212,6 +214,8 @@ def _conversation(raw: Any, where: str, report: LoadReport) -> Conversation:
     for i, q in enumerate(qa):
         qw = f"{where}.qa[{i}]"
         cat = _req(q, "category", int, qw)
+        if cat not in CATEGORY_NAMES:
+            raise LocomoError(f"{qw}.category: {cat!r} not in 1..5")
         text = _req(q, "question", str, qw)
         answer = q.get("answer")
         if answer is not None and not isinstance(answer, str):

@@ -63,7 +63,9 @@ def test_sumer_shuffle_rule():
     ("[]", "non-empty JSON list"),
     ('[{"sample_id": "x", "conversation": {"speaker_a": "A"}, "qa": []}]', "missing field 'speaker_b'"),
     ('[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B"}, '
-     '"qa": [{"question": "q", "category": 9}]}]', "category"),
+     '"qa": [{"question": "q", "category": 9}]}]', r"bad.json\[0\]\[x\]\.qa\[0\]\.category: 9 not in 1..5"),
+    ('[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1": [{"speaker": "A", '
+     '"dia_id": "turn one", "text": "hi"}]}, "qa": []}]', r"session_1\[0\]\.dia_id: malformed 'turn one'"),
 ])
 def test_malformed_files(tmp_path, content, msg):
     p = tmp_path / "bad.json"
