@@ -10,7 +10,8 @@ temperature 0 and parses the reply with `parse_judge_label`:
 - `EngineJudge`: a model served by a memjax `Engine` (duck-typed: `engine.generate(prompts, SamplingParams)` and a
   tokenizer with `apply_chat_template` / `decode`), e.g. any Qwen2.5-Instruct checkpoint;
 - `OpenAIJudge`: an OpenAI-compatible `/v1/chat/completions` endpoint (what users run gpt-oss-120b behind), stdlib
-  HTTP only, bounded timeout and retries; a failed request is a counted WRONG, never an exception mid-evaluation;
+  HTTP only, up to `workers` concurrent requests, bounded timeout and retries; a failed request is a counted
+  WRONG, never an exception mid-evaluation;
 - `RuleBasedJudge`: NOT an LLM; for tests and smoke runs only: CORRECT iff the token-set F1 reaches a threshold.
 Invariants: `parse_judge_label` never raises (fuzzed); an unparseable reply is WRONG and counted.
 M-Fail (Memory-R2) = sum over questions of |evidence not in the bank's dia_ids| / sum of |evidence|.
@@ -24,6 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .squad import normalize_answer
@@ -168,8 +170,11 @@ class OpenAIJudge:
     """POST {base_url}/chat/completions (OpenAI-compatible), temperature 0; stdlib only."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 60.0,
-                 retries: int = 2, max_tokens: int = 512,
+                 retries: int = 2, max_tokens: int = 512, workers: int = 8,
                  opener: Callable[..., object] = urllib.request.urlopen):
+        if workers < 1:
+            raise ValueError(f"OpenAIJudge.workers: must be >= 1, got {workers}")
+        self._workers = workers
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.name, self.stats = model, f"openai:{model}", JudgeStats()
         self._key, self._timeout, self._retries, self._max_tokens, self._open = (api_key, timeout_s, retries,
@@ -196,7 +201,14 @@ class OpenAIJudge:
         return Verdict(False, None, "error", err)
 
     def judge(self, items: Iterable[Item]) -> list[Verdict]:
-        return [self.stats.record(self._ask(it)) for it in items]
+        """Up to `workers` requests in flight; verdicts in input order."""
+        items = list(items)
+        if self._workers == 1 or len(items) <= 1:
+            verdicts = [self._ask(it) for it in items]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self._workers, len(items))) as pool:
+                verdicts = list(pool.map(self._ask, items))
+        return [self.stats.record(v) for v in verdicts]
 
 
 def m_fail(evidence: Sequence[Sequence[str]], bank_dia_ids: Iterable[str]) -> float | None:

@@ -3,7 +3,7 @@
 import json
 import math
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -96,7 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def test_openai_judge_against_local_server():
-    server = HTTPServer(("127.0.0.1", 0), _Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.timeout = 5
     t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     t.start()
@@ -111,7 +111,7 @@ def test_openai_judge_against_local_server():
     assert [(x.correct, x.label, x.source) for x in v] == [(True, "CORRECT", "json"), (False, "WRONG", "json"),
                                                            (False, None, "none")]
     assert j.stats.asked == 3 and j.stats.unparsed == 1
-    req = _Handler.seen[0]
+    req = next(r for r in _Handler.seen if "Question: Where?" in r["messages"][0]["content"])
     assert req["temperature"] == 0 and req["model"] == "gpt-oss-120b"
     assert req["messages"][0]["content"] == judge_prompt("Where?", "Lisbon", "in Lisbon, Portugal")
     # a dead endpoint is a counted error, not an exception
