@@ -13,8 +13,8 @@ scored 0 and counted; the run goes on.
 
 Files in out_dir:
 - predictions.jsonl: one line per finished question (qid, conversation, category, question, gold, prediction,
-  f1, f1_set, b1, j, judge label/source, memory_dia_ids?, error?), flushed as each question (chunk) finishes. A re-run skips
-  the qids already there (resume); a truncated last line (crash mid-write) is dropped and counted;
+  f1, f1_set, b1, j, judge label/source, memory_dia_ids?, error?), flushed as each question (chunk) finishes.
+  A re-run skips the qids already there (resume); a truncated last line (crash mid-write) is dropped and counted;
 - results.json / results.md: per category (papers' order: single-hop, multi-hop, open-domain, temporal) and
   overall: count, F1 (token-set by default, as SUMER and Memory-R2's code; `f1="multiset"` for SQuAD F1), B1, J
   and M-Fail where memory dia_ids were given; all in percent like the papers;
