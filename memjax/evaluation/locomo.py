@@ -1,0 +1,306 @@
+"""LoCoMo evaluation harness: predictions JSONL (incremental, resumable), the score table and a bar chart.
+
+Owns: `LocomoEvalConfig`, `evaluate_locomo(questions, predictor, judge, out_dir, ...)`, `score_table`, and the CLI
+`python -m memjax.evaluation.locomo DATA.json --split sumer --part validation --answers ANSWERS.jsonl --out DIR`
+that scores answers produced elsewhere. Systems (SUMER, Memory-R1, Memory-R2) call `evaluate_locomo` with their own
+predictor; `python -m memjax.evaluate configs/locomo_<system>.py` is meant to build that predictor and call it.
+
+Per question the predictor returns the answer text, or a dict {"answer": str, "memory_dia_ids": [...]} (the
+dia_ids of the memory bank the answer was read from, for M-Fail), or None (no answer: scored 0, counted).
+A `batch_predictor` (list of questions -> outputs, called on chunks of `batch_size`) lets a system batch its engine
+calls; the judge is called once per chunk. A predictor exception is recorded on the affected lines (`error`),
+scored 0 and counted; the run goes on.
+
+Files in out_dir:
+- predictions.jsonl: one line per finished question (qid, conversation, category, question, gold, prediction,
+  f1, f1_set, b1, j, judge label/source, memory_dia_ids?, error?), flushed as each question (chunk) finishes.
+  A re-run skips the qids already there (resume); a truncated last line (crash mid-write) is dropped and counted;
+- results.json / results.md: per category (papers' order: single-hop, multi-hop, open-domain, temporal) and
+  overall: count, F1 (token-set by default, as SUMER and Memory-R2's code; `f1="multiset"` for SQuAD F1), B1, J
+  and M-Fail where memory dia_ids were given; all in percent like the papers;
+- scores.png: grouped bars of F1/B1/J per category.
+Invariants: category 5 is refused (never scored); a qid appears at most once in predictions.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..data.locomo import CATEGORY_NAMES, Question
+from ..rewards.locomo import RuleBasedJudge, m_fail, token_set_f1
+from ..rewards.text import bleu1, token_f1
+
+ORDER = (4, 1, 3, 2)    # single-hop, multi-hop, open-domain, temporal (SUMER / Memory-R2 table order)
+Predictor = Callable[[Question], Any]
+BatchPredictor = Callable[[list[Question]], Sequence[Any]]
+
+
+@dataclass
+class RunCounts:
+    scored: int = 0
+    resumed: int = 0
+    no_answer: int = 0
+    predictor_errors: int = 0
+    judge_unparsed: int = 0
+    judge_errors: int = 0
+    torn_lines: int = 0
+
+
+def _read_done(path: Path, counts: RunCounts) -> dict[str, dict]:
+    done: dict[str, dict] = {}
+    if not path.exists():
+        return done
+    good = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+            done[rec["qid"]] = rec
+            good.append(line)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            counts.torn_lines += 1
+    if counts.torn_lines:               # rewrite without the torn line so the file stays valid JSONL
+        path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
+    return done
+
+
+def _unpack(out: Any) -> tuple[str | None, list[str] | None]:
+    if isinstance(out, dict):
+        ans = out.get("answer")
+        dia = out.get("memory_dia_ids")
+        return (ans if isinstance(ans, str) else None), (None if dia is None else [str(d) for d in dia])
+    return (out if isinstance(out, str) else None), None
+
+
+def _pct(xs: Sequence[float]) -> float | None:
+    return None if not xs else round(100.0 * sum(xs) / len(xs), 2)
+
+
+def score_table(records: Iterable[dict], *, f1: str = "set") -> dict[str, dict[str, Any]]:
+    """{category name | "overall": {n, F1, B1, J, M-Fail}} in percent; M-Fail None where no memory was given."""
+    if f1 not in ("set", "multiset"):
+        raise ValueError(f"score_table.f1: 'set' or 'multiset', got {f1!r}")
+    key = "f1_set" if f1 == "set" else "f1"
+    groups: dict[str, list[dict]] = {CATEGORY_NAMES[c]: [] for c in ORDER}
+    recs = list(records)
+    for r in recs:
+        groups[CATEGORY_NAMES[r["category"]]].append(r)
+    groups["overall"] = recs
+    table = {}
+    for name, rs in groups.items():
+        with_mem = [r for r in rs if r.get("memory_dia_ids") is not None]
+        mf = None
+        if with_mem:
+            ratios = [m_fail([r["evidence"]], r["memory_dia_ids"]) for r in with_mem]
+            ev = [len(r["evidence"]) for r in with_mem]
+            missing = sum(x * n for x, n in zip(ratios, ev) if x is not None)
+            mf = None if sum(ev) == 0 else round(100.0 * missing / sum(ev), 2)
+        table[name] = {"n": len(rs), "F1": _pct([r[key] for r in rs]), "B1": _pct([r["b1"] for r in rs]),
+                       "J": _pct([r["j"] for r in rs]), "M-Fail": mf}
+    return table
+
+
+def _markdown(table: dict, title: str, f1: str) -> str:
+    cols = list(table)
+    head = "| metric | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols) + "\n"
+    rows = []
+    for m in ("n", "F1", "B1", "J", "M-Fail"):
+        cells = ["—" if table[c][m] is None else (str(table[c][m]) if m == "n" else f"{table[c][m]:.2f}")
+                 for c in cols]
+        rows.append(f"| {m} | " + " | ".join(cells) + " |")
+    note = f"\nF1 is over token {'sets' if f1 == 'set' else 'multisets'} of SQuAD-normalised answers; values in %.\n"
+    return f"# {title}\n\n" + head + "\n".join(rows) + "\n" + note
+
+
+def _chart(table: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = list(table)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.26
+    for i, m in enumerate(("F1", "B1", "J")):
+        vals = [table[c][m] or 0.0 for c in cols]
+        ax.bar([x + (i - 1) * width for x in range(len(cols))], vals, width, label=m)
+    ax.set_xticks(range(len(cols)), [f"{c}\n(n={table[c]['n']})" for c in cols])
+    ax.set_ylabel("score (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _predict_chunk(chunk: list[Question], predictor: Predictor | None, batch_predictor: BatchPredictor | None,
+                   counts: RunCounts) -> list[tuple[Any, str | None]]:
+    """(raw output, error) per question; a failing batch falls back to nothing (every question errors, counted)."""
+    if batch_predictor is not None:
+        try:
+            outs = list(batch_predictor(chunk))
+            if len(outs) != len(chunk):
+                raise ValueError(f"batch predictor returned {len(outs)} answers for {len(chunk)} questions")
+            return [(o, None) for o in outs]
+        except Exception as e:           # a system bug must not lose the run: recorded, scored 0, counted
+            counts.predictor_errors += len(chunk)
+            return [(None, f"{type(e).__name__}: {e}")] * len(chunk)
+    res = []
+    for q in chunk:
+        try:
+            res.append((predictor(q), None))
+        except Exception as e:           # as above, per question
+            counts.predictor_errors += 1
+            res.append((None, f"{type(e).__name__}: {e}"))
+    return res
+
+
+def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, judge, out_dir: str | os.PathLike,
+                    *, batch_predictor: BatchPredictor | None = None, batch_size: int = 1, title: str = "LoCoMo",
+                    f1: str = "set", chart: bool = True) -> dict[str, Any]:
+    """Predict, score and judge every question not yet in out_dir/predictions.jsonl; write the table and chart.
+
+    Exactly one of `predictor` (one question -> output) or `batch_predictor` (list of questions -> outputs, called
+    on chunks of `batch_size` so a system can batch its engine calls) is given; the judge sees each chunk at once
+    and the chunk's lines are written as soon as it is judged.
+    """
+    if (predictor is None) == (batch_predictor is None):
+        raise ValueError("evaluate_locomo: give exactly one of predictor or batch_predictor")
+    if batch_size < 1:
+        raise ValueError(f"evaluate_locomo.batch_size: must be >= 1, got {batch_size}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = RunCounts()
+    pred_path = out / "predictions.jsonl"
+    done = _read_done(pred_path, counts)
+    counts.resumed = len(done)
+    seen = set()
+    for q in questions:
+        if q.category == 5:
+            raise ValueError(f"evaluate_locomo: {q.qid} is category 5 (adversarial), which is never scored")
+        if q.qid in seen:
+            raise ValueError(f"evaluate_locomo: {q.qid} listed twice")
+        seen.add(q.qid)
+    todo = [q for q in questions if q.qid not in done]
+    with pred_path.open("a", encoding="utf-8") as fh:
+        for s in range(0, len(todo), batch_size):
+            chunk = todo[s: s + batch_size]
+            outs = _predict_chunk(chunk, predictor, batch_predictor, counts)
+            unpacked = [_unpack(o) for o, _ in outs]
+            verdicts = judge.judge([(q.question, q.answer, a or "") for q, (a, _) in zip(chunk, unpacked)])
+            for q, (answer, dia), (_, err), verdict in zip(chunk, unpacked, outs, verdicts):
+                rec: dict[str, Any] = {"qid": q.qid, "conversation": q.conversation, "category": q.category,
+                                       "question": q.question, "gold": q.answer, "evidence": list(q.evidence)}
+                if err is not None:
+                    rec["error"] = err
+                counts.no_answer += answer is None
+                counts.judge_unparsed += verdict.source == "none"
+                counts.judge_errors += verdict.source == "error"
+                rec.update(prediction=answer, f1=token_f1(answer, [q.answer]),
+                           f1_set=token_set_f1(answer, q.answer), b1=bleu1(answer, [q.answer]),
+                           j=float(verdict.correct), judge_label=verdict.label, judge_source=verdict.source)
+                if dia is not None:
+                    rec["memory_dia_ids"] = dia
+                fh.write(json.dumps(rec) + "\n")
+                done[q.qid] = rec
+                counts.scored += 1
+            fh.flush()
+    records = [done[q.qid] for q in questions if q.qid in done]
+    table = score_table(records, f1=f1)
+    result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "f1": f1,
+              "table": table, "counts": vars(counts)}
+    (out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    (out / "results.md").write_text(_markdown(table, f"{title} (judge: {result['judge']})", f1), encoding="utf-8")
+    if chart:
+        _chart(table, out / "scores.png", title)
+    return result
+
+
+@dataclass(frozen=True)
+class LocomoEvalConfig:
+    data_path: str
+    split: str = "sumer"
+    part: str = "validation"
+    out_dir: str = "runs/locomo_eval"
+    judge: str = "rule"                  # "rule" (tests only) | "openai"
+    judge_url: str = "http://127.0.0.1:8000/v1"
+    judge_model: str = "gpt-oss-120b"
+    f1: str = "set"
+    limit: int | None = None
+
+    def __post_init__(self):
+        if self.judge not in ("rule", "openai"):
+            raise ValueError(f"LocomoEvalConfig.judge: 'rule' or 'openai', got {self.judge!r}")
+        if self.f1 not in ("set", "multiset"):
+            raise ValueError(f"LocomoEvalConfig.f1: 'set' or 'multiset', got {self.f1!r}")
+        if self.limit is not None and self.limit <= 0:
+            raise ValueError(f"LocomoEvalConfig.limit: must be positive, got {self.limit}")
+
+
+def make_judge(cfg: LocomoEvalConfig):
+    if cfg.judge == "rule":
+        return RuleBasedJudge()
+    from ..rewards.locomo import OpenAIJudge
+
+    return OpenAIJudge(cfg.judge_url, cfg.judge_model, api_key=os.environ.get("OPENAI_API_KEY"))
+
+
+def split_part(cfg: LocomoEvalConfig) -> list[Question]:
+    from ..data.locomo import load_locomo
+    from ..data.locomo_splits import split_questions
+
+    parts = split_questions(load_locomo(cfg.data_path), cfg.split)
+    if cfg.part not in parts:
+        raise KeyError(f"split {cfg.split} has no part {cfg.part!r}; parts: {', '.join(parts)}")
+    return parts[cfg.part][: cfg.limit]
+
+
+def answers_predictor(path: str | os.PathLike) -> Predictor:
+    """A predictor reading {"qid", "answer", "memory_dia_ids"?} lines produced elsewhere (missing qid -> None)."""
+    table: dict[str, dict] = {}
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            table[str(rec["qid"])] = rec
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ValueError(f"{path}:{n}: not a JSON object with 'qid'") from None
+    return lambda q: table.get(q.qid)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m memjax.evaluation.locomo", description=__doc__.splitlines()[0])
+    ap.add_argument("data_path")
+    ap.add_argument("--split", default="sumer")
+    ap.add_argument("--part", default="validation")
+    ap.add_argument("--answers", required=True, help="JSONL of {qid, answer, memory_dia_ids?}")
+    ap.add_argument("--out", default="runs/locomo_eval")
+    ap.add_argument("--judge", default="rule", choices=("rule", "openai"))
+    ap.add_argument("--judge-url", default="http://127.0.0.1:8000/v1")
+    ap.add_argument("--judge-model", default="gpt-oss-120b")
+    ap.add_argument("--f1", default="set", choices=("set", "multiset"))
+    ap.add_argument("--limit", type=int, default=None)
+    a = ap.parse_args(argv)
+    try:
+        cfg = LocomoEvalConfig(data_path=a.data_path, split=a.split, part=a.part, out_dir=a.out, judge=a.judge,
+                               judge_url=a.judge_url, judge_model=a.judge_model, f1=a.f1, limit=a.limit)
+        res = evaluate_locomo(split_part(cfg), answers_predictor(a.answers), make_judge(cfg), cfg.out_dir,
+                              title=f"LoCoMo {cfg.split}/{cfg.part}", f1=cfg.f1)
+    except (ValueError, KeyError, OSError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"out_dir": cfg.out_dir, "overall": res["table"]["overall"], "counts": res["counts"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,220 @@
+"""LoCoMo answer scoring: token-set F1, the Memory-R1 LLM judge (J) with its label parser, and M-Fail.
+
+Owns: `token_set_f1` (F1 over the *sets* of SQuAD-normalised tokens, as Memory-R2's code and SUMER compute it; the
+multiset version is `memjax.rewards.text.token_f1`), `JUDGE_PROMPT` (Memory-R1 paper Fig. 12, verbatim as printed,
+line breaks included), `judge_messages`, `parse_judge_label`, the judges and `m_fail`. BLEU-1 is
+`memjax.rewards.text.bleu1`; normalisation is `memjax.rewards.squad.normalize_answer` (no other normaliser here).
+
+Judges share one interface: `judge(items) -> list[Verdict]` with items (question, gold, generated). Each asks at
+temperature 0 and parses the reply with `parse_judge_label`:
+- `EngineJudge`: a model served by a memjax `Engine` (duck-typed: `engine.generate(prompts, SamplingParams)` and a
+  tokenizer with `apply_chat_template` / `decode`), e.g. any Qwen2.5-Instruct checkpoint;
+- `OpenAIJudge`: an OpenAI-compatible `/v1/chat/completions` endpoint (what users run gpt-oss-120b behind), stdlib
+  HTTP only, up to `workers` concurrent requests, bounded timeout and retries; a failed request is a counted
+  WRONG, never an exception mid-evaluation;
+- `RuleBasedJudge`: NOT an LLM; for tests and smoke runs only: CORRECT iff the token-set F1 reaches a threshold.
+Invariants: `parse_judge_label` never raises (fuzzed); an unparseable reply is WRONG and counted.
+M-Fail (Memory-R2) = sum over questions of |evidence not in the bank's dia_ids| / sum of |evidence|.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .squad import normalize_answer
+
+JUDGE_PROMPT = """Your task is to label an answer to a question as 'CORRECT' or 'WRONG'.
+You will be given the following data:
+(1) a question (posed by one user to another user),
+(2) a 'gold' (ground truth) answer,
+(3) a generated answer,
+which you will score as CORRECT or WRONG.
+The point of the question is to ask about something one user should know about the other user based on their
+prior conversations.
+The gold answer will usually be a concise and short answer that includes the referenced topic, for example:
+Question: Do you remember what I got the last time I went to Hawaii?
+Gold answer: A shell necklace
+The generated answer might be longer, but you should be generous with your grading — as long as it touches
+on the same topic as the gold answer, it should be counted as CORRECT.
+For time-related questions, the gold answer will be a specific date, month, or year. The generated answer
+might include relative references (e.g., "last Tuesday"), but you should be generous — if it refers to
+the same time period as the gold answer, mark it CORRECT, even if the format differs (e.g., "May 7th" vs.
+"7 May").
+Now it's time for the real question:
+Question: {question}
+Gold answer: {gold_answer}
+Generated answer: {generated_answer}
+First, provide a short (one sentence) explanation of your reasoning, then finish with CORRECT or WRONG.
+Do NOT include both CORRECT and WRONG in your response, or it will break the evaluation script.
+Return the label in JSON format with the key as "label"."""
+
+_LABEL_KV = re.compile(r"""["']?label["']?\s*:\s*["']?\s*(correct|wrong)\b""", re.IGNORECASE)
+_LABEL_WORD = re.compile(r"\b(CORRECT|WRONG)\b")
+
+
+def token_set_f1(pred: object, gold: object) -> float:
+    """F1 of the sets of SQuAD-normalised tokens (0.0 for a non-str prediction; 1.0 when both sides are empty)."""
+    if not isinstance(pred, str):
+        return 0.0
+    p, g = set(normalize_answer(pred).split()), set(normalize_answer(str(gold)).split())
+    if not p or not g:
+        return float(p == g)
+    common = len(p & g)
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(p), common / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def judge_prompt(question: str, gold: str, generated: str) -> str:
+    return (JUDGE_PROMPT.replace("{question}", str(question)).replace("{gold_answer}", str(gold))
+            .replace("{generated_answer}", str(generated)))
+
+
+def judge_messages(question: str, gold: str, generated: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": judge_prompt(question, gold, generated)}]
+
+
+def parse_judge_label(reply: object) -> tuple[str | None, str]:
+    """(label, source): the last `"label": CORRECT|WRONG` pair, else the last bare upper-case CORRECT/WRONG.
+
+    Returns (None, "none") when neither is present; never raises, whatever `reply` is.
+    """
+    if not isinstance(reply, str):
+        return None, "none"
+    kv = _LABEL_KV.findall(reply)
+    if kv:
+        return kv[-1].upper(), "json"
+    words = _LABEL_WORD.findall(reply)
+    if words:
+        return words[-1], "text"
+    return None, "none"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    correct: bool
+    label: str | None          # None: unparseable reply or failed request (scored WRONG)
+    source: str                # "json" | "text" | "none" | "error" | "rule"
+    reply: str
+
+
+@dataclass
+class JudgeStats:
+    asked: int = 0
+    unparsed: int = 0
+    errors: int = 0
+    log: list[str] = field(default_factory=list)
+
+    def record(self, v: Verdict) -> Verdict:
+        self.asked += 1
+        if v.source == "none":
+            self.unparsed += 1
+            self.log.append(f"unparseable judge reply: {v.reply[:120]!r}")
+        elif v.source == "error":
+            self.errors += 1
+            self.log.append(v.reply[:200])
+        return v
+
+
+def _verdict(reply: str) -> Verdict:
+    label, source = parse_judge_label(reply)
+    return Verdict(correct=label == "CORRECT", label=label, source=source, reply=reply)
+
+
+Item = tuple[str, str, str]    # (question, gold answer, generated answer)
+
+
+class RuleBasedJudge:
+    """Not an LLM judge: CORRECT iff token_set_f1(generated, gold) >= threshold. For tests and smoke runs only."""
+
+    name = "rule-based-token-set-f1"
+
+    def __init__(self, threshold: float = 0.5):
+        self.threshold, self.stats = threshold, JudgeStats()
+
+    def judge(self, items: Iterable[Item]) -> list[Verdict]:
+        out = []
+        for _, gold, gen in items:
+            ok = token_set_f1(gen, gold) >= self.threshold
+            out.append(self.stats.record(Verdict(ok, "CORRECT" if ok else "WRONG", "rule", "")))
+        return out
+
+
+class EngineJudge:
+    """The Fig. 12 prompt through a memjax Engine at temperature 0 (chat template applied at token-id level)."""
+
+    def __init__(self, engine, tokenizer, *, max_tokens: int = 256, name: str = "engine"):
+        from ..engine import SamplingParams
+
+        self._engine, self._tok, self.name, self.stats = engine, tokenizer, f"engine:{name}", JudgeStats()
+        self._params = SamplingParams(temperature=0.0, max_tokens=max_tokens,
+                                      stop_token_ids=(tokenizer.eos_id,))
+
+    def judge(self, items: Iterable[Item]) -> list[Verdict]:
+        items = list(items)
+        prompts = [self._tok.apply_chat_template(judge_messages(*it), add_generation_prompt=True) for it in items]
+        outs = self._engine.generate(prompts, self._params)
+        return [self.stats.record(_verdict(self._tok.decode(o.token_ids, skip_special_tokens=True,
+                                                              skip_unknown=True))) for o in outs]
+
+
+class OpenAIJudge:
+    """POST {base_url}/chat/completions (OpenAI-compatible), temperature 0; stdlib only."""
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 60.0,
+                 retries: int = 2, max_tokens: int = 512, workers: int = 8,
+                 opener: Callable[..., object] = urllib.request.urlopen):
+        if workers < 1:
+            raise ValueError(f"OpenAIJudge.workers: must be >= 1, got {workers}")
+        self._workers = workers
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model, self.name, self.stats = model, f"openai:{model}", JudgeStats()
+        self._key, self._timeout, self._retries, self._max_tokens, self._open = (api_key, timeout_s, retries,
+                                                                                 max_tokens, opener)
+
+    def _ask(self, item: Item) -> Verdict:
+        body = json.dumps({"model": self.model, "messages": judge_messages(*item), "temperature": 0,
+                           "max_tokens": self._max_tokens}).encode()
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        err = ""
+        for attempt in range(self._retries + 1):
+            try:
+                req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+                with self._open(req, timeout=self._timeout) as resp:
+                    data = json.loads(resp.read().decode("utf-8"))
+                content = data["choices"][0]["message"]["content"]
+                return _verdict(content if isinstance(content, str) else "")
+            except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as e:
+                err = f"judge request to {self.url} failed: {type(e).__name__}: {e}"
+                if attempt < self._retries:
+                    time.sleep(min(2.0 ** attempt * 0.1, 2.0))
+        return Verdict(False, None, "error", err)
+
+    def judge(self, items: Iterable[Item]) -> list[Verdict]:
+        """Up to `workers` requests in flight; verdicts in input order."""
+        items = list(items)
+        if self._workers == 1 or len(items) <= 1:
+            verdicts = [self._ask(it) for it in items]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self._workers, len(items))) as pool:
+                verdicts = list(pool.map(self._ask, items))
+        return [self.stats.record(v) for v in verdicts]
+
+
+def m_fail(evidence: Sequence[Sequence[str]], bank_dia_ids: Iterable[str]) -> float | None:
+    """Missing evidence ids over all evidence ids (None when there is no evidence at all)."""
+    have = set(bank_dia_ids)
+    total = sum(len(ev) for ev in evidence)
+    if total == 0:
+        return None
+    return sum(1 for ev in evidence for d in ev if d not in have) / total
