@@ -24,6 +24,10 @@ class ConfigError(ValueError):
     pass
 
 
+class RunError(RuntimeError):
+    """A run stopped for a reason stated in one line (e.g. a non-finite loss); the CLI exits 1."""
+
+
 def load_config_file(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
@@ -153,4 +157,10 @@ def run_cli(prog: str, description: str, argv: list[str] | None, default_config:
     except (ConfigError, ValueError, FileNotFoundError) as e:
         print(f"{prog.split()[-1]}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # disk full, permission denied, ...: the path and the reason, one line
+        print(f"{prog.split()[-1]}: error: {e}", file=sys.stderr)
+        return 1
+    except RunError as e:
+        print(f"{prog.split()[-1]}: stopped: {e}", file=sys.stderr)
+        return 1
     return 0
