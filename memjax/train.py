@@ -129,10 +129,13 @@ class Run:
 
     def _build(self) -> None:
         cfg = self.cfg
+        try:  # the mesh must match the devices: checked before the model loads
+            mesh = make_mesh(data=cfg.mesh_data)
+        except ValueError as e:
+            raise ConfigError(f"mesh_data={cfg.mesh_data}: {e} (jax sees {jax.device_count()} device(s))") from None
         corpus = load_hotpotqa(cfg.data.path)
         self.model, self.tok = cfg.model.load()
         ref = copy.deepcopy(self.model) if cfg.loss.kl_coef else None
-        mesh = make_mesh(data=cfg.mesh_data)
         self.trainer = Trainer(self.model, cfg.optim, cfg.loss, cfg.update, cfg.advantage, ref_model=ref, mesh=mesh)
         self.engine = Engine(self.model, cfg.engine)
         source = HotpotQASource(corpus, RulerHotpotQAConfig(num_docs=cfg.data.num_docs, seed=cfg.data.seed))
@@ -178,8 +181,12 @@ class Run:
 
     def _restore(self, step: int) -> None:
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, self._state())
-        got = self.ckpts.mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
-                                                              meta=ocp.args.JsonRestore()))
+        try:
+            got = self.ckpts.mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
+                                                                       meta=ocp.args.JsonRestore()))
+        except Exception:
+            self._check_same_model(step)  # another model's checkpoint is a config mistake, not corruption
+            raise
         params = nnx.state(self.model, nnx.Param)
         params.replace_by_pure_dict(got["state"]["model"])
         nnx.update(self.model, params)
@@ -190,6 +197,20 @@ class Run:
         self.step = int(got["meta"]["step"])
         self.engine.update_weights(self.model)
         self.con.print(f"resumed from {self.out / 'checkpoints'} at step {self.step}")
+
+    def _check_same_model(self, step: int) -> None:
+        try:
+            meta = self.ckpts.mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+            saved = meta["config"]["model"]
+        except Exception:
+            return  # unreadable metadata: corruption, handled by the caller
+        now = dataclasses.asdict(self.cfg.model)
+        diff = [k for k in ("hf_path", "preset", "dtype") if k in saved and saved[k] != now[k]
+                and not (k == "preset" and now["hf_path"])]
+        if diff:
+            raise ConfigError(f"out_dir={self.cfg.out_dir}: checkpoint {step} is of another model ("
+                              + ", ".join(f"model.{k}={saved[k]!r}, this config {now[k]!r}" for k in diff)
+                              + "); use a new out_dir")
 
     # -- one step ------------------------------------------------------------------------------------
     def rollout(self):

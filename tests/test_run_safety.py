@@ -137,3 +137,54 @@ def test_jsonl_log_truncates_to_the_restored_step(tmp_path):
         f.write('{"step": 4, "tor')  # killed mid-write
     assert log.truncate(2) == 2
     assert [json.loads(x)["step"] for x in log.path.read_text().splitlines()] == [1, 2]
+
+
+def test_evaluation_results_are_written_after_every_length(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    class FailsAtSecondLength:  # stands in for MemAgent: answers at the first length, dies at the second
+        calls = 0
+
+        def __init__(self, *a, **k):
+            pass
+
+        def run(self, samples):
+            FailsAtSecondLength.calls += 1
+            if FailsAtSecondLength.calls == 2:
+                raise RuntimeError("killed at the last length")
+            traces = [{"sample": i, "final": f"\\boxed{{{s.answers[0]}}}", "answers": list(s.answers), "memories": [],
+                       "reward": 1.0, "chunks": 1} for i, s in enumerate(samples)]
+            return SimpleNamespace(traces=traces, stats={"conversations": 2 * len(samples)})
+
+    monkeypatch.setattr(evaluate, "MemAgent", FailsAtSecondLength)
+    out = tmp_path / "eval"
+    with pytest.raises(RuntimeError, match="killed"):
+        evaluate.main(["--set", f"data_path={DATA}", "--set", "num_docs=10,12", "--set", "num_samples=2",
+                       "--set", "baseline=false", "--set", f"out_dir={out}"])
+    assert "N=10 (1/2): 2 questions" in capsys.readouterr().out  # progress before a length runs
+    res = json.loads((out / "results.json").read_text())
+    assert [r["num_docs"] for r in res["rows"]] == [10] and res["complete"] is False and res["rows"][0]["sub_em"] == 1
+    assert len((out / "traces.jsonl").read_text().splitlines()) == 2 and "| 10 |" in (out / "results.md").read_text()
+
+
+def test_sigterm_unwinds_and_exits_with_one_line(tmp_path, capsys):
+    import signal
+
+    from memjax.config import run_cli
+
+    log = JsonlLog(tmp_path / "results.jsonl")
+
+    def body(cfg):
+        try:
+            log.write({"step": 1})
+            os.kill(os.getpid(), signal.SIGTERM)  # e.g. a scheduler ending the job during an evaluation
+            log.write({"step": 2})  # never reached
+        finally:
+            log.write({"closed": True})  # what Run.close / OutDirLock do on the way out
+
+    from memjax.evaluate import EvalConfig
+
+    assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), body) == 143
+    assert capsys.readouterr().err.strip() == "memjax.evaluate: terminated (SIGTERM); finished results and checkpoints are kept"
+    assert [json.loads(x) for x in log.path.read_text().splitlines()] == [{"step": 1}, {"closed": True}]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

@@ -7,19 +7,24 @@ temporary directory and commits it by rename, so a step directory is all-or-noth
 - Every save is verified once it has finished (before the next save starts and in `finish()`): the step
   is listed, its directory holds both items, and its metadata restores with the step it claims.
   An asynchronous write that failed (disk full, read-only directory) surfaces as one CheckpointError line.
+- orbax's background-thread error logs are cut to one line each (`quiet_orbax_logs`).
 - `restore_latest(fn)` tries steps newest first; one that fails to restore is moved aside into
   `<dir>_corrupt/<step>[.N]` (never deleted) with a one-line warning, so the run falls back to the previous
   step and can save the steps it retrains; retention never deletes a good step because of a corrupt one.
+  A ConfigError raised by the restore function (a checkpoint of another model) is not corruption: it
+  propagates and nothing is moved.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import orbax.checkpoint as ocp
 
+from ..config import ConfigError
 from .errors import CheckpointError
 
 
@@ -28,6 +33,24 @@ def one_line(e: BaseException, limit: int = 300) -> str:
     text = str(e).strip().splitlines()
     msg = text[0] if text else ""
     return f"{type(e).__name__}: {msg[:limit]}{'...' if len(msg) > limit or len(text) > 1 else ''}"
+
+
+class _OneLineOrbaxLogs(logging.Filter):
+    """orbax logs every failed background write with its full asyncio traceback (hundreds of lines for one
+    full disk); keep the first line of each such record, the error itself reaches the caller as one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "orbax" in record.pathname and record.levelno >= logging.WARNING:
+            msg = record.getMessage().strip().splitlines()
+            record.msg, record.args = (msg[0][:400] if msg else ""), None
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def quiet_orbax_logs() -> None:
+    logger = logging.getLogger("absl")
+    if not any(isinstance(f, _OneLineOrbaxLogs) for f in logger.filters):
+        logger.addFilter(_OneLineOrbaxLogs())
 
 
 class RunCheckpoints:
@@ -39,6 +62,7 @@ class RunCheckpoints:
         self.dir = Path(directory).absolute()
         self.quarantine_dir = self.dir.with_name(self.dir.name + "_corrupt")
         self.warn = warn
+        quiet_orbax_logs()
         try:
             self.mgr = ocp.CheckpointManager(self.dir, options=ocp.CheckpointManagerOptions(
                 max_to_keep=keep, create=True))
@@ -56,6 +80,8 @@ class RunCheckpoints:
             try:
                 restore(self.mgr, step)
                 return step
+            except ConfigError:  # the user's mistake (e.g. another model's checkpoints): not corruption
+                raise
             except Exception as e:  # corrupt / partial / unreadable: move it aside, try the previous one
                 self.quarantine(step, e)
         return None

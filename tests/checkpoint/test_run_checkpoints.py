@@ -76,3 +76,45 @@ def test_failed_write_is_one_line(tmp_path, monkeypatch):
         ck.finish()
     assert "No space left on device" in str(e.value) and "\n" not in str(e.value)
     assert one_line(ValueError("a\nb")) == "ValueError: a..."
+
+
+def test_another_models_checkpoint_is_a_config_error_not_corruption(tmp_path):
+    from memjax.config import ConfigError
+
+    ck = RunCheckpoints(tmp_path / "c", keep=2)
+    ck.save(1, _args(1))
+    ck.close()
+
+    def other_model(mgr, step):
+        raise ConfigError("checkpoint 1 is of another model")
+
+    with pytest.raises(ConfigError, match="another model"):
+        RunCheckpoints(tmp_path / "c", keep=2).restore_latest(other_model)
+    assert (tmp_path / "c" / "1").is_dir() and not (tmp_path / "c_corrupt").exists()
+
+
+def test_disk_full_is_one_error_line_not_pages_of_tracebacks(tmp_path):
+    """A full disk, simulated with a file-size limit (writes fail with EFBIG): one CheckpointError and a
+    few one-line orbax log records (it was ~300 lines of asyncio tracebacks)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import resource, signal
+        import numpy as np, orbax.checkpoint as ocp
+        from memjax.checkpoint.run_checkpoints import RunCheckpoints
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+        ck = RunCheckpoints({str(tmp_path / "c")!r}, keep=2)
+        w = np.random.default_rng(0).standard_normal(1_000_000).astype(np.float32)
+        ck.save(1, ocp.args.Composite(state=ocp.args.StandardSave({{"w": w}}), meta=ocp.args.JsonSave({{"step": 1}})))
+        ck.finish()
+    """)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("memjax.checkpoint.errors.CheckpointError: ") and "writing checkpoint 1 failed" in last
+    assert "File too large" in p.stderr or "Failed writing" in p.stderr
+    assert len(p.stderr.splitlines()) < 30, p.stderr[:3000]
+    assert not (tmp_path / "c" / "1").exists()  # no half-written step that looks committed
