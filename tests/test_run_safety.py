@@ -188,3 +188,22 @@ def test_sigterm_unwinds_and_exits_with_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "memjax.evaluate: terminated (SIGTERM); finished results and checkpoints are kept"
     assert [json.loads(x) for x in log.path.read_text().splitlines()] == [{"step": 1}, {"closed": True}]
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_truncated_orbax_file_is_one_line(tmp_path):
+    from memjax.checkpoint.params_orbax import load_params, save_params
+
+    root = save_params(load_hf(golden_dir("untied_kv2")), tmp_path / "orbax")
+    data = max((p for p in (root / "params").rglob("*") if p.is_file() and p.parent.name == "d"),
+               key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # truncated by a crash or a bad copy
+    with pytest.raises(CheckpointError) as e:
+        load_params(root)
+    assert "cannot restore parameters" in str(e.value) and "\n" not in str(e.value) and len(str(e.value)) < 600
+
+
+def test_out_dir_under_a_file(tmp_path, capsys, no_model):
+    (tmp_path / "f").write_text("x")
+    assert train.main(["--set", f"data.path={DATA}", "--set", f"out_dir={tmp_path / 'f' / 'run'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot create the directory" in err and len(err.splitlines()) == 1
