@@ -39,7 +39,7 @@ from rich.console import Console
 from . import flops
 from .agents import MemAgent, MemAgentConfig
 from .checkpoint import save_hf
-from .checkpoint.run_checkpoints import RunCheckpoints
+from .checkpoint.run_checkpoints import RunCheckpoints, one_line
 from .config import ConfigError, run_cli
 from .data import HotpotQASource, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
 from .engine import Engine, EngineConfig
@@ -187,13 +187,17 @@ class Run:
         except Exception:
             self._check_same_model(step)  # another model's checkpoint is a config mistake, not corruption
             raise
-        params = nnx.state(self.model, nnx.Param)
-        params.replace_by_pure_dict(got["state"]["model"])
+        try:  # the checkpoint read back: failing to apply it is a config mismatch, not corruption
+            params = nnx.state(self.model, nnx.Param)
+            params.replace_by_pure_dict(got["state"]["model"])
+            opt = nnx.state(self.trainer.optimizer)
+            opt.replace_by_pure_dict(got["state"]["opt"])
+            self.data.set_state(got["meta"]["data"])
+        except Exception as e:
+            raise ConfigError(f"out_dir={self.cfg.out_dir}: checkpoint {step} does not fit this config "
+                              f"({one_line(e)}); use a new out_dir") from None
         nnx.update(self.model, params)
-        opt = nnx.state(self.trainer.optimizer)
-        opt.replace_by_pure_dict(got["state"]["opt"])
         nnx.update(self.trainer.optimizer, opt)
-        self.data.set_state(got["meta"]["data"])
         self.step = int(got["meta"]["step"])
         self.engine.update_weights(self.model)
         self.con.print(f"resumed from {self.out / 'checkpoints'} at step {self.step}")

@@ -207,3 +207,12 @@ def test_out_dir_under_a_file(tmp_path, capsys, no_model):
     assert train.main(["--set", f"data.path={DATA}", "--set", f"out_dir={tmp_path / 'f' / 'run'}"]) == 2
     err = capsys.readouterr().err.strip()
     assert "cannot create the directory" in err and len(err.splitlines()) == 1
+
+
+def test_mesh_that_does_not_match_the_devices(tmp_path, capsys, no_model):
+    import jax
+
+    rc = train.main(["--set", f"data.path={DATA}", "--set", f"out_dir={tmp_path}",
+                     "--set", f"mesh_data={jax.device_count() + 1}"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("memjax.train: error: mesh_data=") and "device(s)" in err and len(err.splitlines()) == 1

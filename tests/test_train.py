@@ -110,7 +110,7 @@ def test_nonfinite_update_stops_and_keeps_the_last_good_checkpoint(uninterrupted
     monkeypatch.setattr(Trainer, "update", nan_update)
     assert train.main([a for s in SETS + [f"out_dir={out}", "steps=3"] for a in ("--set", s)]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith("train: stopped: non-finite loss") and len(err.splitlines()) == 1
+    assert err.startswith("memjax.train: stopped: non-finite loss") and len(err.splitlines()) == 1
     assert sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit()) == [1, 2]
     assert not (out / "hf").exists()
     assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
