@@ -47,9 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     if dst.exists() and not dst.is_dir():
         print(f"memjax.convert: error: {dst}: destination exists and is not a directory", file=sys.stderr)
         return 2
-    if args.mode != "random" and not Path(args.src).is_dir():
-        print(f"memjax.convert: error: {args.src}: source is not a directory", file=sys.stderr)
-        return 2
     try:
         if args.mode == "random":
             cfg = presets.get(args.src, param_dtype=args.dtype or "float32", dtype=args.dtype or "float32")
