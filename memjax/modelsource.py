@@ -30,6 +30,11 @@ class ModelSource:
     tokenizer_path: str = ""
 
     def __post_init__(self):
+        from .model.config import _DTYPES
+
+        if self.dtype not in _DTYPES or self.compute_dtype not in ("", *_DTYPES):
+            raise ValueError(f"ModelSource: dtype must be one of {_DTYPES} and compute_dtype '' or one of them "
+                             f"(got {self.dtype!r}, {self.compute_dtype!r})")
         if not self.hf_path and self.preset not in presets.names():
             raise ValueError(f"ModelSource.preset {self.preset!r} unknown; known: {', '.join(presets.names())}")
 
