@@ -24,6 +24,10 @@ class ConfigError(ValueError):
     pass
 
 
+class RunError(RuntimeError):
+    """A run stopped for a reason stated in one line (e.g. a non-finite loss); the CLI exits 1."""
+
+
 def load_config_file(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
@@ -143,14 +147,46 @@ def parse_cli(prog: str, description: str, argv: list[str] | None = None,
     return apply_overrides(cfg, args.set), args
 
 
-def run_cli(prog: str, description: str, argv: list[str] | None, default_config: Any, body) -> int:
-    """Parse a CLI (see parse_cli) and call body(cfg); bad config/input -> one line on stderr, exit code 2."""
-    import sys
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds like KeyboardInterrupt so `finally` blocks finish what is in flight."""
 
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def run_cli(prog: str, description: str, argv: list[str] | None, default_config: Any, body) -> int:
+    """Parse a CLI (see parse_cli) and call body(cfg); bad config/input -> one line on stderr, exit code 2.
+
+    SIGTERM and Ctrl-C unwind the program (its `finally` blocks close checkpoints, results and locks) and
+    exit 143 / 130 with one line, instead of dying mid-write or printing a traceback."""
+    import signal
+    import sys
+    import threading
+
+    name = prog.split()[-1]
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         cfg, _ = parse_cli(prog, description, argv, default_config=default_config)
         body(cfg)
+    except Terminated:
+        print(f"{name}: terminated (SIGTERM); finished results and checkpoints are kept", file=sys.stderr)
+        return 143
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted; finished results and checkpoints are kept", file=sys.stderr)
+        return 130
     except (ConfigError, ValueError, FileNotFoundError) as e:
         print(f"{prog.split()[-1]}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # disk full, permission denied, ...: the path and the reason, one line
+        print(f"{prog.split()[-1]}: error: {e}", file=sys.stderr)
+        return 1
+    except RunError as e:
+        print(f"{prog.split()[-1]}: stopped: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0

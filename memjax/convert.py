@@ -10,12 +10,24 @@ Options: --dtype {float32,bfloat16,float16}, --max-shard-gb (HF outputs). Errors
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
+from pathlib import Path
 
 from .checkpoint import CheckpointError, load_hf, save_hf
 from .checkpoint.params_orbax import load_params, save_params
 from .model import count_params, init_model, presets
+
+
+def _shard_gb(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GiB, got {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of GiB > 0, got {text!r}")
+    return v
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,11 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("dst", help="destination directory")
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                     help="parameter dtype of the output (default: keep the source's; float32 for random)")
-    ap.add_argument("--max-shard-gb", type=float, default=5.0, help="HF output shard size limit in GiB")
+    ap.add_argument("--max-shard-gb", type=_shard_gb, default=5.0, help="HF output shard size limit in GiB")
     ap.add_argument("--seed", type=int, default=0, help="seed for 'random'")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    shard = int(args.max_shard_gb * 1024**3)
+    shard = max(1, int(args.max_shard_gb * 1024**3))
+    dst = Path(args.dst)
+    if dst.exists() and not dst.is_dir():
+        print(f"memjax.convert: error: {dst}: destination exists and is not a directory", file=sys.stderr)
+        return 2
     try:
         if args.mode == "random":
             cfg = presets.get(args.src, param_dtype=args.dtype or "float32", dtype=args.dtype or "float32")
@@ -43,9 +59,12 @@ def main(argv: list[str] | None = None) -> int:
             save_params(model, args.dst)
         else:
             save_hf(model, args.dst, max_shard_bytes=shard)
-    except (CheckpointError, KeyError) as e:
+    except (CheckpointError, KeyError, ValueError) as e:
         print(f"memjax.convert: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # disk full, permission denied: the path and the reason, one line
+        print(f"memjax.convert: error: {e}", file=sys.stderr)
+        return 1
     print(f"{args.mode}: {args.src} -> {args.dst} ({count_params(model.cfg):,} params, "
           f"{model.cfg.param_dtype}) in {time.perf_counter() - t0:.1f}s")
     return 0

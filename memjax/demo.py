@@ -5,7 +5,8 @@ model (tiny depth/width, real 151,936-token vocabulary, random weights) is writt
 Face checkpoint, converted HF -> orbax -> HF with the converter, loaded back (logits checked bit-exact
 against the original), and asked a question through the real Qwen2.5 tokenizer and chat template;
 greedy generation runs on it and is decoded. Random weights produce noise text: the point is that every
-stage runs and agrees. Output goes to ./out/demo (override with --out).
+stage runs and agrees. Output goes to ./out/demo (override with --out): a directory the demo created
+(it holds the marker file .memjax-demo) is emptied and rewritten; any other non-empty directory is refused.
 
 Part 2 (a few minutes on CPU), the embedded RL default `configs/tiny.py` (memjax.tiny): a tiny memory agent
 trained by Multi-Conv GRPO from the shipped supervised warm start with the MemAgent workflow; prints the
@@ -16,7 +17,6 @@ PNG to <out>/tiny/reward_curve.png. `--rl-steps 0` skips it.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,8 +29,12 @@ from rich.table import Table
 
 from . import convert
 from .checkpoint import load_hf, save_hf
+from .config import ConfigError
 from .model import count_params, greedy_generate, init_model, presets
+from .runio import claim_marked_dir
 from .tokenizer import Tokenizer
+
+MARKER = ".memjax-demo"
 
 QUESTION = ("Document 1:\nThe Eiffel Tower was completed in 1889 for the Exposition Universelle in Paris.\n\n"
             "Question: In which year was the Eiffel Tower completed? Put the answer in \\boxed{}.")
@@ -39,7 +43,7 @@ QUESTION = ("Document 1:\nThe Eiffel Tower was completed in 1889 for the Exposit
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.demo", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="out/demo", help="working directory (re-created)")
+    ap.add_argument("--out", default="out/demo", help="working directory (re-created if the demo made it)")
     ap.add_argument("--preset", default="tiny-qwen-vocab", help="model preset (random weights)")
     ap.add_argument("--max-new-tokens", type=int, default=24)
     ap.add_argument("--seed", type=int, default=0)
@@ -47,9 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rl-heldout", type=int, default=None, help="held-out questions for part 2 (default: config's)")
     args = ap.parse_args(argv)
     con = Console()
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    try:  # never empty a directory the demo did not create (`--out .` must not wipe the user's files)
+        out = claim_marked_dir(args.out, MARKER, legacy=frozenset({"hf", "orbax", "hf_roundtrip", "tiny"}))
+    except ConfigError as e:
+        print(f"memjax.demo: error: {e}", file=sys.stderr)
+        return 2
     rc = foundation(args, out, con)
     if rc or args.rl_steps == 0:
         return rc

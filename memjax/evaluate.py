@@ -6,7 +6,10 @@ scores the last \\boxed{} answer with SQuAD sub-EM (the paper's accuracy; EM and
 `baseline` is on and a context fits the engine window, the same model also answers from the full
 context in one prompt (FULL_CONTEXT_TEMPLATE below, our wording) for comparison.
 Writes to out_dir: results.json, results.md (score table like the paper's Table 2), accuracy.png,
-traces.jsonl (memory after every chunk, final answer, scores). Nothing is downloaded: the model is an
+traces.jsonl (memory after every chunk, final answer, scores). Results are written after every length
+(results.json / results.md atomically, traces appended), so a failure at a later length loses nothing
+finished; out_dir is locked for the run and the config is checked before the model loads.
+Nothing is downloaded: the model is an
 HF directory (model.hf_path) or random weights of a preset, the data a HotpotQA JSON file (data_path).
 """
 
@@ -28,6 +31,7 @@ from .data import RulerHotpotQAConfig, load_hotpotqa, synthesize
 from .engine import Engine, EngineConfig, SamplingParams
 from .modelsource import ModelSource
 from .rewards import last_boxed, squad_scores
+from .runio import JsonlLog, OutDirLock, prepare_out_dir, write_atomic
 
 FULL_CONTEXT_TEMPLATE = ("Please read the following text and answer the question below.\n\n<text>\n{context}\n"
                          "</text>\n\nQuestion: {question}\nPut the answer in \\boxed{{}}.")
@@ -49,8 +53,10 @@ class EvalConfig:
     def __post_init__(self):
         if self.num_samples <= 0:
             raise ValueError(f"EvalConfig.num_samples must be > 0, got {self.num_samples}")
-        if not self.num_docs:
-            raise ValueError("EvalConfig.num_docs must list at least one N")
+        if not self.num_docs or any(n <= 0 for n in self.num_docs):
+            raise ValueError(f"EvalConfig.num_docs must list at least one N, each > 0 (got {self.num_docs})")
+        if not self.out_dir:
+            raise ValueError("EvalConfig.out_dir must not be empty")
 
 
 def _score(text: str, answers) -> dict[str, float]:
@@ -60,26 +66,41 @@ def _score(text: str, answers) -> dict[str, float]:
 
 
 def evaluate(cfg: EvalConfig, console: Console | None = None) -> dict:
-    con = console or Console()
+    if not isinstance(cfg, EvalConfig):
+        raise ConfigError(f"config is a {type(cfg).__name__}; memjax.evaluate expects an EvalConfig "
+                          "(a training config goes to python -m memjax.train)")
     if not cfg.data_path:
         raise ConfigError("data_path is not set: give a HotpotQA JSON file (--set data_path=...)")
+    if not Path(cfg.data_path).is_file():
+        raise ConfigError(f"data_path={cfg.data_path}: file not found")
+    out = prepare_out_dir(cfg.out_dir)
+    with OutDirLock(out):
+        return _evaluate(cfg, out, console or Console())
+
+
+def _evaluate(cfg: EvalConfig, out: Path, con: Console) -> dict:
     corpus = load_hotpotqa(cfg.data_path)
     n = min(cfg.num_samples, len(corpus))
     model, tok = cfg.model.load()
     engine = Engine(model, cfg.engine)
     agent = MemAgent(engine, tok, cfg.memagent)
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    rows, traces = [], []
+    rows = []
+    traces_log = JsonlLog(out / "traces.jsonl")
+    traces_log.path.unlink(missing_ok=True)
+    (out / "results.json").unlink(missing_ok=True)  # never leave a previous run's results looking like ours
+    config = json.loads(json.dumps(asdict(cfg), default=str))
     stop = (tok.eos_id, tok.endoftext_id)
-    for num_docs in cfg.num_docs:
+    for k, num_docs in enumerate(cfg.num_docs):
         samples = [synthesize(corpus, i, RulerHotpotQAConfig(num_docs=num_docs, seed=cfg.seed)) for i in range(n)]
+        con.print(f"N={num_docs} ({k + 1}/{len(cfg.num_docs)}): {n} questions x {cfg.memagent.group_size} "
+                  f"rollout(s), {sum(-(-len(tok.encode(s.context)) // cfg.memagent.chunk_tokens) for s in samples)} "
+                  "chunks in all ...")
         t0 = time.perf_counter()
         res = agent.run(samples)
         dt = time.perf_counter() - t0
         scores = [_score(t["final"], t["answers"]) for t in res.traces]
-        for t, s in zip(res.traces, scores):
-            traces.append({"num_docs": num_docs, "id": samples[t["sample"]].id, **t, "scores": s})
+        traces_log.write(*({"num_docs": num_docs, "id": samples[t["sample"]].id, **t, "scores": s}
+                           for t, s in zip(res.traces, scores)))
         lengths = [len(tok.encode(s.context)) for s in samples]
         row = {"num_docs": num_docs, "mean_tokens": float(np.mean(lengths)), "samples": len(res.traces),
                **{k: float(np.mean([s[k] for s in scores])) for k in ("sub_em", "em", "f1", "missing")},
@@ -97,14 +118,11 @@ def evaluate(cfg: EvalConfig, console: Console | None = None) -> dict:
             else:
                 row["baseline_sub_em"] = None  # does not fit the window
         rows.append(row)
+        result = {"config": config, "rows": rows, "complete": k + 1 == len(cfg.num_docs)}
+        write_atomic(out / "results.json", json.dumps(result, indent=2))  # after every length: nothing lost
+        write_atomic(out / "results.md", _markdown(rows))
         con.print(f"N={num_docs}: {row['mean_tokens']:.0f} tokens, sub-EM {row['sub_em']:.3f}, "
                   f"{row['conversations']} conversations in {dt:.1f}s")
-    result = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "rows": rows}
-    (out / "results.json").write_text(json.dumps(result, indent=2))
-    with (out / "traces.jsonl").open("w") as f:
-        for t in traces:
-            f.write(json.dumps(t, ensure_ascii=False) + "\n")
-    (out / "results.md").write_text(_markdown(rows))
     _plot(rows, out / "accuracy.png")
     table = Table(title=f"MemAgent accuracy vs length ({n} questions each)")
     for c in ("N docs", "tokens", "sub-EM", "EM", "F1", "no \\boxed", "full context sub-EM"):

@@ -171,7 +171,15 @@ class Tokenizer:
         """Token ids of `text`; no special tokens added, special-token strings in the text recognised."""
         if not isinstance(text, str):
             raise TypeError(f"encode expects str, got {type(text).__name__}")
-        return self._tok.encode(text, add_special_tokens=False).ids
+        try:
+            return self._tok.encode(text, add_special_tokens=False).ids
+        except TypeError:  # the tokenizers library's only word for text that is not valid Unicode
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValueError(f"encode: text is not valid Unicode: lone surrogate {text[e.start]!r} at character "
+                                 f"{e.start} (near {text[max(0, e.start - 20): e.start]!r})") from None
+            raise
 
     def decode(self, ids: Sequence[int] | np.ndarray, skip_special_tokens: bool = False,
                skip_unknown: bool = False) -> str:

@@ -10,7 +10,12 @@ the data order from the grain iterator state saved with each checkpoint, so a ru
 checkpoint reproduces the uninterrupted run bit for bit (on the same device kind), also after SIGKILL.
 A checkpoint (orbax, written asynchronously, committed atomically by rename) holds the parameters, the
 optimizer state, the step, the seed and the data iterator state; the last `keep_checkpoints` are kept.
-A checkpoint that fails to restore is reported and the previous one is used. Outputs in out_dir:
+A checkpoint that fails to restore is moved aside into checkpoints_corrupt/ with a warning and the
+previous one is used; every save is verified (memjax.checkpoint.run_checkpoints). The whole config is
+validated and out_dir locked (memjax.runio) before the model loads; on resume, metrics.jsonl and
+traces.jsonl are cut back to the restored step, so no line is repeated. A non-finite loss or gradient
+stops the run before the update is applied (OptimConfig.on_nonfinite), leaving the last good checkpoint
+as the latest and no hf/ export. Outputs in out_dir:
 metrics.jsonl, TensorBoard events (tb/), traces.jsonl, checkpoints/, and hf/ (the final policy as a
 Hugging Face checkpoint).
 """
@@ -34,6 +39,7 @@ from rich.console import Console
 from . import flops
 from .agents import MemAgent, MemAgentConfig
 from .checkpoint import save_hf
+from .checkpoint.run_checkpoints import RunCheckpoints, one_line
 from .config import ConfigError, run_cli
 from .data import HotpotQASource, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
 from .engine import Engine, EngineConfig
@@ -42,6 +48,7 @@ from .parallel import initialize, make_mesh
 from .rl.advantages import AdvantageConfig
 from .rl.dapo import DynamicSampler, overlong_penalty
 from .rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
+from .runio import JsonlLog, OutDirLock, prepare_out_dir
 
 
 @dataclass(frozen=True)
@@ -81,8 +88,15 @@ class TrainConfig:
     resume: bool = True
 
     def __post_init__(self):
-        if self.steps <= 0 or self.checkpoint_every <= 0 or self.max_gen_batches <= 0:
-            raise ValueError(f"TrainConfig: steps, checkpoint_every and max_gen_batches must be > 0")
+        for f in ("steps", "checkpoint_every", "max_gen_batches", "keep_checkpoints"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
+        if not self.out_dir:
+            raise ValueError("TrainConfig.out_dir must not be empty")
+        if self.overlong_buffer < 0 or not np.isfinite(self.overlong_penalty):
+            raise ValueError("TrainConfig: overlong_buffer must be >= 0 and overlong_penalty finite")
+        if self.mesh_data == 0 or self.mesh_data < -1:
+            raise ValueError(f"TrainConfig.mesh_data must be -1 (all devices) or >= 1, got {self.mesh_data}")
 
 
 def _shape_rewards(cfg: TrainConfig, batch):
@@ -103,28 +117,41 @@ class Run:
         initialize()
         if not cfg.data.path:
             raise ConfigError("data.path is not set: give a HotpotQA JSON file (--set data.path=...)")
+        if not Path(cfg.data.path).is_file():
+            raise ConfigError(f"data.path={cfg.data.path}: file not found")
+        self.out = prepare_out_dir(cfg.out_dir)  # before any model is loaded: a bad out_dir fails at once
+        self._lock = OutDirLock(self.out).acquire()
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self) -> None:
+        cfg = self.cfg
+        try:  # the mesh must match the devices: checked before the model loads
+            mesh = make_mesh(data=cfg.mesh_data)
+        except ValueError as e:
+            raise ConfigError(f"mesh_data={cfg.mesh_data}: {e} (jax sees {jax.device_count()} device(s))") from None
+        corpus = load_hotpotqa(cfg.data.path)
         self.model, self.tok = cfg.model.load()
         ref = copy.deepcopy(self.model) if cfg.loss.kl_coef else None
-        mesh = make_mesh(data=cfg.mesh_data)
         self.trainer = Trainer(self.model, cfg.optim, cfg.loss, cfg.update, cfg.advantage, ref_model=ref, mesh=mesh)
         self.engine = Engine(self.model, cfg.engine)
-        corpus = load_hotpotqa(cfg.data.path)
         source = HotpotQASource(corpus, RulerHotpotQAConfig(num_docs=cfg.data.num_docs, seed=cfg.data.seed))
         self.data = iter(make_pipeline(source, batch_size=cfg.data.prompts_per_step, seed=cfg.data.seed,
                                        num_epochs=None, drop_remainder=True))
-        self.out = Path(cfg.out_dir).absolute()
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.ckpt = ocp.CheckpointManager(self.out / "checkpoints", options=ocp.CheckpointManagerOptions(
-            max_to_keep=cfg.keep_checkpoints, create=True))
+        self.ckpts = RunCheckpoints(self.out / "checkpoints", cfg.keep_checkpoints,
+                                    warn=lambda m: self.con.print(m, style="yellow", markup=False))
         self.step = 0
         if cfg.resume:
-            for step in sorted(self.ckpt.all_steps(), reverse=True):
-                try:
-                    self._restore(step)
-                    break
-                except Exception as e:  # corrupt / partial: say so and fall back to the previous one
-                    self.con.print(f"[yellow]checkpoint {step} in {self.out / 'checkpoints'} cannot be restored "
-                                   f"({type(e).__name__}: {str(e)[:200]}); trying the previous one")
+            self.ckpts.restore_latest(lambda _, step: self._restore(step))
+        elif self.ckpts.all_steps():
+            raise ConfigError(f"out_dir={cfg.out_dir}: holds checkpoints {self.ckpts.all_steps()} and resume=false; "
+                              "use a new out_dir (or resume=true)")
+        self.metrics_log, self.traces_log = JsonlLog(self.out / "metrics.jsonl"), JsonlLog(self.out / "traces.jsonl")
+        for log in (self.metrics_log, self.traces_log):  # lines past the restored step were never checkpointed
+            log.truncate(self.step)
         self._tb = None  # TensorBoard writer, opened on the first step and closed at the end of run()
 
     # -- checkpoints ----------------------------------------------------------------------------------
@@ -135,24 +162,59 @@ class Run:
     def save(self) -> None:
         meta = {"step": self.step, "seed": self.cfg.seed, "data": self.data.get_state(),
                 "config": dataclasses.asdict(self.cfg)}
-        self.ckpt.wait_until_finished()  # at most one save in flight
-        self.ckpt.save(self.step, args=ocp.args.Composite(state=ocp.args.StandardSave(self._state()),
-                                                          meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
+        self.ckpts.save(self.step, args=ocp.args.Composite(  # waits for (and verifies) the previous save
+            state=ocp.args.StandardSave(self._state()), meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
+
+    def close(self) -> None:
+        """Finish (and verify) the save in flight, close the checkpoint manager, release out_dir's lock."""
+        try:
+            if getattr(self, "ckpts", None) is not None:
+                self.ckpts.close()
+                self.ckpts = None
+            if getattr(self, "_tb", None) is not None:
+                self._tb.close()
+                self._tb = None
+        finally:
+            if getattr(self, "_lock", None) is not None:
+                self._lock.release()
+                self._lock = None
 
     def _restore(self, step: int) -> None:
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, self._state())
-        got = self.ckpt.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
-                                                              meta=ocp.args.JsonRestore()))
-        params = nnx.state(self.model, nnx.Param)
-        params.replace_by_pure_dict(got["state"]["model"])
+        try:
+            got = self.ckpts.mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
+                                                                       meta=ocp.args.JsonRestore()))
+        except Exception:
+            self._check_same_model(step)  # another model's checkpoint is a config mistake, not corruption
+            raise
+        try:  # the checkpoint read back: failing to apply it is a config mismatch, not corruption
+            params = nnx.state(self.model, nnx.Param)
+            params.replace_by_pure_dict(got["state"]["model"])
+            opt = nnx.state(self.trainer.optimizer)
+            opt.replace_by_pure_dict(got["state"]["opt"])
+            self.data.set_state(got["meta"]["data"])
+        except Exception as e:
+            raise ConfigError(f"out_dir={self.cfg.out_dir}: checkpoint {step} does not fit this config "
+                              f"({one_line(e)}); use a new out_dir") from None
         nnx.update(self.model, params)
-        opt = nnx.state(self.trainer.optimizer)
-        opt.replace_by_pure_dict(got["state"]["opt"])
         nnx.update(self.trainer.optimizer, opt)
-        self.data.set_state(got["meta"]["data"])
         self.step = int(got["meta"]["step"])
         self.engine.update_weights(self.model)
         self.con.print(f"resumed from {self.out / 'checkpoints'} at step {self.step}")
+
+    def _check_same_model(self, step: int) -> None:
+        try:
+            meta = self.ckpts.mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+            saved = meta["config"]["model"]
+        except Exception:
+            return  # unreadable metadata: corruption, handled by the caller
+        now = dataclasses.asdict(self.cfg.model)
+        diff = [k for k in ("hf_path", "preset", "dtype") if k in saved and saved[k] != now[k]
+                and not (k == "preset" and now["hf_path"])]
+        if diff:
+            raise ConfigError(f"out_dir={self.cfg.out_dir}: checkpoint {step} is of another model ("
+                              + ", ".join(f"model.{k}={saved[k]!r}, this config {now[k]!r}" for k in diff)
+                              + "); use a new out_dir")
 
     # -- one step ------------------------------------------------------------------------------------
     def rollout(self):
@@ -207,11 +269,8 @@ class Run:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
                 self._tb.add_scalar(k, v, self.step + 1)
         self.step += 1
-        with (self.out / "metrics.jsonl").open("a") as f:
-            f.write(json.dumps(metrics) + "\n")
-        with (self.out / "traces.jsonl").open("a") as f:
-            for t in traces[:4]:
-                f.write(json.dumps({"step": self.step, **t}, ensure_ascii=False) + "\n")
+        self.metrics_log.write(metrics)
+        self.traces_log.write(*({"step": self.step, **t} for t in traces[:4]))
         if self.step % self.cfg.checkpoint_every == 0 or self.step == self.cfg.steps:
             self.save()
         return metrics
@@ -220,18 +279,18 @@ class Run:
         from rich.progress import Progress
 
         history = []
-        with Progress(transient=True, console=self.con) as bar:
-            task = bar.add_task("training", total=self.cfg.steps, completed=self.step)
-            while self.step < self.cfg.steps:
-                m = self.train_step()
-                history.append(m)
-                bar.update(task, completed=self.step)
-                self._print(m)
-        self.ckpt.wait_until_finished()
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
-        save_hf(self.model, self.out / "hf")
+        try:
+            with Progress(transient=True, console=self.con) as bar:
+                task = bar.add_task("training", total=self.cfg.steps, completed=self.step)
+                while self.step < self.cfg.steps:
+                    m = self.train_step()
+                    history.append(m)
+                    bar.update(task, completed=self.step)
+                    self._print(m)
+            self.ckpts.finish()
+            save_hf(self.model, self.out / "hf")
+        finally:
+            self.close()
         self.con.print(f"metrics: {self.out / 'metrics.jsonl'}  tensorboard: {self.out / 'tb'}  "
                        f"checkpoints: {self.out / 'checkpoints'}  policy (HF): {self.out / 'hf'}")
         return history
@@ -239,7 +298,7 @@ class Run:
     def _print(self, m: dict) -> None:
         self.con.print(f"step {m['step']}/{self.cfg.steps}  score {m['score']:.3f}  "
                        f"rollout {m['rollout_s']:.1f}s  update {m['update_s']:.1f}s  "
-                       f"mismatch {m.get('logp_mismatch_mean') or float('nan'):.2e}  grad {m.get('grad_norm') or 0:.3f}")
+                       f"mismatch {m.get('logp_mismatch_mean') or float('nan'):.2e}  grad {m.get('grad_norm') or 0:.3g}")
 
 
 def _train(cfg) -> None:

@@ -20,6 +20,8 @@ from flax import nnx
 
 from memjax import load_hf, train
 from memjax.config import ConfigError, apply_overrides
+from memjax.rl.trainer import NonFiniteError, Trainer
+from memjax.runio import OutDirLock
 
 DATA = Path(__file__).parent / "fixtures" / "data" / "hotpotqa_dev_excerpt.json"
 SETS = [f"data.path={DATA}", "data.num_docs=10", "data.prompts_per_step=2", "memagent.group_size=2",
@@ -75,17 +77,45 @@ def test_sigkill_then_resume_is_bit_identical(uninterrupted, tmp_path):
     for a, b in zip(_params(full), _params(resumed)):
         assert np.array_equal(a, b)
     again = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert again[-1]["step"] == 2 and again[-1]["grad_norm"] == hist[1]["grad_norm"]
+    assert [m["step"] for m in again] == [1, 2]  # no repeated lines after the kill (issue 23, item 8)
+    assert again[-1]["grad_norm"] == hist[1]["grad_norm"]
 
 
-def test_corrupt_checkpoint_falls_back(uninterrupted, tmp_path, capsys):
-    src, _, _ = uninterrupted
+def test_corrupt_checkpoint_falls_back_and_the_run_keeps_saving(uninterrupted, tmp_path, capsys):
+    src, full, _ = uninterrupted
     out = tmp_path / "corrupt"
     shutil.copytree(src, out)
     shutil.rmtree(out / "checkpoints" / "2" / "state" / "d")  # the array data of the latest checkpoint
     run = train.Run(_cfg(out, 2))
     assert run.step == 1
     assert "checkpoint 2" in capsys.readouterr().out
+    assert (out / "checkpoints_corrupt" / "2").is_dir()  # moved aside, not deleted (issue 23, item 1)
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [1]
+    run.run()  # retrains step 2 and saves it (orbax used to decline, and retention then deleted step 1)
+    assert sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit()) == [1, 2]
+    for a, b in zip(_params(full), _params(run)):  # the retrained step 2 equals the uninterrupted one
+        assert np.array_equal(a, b)
+
+
+def test_nonfinite_update_stops_and_keeps_the_last_good_checkpoint(uninterrupted, tmp_path, monkeypatch, capsys):
+    src, _, _ = uninterrupted
+    out = tmp_path / "nan"
+    shutil.copytree(src, out)
+    shutil.rmtree(out / "hf")
+
+    def nan_update(self, batch, seed=0):
+        raise NonFiniteError("non-finite loss (loss nan, gradient norm nan) at optimizer step 3; the update was "
+                             "not applied")
+
+    monkeypatch.setattr(Trainer, "update", nan_update)
+    assert train.main([a for s in SETS + [f"out_dir={out}", "steps=3"] for a in ("--set", s)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("memjax.train: stopped: non-finite loss") and len(err.splitlines()) == 1
+    assert sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit()) == [1, 2]
+    assert not (out / "hf").exists()
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    with OutDirLock(out):  # the stopped run released out_dir
+        pass
 
 
 def test_errors(tmp_path, capsys):

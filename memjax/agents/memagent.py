@@ -68,6 +68,10 @@ class MemAgentConfig:
                 raise ValueError(f"MemAgentConfig.{f} must be > 0, got {getattr(self, f)}")
         if self.max_active < 0:
             raise ValueError(f"MemAgentConfig.max_active must be >= 0, got {self.max_active}")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ValueError(f"MemAgentConfig.temperature must be finite and >= 0, got {self.temperature}")
+        if not (0 < self.top_p <= 1):
+            raise ValueError(f"MemAgentConfig.top_p must be in (0, 1], got {self.top_p}")
         for f, need in (("memory_template", ("{prompt}", "{memory}", "{chunk}")),
                         ("final_template", ("{prompt}", "{memory}"))):
             missing = [k for k in need if k not in getattr(self, f)]

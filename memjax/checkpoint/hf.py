@@ -9,13 +9,15 @@ Invariants:
 - torch Linear weights are [out, in]; ours are [in, out] (transposed on the way in and out).
 - Tied models: `lm_head.weight` is not written (transformers re-ties it on load) and is ignored on read.
 - Round trip save -> load is bit-exact in the parameter dtype.
-Every failure is a CheckpointError naming the file and the tensor.
+Every failure is a CheckpointError naming the file and the tensor; tensors holding NaN/inf load with a
+warning naming them. Written files get the usual permissions (0666 minus the umask), not 0600.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -145,6 +147,7 @@ def load_hf(path: str | os.PathLike, dtype: str = "float32", *, compute_dtype: s
     shapes = param_shapes(cfg)
     model = abstract_model(cfg)
     expected_names: set[str] = set()
+    nonfinite: list[str] = []
     try:
         for key, shape in shapes.items():
             names = _hf_names(key, cfg)
@@ -159,6 +162,8 @@ def load_hf(path: str | os.PathLike, dtype: str = "float32", *, compute_dtype: s
                     raise CheckpointError(f"{reader.weight_map[name]}: tensor {name!r} has shape "
                                           f"{tuple(t.T.shape if transpose else t.shape)}, expected "
                                           f"{tuple(per[::-1] if transpose else per)} for config {root / 'config.json'}")
+                if np.issubdtype(t.dtype, np.floating) and not np.isfinite(t).all():
+                    nonfinite.append(name)
                 if key.startswith("layers/"):
                     buf[i] = t
                 else:
@@ -169,6 +174,9 @@ def load_hf(path: str | os.PathLike, dtype: str = "float32", *, compute_dtype: s
             del buf
     finally:
         reader.close()
+    if nonfinite:
+        warnings.warn(f"{root}: {len(nonfinite)} tensor(s) hold NaN or inf values: {', '.join(nonfinite[:5])}"
+                      f"{' ...' if len(nonfinite) > 5 else ''}", RuntimeWarning, stacklevel=2)
     if cfg.tie_word_embeddings:
         expected_names.add("lm_head.weight")
     unexpected = sorted(n for n in reader.weight_map if n not in expected_names
@@ -231,9 +239,12 @@ def save_hf(model: Qwen2, out_dir: str | os.PathLike, *, max_shard_bytes: int = 
     meta = {"format": "pt"}
     files = [SINGLE] if len(shards) == 1 else [f"model-{j + 1:05d}-of-{len(shards):05d}.safetensors"
                                                for j in range(len(shards))]
+    umask = os.umask(0)
+    os.umask(umask)
     for fname, shard in zip(files, shards):
         save_file({name: _host_tensor(model, key, layer) for name, key, layer in shard},
                   str(out / fname), metadata=meta)
+        os.chmod(out / fname, 0o666 & ~umask)  # safetensors writes through a private (0600) temporary file
     if len(shards) == 1:
         (out / INDEX).unlink(missing_ok=True)
     else:

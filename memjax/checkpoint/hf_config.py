@@ -40,8 +40,17 @@ def _rope(hf: dict[str, Any], where: str) -> float:
     return float(theta)
 
 
+def _int(hf: dict[str, Any], key: str, where: str, default: Any = None) -> int:
+    v = hf.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise CheckpointError(f"{where}: {key} must be an integer, got {v!r}")
+    return v
+
+
 def from_hf_config(hf: dict[str, Any], *, where: str = "config.json", param_dtype: str = "float32",
                    dtype: str | None = None) -> ModelConfig:
+    if not isinstance(hf, dict):
+        raise CheckpointError(f"{where}: must hold a JSON object, got a {type(hf).__name__}")
     archs = hf.get("architectures") or [_ARCH]
     if hf.get("model_type", "qwen2") != "qwen2" or _ARCH not in archs:
         raise CheckpointError(f"{where}: architecture {archs} / model_type {hf.get('model_type')!r} is not "
@@ -56,25 +65,25 @@ def from_hf_config(hf: dict[str, Any], *, where: str = "config.json", param_dtyp
     missing = [k for k in required if k not in hf]
     if missing:
         raise CheckpointError(f"{where}: missing required field(s) {', '.join(missing)}")
-    heads = int(hf["num_attention_heads"])
+    heads = _int(hf, "num_attention_heads", where)
     try:
         return ModelConfig(
-            vocab_size=int(hf["vocab_size"]),
-            hidden_size=int(hf["hidden_size"]),
-            intermediate_size=int(hf["intermediate_size"]),
-            num_layers=int(hf["num_hidden_layers"]),
+            vocab_size=_int(hf, "vocab_size", where),
+            hidden_size=_int(hf, "hidden_size", where),
+            intermediate_size=_int(hf, "intermediate_size", where),
+            num_layers=_int(hf, "num_hidden_layers", where),
             num_heads=heads,
-            num_kv_heads=int(hf.get("num_key_value_heads") or heads),
-            head_dim=int(hf.get("head_dim") or 0),
+            num_kv_heads=_int(hf, "num_key_value_heads", where, None) if hf.get("num_key_value_heads") else heads,
+            head_dim=_int(hf, "head_dim", where) if hf.get("head_dim") else 0,
             rope_theta=_rope(hf, where),
             rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
             tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
-            max_position_embeddings=int(hf.get("max_position_embeddings", 32_768)),
+            max_position_embeddings=_int(hf, "max_position_embeddings", where, 32_768),
             param_dtype=param_dtype,
             dtype=dtype or param_dtype,
             name=str(hf.get("_name_or_path") or "hf"),
         )
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         raise CheckpointError(f"{where}: {e}") from None
 
 

@@ -3,7 +3,8 @@
 Layout of a directory written by `save_params(model, dir)`:
   dir/memjax_model.json   the ModelConfig fields (so a checkpoint is self-describing)
   dir/params/             an orbax StandardCheckpointer tree of {name: array} in our stacked layout.
-`load_params(dir, dtype=None)` restores into a fresh Qwen2 (optionally casting the parameter dtype).
+`load_params(dir, dtype=None)` restores into a fresh Qwen2 (optionally casting the parameter dtype); a
+damaged checkpoint is one CheckpointError line naming the directory.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from flax import nnx
 from ..model.config import ModelConfig
 from ..model.qwen2 import Qwen2, abstract_model, param_shapes
 from .errors import CheckpointError
+from .run_checkpoints import one_line
 
 CONFIG_FILE = "memjax_model.json"
 
@@ -62,8 +64,8 @@ def load_params(path: str | os.PathLike, dtype: str | None = None) -> Qwen2:
     try:
         with ocp.StandardCheckpointer() as ckpt:
             flat = ckpt.restore(root / "params", abstract)
-    except Exception as e:
-        raise CheckpointError(f"{root / 'params'}: cannot restore parameters ({e})") from None
+    except Exception as e:  # orbax/TensorStore errors carry pages of spec: keep their first line
+        raise CheckpointError(f"{root / 'params'}: cannot restore parameters ({one_line(e)})") from None
     model = abstract_model(cfg)
     for k in param_shapes(cfg):
         setattr(*_owner(model, k), nnx.Param(flat[k.replace("/", ".")].astype(cfg.jnp_param_dtype)))

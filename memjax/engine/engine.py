@@ -12,6 +12,10 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
   and is requeued at the front with prompt + generated tokens; because sampling keys depend only on
   (seed, position), its final output is the one it would have produced unpreempted.
 - `update_weights(params)` swaps in new policy weights of the same shapes without recompiling.
+- `abort(rids=None)` forgets requests (all when None): queued ones leave the queue at once; one already
+  on the device runs to its end there and its completion is dropped, so after an exception inside a
+  workflow the engine serves the next caller with no orphan completions. `generate` validates every
+  prompt before enqueueing any and aborts its own requests if it is interrupted.
 Invariants: prompts are non-empty lists of ints < vocab; prompt_len < window unless
 overlong_prompt="truncate_left" (keeps the last window - 1 tokens, recorded in Completion.prompt_truncated).
 """
@@ -88,6 +92,7 @@ class Engine:
         self._groups: dict[tuple[int, ...], tuple[int, set[int]]] = {}  # prompt -> (group id, live rids)
         self._group_ids = itertools.count()
         self._ids = itertools.count()
+        self._aborted: set[int] = set()  # aborted while on the device: their completions are dropped
         self.stats = collections.Counter()
 
     # -- weights ------------------------------------------------------------------------------------
@@ -102,8 +107,14 @@ class Engine:
 
     # -- submission ---------------------------------------------------------------------------------
     def submit(self, prompt, params: SamplingParams | None = None) -> int:
-        params = params or SamplingParams()
+        return self._enqueue(*self._check(prompt, params or SamplingParams()))
+
+    def _check(self, prompt, params: SamplingParams) -> tuple[list[int], SamplingParams, int]:
+        """Validate one request; returns (prompt as ints, params, tokens truncated). Enqueues nothing."""
         ecfg, vocab = self.config, self.model_config.vocab_size
+        bad = next((t for t in prompt if isinstance(t, bool) or not isinstance(t, (int, np.integer))), None)
+        if bad is not None:
+            raise ValueError(f"Engine.submit: prompt token ids must be integers, got {bad!r} ({type(bad).__name__})")
         prompt = [int(t) for t in prompt]
         if not prompt:
             raise ValueError("Engine.submit: prompt is empty")
@@ -119,6 +130,10 @@ class Engine:
                                  f"{ecfg.window}-token window (set overlong_prompt='truncate_left' to keep its end)")
             truncated = len(prompt) - (ecfg.window - 1)
             prompt = prompt[truncated:]
+        return prompt, params, truncated
+
+    def _enqueue(self, prompt: list[int], params: SamplingParams, truncated: int) -> int:
+        ecfg = self.config
         rid = next(self._ids)
         seed = params.seed if params.seed is not None else (ecfg.seed * 1_000_003 + rid) % (2**31 - 1)
         gid, members = self._groups.setdefault(tuple(prompt), (next(self._group_ids), set()))
@@ -127,6 +142,26 @@ class Engine:
                                    shared_pages=(len(prompt) - 1) // ecfg.page_size)
         self._pending.append(self._live[rid])
         return rid
+
+    def abort(self, rids=None) -> int:
+        """Forget the given requests (every unfinished one when None); returns how many were live.
+
+        Queued requests are removed now; a request already on the device finishes there (its slot and
+        pages are released as usual) and its completion is dropped by `step`."""
+        targets = set(self._live) if rids is None else {int(r) for r in rids} & set(self._live)
+        queued = {r.rid for r in self._pending}
+        self._pending = collections.deque(r for r in self._pending if r.rid not in targets)
+        for rid in targets:
+            self._forget(self._live.pop(rid))
+        self._aborted |= targets - queued
+        return len(targets)
+
+    def _forget(self, req: _Request) -> None:
+        key = tuple(req.prompt[: req.orig_len])
+        if key in self._groups:
+            self._groups[key][1].discard(req.rid)
+            if not self._groups[key][1]:
+                del self._groups[key]
 
     @property
     def num_unfinished(self) -> int:
@@ -159,7 +194,7 @@ class Engine:
 
     def step(self, max_rounds: int | None = None) -> list[Completion]:
         """One device call: up to max_rounds (default rounds_per_sync) rounds. Returns finished requests."""
-        if not self._live:
+        if not self._live:  # requests aborted on the device drain during later calls
             return []
         queue, rows = self._queue()
         before = jax.device_get(self._counters)
@@ -176,7 +211,11 @@ class Engine:
             self.stats[f] += int(getattr(after, f) - getattr(before, f))
         done, requeue = [], []
         for i in range(int(ring.count)):
-            req = self._live[int(ring.req[i])]
+            rid = int(ring.req[i])
+            if rid not in self._live:  # aborted while on the device (finished or preempted: it has left it)
+                self._aborted.discard(rid)
+                continue
+            req = self._live[rid]
             p, g = int(ring.prompt_len[i]), int(ring.n_gen[i])
             req.gen += ring.tokens[i, p: p + g].tolist()
             req.lps += ring.logprobs[i, p: p + g].tolist()
@@ -186,10 +225,7 @@ class Engine:
                 requeue.append(req)
                 continue
             del self._live[req.rid]
-            key = tuple(req.prompt[: req.orig_len])
-            self._groups[key][1].discard(req.rid)
-            if not self._groups[key][1]:
-                del self._groups[key]
+            self._forget(req)
             done.append(Completion(token_ids=req.gen, logprobs=req.lps, finish_reason=FINISH_NAMES[int(ring.reason[i])],
                                    prompt_len=req.orig_len, request_id=req.rid, preemptions=req.preemptions,
                                    prompt_truncated=req.truncated))
@@ -205,12 +241,20 @@ class Engine:
             plist = list(params)
         else:
             plist = [params or SamplingParams()] * len(prompts)
-        rids = [self.submit(p, sp) for p, sp in zip(prompts, plist)]
+        checked = [self._check(p, sp or SamplingParams()) for p, sp in zip(prompts, plist)]  # all, before any is queued
+        rids = [self._enqueue(*c) for c in checked]
+        try:
+            return self._collect(rids)
+        except BaseException:
+            self.abort(rids)
+            raise
+
+    def _collect(self, rids: list[int]) -> list[Completion]:
         want, out = set(rids), {}
-        show = self.config.progress and len(prompts) >= 8
+        show = self.config.progress and len(rids) >= 8
         with Progress(TextColumn("generate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[tok]} tok"), disable=not show, transient=True) as bar:
-            task = bar.add_task("gen", total=len(prompts), tok=0)
+            task = bar.add_task("gen", total=len(rids), tok=0)
             while want - out.keys():
                 for c in self.step():
                     out[c.request_id] = c

@@ -9,8 +9,8 @@ Definitions (MemAgent `taskutils/memory_eval/utils`, from the HotpotQA evaluatio
   HotpotQA), if either side normalises to "yes", "no" or "noanswer" and they differ, f1 is 0. When either token list
   is empty, f1 = 1.0 if both are empty else 0.0 (official SQuAD rule);
 - sub_em: normalised gold in normalised prediction OR normalised prediction in normalised gold (MemAgent's
-  definition is two-sided). Guard added here: an empty normalised prediction (e.g. "the") is a substring of
-  everything, so it scores sub_em = em instead of 1.
+  definition is two-sided). Guard added here: an empty normalised prediction or gold (e.g. "the") is a
+  substring of everything, so either scores sub_em = em instead of 1.
 
 Invariants: every value is in [0, 1]; each metric is maximised over the golds independently; a missing prediction
 (None or not a str) scores 0 on all three and is counted in `stats`; never raises on model output.
@@ -56,7 +56,7 @@ def token_f1(pred: str, gold: str, *, hotpot_yes_no: bool = True) -> float:
 
 def sub_exact_match(pred: str, gold: str) -> float:
     p, g = normalize_answer(pred), normalize_answer(gold)
-    if not p:
+    if not p or not g:  # "" is in every string: only an exact (empty) match counts
         return float(p == g)
     return float(g in p or p in g)
 

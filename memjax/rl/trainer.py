@@ -9,13 +9,17 @@ update loop. Invariants:
 - Parameters stay in the model's param_dtype (fp32 master weights when the model computes in bf16);
   optimizer state follows the parameters. With a mesh, micro-batch rows are sharded over (data, fsdp)
   and parameters by memjax.parallel.param_shardings (FSDP / tensor); XLA inserts the collectives.
+- A non-finite loss or gradient norm is caught before the optimizer applies it: by default
+  (`OptimConfig.on_nonfinite="stop"`) a NonFiniteError stops the run with the model untouched; "skip"
+  drops that optimizer step and counts it in the `skipped_steps` metric.
 - Old log-probs: by default recomputed by the trainer before the first update (the engine's rollout
   log-probs are kept for the mismatch metric: mean/max |engine - trainer| over response tokens).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +31,21 @@ from ..parallel import data_size, param_shardings, rows_sharding
 from .advantages import AdvantageConfig, compute_advantages
 from .batch import RolloutBatch
 from .logprobs import token_logprobs
-from .losses import AGG_MODES, agg_denominator, policy_loss
+from ..config import RunError
+from .losses import AGG_MODES, KL_ESTIMATORS, agg_denominator, policy_loss
+
+NONFINITE_POLICIES = ("stop", "skip")
+
+
+class NonFiniteError(RunError):
+    """The loss or gradient became NaN/inf; raised before the bad update reaches the parameters."""
+
+
+def _finite_fields(obj) -> None:
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{type(obj).__name__}.{f.name} must be finite, got {v}")
 
 
 @dataclass(frozen=True)
@@ -39,10 +57,17 @@ class OptimConfig:
     b2: float = 0.999
     eps: float = 1e-8
     grad_clip: float = 1.0  # global-norm clip; 0 = off
+    on_nonfinite: str = "stop"  # NaN/inf loss or gradient: "stop" the run, or "skip" the step (counted)
 
     def __post_init__(self):
-        if self.lr <= 0 or self.warmup_steps < 0 or self.grad_clip < 0:
-            raise ValueError(f"OptimConfig: lr must be > 0, warmup_steps and grad_clip >= 0 (got {self})")
+        _finite_fields(self)
+        if self.lr <= 0 or self.warmup_steps < 0 or self.grad_clip < 0 or self.weight_decay < 0 or self.eps <= 0:
+            raise ValueError(f"OptimConfig: lr and eps must be > 0, warmup_steps, grad_clip and weight_decay >= 0 "
+                             f"(got {self})")
+        if not (0 <= self.b1 < 1 and 0 <= self.b2 < 1):
+            raise ValueError(f"OptimConfig: b1 and b2 must be in [0, 1), got {self.b1}, {self.b2}")
+        if self.on_nonfinite not in NONFINITE_POLICIES:
+            raise ValueError(f"OptimConfig.on_nonfinite must be one of {NONFINITE_POLICIES}, got {self.on_nonfinite!r}")
 
 
 @dataclass(frozen=True)
@@ -57,6 +82,13 @@ class LossConfig:
     log_ratio_clamp: float = 20.0
 
     def __post_init__(self):
+        if self.dual_clip is not None and not math.isfinite(self.dual_clip):
+            raise ValueError(f"LossConfig.dual_clip must be finite, got {self.dual_clip}")
+        _finite_fields(self)
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"LossConfig.kl_estimator must be one of {KL_ESTIMATORS}, got {self.kl_estimator!r}")
+        if self.kl_coef < 0 or self.log_ratio_clamp <= 0:
+            raise ValueError(f"LossConfig: kl_coef must be >= 0 and log_ratio_clamp > 0 (got {self})")
         if self.agg not in AGG_MODES:
             raise ValueError(f"LossConfig.agg must be one of {AGG_MODES}, got {self.agg!r}")
         if self.clip_low < 0 or self.clip_high < 0 or (self.dual_clip is not None and self.dual_clip <= 1):
@@ -77,6 +109,8 @@ class UpdateConfig:
         for f in ("ppo_epochs", "mini_batches", "micro_rows", "pad_tokens"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"UpdateConfig.{f} must be > 0, got {getattr(self, f)}")
+        if not (math.isfinite(self.temperature) and self.temperature > 0):
+            raise ValueError(f"UpdateConfig.temperature must be finite and > 0, got {self.temperature}")
 
 
 def make_optimizer(model, cfg: OptimConfig) -> nnx.Optimizer:
@@ -116,11 +150,14 @@ def _add(a, b):
     return jax.tree.map(jnp.add, a, b)
 
 
+@jax.jit
+def _norm(grads):
+    return optax.tree.norm(grads)
+
+
 @nnx.jit
 def _apply(optimizer, model, grads):
-    gnorm = optax.tree.norm(grads)
     optimizer.update(model, grads)
-    return gnorm
 
 
 class Trainer:
@@ -137,6 +174,7 @@ class Trainer:
                     params = nnx.state(m, nnx.Param)
                     nnx.update(m, jax.device_put(params, param_shardings(params, mesh)))
         self.optimizer = make_optimizer(model, optim)
+        self.optimizer_steps = 0  # applied updates (this process)
         self._dp = data_size(mesh) if mesh is not None else 1
         if update.micro_rows % self._dp:
             raise ValueError(f"UpdateConfig.micro_rows={update.micro_rows} must be a multiple of the mesh data "
@@ -201,7 +239,7 @@ class Trainer:
         arrays.setdefault("ref_logp", np.zeros((n, t), np.float32))
         rng = np.random.default_rng(seed)
         totals: dict[str, float] = {}
-        steps = 0
+        steps = skipped = 0
         for _ in range(u.ppo_epochs):
             order = rng.permutation(batch.num_samples)
             for part in np.array_split(order, u.mini_batches):
@@ -220,7 +258,16 @@ class Trainer:
                     grads = g if grads is None else _add(grads, g)
                     loss_value += float(value)  # micro losses share the global denominator: they add up
                     mb_metrics.append(jax.device_get(metrics))
-                gnorm = _apply(self.optimizer, self.model, grads)
+                gnorm = float(_norm(grads))
+                if not (math.isfinite(gnorm) and math.isfinite(loss_value)):
+                    if self.optim_cfg.on_nonfinite == "stop":
+                        raise NonFiniteError(f"non-finite {'loss' if not math.isfinite(loss_value) else 'gradient'} "
+                                             f"(loss {loss_value}, gradient norm {gnorm}) at optimizer step "
+                                             f"{self.optimizer_steps + 1}; the update was not applied")
+                    skipped += 1
+                    continue
+                _apply(self.optimizer, self.model, grads)
+                self.optimizer_steps += 1
                 steps += 1
                 tok = sum(m["num_tokens"] for m in mb_metrics)
                 for key in ("clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean", "entropy",
@@ -232,6 +279,7 @@ class Trainer:
                 totals["loss"] = totals.get("loss", 0.0) + loss_value
         stats.update({k: v / max(steps, 1) for k, v in totals.items()})
         stats["optimizer_steps"] = steps
+        stats["skipped_steps"] = skipped
         stats["reward_mean"] = float(batch.reward.mean())
         stats["response_tokens"] = float(mask.sum())
         return stats

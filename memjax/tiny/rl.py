@@ -142,7 +142,7 @@ def run(cfg: TinyRLConfig, log=print) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..config import ConfigError, parse_cli
+    from ..config import ConfigError, RunError, parse_cli
     from .report import print_report, plot
 
     try:
@@ -151,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError, FileNotFoundError) as e:
         print(f"memjax.tiny.rl: error: {e}", file=sys.stderr)
         return 2
+    except RunError as e:  # e.g. a non-finite loss (memjax.rl.trainer.NonFiniteError)
+        print(f"memjax.tiny.rl: stopped: {e}", file=sys.stderr)
+        return 1
     png = plot(result, Path(cfg.out_dir) / "reward_curve.png")
     print_report(result, png)
     return 0

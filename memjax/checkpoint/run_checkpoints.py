@@ -1,0 +1,149 @@
+"""Train-state checkpoints of a run: save, verify, restore the newest good one, quarantine corrupt ones.
+
+Owns `RunCheckpoints`, a thin layer over orbax's CheckpointManager (which writes each step into a
+temporary directory and commits it by rename, so a step directory is all-or-nothing). Invariants:
+- A save that orbax declines (it returns False, e.g. for a step at or below an existing one) is an
+  error, never ignored: the run stops rather than go on without checkpoints.
+- Every save is verified once it has finished (before the next save starts and in `finish()`): the step
+  is listed, its directory holds both items, and its metadata restores with the step it claims.
+  An asynchronous write that failed (disk full, read-only directory) surfaces as one CheckpointError line.
+- orbax's background-thread error logs are cut to one line each (`quiet_orbax_logs`).
+- `restore_latest(fn)` tries steps newest first; one that fails to restore is moved aside into
+  `<dir>_corrupt/<step>[.N]` (never deleted) with a one-line warning, so the run falls back to the previous
+  step and can save the steps it retrains; retention never deletes a good step because of a corrupt one.
+  A ConfigError raised by the restore function (a checkpoint of another model) is not corruption: it
+  propagates and nothing is moved.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import orbax.checkpoint as ocp
+
+from ..config import ConfigError
+from .errors import CheckpointError
+
+
+def one_line(e: BaseException, limit: int = 300) -> str:
+    """`Type: first line of the message`, cut to `limit` characters (orbax errors run to pages)."""
+    text = str(e).strip().splitlines()
+    msg = text[0] if text else ""
+    return f"{type(e).__name__}: {msg[:limit]}{'...' if len(msg) > limit or len(text) > 1 else ''}"
+
+
+class _OneLineOrbaxLogs(logging.Filter):
+    """orbax logs every failed background write with its full asyncio traceback (hundreds of lines for one
+    full disk); keep the first line of each such record, the error itself reaches the caller as one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "orbax" in record.pathname and record.levelno >= logging.WARNING:
+            msg = record.getMessage().strip().splitlines()
+            record.msg, record.args = (msg[0][:400] if msg else ""), None
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def quiet_orbax_logs() -> None:
+    logger = logging.getLogger("absl")
+    if not any(isinstance(f, _OneLineOrbaxLogs) for f in logger.filters):
+        logger.addFilter(_OneLineOrbaxLogs())
+
+
+class RunCheckpoints:
+    ITEMS = ("state", "meta")
+
+    def __init__(self, directory: str | Path, keep: int, warn: Callable[[str], None] = print):
+        if keep < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1, got {keep}")
+        self.dir = Path(directory).absolute()
+        self.quarantine_dir = self.dir.with_name(self.dir.name + "_corrupt")
+        self.warn = warn
+        quiet_orbax_logs()
+        try:
+            self.mgr = ocp.CheckpointManager(self.dir, options=ocp.CheckpointManagerOptions(
+                max_to_keep=keep, create=True))
+        except OSError as e:
+            raise CheckpointError(f"{self.dir}: cannot open the checkpoint directory ({one_line(e)})") from None
+        self._unverified: int | None = None
+
+    def all_steps(self) -> list[int]:
+        return sorted(self.mgr.all_steps())
+
+    # -- restore ------------------------------------------------------------------------------------
+    def restore_latest(self, restore: Callable[[ocp.CheckpointManager, int], None]) -> int | None:
+        """Call restore(manager, step) for the newest step that restores; None when none does."""
+        for step in sorted(self.mgr.all_steps(), reverse=True):
+            try:
+                restore(self.mgr, step)
+                return step
+            except ConfigError:  # the user's mistake (e.g. another model's checkpoints): not corruption
+                raise
+            except Exception as e:  # corrupt / partial / unreadable: move it aside, try the previous one
+                self.quarantine(step, e)
+        return None
+
+    def quarantine(self, step: int, reason: BaseException | str) -> Path:
+        self.mgr.wait_until_finished()
+        src = self.dir / str(step)
+        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        dst, n = self.quarantine_dir / str(step), 1
+        while dst.exists():
+            dst, n = self.quarantine_dir / f"{step}.{n}", n + 1
+        try:
+            shutil.move(str(src), str(dst))
+        except OSError as e:
+            raise CheckpointError(f"{src}: cannot be restored ({reason if isinstance(reason, str) else one_line(reason)}) "
+                                  f"and cannot be moved aside ({one_line(e)}); move or delete it by hand") from None
+        self.mgr.reload()
+        why = reason if isinstance(reason, str) else one_line(reason)
+        self.warn(f"warning: checkpoint {step} in {self.dir} cannot be restored ({why}); moved to {dst}, "
+                  "falling back to the previous one")
+        return dst
+
+    # -- save ---------------------------------------------------------------------------------------
+    def save(self, step: int, args) -> None:
+        """Start saving `step` (asynchronously) after the previous save has finished and been verified."""
+        self.finish()
+        try:
+            ok = self.mgr.save(step, args=args)
+        except Exception as e:
+            raise CheckpointError(f"{self.dir}: cannot save step {step} ({one_line(e)})") from None
+        if not ok:
+            raise CheckpointError(f"{self.dir}: orbax declined to save step {step} (existing steps "
+                                  f"{self.all_steps()}); refusing to continue without checkpoints")
+        self._unverified = step
+
+    def finish(self) -> None:
+        """Wait for the save in flight and verify it."""
+        try:
+            self.mgr.wait_until_finished()
+        except Exception as e:
+            step, self._unverified = self._unverified, None
+            raise CheckpointError(f"{self.dir}: writing checkpoint {step} failed ({one_line(e)})") from None
+        if self._unverified is not None:
+            step, self._unverified = self._unverified, None
+            self.verify(step)
+
+    def verify(self, step: int) -> None:
+        self.mgr.reload()
+        where = self.dir / str(step)
+        missing = [i for i in self.ITEMS if not (where / i).is_dir()]
+        if step not in self.mgr.all_steps() or missing:
+            raise CheckpointError(f"{where}: checkpoint {step} is not complete after saving "
+                                  f"(missing {missing or 'commit'})")
+        try:
+            meta = self.mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        except Exception as e:
+            raise CheckpointError(f"{where}: checkpoint {step} does not read back ({one_line(e)})") from None
+        if int(meta.get("step", -1)) != step:
+            raise CheckpointError(f"{where}: checkpoint {step} reads back as step {meta.get('step')}")
+
+    def close(self) -> None:
+        try:
+            self.finish()
+        finally:
+            self.mgr.close()

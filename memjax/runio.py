@@ -1,0 +1,151 @@
+"""Output-directory safety for memjax's programs: nothing lost, nothing silent (DESIGN.md principle 6).
+
+Owns:
+- `prepare_out_dir(path, field)`: create an output directory or fail with a one-line ConfigError naming
+  the field when the path is a file or cannot be created / written.
+- `OutDirLock`: an exclusive, non-blocking `fcntl.flock` on `<out_dir>/.memjax.lock`, so two runs can
+  never write one directory; the second fails at once naming the holder's pid. The kernel drops the
+  lock when the process dies (also on SIGKILL), so a stale lock file never blocks a new run.
+- `claim_marked_dir(path, marker)`: a directory a program may empty and rewrite only when it created
+  it or it holds that program's marker file (so `--out .` can never wipe a user's files).
+- `JsonlLog`: append-only JSON-lines logs, flushed and fsynced per record, and `truncate(max_step)` to
+  drop records after the checkpoint a resumed run restarts from (no repeated lines after a kill).
+- `write_atomic(path, text)`: write a results file through a temporary file and rename.
+- `nonfinite(metrics, keys)`: the keys whose values are NaN or infinite.
+Invariants: every error is one line naming the path; nothing here deletes a file it did not write.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+from .config import ConfigError
+
+LOCK_NAME = ".memjax.lock"
+
+
+def prepare_out_dir(path: str | os.PathLike, field: str = "out_dir") -> Path:
+    p = Path(path).absolute()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{field}={path}: exists and is not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{field}={path}: cannot create the directory ({e.strerror or e})") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ConfigError(f"{field}={path}: directory is not writable")
+    return p
+
+
+class OutDirLock:
+    """`with OutDirLock(dir):` holds an exclusive lock on dir for the life of a run."""
+
+    def __init__(self, out_dir: str | os.PathLike, field: str = "out_dir"):
+        self.path = Path(out_dir) / LOCK_NAME
+        self.field, self._fd = field, None
+
+    def acquire(self) -> "OutDirLock":
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise ConfigError(f"{self.field}={self.path.parent}: cannot create its lock file ({e.strerror or e})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise ConfigError(f"{self.field}={self.path.parent}: in use by another run (pid {holder}); "
+                              "use another out_dir or wait for it to finish") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            import fcntl
+
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "OutDirLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def claim_marked_dir(path: str | os.PathLike, marker: str, *, field: str = "--out",
+                     legacy: frozenset[str] = frozenset()) -> Path:
+    """Empty `path` for a fresh run only if it is absent, empty, or holds `marker` (written by us before) or
+    only entries named in `legacy` (the layout of older versions, which wrote no marker); otherwise a
+    ConfigError. Returns the (re)created directory, with the marker written."""
+    p = Path(path).absolute()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{field} {path}: exists and is not a directory")
+    if p.is_dir() and any(p.iterdir()):
+        ours = (p / marker).is_file() or (legacy and {e.name for e in p.iterdir()} <= legacy)
+        if not ours:
+            raise ConfigError(f"{field} {path}: directory is not empty and was not created by this program "
+                              f"(no {marker} in it); refusing to overwrite it: give a new or empty directory")
+        shutil.rmtree(p)
+    prepare_out_dir(p, field)
+    (p / marker).write_text("written by memjax; this directory is emptied and rewritten on the next run\n")
+    return p
+
+
+class JsonlLog:
+    """An append-only JSON-lines file; each record is flushed and fsynced before `write` returns."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def write(self, *records: dict) -> None:
+        if not records:
+            return
+        with self.path.open("a", encoding="utf-8") as f:
+            for r in records:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def truncate(self, max_step: int, key: str = "step") -> int:
+        """Drop records with record[key] > max_step (and a torn last line); returns how many were dropped."""
+        if not self.path.is_file():
+            return 0
+        keep, dropped = [], 0
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:  # torn by a kill mid-write
+                dropped += 1
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get(key), int) and rec[key] > max_step:
+                dropped += 1
+                continue
+            keep.append(line)
+        if dropped:
+            write_atomic(self.path, "".join(x + "\n" for x in keep))
+        return dropped
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def nonfinite(metrics: dict, keys=None) -> list[str]:
+    keys = metrics.keys() if keys is None else keys
+    return [k for k in keys if isinstance(metrics.get(k), float) and not math.isfinite(metrics[k])]
