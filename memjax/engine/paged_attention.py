@@ -43,12 +43,15 @@ def paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer:
     kv, s = k_pages.shape[1], k_pages.shape[3]
     qg = rearrange(q, "b t (kv g) d -> b kv g t d", kv=kv).astype(jnp.float32) / jnp.sqrt(jnp.float32(d))
     n_pages = (jnp.max(kv_len) + s - 1) // s
+    layer = jnp.asarray(layer, jnp.int32)  # an array index, so [layer, :, ids] is one gather
 
     def body(j, carry):
         m, l, acc = carry
         ids = page_table[:, j]  # [b]
-        kp = jnp.moveaxis(k_pages[layer][:, ids], 0, 1).astype(jnp.float32)  # [b, KV, S, D]
-        vp = jnp.moveaxis(v_pages[layer][:, ids], 0, 1).astype(jnp.float32)
+        # One gather of b pages. Never k_pages[layer][:, ids]: XLA hoists k_pages[layer] out of the loop
+        # and copies that layer's whole [KV, P, S, D] pool every layer of every step.
+        kp = k_pages[layer, :, ids].astype(jnp.float32)  # [b, KV, S, D] (advanced dims first)
+        vp = v_pages[layer, :, ids].astype(jnp.float32)
         sc = jnp.einsum("bkgtd,bksd->bkgts", qg, kp)
         key_pos = j * s + jnp.arange(s, dtype=jnp.int32)
         ok = (key_pos[None, None, :] <= q_pos[:, :, None]) & (key_pos[None, None, :] < kv_len[:, None, None])

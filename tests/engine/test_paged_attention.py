@@ -1,5 +1,8 @@
 """memjax.engine.paged_attention: the page-by-page reference against dense attention and the full forward."""
 
+import re
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -75,3 +78,21 @@ def test_paged_decode_and_chunked_prefill_equal_full_forward(model):
     for got in (one_shot, chunked, decode):
         assert np.abs(got - full).max() <= 1e-5
     assert np.abs(chunked - one_shot).max() <= 1e-5
+
+
+def test_compiled_forward_never_slices_the_whole_pool(model):
+    """Regression: k_pages[layer][:, ids] made XLA copy a layer's whole [KV, P, S, D] pool per layer.
+    The compiled paged forward may gather pages, but no dynamic-slice may produce a P-page array."""
+    cfg, p, s, b, t = model.cfg, 97, 4, 2, 3  # P = 97 appears in no other dimension
+    shape = (cfg.num_layers, cfg.num_kv_heads, p, s, cfg.head_dim)
+    pt = jnp.asarray([[1, 2, 3], [4, 5, 6]], jnp.int32)
+
+    def step(state, ids, start):
+        att = PagedAttention(pt, start, jnp.full((b,), t, jnp.int32))
+        pos = start[:, None] + jnp.arange(t, dtype=jnp.int32)[None]
+        return model.forward(ids, pos, attention=att, state=state)
+
+    hlo = jax.jit(step).lower((jnp.zeros(shape), jnp.zeros(shape)), jnp.zeros((b, t), jnp.int32),
+                              jnp.asarray([4, 0], jnp.int32)).compile().as_text()
+    slices = [ln for ln in hlo.splitlines() if "dynamic-slice(" in ln]
+    assert not [ln for ln in slices if re.search(rf"\[[\d,]*\b{p}\b[\d,]*\]\S* dynamic-slice\(", ln)], slices
