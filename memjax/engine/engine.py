@@ -12,6 +12,8 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
   and is requeued at the front with prompt + generated tokens; because sampling keys depend only on
   (seed, position), its final output is the one it would have produced unpreempted.
 - `update_weights(params)` swaps in new policy weights of the same shapes without recompiling.
+Counters: request and group ids wrap below 2**31 - 1 (unique among live requests); `stats` are Python
+ints summed from per-call device counters, so nothing overflows in a week-long run.
 Invariants: prompts are non-empty lists of ints < vocab; prompt_len < window unless
 overlong_prompt="truncate_left" (keeps the last window - 1 tokens, recorded in Completion.prompt_truncated).
 """
@@ -31,7 +33,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..model.qwen2 import Qwen2
 from .config import FINISH_NAMES, FINISH_PREEMPTED, Completion, EngineConfig, SamplingParams
 from .loop import make_run
-from .state import Queue, init_counters, init_pool, init_ring, init_slots, kv_bytes_per_page
+from .state import Queue, init_pool, init_ring, init_slots, kv_bytes_per_page
+
+_ID_LIMIT = 2**31 - 1
 
 
 @dataclass
@@ -76,7 +80,6 @@ class Engine:
         self._slots = init_slots(ecfg)
         self._pool = init_pool(model.cfg, ecfg, self.num_pages)
         self._ring = init_ring(ecfg)
-        self._counters = init_counters()
         attend = None
         if ecfg.attention != "reference":
             from ..kernels import engine_attend
@@ -86,8 +89,8 @@ class Engine:
         self._pending: collections.deque[_Request] = collections.deque()
         self._live: dict[int, _Request] = {}  # rid -> request, queued or running
         self._groups: dict[tuple[int, ...], tuple[int, set[int]]] = {}  # prompt -> (group id, live rids)
-        self._group_ids = itertools.count()
-        self._ids = itertools.count()
+        self._next_id = {"req": 0, "group": 0}  # wrap at 2**31 - 1 (device int32), skipping live ids
+        self._live_gids: set[int] = set()
         self.stats = collections.Counter()
 
     # -- weights ------------------------------------------------------------------------------------
@@ -119,14 +122,26 @@ class Engine:
                                  f"{ecfg.window}-token window (set overlong_prompt='truncate_left' to keep its end)")
             truncated = len(prompt) - (ecfg.window - 1)
             prompt = prompt[truncated:]
-        rid = next(self._ids)
+        rid = self._fresh_id("req", self._live)
         seed = params.seed if params.seed is not None else (ecfg.seed * 1_000_003 + rid) % (2**31 - 1)
-        gid, members = self._groups.setdefault(tuple(prompt), (next(self._group_ids), set()))
+        if tuple(prompt) not in self._groups:
+            self._groups[tuple(prompt)] = (self._fresh_id("group", self._live_gids), set())
+            self._live_gids.add(self._groups[tuple(prompt)][0])
+        gid, members = self._groups[tuple(prompt)]
         members.add(rid)
         self._live[rid] = _Request(rid, prompt, len(prompt), params, seed, group=gid, truncated=truncated,
                                    shared_pages=(len(prompt) - 1) // ecfg.page_size)
         self._pending.append(self._live[rid])
         return rid
+
+    def _fresh_id(self, kind: str, taken) -> int:
+        """Next request / group id in [0, 2**31 - 1) not in `taken` (ids are int32 on the device and are
+        reused after 2**31 - 1 submissions, so a week-long run never overflows; live ids stay unique)."""
+        while True:
+            i = self._next_id[kind]
+            self._next_id[kind] = (i + 1) % _ID_LIMIT
+            if i not in taken:
+                return i
 
     @property
     def num_unfinished(self) -> int:
@@ -162,18 +177,17 @@ class Engine:
         if not self._live:
             return []
         queue, rows = self._queue()
-        before = jax.device_get(self._counters)
-        self._slots, self._pool, queue, self._ring, self._counters = self._run(
-            self._params, self._slots, self._pool, queue, self._ring, self._counters, jnp.int32(0),
+        self._slots, self._pool, queue, self._ring, counters = self._run(
+            self._params, self._slots, self._pool, queue, self._ring,
             jnp.int32(max_rounds or self.config.rounds_per_sync))
-        admitted, ring, after = jax.device_get((queue.admitted, self._ring, self._counters))
-        if int(after.rounds) == int(before.rounds):
+        admitted, ring, cnt = jax.device_get((queue.admitted, self._ring, counters))
+        if int(cnt.rounds) == 0:
             raise RuntimeError(f"Engine.step: no progress with {len(self._live)} unfinished requests "
                                f"({len(self._pending)} queued, {int(self._pool.n_free)} free pages); this is a bug")
         taken = {r.rid for r, ok in zip(rows, admitted[: len(rows)]) if ok}
         self._pending = collections.deque(r for r in self._pending if r.rid not in taken)
         for f in ("rounds", "prefill_rounds", "preemptions", "prefill_tokens", "decode_tokens", "shared_pages"):
-            self.stats[f] += int(getattr(after, f) - getattr(before, f))
+            self.stats[f] += int(getattr(cnt, f))  # this call's counts; Python ints never overflow
         done, requeue = [], []
         for i in range(int(ring.count)):
             req = self._live[int(ring.req[i])]
@@ -189,7 +203,7 @@ class Engine:
             key = tuple(req.prompt[: req.orig_len])
             self._groups[key][1].discard(req.rid)
             if not self._groups[key][1]:
-                del self._groups[key]
+                self._live_gids.discard(self._groups.pop(key)[0])
             done.append(Completion(token_ids=req.gen, logprobs=req.lps, finish_reason=FINISH_NAMES[int(ring.reason[i])],
                                    prompt_len=req.orig_len, request_id=req.rid, preemptions=req.preemptions,
                                    prompt_truncated=req.truncated))

@@ -1,7 +1,7 @@
 """The jitted generation loop: many prefill/decode rounds per host sync, in one `lax.while_loop`.
 
-Owns: `make_run(graphdef, mcfg, ecfg)` -> run(params, slots, pool, queue, ring, counters, order_base,
-max_rounds) that loops rounds until `max_rounds`, until the ring may not hold another round's releases,
+Owns: `make_run(graphdef, mcfg, ecfg)` -> run(params, slots, pool, queue, ring, max_rounds) -> (slots, pool,
+queue, ring, counters) that loops rounds until `max_rounds`, until the ring may not hold another round's releases,
 or until nothing is running or admissible. A round is: admit -> (prefill round if any running sequence
 still has prompt tokens to cache, else decode round) -> release finished sequences.
 - Prefill round: up to `prefill_slots` sequences each cache up to `prefill_chunk` prompt tokens
@@ -10,7 +10,9 @@ still has prompt tokens to cache, else decode round) -> release finished sequenc
 - Decode round: all `max_slots` sequences feed their newest token ([max_slots, 1] forward), after
   `ensure_decode_pages` found each a page (preempting if the pool is short).
 Stops: a stop id (the token is kept), max_tokens, or the window (prompt + generated == window).
-Slots, Pool and Ring are donated: the KV pool is updated in place.
+Slots, Pool and Ring are donated: the KV pool is updated in place. The Counters are those of this call only
+(they start at zero; the host accumulates them in Python ints), so int32 cannot overflow in a long run:
+one call counts at most rounds_per_sync * max_slots * prefill_chunk tokens.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from ..model.config import ModelConfig
 from .config import FINISH_LENGTH, FINISH_STOP, FINISH_WINDOW, EngineConfig
 from .paged_attention import PagedAttention
 from .sampler import sample
-from .scheduler import admit, ensure_decode_pages, release_finished
-from .state import Counters, Pool, Queue, Ring, Slots
+from .scheduler import admit, ensure_decode_pages, rebase_order, release_finished
+from .state import Counters, Pool, Queue, Ring, Slots, init_counters
 
 
 def _finish_code(tok, n_gen, index, stop, max_new, window):
@@ -95,8 +97,9 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
         return slots, pool, ring, cnt
 
     @partial(jax.jit, donate_argnums=(1, 2, 4))
-    def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, cnt: Counters, order_base, max_rounds):
+    def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, max_rounds):
         b = slots.active.shape[0]
+        slots, cnt = rebase_order(slots), init_counters()
         r = ring.req.shape[0]
 
         def admissible(q: Queue):
@@ -110,7 +113,7 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
 
         def body(c):
             slots, pool, queue, ring, cnt, i = c
-            slots, pool, queue, adm = admit(slots, pool, queue, order_base + cnt.rounds * b, S)
+            slots, pool, queue, adm = admit(slots, pool, queue, cnt.rounds * b, S)
             cnt = cnt.replace(shared_pages=cnt.shared_pages + adm[1])
             any_prefill = (slots.active & (slots.seq_len < slots.prompt_len)).any()
             any_running = (slots.active & (slots.finish < 0)).any()

@@ -11,7 +11,11 @@ Invariants:
   is queued (waits only point to earlier requests or running ones, so they cannot cycle), else runs
   unshared and becomes a source itself. Shared pages are full pages strictly before the last prompt
   token, so nobody ever writes into a shared page.
-- Release copies a finished or preempted slot's row into the ring and drops its page references.
+- Release copies a finished or preempted slot's row into the ring, drops its page references and
+  resets its scalars (seq_len = prompt_len = n_gen = 0, finish = req = group = -1): a free slot never
+  widens max(kv_len) or looks like a prefix-sharing source.
+- `order` (LIFO preemption rank) restarts every device call: `rebase_order` maps running slots to
+  -B..-1 (same relative order) and admissions in round r get r * B + rank, so it stays bounded.
 """
 
 from __future__ import annotations
@@ -34,8 +38,11 @@ def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_si
     source = member & filled
     leader_ready = source.any(1)
     leader_busy = (member & ~filled).any(1)
+    # queue rows are in submission order within a group (requeued rows are ungrouped), so "earlier" is
+    # the row index, never the request id (ids wrap around in a long run)
+    row = jnp.arange(queue.valid.shape[0])
     earlier_queued = (waiting[None] & (queue.group[None] == queue.group[:, None])
-                      & (queue.req[None] < queue.req[:, None])).any(1) & grouped
+                      & (row[None] < row[:, None])).any(1) & grouped
     ready = waiting & (leader_ready | (~leader_busy & ~earlier_queued))
     share = ready & leader_ready
     leader_slot = jnp.argmax(source, axis=1)
@@ -85,6 +92,14 @@ def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_si
     return slots, pool, queue, jnp.stack([n_take, shared])
 
 
+def rebase_order(slots: Slots) -> Slots:
+    """Running slots' admission order -> -B..-1 (relative order kept); free slots -> 0."""
+    b = slots.active.shape[0]
+    key = jnp.where(slots.active, slots.order, jnp.iinfo(jnp.int32).max)
+    rank = jnp.argsort(jnp.argsort(key, stable=True), stable=True).astype(jnp.int32)
+    return slots.replace(order=jnp.where(slots.active, rank - b, 0))
+
+
 def release(slots: Slots, pool: Pool, ring: Ring, mask: jax.Array, reason: jax.Array) -> tuple[Slots, Pool, Ring]:
     """Move masked slots to the ring with `reason` [B] and free their pages."""
     r = ring.req.shape[0]
@@ -96,8 +111,12 @@ def release(slots: Slots, pool: Pool, ring: Ring, mask: jax.Array, reason: jax.A
                         tokens=set_(ring.tokens, slots.tokens), logprobs=set_(ring.logprobs, slots.logprobs),
                         count=ring.count + mask.sum(dtype=jnp.int32))
     pool = release_pages(pool, slots.page_table, slots.n_pages, mask)
-    slots = slots.replace(active=slots.active & ~mask, n_pages=jnp.where(mask, 0, slots.n_pages),
-                          page_table=jnp.where(mask[:, None], 0, slots.page_table), req=jnp.where(mask, -1, slots.req))
+    clear = lambda a, v: jnp.where(mask, v, a)  # a released slot is reset to init_slots' values
+    slots = slots.replace(active=slots.active & ~mask, n_pages=clear(slots.n_pages, 0),
+                          page_table=jnp.where(mask[:, None], 0, slots.page_table), req=clear(slots.req, -1),
+                          group=clear(slots.group, -1), order=clear(slots.order, 0),
+                          prompt_len=clear(slots.prompt_len, 0), seq_len=clear(slots.seq_len, 0),
+                          n_gen=clear(slots.n_gen, 0), finish=clear(slots.finish, -1))
     return slots, pool, ring
 
 
