@@ -74,7 +74,7 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
         logits = model.logits(last)
         new_index = slots.prompt_len[rows]
         tok, lp = sample(logits, slots.temperature[rows], slots.top_p[rows], slots.top_k[rows],
-                         slots.seed[rows], new_index + slots.pos_offset[rows])
+                         slots.seed[rows], new_index + slots.pos_offset[rows], slots.processed[rows])
         slots = slots.replace(seq_len=slots.seq_len.at[jnp.where(ok, rows, b)].add(n, mode="drop"))
         slots = emit(slots, rows, tok, lp, done)
         cnt = cnt.replace(prefill_rounds=cnt.prefill_rounds + 1, prefill_tokens=cnt.prefill_tokens + n.sum())
@@ -90,7 +90,7 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
                                       live.astype(jnp.int32), pool)
         logits = model.logits(hidden[:, 0])
         tok, lp = sample(logits, slots.temperature, slots.top_p, slots.top_k, slots.seed,
-                         start + 1 + slots.pos_offset)
+                         start + 1 + slots.pos_offset, slots.processed)
         slots = slots.replace(seq_len=slots.seq_len + live.astype(jnp.int32))
         slots = emit(slots, jnp.arange(b), tok, lp, live)
         cnt = cnt.replace(preemptions=cnt.preemptions + n_pre, decode_tokens=cnt.decode_tokens + live.sum())
