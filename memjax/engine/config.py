@@ -31,6 +31,9 @@ class EngineConfig:
     queue_size: int = 0  # waiting requests visible to the device per call; 0 -> 2 * max_slots
     max_stop_ids: int = 4  # stop-token ids per request
     rounds_per_sync: int = 64  # device rounds between host syncs (upper bound)
+    # step() returns early once a sequence finished and >= this many slots are idle with nothing queued
+    # (chained agent turns: the host submits the follow-ups at once); 0 = off. generate() never does.
+    idle_return: int = 0
     overlong_prompt: str = "error"  # "error" | "truncate_left" for prompts that leave no room to generate
     seed: int = 0  # base of per-request seeds when SamplingParams.seed is None
     progress: bool = True  # rich progress bar on generate() calls with many requests
@@ -63,6 +66,8 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.decode_splits must be > 0, got {self.decode_splits}")
         if self.weight_dtype not in WEIGHT_DTYPES:
             raise ValueError(f"EngineConfig.weight_dtype must be one of {WEIGHT_DTYPES}, got {self.weight_dtype!r}")
+        if not 0 <= self.idle_return <= self.max_slots:
+            raise ValueError(f"EngineConfig.idle_return must be in [0, max_slots={self.max_slots}], got {self.idle_return}")
         if self.queue_size < 0:
             raise ValueError(f"EngineConfig.queue_size must be >= 0, got {self.queue_size}")
 

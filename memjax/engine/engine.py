@@ -240,14 +240,16 @@ class Engine:
                       **{k: jnp.asarray(v) for k, v in a.items()})
         return queue, rows
 
-    def step(self, max_rounds: int | None = None) -> list[Completion]:
-        """One device call: up to max_rounds (default rounds_per_sync) rounds. Returns finished requests."""
+    def step(self, max_rounds: int | None = None, idle_return: int | None = None) -> list[Completion]:
+        """One device call: up to max_rounds (default rounds_per_sync) rounds, or fewer when idle_return
+        (default EngineConfig.idle_return; 0 = off) slots go idle after a finish. Returns finished requests."""
         if not self._live:
             return []
         queue, rows = self._queue()
         self._slots, self._pool, queue, self._ring, counters = self._run(
             self._params, self._slots, self._pool, queue, self._ring,
-            jnp.int32(max_rounds or self.config.rounds_per_sync))
+            jnp.int32(max_rounds or self.config.rounds_per_sync),
+            jnp.int32(self.config.idle_return if idle_return is None else idle_return))
         admitted, ring, cnt = jax.device_get((queue.admitted, self._ring, counters))
         if int(cnt.rounds) == 0:
             raise RuntimeError(f"Engine.step: no progress with {len(self._live)} unfinished requests "
@@ -308,7 +310,7 @@ class Engine:
                       TextColumn("{task.fields[tok]} tok"), disable=not show, transient=True) as bar:
             task = bar.add_task("gen", total=len(prompts), tok=0)
             while want - out.keys():
-                for c in self.step():
+                for c in self.step(idle_return=0):
                     out[c.request_id] = c
                 bar.update(task, completed=len(out.keys() & want), tok=self.stats["decode_tokens"])
         return [out[r] for r in rids]

@@ -1,8 +1,10 @@
 """The jitted generation loop: many prefill/decode rounds per host sync, in one `lax.while_loop`.
 
-Owns: `make_run(graphdef, mcfg, ecfg)` -> run(params, slots, pool, queue, ring, max_rounds) -> (slots, pool,
-queue, ring, counters) that loops rounds until `max_rounds`, until the ring may not hold another round's releases,
-or until nothing is running or admissible. A round is: admit -> (prefill round if any running sequence
+Owns: `make_run(graphdef, mcfg, ecfg)` -> run(params, slots, pool, queue, ring, max_rounds, idle_return) ->
+(slots, pool, queue, ring, counters) that loops rounds until `max_rounds`, until the ring may not hold another
+round's releases, until nothing is running or admissible, or (idle_return > 0: chained agent turns) as soon as
+a sequence has finished in this call, at least idle_return slots are free and no queued row is waiting:
+the host then has follow-up turns to submit, so running on with idle slots would only waste them. A round is: admit -> (prefill round if any running sequence
 still has prompt tokens to cache, else decode round) -> release finished sequences.
 - Prefill round: up to `prefill_slots` sequences each cache up to `prefill_chunk` prompt tokens
   ([prefill_slots, prefill_chunk] forward); a sequence whose prompt completes samples its first token
@@ -97,7 +99,7 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
         return slots, pool, ring, cnt
 
     @partial(jax.jit, donate_argnums=(1, 2, 4))
-    def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, max_rounds):
+    def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, max_rounds, idle_return):
         b = slots.active.shape[0]
         slots, cnt = rebase_order(slots), init_counters()
         r = ring.req.shape[0]
@@ -109,7 +111,8 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
             slots, _, queue, ring, cnt, i = c
             room = ring.count + b <= r
             work = slots.active.any() | admissible(queue)
-            return (i < max_rounds) & room & work
+            idle = (idle_return > 0) & (ring.count > 0) & ((~slots.active).sum() >= idle_return) & ~admissible(queue)
+            return (i < max_rounds) & room & work & ~idle
 
         def body(c):
             slots, pool, queue, ring, cnt, i = c
