@@ -5,7 +5,9 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
 - `generate(prompts, params)` returns one Completion per prompt, in input order.
 - Streaming form for agent workflows: `rid = submit(prompt, params)`; `step()` runs one device call
   (up to `rounds_per_sync` rounds) and returns the Completions that finished in it; the caller may
-  submit follow-up turns before the next `step()`, so trajectories advance independently.
+  submit follow-up turns before the next `step()`, so trajectories advance independently; with
+  `step(idle_return=n)` (or EngineConfig.idle_return) the call comes back as soon as a turn finished and
+  n slots sit idle with nothing queued, so chained turns do not run in lockstep.
 - Identical prompts submitted while an earlier copy is queued or running share its full prompt pages
   (prefix sharing for GRPO groups): they form a group, and a member shares from any running member.
 - A request preempted by memory pressure comes back from the device with what it generated so far
