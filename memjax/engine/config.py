@@ -1,7 +1,8 @@
 """Engine configuration, per-request sampling parameters and completions.
 
 Owns: `EngineConfig` (every static shape of the compiled generation loop: one compile per config),
-`SamplingParams` (per request, validated) and `Completion` (what generate returns).
+`SamplingParams` (per request, validated), `Completion` (what generate returns) and `KVHandle` (the
+retained pages of a finished sequence, for multi-turn continuation).
 Invariants: window (max tokens per sequence, prompt + generation) is a multiple of page_size;
 the page pool holds at least one full window, one spare page and the null page, so any single request can always run.
 """
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 FINISH_STOP, FINISH_LENGTH, FINISH_WINDOW, FINISH_PREEMPTED = 0, 1, 2, 3
 FINISH_NAMES = {FINISH_STOP: "stop", FINISH_LENGTH: "length", FINISH_WINDOW: "window"}
 OVERLONG_POLICIES = ("error", "truncate_left")
+WEIGHT_DTYPES = ("compute", "bfloat16", "float16", "float32")
+LOGPROB_MODES = ("raw", "processed")
 
 
 @dataclass(frozen=True)
@@ -28,12 +31,18 @@ class EngineConfig:
     queue_size: int = 0  # waiting requests visible to the device per call; 0 -> 2 * max_slots
     max_stop_ids: int = 4  # stop-token ids per request
     rounds_per_sync: int = 64  # device rounds between host syncs (upper bound)
+    # step() returns early once a sequence finished and >= this many slots are idle with nothing queued
+    # (chained agent turns: the host submits the follow-ups at once); 0 = off. generate() never does.
+    idle_return: int = 0
     overlong_prompt: str = "error"  # "error" | "truncate_left" for prompts that leave no room to generate
     seed: int = 0  # base of per-request seeds when SamplingParams.seed is None
     progress: bool = True  # rich progress bar on generate() calls with many requests
     attention: str = "reference"  # paged attention: "reference" (pure JAX) | "pallas" | "auto" (pallas on GPU)
     decode_splits: int = 1  # split-K partitions per sequence for the Pallas decode kernel
     compilation_cache_dir: str | None = None  # persistent XLA compilation cache
+    # dtype of the engine's own copy of the weights. "compute" = the model's compute dtype (bf16 for the
+    # real configs, fp32 for tiny): bit-identical to casting the master at use, at half the bytes for bf16
+    weight_dtype: str = "compute"
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -55,6 +64,10 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.attention must be reference|pallas|auto, got {self.attention!r}")
         if self.decode_splits <= 0:
             raise ValueError(f"EngineConfig.decode_splits must be > 0, got {self.decode_splits}")
+        if self.weight_dtype not in WEIGHT_DTYPES:
+            raise ValueError(f"EngineConfig.weight_dtype must be one of {WEIGHT_DTYPES}, got {self.weight_dtype!r}")
+        if not 0 <= self.idle_return <= self.max_slots:
+            raise ValueError(f"EngineConfig.idle_return must be in [0, max_slots={self.max_slots}], got {self.idle_return}")
         if self.queue_size < 0:
             raise ValueError(f"EngineConfig.queue_size must be >= 0, got {self.queue_size}")
 
@@ -71,8 +84,11 @@ class EngineConfig:
 class SamplingParams:
     """temperature 0 = greedy. top_p in (0, 1], top_k 0 = off. max_tokens new tokens at most.
 
-    Returned log-probs are log softmax(logits / T) of the sampled token under the full vocabulary,
-    before top-p / top-k truncation (T = 1 for greedy), i.e. the distribution the trainer recomputes.
+    logprobs="raw" (default): returned log-probs are log softmax(logits / T) of the sampled token under
+    the full vocabulary, before top-p / top-k truncation (T = 1 for greedy). logprobs="processed": under
+    the truncated, renormalised distribution actually sampled from (softmax over the top-k / top-p set
+    of logits / T; greedy rows ignore truncation, so they return the raw value). The trainer recomputes
+    either: memjax.rl.logprobs.token_logprobs(..., logprobs=, top_p=, top_k=).
     """
 
     temperature: float = 1.0
@@ -81,8 +97,11 @@ class SamplingParams:
     max_tokens: int = 256
     stop_token_ids: tuple[int, ...] = ()
     seed: int | None = None
+    logprobs: str = "raw"  # "raw" | "processed"
 
     def __post_init__(self) -> None:
+        if self.logprobs not in LOGPROB_MODES:
+            raise ValueError(f"SamplingParams.logprobs must be one of {LOGPROB_MODES}, got {self.logprobs!r}")
         if not (self.temperature >= 0 and math.isfinite(self.temperature)):
             raise ValueError(f"SamplingParams.temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
@@ -92,6 +111,24 @@ class SamplingParams:
         if self.max_tokens <= 0:
             raise ValueError(f"SamplingParams.max_tokens must be > 0, got {self.max_tokens}")
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+
+
+@dataclass(eq=False)
+class KVHandle:
+    """A finished sequence's cached KV pages, kept for continuations (`Engine.submit(retain=True)`).
+
+    tokens: the whole sequence (prompt + generated); the first n_cached have K/V in `pages` (the newest
+    generated token never has). Holds one reference on each page until `Engine.release(handle)` and every
+    child queued on it has been admitted (children take their own references).
+    """
+
+    pages: tuple[int, ...]
+    n_cached: int
+    tokens: list[int]
+    truncated: int = 0
+    holders: int = 0  # children submitted but not yet admitted
+    released: bool = False  # Engine.release was called
+    freed: bool = False  # the references were dropped on the device
 
 
 @dataclass
@@ -104,3 +141,4 @@ class Completion:
     preemptions: int = 0
     prompt_truncated: int = 0  # tokens dropped from the prompt's left by overlong_prompt="truncate_left"
     extra: dict = field(default_factory=dict)
+    kv: KVHandle | None = None  # retained KV pages (submit(retain=True)) for submit(parent=completion)

@@ -1,8 +1,10 @@
 """The jitted generation loop: many prefill/decode rounds per host sync, in one `lax.while_loop`.
 
-Owns: `make_run(graphdef, mcfg, ecfg)` -> run(params, slots, pool, queue, ring, counters, order_base,
-max_rounds) that loops rounds until `max_rounds`, until the ring may not hold another round's releases,
-or until nothing is running or admissible. A round is: admit -> (prefill round if any running sequence
+Owns: `make_run(graphdef, mcfg, ecfg)` -> run(params, slots, pool, queue, ring, max_rounds, idle_return) ->
+(slots, pool, queue, ring, counters) that loops rounds until `max_rounds`, until the ring may not hold another
+round's releases, until nothing is running or admissible, or (idle_return > 0: chained agent turns) as soon as
+a sequence has finished in this call, at least idle_return slots are free and no queued row is waiting:
+the host then has follow-up turns to submit, so running on with idle slots would only waste them. A round is: admit -> (prefill round if any running sequence
 still has prompt tokens to cache, else decode round) -> release finished sequences.
 - Prefill round: up to `prefill_slots` sequences each cache up to `prefill_chunk` prompt tokens
   ([prefill_slots, prefill_chunk] forward); a sequence whose prompt completes samples its first token
@@ -10,7 +12,9 @@ still has prompt tokens to cache, else decode round) -> release finished sequenc
 - Decode round: all `max_slots` sequences feed their newest token ([max_slots, 1] forward), after
   `ensure_decode_pages` found each a page (preempting if the pool is short).
 Stops: a stop id (the token is kept), max_tokens, or the window (prompt + generated == window).
-Slots, Pool and Ring are donated: the KV pool is updated in place.
+Slots, Pool and Ring are donated: the KV pool is updated in place. The Counters are those of this call only
+(they start at zero; the host accumulates them in Python ints), so int32 cannot overflow in a long run:
+one call counts at most rounds_per_sync * max_slots * prefill_chunk tokens.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from ..model.config import ModelConfig
 from .config import FINISH_LENGTH, FINISH_STOP, FINISH_WINDOW, EngineConfig
 from .paged_attention import PagedAttention
 from .sampler import sample
-from .scheduler import admit, ensure_decode_pages, release_finished
-from .state import Counters, Pool, Queue, Ring, Slots
+from .scheduler import admit, ensure_decode_pages, rebase_order, release_finished
+from .state import Counters, Pool, Queue, Ring, Slots, init_counters
 
 
 def _finish_code(tok, n_gen, index, stop, max_new, window):
@@ -72,7 +76,7 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
         logits = model.logits(last)
         new_index = slots.prompt_len[rows]
         tok, lp = sample(logits, slots.temperature[rows], slots.top_p[rows], slots.top_k[rows],
-                         slots.seed[rows], new_index + slots.pos_offset[rows])
+                         slots.seed[rows], new_index + slots.pos_offset[rows], slots.processed[rows])
         slots = slots.replace(seq_len=slots.seq_len.at[jnp.where(ok, rows, b)].add(n, mode="drop"))
         slots = emit(slots, rows, tok, lp, done)
         cnt = cnt.replace(prefill_rounds=cnt.prefill_rounds + 1, prefill_tokens=cnt.prefill_tokens + n.sum())
@@ -88,15 +92,16 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
                                       live.astype(jnp.int32), pool)
         logits = model.logits(hidden[:, 0])
         tok, lp = sample(logits, slots.temperature, slots.top_p, slots.top_k, slots.seed,
-                         start + 1 + slots.pos_offset)
+                         start + 1 + slots.pos_offset, slots.processed)
         slots = slots.replace(seq_len=slots.seq_len + live.astype(jnp.int32))
         slots = emit(slots, jnp.arange(b), tok, lp, live)
         cnt = cnt.replace(preemptions=cnt.preemptions + n_pre, decode_tokens=cnt.decode_tokens + live.sum())
         return slots, pool, ring, cnt
 
     @partial(jax.jit, donate_argnums=(1, 2, 4))
-    def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, cnt: Counters, order_base, max_rounds):
+    def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, max_rounds, idle_return):
         b = slots.active.shape[0]
+        slots, cnt = rebase_order(slots), init_counters()
         r = ring.req.shape[0]
 
         def admissible(q: Queue):
@@ -106,11 +111,12 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
             slots, _, queue, ring, cnt, i = c
             room = ring.count + b <= r
             work = slots.active.any() | admissible(queue)
-            return (i < max_rounds) & room & work
+            idle = (idle_return > 0) & (ring.count > 0) & ((~slots.active).sum() >= idle_return) & ~admissible(queue)
+            return (i < max_rounds) & room & work & ~idle
 
         def body(c):
             slots, pool, queue, ring, cnt, i = c
-            slots, pool, queue, adm = admit(slots, pool, queue, order_base + cnt.rounds * b, S)
+            slots, pool, queue, adm = admit(slots, pool, queue, cnt.rounds * b, S)
             cnt = cnt.replace(shared_pages=cnt.shared_pages + adm[1])
             any_prefill = (slots.active & (slots.seq_len < slots.prompt_len)).any()
             any_running = (slots.active & (slots.finish < 0)).any()

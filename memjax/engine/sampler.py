@@ -10,7 +10,10 @@ Invariants:
 - The PRNG key of a sampled token is fold_in(key(seed), position): a request's sample depends only on
   its own seed and position, not on its batch neighbours, and is reproduced exactly after preemption.
 - The returned log-prob is log_softmax(logits / T)[token] over the full vocabulary, before top-k/top-p
-  truncation (T = 1 when greedy): the distribution the trainer recomputes, as verl does.
+  truncation (T = 1 when greedy), as verl does; rows with processed=True instead get the log-prob under
+  the truncated, renormalised distribution sampled from: logits/T [token] - logsumexp over the allowed
+  set (`processed_logprob`; greedy rows ignore truncation, so theirs is the raw value). The trainer
+  recomputes either with the same functions (memjax.rl.logprobs).
 """
 
 from __future__ import annotations
@@ -46,9 +49,18 @@ def allowed_mask(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.A
     return keep & jnp.where((top_p < 1.0)[:, None], nucleus, True)
 
 
+def processed_logprob(scaled: jax.Array, allowed: jax.Array, token: jax.Array) -> jax.Array:
+    """scaled logits [..., V], allowed bool [..., V], token int [...] -> log-prob of token under
+    softmax(scaled) restricted to the allowed set (f32 [...])."""
+    lse = jax.nn.logsumexp(jnp.where(allowed, scaled, -jnp.inf), axis=-1)
+    return jnp.take_along_axis(scaled, token[..., None], axis=-1)[..., 0] - lse
+
+
 def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: jax.Array,
-           seeds: jax.Array, positions: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """logits f32 [b, V]; per-row temperature/top_p f32 [b], top_k/seeds/positions int32 [b].
+           seeds: jax.Array, positions: jax.Array, processed: jax.Array | None = None
+           ) -> tuple[jax.Array, jax.Array]:
+    """logits f32 [b, V]; per-row temperature/top_p f32 [b], top_k/seeds/positions int32 [b];
+    processed bool [b] (None = all raw).
 
     Returns (token int32 [b], logprob f32 [b]).
     """
@@ -68,4 +80,9 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
     noise = jax.vmap(gumbel)(seeds, positions)
     noisy = jnp.where(greedy[:, None], scaled, scaled + noise)
     token = jnp.argmax(jnp.where(allowed | greedy[:, None], noisy, -jnp.inf), axis=-1).astype(jnp.int32)
-    return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
+    raw = jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
+    if processed is None:
+        return token, raw
+    proc = jax.lax.cond(needs_mask & (processed & ~greedy).any(),
+                        lambda: processed_logprob(scaled, allowed, token), lambda: raw)
+    return token, jnp.where(processed & ~greedy, proc, raw)

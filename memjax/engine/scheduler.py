@@ -11,7 +11,14 @@ Invariants:
   is queued (waits only point to earlier requests or running ones, so they cannot cycle), else runs
   unshared and becomes a source itself. Shared pages are full pages strictly before the last prompt
   token, so nobody ever writes into a shared page.
-- Release copies a finished or preempted slot's row into the ring and drops its page references.
+- Continuation: a row with n_prefix > 0 maps the first n_prefix (full) pages of its retained parent
+  (queue.prefix_table, refcount + 1) and prefills only the rest; like shared pages they are never written.
+- Release copies a finished or preempted slot's row into the ring (a finished `retain` slot keeps its page
+  references: they pass to the host through the ring), drops its page references and
+  resets its scalars (seq_len = prompt_len = n_gen = 0, finish = req = group = -1): a free slot never
+  widens max(kv_len) or looks like a prefix-sharing source.
+- `order` (LIFO preemption rank) restarts every device call: `rebase_order` maps running slots to
+  -B..-1 (same relative order) and admissions in round r get r * B + rank, so it stays bounded.
 """
 
 from __future__ import annotations
@@ -34,12 +41,17 @@ def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_si
     source = member & filled
     leader_ready = source.any(1)
     leader_busy = (member & ~filled).any(1)
+    # queue rows are in submission order within a group (requeued rows are ungrouped), so "earlier" is
+    # the row index, never the request id (ids wrap around in a long run)
+    row = jnp.arange(queue.valid.shape[0])
     earlier_queued = (waiting[None] & (queue.group[None] == queue.group[:, None])
-                      & (queue.req[None] < queue.req[:, None])).any(1) & grouped
+                      & (row[None] < row[:, None])).any(1) & grouped
     ready = waiting & (leader_ready | (~leader_busy & ~earlier_queued))
     share = ready & leader_ready
     leader_slot = jnp.argmax(source, axis=1)
-    n_shared = jnp.where(share, queue.shared_pages, 0)
+    # continuations (group -1, so never `share`) map their retained parent's full pages instead
+    cont = queue.n_prefix > 0
+    n_shared = jnp.where(share, queue.shared_pages, 0) + jnp.where(ready & cont, queue.n_prefix, 0)
 
     total_pages = (queue.prompt_len + page_size - 1) // page_size
     need = jnp.where(ready, total_pages - n_shared, 0)
@@ -57,7 +69,7 @@ def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_si
         want = jnp.where(take, need, 0)
         new_pool, off = pop_pages(pool, want)
         j = jnp.arange(mp)[None]
-        lead_rows = slots.page_table[leader_slot]  # [Q, MP]
+        lead_rows = jnp.where(cont[:, None], queue.prefix_table, slots.page_table[leader_slot])  # [Q, MP]
         fresh = stack_page(pool, off[:, None] + (j - n_shared[:, None]))
         own = (j >= n_shared[:, None]) & (j < (n_shared + want)[:, None])
         rows = jnp.where(j < n_shared[:, None], lead_rows, jnp.where(own, fresh, 0))
@@ -76,7 +88,8 @@ def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_si
             temperature=set_(slots.temperature, queue.temperature), top_p=set_(slots.top_p, queue.top_p),
             top_k=set_(slots.top_k, queue.top_k), max_new=set_(slots.max_new, queue.max_new),
             seed=set_(slots.seed, queue.seed), pos_offset=set_(slots.pos_offset, queue.pos_offset),
-            stop=set_(slots.stop, queue.stop))
+            stop=set_(slots.stop, queue.stop), processed=set_(slots.processed, queue.processed),
+            retain=set_(slots.retain, queue.retain))
         return slots, new_pool, queue.replace(admitted=queue.admitted | take)
 
     n_take = take.sum(dtype=jnp.int32)
@@ -85,19 +98,34 @@ def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_si
     return slots, pool, queue, jnp.stack([n_take, shared])
 
 
+def rebase_order(slots: Slots) -> Slots:
+    """Running slots' admission order -> -B..-1 (relative order kept); free slots -> 0."""
+    b = slots.active.shape[0]
+    key = jnp.where(slots.active, slots.order, jnp.iinfo(jnp.int32).max)
+    rank = jnp.argsort(jnp.argsort(key, stable=True), stable=True).astype(jnp.int32)
+    return slots.replace(order=jnp.where(slots.active, rank - b, 0))
+
+
 def release(slots: Slots, pool: Pool, ring: Ring, mask: jax.Array, reason: jax.Array) -> tuple[Slots, Pool, Ring]:
     """Move masked slots to the ring with `reason` [B] and free their pages."""
     r = ring.req.shape[0]
     rank = jnp.cumsum(mask) - 1
     dest = jnp.where(mask, ring.count + rank, r)
     set_ = lambda a, v: a.at[dest].set(v, mode="drop")
+    keep = mask & slots.retain & (reason != FINISH_PREEMPTED)  # references move to the ring (the host)
     ring = ring.replace(req=set_(ring.req, slots.req), reason=set_(ring.reason, reason),
                         prompt_len=set_(ring.prompt_len, slots.prompt_len), n_gen=set_(ring.n_gen, slots.n_gen),
                         tokens=set_(ring.tokens, slots.tokens), logprobs=set_(ring.logprobs, slots.logprobs),
+                        seq_len=set_(ring.seq_len, slots.seq_len), n_pages=set_(ring.n_pages, slots.n_pages),
+                        page_table=set_(ring.page_table, slots.page_table), retained=set_(ring.retained, keep),
                         count=ring.count + mask.sum(dtype=jnp.int32))
-    pool = release_pages(pool, slots.page_table, slots.n_pages, mask)
-    slots = slots.replace(active=slots.active & ~mask, n_pages=jnp.where(mask, 0, slots.n_pages),
-                          page_table=jnp.where(mask[:, None], 0, slots.page_table), req=jnp.where(mask, -1, slots.req))
+    pool = release_pages(pool, slots.page_table, slots.n_pages, mask & ~keep)
+    clear = lambda a, v: jnp.where(mask, v, a)  # a released slot is reset to init_slots' values
+    slots = slots.replace(active=slots.active & ~mask, n_pages=clear(slots.n_pages, 0),
+                          page_table=jnp.where(mask[:, None], 0, slots.page_table), req=clear(slots.req, -1),
+                          group=clear(slots.group, -1), order=clear(slots.order, 0),
+                          prompt_len=clear(slots.prompt_len, 0), seq_len=clear(slots.seq_len, 0),
+                          n_gen=clear(slots.n_gen, 0), finish=clear(slots.finish, -1), retain=clear(slots.retain, False))
     return slots, pool, ring
 
 
@@ -119,7 +147,7 @@ def ensure_decode_pages(slots: Slots, pool: Pool, ring: Ring, page_size: int
 
     def preempt_one(c):
         s, p, rg, n = c
-        victim = jnp.argmax(jnp.where(s.active, s.order, -1))
+        victim = jnp.argmax(jnp.where(s.active, s.order, jnp.iinfo(jnp.int32).min))  # orders may be < 0
         mask = jnp.arange(s.active.shape[0]) == victim
         s, p, rg = release(s, p, rg, mask, jnp.full_like(s.finish, FINISH_PREEMPTED))
         return s, p, rg, n + 1

@@ -8,6 +8,8 @@ Shapes (B slots, W window, C prefill chunk, MP pages per sequence, P pages, Q qu
   refcount pinned at 0; padding writes land there and are never read as valid). Pool.free_stack[:n_free]
   holds the free page ids; refcount[p] = number of slots whose page table holds p.
 The loop donates Slots and Pool; Queue is an input; Ring collects finished/preempted rows for the host.
+Retained rows (continuations) keep their page references after release; the host owns them until
+`Engine.release` drops them (refcount - 1 each), so the pool's free pages exclude them.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class Slots:
     seed: jax.Array  # int32 [B]
     pos_offset: jax.Array  # int32 [B] PRNG position offset (tokens dropped by left truncation)
     stop: jax.Array  # int32 [B, NS] (-1 = none)
+    processed: jax.Array  # bool [B] log-probs under the truncated distribution (SamplingParams.logprobs)
+    retain: jax.Array  # bool [B] on finish keep the page references (moved to the ring) for a continuation
 
 
 @struct.dataclass
@@ -68,6 +72,10 @@ class Queue:
     seed: jax.Array
     pos_offset: jax.Array
     stop: jax.Array  # int32 [Q, NS]
+    processed: jax.Array  # bool [Q]
+    retain: jax.Array  # bool [Q]
+    prefix_table: jax.Array  # int32 [Q, MP] a retained parent's pages (continuations; else 0)
+    n_prefix: jax.Array  # int32 [Q] full parent pages the row maps instead of prefilling them
 
 
 @struct.dataclass
@@ -78,6 +86,10 @@ class Ring:
     n_gen: jax.Array  # int32 [R]
     tokens: jax.Array  # int32 [R, W + C]
     logprobs: jax.Array  # f32 [R, W + C]
+    seq_len: jax.Array  # int32 [R] tokens cached in the row's pages
+    n_pages: jax.Array  # int32 [R]
+    page_table: jax.Array  # int32 [R, MP] (meaningful where retained)
+    retained: jax.Array  # bool [R] the row's page references were kept (Slots.retain, not preempted)
     count: jax.Array  # int32 []
 
 
@@ -102,7 +114,7 @@ def init_slots(ecfg: EngineConfig) -> Slots:
                  n_gen=zi(b), finish=zi(b) - 1, tokens=zi(b, wc), logprobs=jnp.zeros((b, wc), jnp.float32),
                  page_table=zi(b, mp), n_pages=zi(b), temperature=jnp.ones(b, jnp.float32),
                  top_p=jnp.ones(b, jnp.float32), top_k=zi(b), max_new=zi(b), seed=zi(b), pos_offset=zi(b),
-                 stop=zi(b, ecfg.max_stop_ids) - 1)
+                 stop=zi(b, ecfg.max_stop_ids) - 1, processed=jnp.zeros(b, bool), retain=jnp.zeros(b, bool))
 
 
 def init_pool(mcfg: ModelConfig, ecfg: EngineConfig, num_pages: int) -> Pool:
@@ -118,7 +130,8 @@ def init_ring(ecfg: EngineConfig) -> Ring:
     r, wc = 2 * ecfg.max_slots, ecfg.window + ecfg.prefill_chunk
     zi = lambda *s: jnp.zeros(s, jnp.int32)
     return Ring(req=zi(r) - 1, reason=zi(r), prompt_len=zi(r), n_gen=zi(r), tokens=zi(r, wc),
-                logprobs=jnp.zeros((r, wc), jnp.float32), count=jnp.int32(0))
+                logprobs=jnp.zeros((r, wc), jnp.float32), seq_len=zi(r), n_pages=zi(r),
+                page_table=zi(r, ecfg.pages_per_seq), retained=jnp.zeros(r, bool), count=jnp.int32(0))
 
 
 def init_counters() -> Counters:
@@ -149,3 +162,8 @@ def pop_pages(pool: Pool, want: jax.Array) -> tuple[Pool, jax.Array]:
 def stack_page(pool_before: Pool, off: jax.Array) -> jax.Array:
     """Page id at stack offset `off` counted from the top of pool_before's stack."""
     return pool_before.free_stack[jnp.clip(pool_before.n_free - 1 - off, 0, pool_before.free_stack.shape[0] - 1)]
+
+
+def release_row(pool: Pool, pages: jax.Array, n_pages: jax.Array) -> Pool:
+    """Drop one reference to each of pages[:n_pages] (int32 [MP], one retained sequence)."""
+    return release_pages(pool, pages[None], n_pages[None], jnp.ones(1, bool))

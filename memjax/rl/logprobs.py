@@ -5,6 +5,10 @@ aligned like RolloutBatch.old_logp: entry t scores input_ids[:, t] given input_i
 and zero wherever loss_mask is 0. Uses the same `Qwen2.forward` as the engine (one model code path) and
 the vocabulary-tiled fused log-prob (memjax.kernels), so the [N, T, V] logits never exist. Positions are
 0..T-1 per row, exactly as the engine saw them (each conversation is its own sequence, right-padded).
+logprobs="processed" with top_p < 1 or top_k > 0 recomputes the engine's SamplingParams.logprobs=
+"processed" definition (log-prob under the top-k / top-p truncated, renormalised softmax(logits / T)) with
+the engine's own threshold and log-prob functions (memjax.engine.sampler), one conversation's [T, V] logits
+at a time; entropy stays that of the full tempered distribution.
 """
 
 from __future__ import annotations
@@ -12,15 +16,32 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..engine.sampler import allowed_mask, processed_logprob
 from ..kernels import token_logprob_entropy
 
 
+def _processed(hidden, w, targets, temperature: float, top_p: float, top_k: int):
+    """hidden [N, T, h], w [h, V], targets [N, T] -> processed log-probs f32 [N, T], row by row."""
+    def row(args):
+        h, tgt = args
+        scaled = jnp.einsum("th,hv->tv", h.astype(w.dtype), w, preferred_element_type=jnp.float32) / temperature
+        t = scaled.shape[0]
+        allowed = allowed_mask(scaled, jnp.full(t, top_p, jnp.float32), jnp.full(t, top_k, jnp.int32))
+        return processed_logprob(scaled, allowed, tgt)
+    return jax.lax.map(row, (hidden, targets))
+
+
 def token_logprobs(model, input_ids: jax.Array, loss_mask: jax.Array, *, temperature: float = 1.0,
-                   remat: bool = False, impl: str = "auto") -> tuple[jax.Array, jax.Array]:
+                   remat: bool = False, impl: str = "auto", logprobs: str = "raw", top_p: float = 1.0,
+                   top_k: int = 0) -> tuple[jax.Array, jax.Array]:
+    if logprobs not in ("raw", "processed"):
+        raise ValueError(f"token_logprobs: logprobs must be 'raw' or 'processed', got {logprobs!r}")
     hidden, _ = model.forward(input_ids, return_hidden=True, remat=remat)  # [N, T, h]
     mask = loss_mask[:, 1:] > 0
     w = model.lm_head_weight().astype(hidden.dtype)
     logp, ent = token_logprob_entropy(hidden[:, :-1], w, input_ids[:, 1:], mask, temperature=temperature,
                                       impl=impl, compact=False)
+    if logprobs == "processed" and (top_p < 1.0 or top_k > 0):
+        logp = jnp.where(mask, _processed(hidden[:, :-1], w, input_ids[:, 1:], temperature, top_p, top_k), 0.0)
     pad = jnp.zeros((input_ids.shape[0], 1), jnp.float32)
     return jnp.concatenate([pad, logp], axis=1), jnp.concatenate([pad, ent], axis=1)

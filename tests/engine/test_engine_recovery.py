@@ -82,3 +82,24 @@ def test_float_token_ids_are_refused(eng):
         eng.submit([True, 2])
     assert eng.num_unfinished == 0
     assert len(eng.generate([np.array([1, 2, 3], np.int64)], SP)) == 1
+
+
+def test_aborted_retained_request_and_continuation_give_their_pages_back(eng, ref):
+    """A retained request aborted while on the device, and a continuation aborted before admission:
+    once the device has drained, every page is free again (no KVHandle will ever release them)."""
+    free0 = int(eng._pool.n_free)
+    rid = eng.submit(list(range(1, 20)), SamplingParams(temperature=0.0, max_tokens=12), retain=True)
+    eng.step(max_rounds=1)
+    eng.abort([rid])
+    r2 = eng.submit(list(range(1, 20)), SamplingParams(temperature=0.0, max_tokens=3), retain=True)
+    parent = []
+    while not parent:
+        parent = eng.step()
+    child = eng.submit([5, 6], SP, parent=parent[0])
+    eng.release(parent[0])
+    eng.abort([child])
+    assert r2 != rid and eng.retained_pages == 0
+    eng.generate([list(range(1, 5))], SamplingParams(temperature=0.0, max_tokens=30))  # drains the aborted one
+    assert int(eng._pool.n_free) == free0 and eng.num_unfinished == 0
+    good = _prompts(8, seed=2)[3]
+    assert eng.generate([good], SP)[0].token_ids == ref[tuple(good)]

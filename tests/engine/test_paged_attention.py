@@ -1,10 +1,13 @@
 """memjax.engine.paged_attention: the page-by-page reference against dense attention and the full forward."""
 
+import re
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memjax.engine.paged_attention import PagedAttention, paged_attention, write_kv
+from memjax.engine.paged_attention import PagedAttention, page_buckets, paged_attention, write_kv
 from memjax.model import grouped_attention, init_model, presets
 
 
@@ -75,3 +78,44 @@ def test_paged_decode_and_chunked_prefill_equal_full_forward(model):
     for got in (one_shot, chunked, decode):
         assert np.abs(got - full).max() <= 1e-5
     assert np.abs(chunked - one_shot).max() <= 1e-5
+
+
+def test_compiled_forward_never_slices_the_whole_pool(model):
+    """Regression: k_pages[layer][:, ids] made XLA copy a layer's whole [KV, P, S, D] pool per layer.
+    The compiled paged forward may gather pages, but no dynamic-slice may produce a P-page array."""
+    cfg, p, s, b, t = model.cfg, 97, 4, 2, 3  # P = 97 appears in no other dimension
+    shape = (cfg.num_layers, cfg.num_kv_heads, p, s, cfg.head_dim)
+    pt = jnp.asarray([[1, 2, 3], [4, 5, 6]], jnp.int32)
+
+    def step(state, ids, start):
+        att = PagedAttention(pt, start, jnp.full((b,), t, jnp.int32))
+        pos = start[:, None] + jnp.arange(t, dtype=jnp.int32)[None]
+        return model.forward(ids, pos, attention=att, state=state)
+
+    hlo = jax.jit(step).lower((jnp.zeros(shape), jnp.zeros(shape)), jnp.zeros((b, t), jnp.int32),
+                              jnp.asarray([4, 0], jnp.int32)).compile().as_text()
+    slices = [ln for ln in hlo.splitlines() if "dynamic-slice(" in ln]
+    assert not [ln for ln in slices if re.search(rf"\[[\d,]*\b{p}\b[\d,]*\]\S* dynamic-slice\(", ln)], slices
+
+
+def test_bucketed_page_loop_is_bit_identical_to_dynamic_loop():
+    """The default loop runs a static power-of-two page count (masked extra pages); it must give exactly
+    the dynamic loop's result for decode and prefill shapes, including sequences with no cached key."""
+    r = np.random.default_rng(5)
+    kvh, s, d, mp, p = 2, 4, 8, 11, 40
+    kp, vp = (jnp.asarray(r.normal(size=(1, kvh, p, s, d)), jnp.float32) for _ in range(2))
+    pt = jnp.asarray(r.integers(1, p, (3, mp)), jnp.int32)
+    for t, lens in ((1, [5, 0, 17]), (3, [12, 3, 44]), (1, [0, 0, 0]), (2, [29, 1, 2])):
+        q = jnp.asarray(r.normal(size=(3, t, 2 * kvh, d)), jnp.float32)
+        kv_len = jnp.asarray(lens, jnp.int32)
+        q_pos = jnp.maximum(kv_len[:, None] - t + jnp.arange(t, dtype=jnp.int32)[None], 0)
+        f = jax.jit(paged_attention, static_argnames="dynamic")
+        a = np.asarray(f(q, kp, vp, 0, pt, q_pos, kv_len))
+        b = np.asarray(f(q, kp, vp, 0, pt, q_pos, kv_len, dynamic=True))
+        assert np.array_equal(a, b), (t, lens, np.abs(a - b).max())
+    assert page_buckets(11) == (1, 2, 4, 8, 11) and page_buckets(1) == (1,) and page_buckets(8) == (1, 2, 4, 8)
+    # compiled: every page loop of the default path has a trip count XLA knows (no per-page predicate)
+    for dyn, known in ((False, True), (True, False)):
+        hlo = f.lower(q, kp, vp, 0, pt, q_pos, kv_len, dynamic=dyn).compile().as_text()
+        loops = [ln for ln in hlo.splitlines() if " while(" in ln]
+        assert loops and all(("known_trip_count" in ln) == known for ln in loops)

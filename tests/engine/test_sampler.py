@@ -74,3 +74,30 @@ def test_greedy_and_key_independence():
     a, _ = sample(lg, *args([7, 8, 9]))
     b, _ = sample(lg[::-1], *args([9, 8, 7]))
     assert np.asarray(a).tolist() == np.asarray(b)[::-1].tolist()
+
+
+def test_processed_logprobs_are_under_the_truncated_distribution():
+    """logprobs="processed": log p(token) renormalised over the top-k / top-p set (numpy sort reference);
+    raw rows and greedy rows keep the full-vocabulary value."""
+    r = np.random.default_rng(3)
+    n, v, temp, top_p, top_k = 8, 40, 0.7, 0.75, 12
+    lg = (r.normal(size=(n, v)) * 2).astype(np.float32)
+    temps = np.where(np.arange(n) == 7, 0.0, temp).astype(np.float32)  # row 7 greedy
+    processed = np.arange(n) % 2 == 1  # odd rows processed
+    tok, lp = jax.jit(sample)(jnp.asarray(lg), jnp.asarray(temps), jnp.full(n, top_p, jnp.float32),
+                              jnp.full(n, top_k, jnp.int32), jnp.arange(n, dtype=jnp.int32),
+                              jnp.full(n, 3, jnp.int32), jnp.asarray(processed))
+    tok, lp = np.asarray(tok), np.asarray(lp)
+    for i in range(n):
+        t = 1.0 if temps[i] == 0 else temp
+        s = lg[i].astype(np.float64) / t
+        raw = s - np.logaddexp.reduce(s)
+        if temps[i] == 0 or not processed[i]:
+            np.testing.assert_allclose(lp[i], raw[tok[i]], atol=1e-5)
+            continue
+        keep = np.argsort(-s)[:top_k]  # top-k, then the smallest nucleus of mass >= top_p within it
+        q = np.exp(s[keep] - np.logaddexp.reduce(s[keep]))
+        keep = keep[: int(np.searchsorted(np.cumsum(q), top_p) + 1)]
+        assert tok[i] in keep
+        np.testing.assert_allclose(lp[i], s[tok[i]] - np.logaddexp.reduce(s[keep]), atol=1e-5)
+        assert lp[i] > raw[tok[i]] + 1e-3  # renormalising over a strict subset raises the log-prob

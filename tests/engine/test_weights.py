@@ -1,0 +1,46 @@
+"""memjax.engine rollout weights: the engine's own copy in EngineConfig.weight_dtype, refreshed without
+recompiling, bit-identical to casting the master at use."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.model import init_model, presets
+
+CFG = dict(max_slots=4, page_size=4, window=64, prefill_slots=2, prefill_chunk=8, progress=False)
+
+
+def _prompts(n, seed):
+    r = np.random.default_rng(seed)
+    return [r.integers(0, 512, int(k)).tolist() for k in r.integers(3, 30, n)]
+
+
+def test_bf16_copy_of_fp32_master_equals_cast_at_use_and_refreshes_without_recompile():
+    # fp32 master, bf16 compute: what the real configs use
+    master = init_model(presets.get("tiny", dtype="bfloat16", param_dtype="float32"), seed=1)
+    prompts = _prompts(3, 0)
+    params = [SamplingParams(temperature=1.0, max_tokens=8, seed=i) for i in range(3)]
+    eng = Engine(master, EngineConfig(**CFG))  # weight_dtype="compute" -> bf16
+    assert {a.dtype for a in jax.tree.leaves(eng._params)} == {jnp.dtype(jnp.bfloat16)}
+    at_use = Engine(master, EngineConfig(**CFG, weight_dtype="float32"))  # keeps fp32, casts in the forward
+    a, b = eng.generate(prompts, params), at_use.generate(prompts, params)
+    assert [o.token_ids for o in a] == [o.token_ids for o in b]
+    assert [o.logprobs for o in a] == [o.logprobs for o in b]  # bit-identical
+    runs, casts = eng._run._cache_size(), eng._cast._cache_size()
+    # a trainer step: new fp32 master values, refreshed twice
+    other = init_model(master.cfg, seed=2)
+    for m in (other, master):
+        eng.update_weights(nnx.state(m, nnx.Param))
+    assert eng._run._cache_size() == runs and eng._cast._cache_size() == casts == 1
+    assert [o.token_ids for o in eng.generate(prompts, params)] == [o.token_ids for o in a]
+    eng.update_weights(other)
+    assert [o.token_ids for o in eng.generate(prompts, params)] != [o.token_ids for o in a]
+    assert eng._run._cache_size() == runs
+
+
+def test_weight_dtype_validated():
+    with pytest.raises(ValueError, match="EngineConfig.weight_dtype"):
+        EngineConfig(weight_dtype="int8")
