@@ -11,6 +11,7 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
 - A request preempted by memory pressure comes back from the device with what it generated so far
   and is requeued at the front with prompt + generated tokens; because sampling keys depend only on
   (seed, position), its final output is the one it would have produced unpreempted.
+- `abort(rids)` cancels requests (a failed agent run leaves no orphans behind).
 - `update_weights(params)` swaps in new policy weights of the same shapes without recompiling.
 Invariants: prompts are non-empty lists of ints < vocab; prompt_len < window unless
 overlong_prompt="truncate_left" (keeps the last window - 1 tokens, recorded in Completion.prompt_truncated).
@@ -85,6 +86,7 @@ class Engine:
         self._run = make_run(nnx.graphdef(model), model.cfg, ecfg, attend=attend)
         self._pending: collections.deque[_Request] = collections.deque()
         self._live: dict[int, _Request] = {}  # rid -> request, queued or running
+        self._aborted: set[int] = set()  # running requests whose completions are discarded
         self._groups: dict[tuple[int, ...], tuple[int, set[int]]] = {}  # prompt -> (group id, live rids)
         self._group_ids = itertools.count()
         self._ids = itertools.count()
@@ -128,9 +130,29 @@ class Engine:
         self._pending.append(self._live[rid])
         return rid
 
+    def abort(self, rids) -> None:
+        """Cancel requests: queued ones are dropped now; running ones finish on the device (or are dropped
+        at their next preemption) and their completions are discarded. Unknown / finished rids are ignored."""
+        rids = {int(r) for r in rids} & self._live.keys()
+        queued = {r.rid for r in self._pending if r.rid in rids}
+        self._pending = collections.deque(r for r in self._pending if r.rid not in queued)
+        for rid in rids:
+            if rid in queued:
+                self._forget(self._live[rid])
+            else:
+                self._aborted.add(rid)
+
+    def _forget(self, req: _Request) -> None:
+        del self._live[req.rid]
+        self._aborted.discard(req.rid)
+        key = tuple(req.prompt[: req.orig_len])
+        self._groups[key][1].discard(req.rid)
+        if not self._groups[key][1]:
+            del self._groups[key]
+
     @property
     def num_unfinished(self) -> int:
-        return len(self._live)
+        return len(self._live) - len(self._aborted)
 
     # -- device calls -------------------------------------------------------------------------------
     def _queue(self) -> tuple[Queue, list[_Request]]:
@@ -180,16 +202,15 @@ class Engine:
             p, g = int(ring.prompt_len[i]), int(ring.n_gen[i])
             req.gen += ring.tokens[i, p: p + g].tolist()
             req.lps += ring.logprobs[i, p: p + g].tolist()
+            if req.rid in self._aborted:
+                self._forget(req)
+                continue
             if int(ring.reason[i]) == FINISH_PREEMPTED:
                 req.preemptions += 1
                 req.prompt = req.prompt[:p] + ring.tokens[i, p: p + g].tolist()
                 requeue.append(req)
                 continue
-            del self._live[req.rid]
-            key = tuple(req.prompt[: req.orig_len])
-            self._groups[key][1].discard(req.rid)
-            if not self._groups[key][1]:
-                del self._groups[key]
+            self._forget(req)
             done.append(Completion(token_ids=req.gen, logprobs=req.lps, finish_reason=FINISH_NAMES[int(ring.reason[i])],
                                    prompt_len=req.orig_len, request_id=req.rid, preemptions=req.preemptions,
                                    prompt_truncated=req.truncated))
