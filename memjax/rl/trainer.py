@@ -25,7 +25,7 @@ from flax import nnx
 
 from ..parallel import data_size, param_shardings, rows_sharding
 from .advantages import AdvantageConfig, compute_advantages
-from .batch import RolloutBatch
+from .batch import RolloutBatch, pad_rows_tokens
 from .logprobs import token_logprobs
 from .losses import AGG_MODES, agg_denominator, policy_loss
 
@@ -145,16 +145,8 @@ class Trainer:
     # -- array plumbing -----------------------------------------------------------------------------
     def _pad(self, batch: RolloutBatch) -> dict[str, np.ndarray]:
         u = self.update_cfg
-        t = -(-batch.input_ids.shape[1] // u.pad_tokens) * u.pad_tokens
-        n = -(-batch.num_rows // u.micro_rows) * u.micro_rows
-        out = {}
-        for k in ("input_ids", "loss_mask", "old_logp", "ref_logp"):
-            a = getattr(batch, k)
-            if a is None:
-                continue
-            out[k] = np.zeros((n, t), a.dtype)
-            out[k][: a.shape[0], : a.shape[1]] = a
-        return out
+        arrays = pad_rows_tokens(batch, u.micro_rows, u.pad_tokens)
+        return {k: arrays[k] for k in ("input_ids", "loss_mask", "old_logp", "ref_logp") if k in arrays}
 
     def _put(self, x):
         x = jnp.asarray(x)
