@@ -1,4 +1,7 @@
-"""Attention over a paged KV cache, in pure JAX (the reference the Pallas kernel must match).
+"""Attention over a paged KV cache: KV writes and the `PagedAttention` back-end of the engine's forward.
+
+The pure-JAX attention (`paged_attention`, the reference the Pallas kernel must match) lives in
+memjax/kernels/reference.py (kernels are leaves) and is re-exported here.
 
 Cache layout (GQA-native, one array per K and V for all layers):
   k_pages, v_pages: [L, KV, P, S, D]   L layers, KV heads, P pages (page 0 = null page), S = page size
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-from einops import rearrange
+
+from ..kernels.reference import paged_attention_ref as paged_attention  # the reference lives with the kernels
 
 
 def write_kv(pages: jax.Array, layer: jax.Array, new: jax.Array, page_table: jax.Array, start: jax.Array,
@@ -31,42 +35,6 @@ def write_kv(pages: jax.Array, layer: jax.Array, new: jax.Array, page_table: jax
     off = jnp.where(valid, pos % s, 0)
     vals = new.reshape(b * t, *new.shape[2:]).astype(pages.dtype)  # [N, KV, D]
     return pages.at[layer, :, page.reshape(-1), off.reshape(-1)].set(vals)
-
-
-def paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer: jax.Array,
-                    page_table: jax.Array, q_pos: jax.Array, kv_len: jax.Array) -> jax.Array:
-    """q [b,t,H,D] at absolute positions q_pos [b,t]; keys of sequence i are positions < kv_len[i].
-
-    Returns [b,t,H,D] in q's dtype. Query rows with no visible key (padding) return zeros.
-    """
-    b, t, h, d = q.shape
-    kv, s = k_pages.shape[1], k_pages.shape[3]
-    qg = rearrange(q, "b t (kv g) d -> b kv g t d", kv=kv).astype(jnp.float32) / jnp.sqrt(jnp.float32(d))
-    n_pages = (jnp.max(kv_len) + s - 1) // s
-
-    def body(j, carry):
-        m, l, acc = carry
-        ids = page_table[:, j]  # [b]
-        kp = jnp.moveaxis(k_pages[layer][:, ids], 0, 1).astype(jnp.float32)  # [b, KV, S, D]
-        vp = jnp.moveaxis(v_pages[layer][:, ids], 0, 1).astype(jnp.float32)
-        sc = jnp.einsum("bkgtd,bksd->bkgts", qg, kp)
-        key_pos = j * s + jnp.arange(s, dtype=jnp.int32)
-        ok = (key_pos[None, None, :] <= q_pos[:, :, None]) & (key_pos[None, None, :] < kv_len[:, None, None])
-        sc = jnp.where(ok[:, None, None], sc, -jnp.inf)
-        m_new = jnp.maximum(m, sc.max(-1))
-        m_safe = jnp.where(jnp.isfinite(m_new), m_new, 0.0)
-        p = jnp.exp(sc - m_safe[..., None])
-        corr = jnp.exp(jnp.where(jnp.isfinite(m), m, m_safe) - m_safe)
-        l = l * corr + p.sum(-1)
-        acc = acc * corr[..., None] + jnp.einsum("bkgts,bksd->bkgtd", p, vp)
-        return m_new, l, acc
-
-    g = h // kv
-    init = (jnp.full((b, kv, g, t), -jnp.inf, jnp.float32), jnp.zeros((b, kv, g, t), jnp.float32),
-            jnp.zeros((b, kv, g, t, d), jnp.float32))
-    _, l, acc = jax.lax.fori_loop(0, n_pages, body, init)
-    out = acc / jnp.where(l > 0, l, 1.0)[..., None]
-    return rearrange(out, "b kv g t d -> b t (kv g) d").astype(q.dtype)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Answer extraction and scoring for memory agents.
 
-Public contract (DESIGN.md): `last_boxed(text)`, `memagent_reward(text, ground_truths)`,
+Public contract (docs/architecture.md): `last_boxed(text)`, `memagent_reward(text, ground_truths)`,
 `squad_scores(pred, golds)`, `string_match_all(pred, refs)`. Every scorer returns values in [0, 1], never raises on
 model output, and counts a missing answer (scored 0) in an optional `RewardStats`.
 """
