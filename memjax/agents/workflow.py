@@ -144,7 +144,8 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
                     traj = trajs[next_traj]
                     reqs = workflow.start(traj, prepared[traj.sample])
                     if not reqs:
-                        raise ValueError(f"{type(workflow).__name__}.start returned no request for sample {traj.sample}")
+                        raise ValueError(f"{type(workflow).__name__}.start returned no request for sample "
+                                         f"{traj.sample}")
                     submit(traj, reqs)
                     next_traj, n_active = next_traj + 1, n_active + 1
                 for comp in engine.step():

@@ -10,6 +10,7 @@ from .losses import (AGG_MODES, KL_ESTIMATORS, agg_denominator, agg_loss, agg_pa
 
 __all__ = ["advantages", "dapo", "estimators", "losses", "ADV_NORMS", "AdvantageConfig", "broadcast_to_tokens",
            "compute_advantages", "grpo_advantages", "trajectory_row_weight", "Conversation", "RolloutBatch",
-           "build_batch", "FIELDS", "pad_rows_tokens", "DynamicSampler", "concat_batches", "filter_groups", "overlong_penalty", "AGG_MODES",
+           "build_batch", "FIELDS", "pad_rows_tokens", "DynamicSampler", "concat_batches", "filter_groups",
+           "overlong_penalty", "AGG_MODES",
            "KL_ESTIMATORS", "agg_denominator", "agg_loss", "agg_parts", "combine_parts", "kl_penalty",
            "policy_loss", "policy_loss_parts", "value_loss", "value_loss_parts"]

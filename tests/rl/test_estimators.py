@@ -11,10 +11,9 @@ from memjax.rl.estimators import gae, group_normalise, logo_grpo_advantages
 def test_group_normalise_options():
     x, g = [1.0, 0.0, 1.0, 0.0, 2.0, 2.0, 2.0, 5.0], [3, 3, 3, 3, 8, 8, 8, 1]
     s3 = np.sqrt(1.0 / 3.0)  # unbiased std of (1, 0, 1, 0)
-    np.testing.assert_allclose(group_normalise(x, g, ddof=1, eps=1e-6)[:4], np.array([1, -1, 1, -1]) * 0.5 / (s3 + 1e-6),
-                               rtol=1e-6)
-    np.testing.assert_allclose(group_normalise(x, g, ddof=0, eps=1e-6)[:4], np.array([1, -1, 1, -1]) * 0.5 / (0.5 + 1e-6),
-                               rtol=1e-6)
+    sign = np.array([1, -1, 1, -1])
+    np.testing.assert_allclose(group_normalise(x, g, ddof=1, eps=1e-6)[:4], sign * 0.5 / (s3 + 1e-6), rtol=1e-6)
+    np.testing.assert_allclose(group_normalise(x, g, ddof=0, eps=1e-6)[:4], sign * 0.5 / (0.5 + 1e-6), rtol=1e-6)
     np.testing.assert_allclose(group_normalise(x, g, norm="mean")[:4], [0.5, -0.5, 0.5, -0.5])
     for norm in ("mean", "mean_std"):
         out = group_normalise(x, g, norm=norm)
