@@ -15,6 +15,7 @@ turn (0-based turn within the trajectory), step (Memory-R2 step id; = turn by de
 Per-sample (S trajectories): reward f32 [S], sample_group int32 [S].
 Optional fields (None unless an algorithm fills them): ref_logp, advantages f32 [N, T] (per-token),
 values f32 [N, T] (critic), returns f32 [N, T]; row_advantage f32 [N] (per-row, e.g. step-level losses),
+row_weight f32 [N] (loss weight of a row in the aggregation, e.g. 1 / conversations of its trajectory),
 policy int32 [N] (policy / role-model id), local_group int32 [N] (LoGo-GRPO local group, -1 = none),
 snapshot int32 [N] (memory-snapshot id a re-rollout started from, -1 = none), temperature f32 [N]
 (sampling temperature of the row).
@@ -49,7 +50,8 @@ FIELDS: dict[str, Field] = {
     "lengths": Field("row", np.int32), "prompt_len": Field("row", np.int32), "sample": Field("row", np.int32),
     "group": Field("row", np.int32), "turn": Field("row", np.int32), "step": Field("row", np.int32),
     "role": Field("row", np.int32), "is_final": Field("row", np.bool_),
-    "row_advantage": Field("row", np.float32, optional=True), "policy": Field("row", np.int32, optional=True),
+    "row_advantage": Field("row", np.float32, optional=True), "row_weight": Field("row", np.float32, optional=True),
+    "policy": Field("row", np.int32, optional=True),
     "local_group": Field("row", np.int32, -1, optional=True), "snapshot": Field("row", np.int32, -1, optional=True),
     "temperature": Field("row", np.float32, 1.0, optional=True),
     "reward": Field("sample", np.float32), "sample_group": Field("sample", np.int32),
@@ -101,6 +103,7 @@ class RolloutBatch:
     values: np.ndarray | None = None
     returns: np.ndarray | None = None
     row_advantage: np.ndarray | None = None
+    row_weight: np.ndarray | None = None
     policy: np.ndarray | None = None
     local_group: np.ndarray | None = None
     snapshot: np.ndarray | None = None

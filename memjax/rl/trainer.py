@@ -11,6 +11,9 @@ update loop. Invariants:
   and parameters by memjax.parallel.param_shardings (FSDP / tensor); XLA inserts the collectives.
 - Old log-probs: by default recomputed by the trainer before the first update (the engine's rollout
   log-probs are kept for the mismatch metric: mean/max |engine - trainer| over response tokens).
+- Advantages are consumed, not chosen: `batch.advantages` [N, T] and `batch.row_weight` [N] (filled by
+  memjax.rl.advantages.with_advantages or any estimator of memjax/rl/estimators.py); a batch without
+  them gets the MemAgent rule configured by `advantage` (so existing callers keep their behaviour).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import optax
 from flax import nnx
 
 from ..parallel import data_size, param_shardings, rows_sharding
-from .advantages import AdvantageConfig, compute_advantages
+from .advantages import AdvantageConfig, with_advantages
 from .batch import RolloutBatch, pad_rows_tokens
 from .logprobs import token_logprobs
 from .losses import AGG_MODES, agg_denominator, policy_loss
@@ -183,7 +186,9 @@ class Trainer:
             batch = batch.replace(old_logp=old * mask)
         if lc.kl_coef:
             batch = batch.replace(ref_logp=self.logprobs(self.ref_model, batch) * mask)
-        adv, row_w = compute_advantages(batch, self.adv_cfg)
+        if batch.advantages is None:  # callers that did not run an estimator get the configured MemAgent rule
+            batch = with_advantages(batch, self.adv_cfg)
+        adv, row_w = batch.advantages, batch.row_weight
         arrays = self._pad(batch)
         n, t = arrays["input_ids"].shape
         arrays["adv"] = np.zeros((n, t), np.float32)
