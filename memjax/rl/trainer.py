@@ -30,6 +30,7 @@ from ..parallel import data_size, param_shardings, rows_sharding
 from .advantages import AdvantageConfig, with_advantages
 from .batch import RolloutBatch, pad_rows_tokens
 from .logprobs import token_logprobs
+from ..kernels.step_ratio_loss import step_ratio_loss
 from .losses import AGG_MODES, agg_denominator, policy_loss
 
 
@@ -48,6 +49,9 @@ class OptimConfig:
             raise ValueError(f"OptimConfig: lr must be > 0, warmup_steps and grad_clip >= 0 (got {self})")
 
 
+LOSS_LEVELS = ("token", "step")
+
+
 @dataclass(frozen=True)
 class LossConfig:
     clip_low: float = 0.2
@@ -58,8 +62,14 @@ class LossConfig:
     kl_estimator: str = "k3"
     entropy_coef: float = 0.0
     log_ratio_clamp: float = 20.0
+    level: str = "token"  # "token": per-token ratios (policy_loss); "step": one length-normalised ratio per
+    # row (Memory-R2, memjax/kernels/step_ratio_loss.py), mean over the mini-batch's steps (agg is ignored)
 
     def __post_init__(self):
+        if self.level not in LOSS_LEVELS:
+            raise ValueError(f"LossConfig.level must be one of {LOSS_LEVELS}, got {self.level!r}")
+        if self.level == "step" and (self.kl_coef or self.entropy_coef):
+            raise ValueError("LossConfig.level='step' does not take kl_coef / entropy_coef yet (set them to 0)")
         if self.agg not in AGG_MODES:
             raise ValueError(f"LossConfig.agg must be one of {AGG_MODES}, got {self.agg!r}")
         if self.clip_low < 0 or self.clip_high < 0 or (self.dual_clip is not None and self.dual_clip <= 1):
@@ -103,6 +113,13 @@ def _grad_step(model, ids, mask, old, adv, ref, row_w, denom, *, loss: LossConfi
                use_ref, use_entropy):
     def loss_fn(model):
         logp, ent = token_logprobs(model, ids, mask, temperature=temperature, remat=remat)
+        if loss.level == "step":  # each row is one step; rescaled to the mini-batch's step count (denom)
+            seg = jnp.where(mask != 0, jnp.arange(ids.shape[0], dtype=jnp.int32)[:, None], -1)
+            value, metrics = step_ratio_loss(logp, old, adv, mask, seg, num_segments=ids.shape[0],
+                                             clip_low=loss.clip_low, clip_high=loss.clip_high,
+                                             dual_clip=loss.dual_clip, log_ratio_clamp=loss.log_ratio_clamp)
+            value = value * jax.lax.stop_gradient(metrics["num_steps"]) / denom
+            return value, {**metrics, "num_tokens": jnp.sum(mask != 0).astype(jnp.float32)}
         value, metrics = policy_loss(
             logp, old, adv, mask, clip_low=loss.clip_low, clip_high=loss.clip_high, dual_clip=loss.dual_clip,
             agg=loss.agg, row_weight=row_w, denominator=denom, ref_logp=ref if use_ref else None,
@@ -205,9 +222,12 @@ class Trainer:
                 rows = np.nonzero(np.isin(batch.sample, part))[0]
                 if rows.size == 0:
                     continue
-                denom = agg_denominator(jnp.asarray(arrays["loss_mask"][rows]), lc.agg,
-                                        row_weight=None if row_w is None else jnp.asarray(arrays["row_w"][rows]),
-                                        loss_scale_tokens=t)
+                if lc.level == "step":
+                    denom = jnp.float32(max(int((arrays["loss_mask"][rows] != 0).any(1).sum()), 1))
+                else:
+                    denom = agg_denominator(jnp.asarray(arrays["loss_mask"][rows]), lc.agg,
+                                            row_weight=None if row_w is None else jnp.asarray(arrays["row_w"][rows]),
+                                            loss_scale_tokens=t)
                 grads, mb_metrics, loss_value = None, [], 0.0
                 for mb in self._micro(arrays, rows):
                     value, metrics, g = _grad_step(
