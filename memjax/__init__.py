@@ -1,6 +1,6 @@
 """memjax: RL-trained LLM memory agents (MemAgent, SUMER, Memory-R1, Memory-R2) in JAX / Flax NNX.
 
-Public names (see DESIGN.md, "Public contract"): `memjax.model` (decoder, presets, count_params),
+Public names (see docs/architecture.md, "Public contract"): `memjax.model` (decoder, presets, count_params),
 `memjax.load_hf` / `memjax.save_hf` (Hugging Face checkpoints), `memjax.Tokenizer`,
 `memjax.Engine` / `EngineConfig` / `SamplingParams` (rollout engine), `memjax.flops` (FLOP estimates, MFU).
 """

@@ -1,4 +1,4 @@
-"""Output-directory safety for memjax's programs: nothing lost, nothing silent (DESIGN.md principle 6).
+"""Output-directory safety for memjax's programs: nothing lost, nothing silent (docs/architecture.md, principle 6).
 
 Owns:
 - `prepare_out_dir(path, field)`: create an output directory or fail with a one-line ConfigError naming

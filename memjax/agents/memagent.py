@@ -1,7 +1,8 @@
 """The MemAgent workflow: read a document chunk by chunk, overwrite a token memory, answer from it.
 
 Owns: the reference prompt templates (verbatim), prompt assembly at token-id level, and the
-trajectory state machine that drives the engine with every (sample x rollout) trajectory in flight.
+trajectory state machine, as a `Workflow` that `run_workflow` (memjax/agents/workflow.py) drives with every
+(sample x rollout) trajectory in flight.
 Invariants:
 - The document is tokenised once and cut into chunks of `chunk_tokens` ids; the question is tokenised
   once (first `max_query_tokens` ids kept); the memory is the previous turn's generated ids with the
@@ -9,7 +10,8 @@ Invariants:
   counted), spliced in as ids (never re-tokenised). Only template text is encoded.
 - A trajectory has ceil(doc_tokens / chunk_tokens) memory-update conversations then one final
   conversation; turn t+1 is submitted the moment turn t finishes, so trajectories advance independently.
-- Sampling seeds depend only on (config seed, trajectory, turn): results do not depend on scheduling.
+- Sampling seeds depend only on (config seed, trajectory, turn) (the driver's formula): results do not
+  depend on scheduling.
 - The G rollouts of a sample share identical first-turn prompts, which the engine prefix-shares.
 - Every prompt fits the engine window with room for its generation budget (checked up front).
 Output: a RolloutBatch (one row per conversation; role 0 = memory update, 1 = final answer), per-sample
@@ -20,15 +22,14 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import Engine, SamplingParams
-from ..rewards import memagent_reward
-from ..rl.batch import Conversation, RolloutBatch, build_batch
+from ..engine import Completion, Engine, SamplingParams
+from ..rewards import last_boxed, memagent_reward
 from ..tokenizer import TokenIds
+from .workflow import Request, Trajectory, Workflow, WorkflowResult, run_workflow
 
 MEMORY_TEMPLATE = (
     "You are presented with a problem, a section of an article that may contain the answer to the problem, "
@@ -110,10 +111,9 @@ def build_prompt(tokenizer, query_ids: Sequence[int], memory_ids: Sequence[int] 
 
 
 @dataclass
-class Trajectory:
-    index: int
-    sample: int
-    rollout: int
+class MemAgentState:
+    """A trajectory's MemAgent state (`Trajectory.state`)."""
+
     query_ids: list[int]
     doc_ids: list[int]
     answers: tuple[str, ...]
@@ -121,20 +121,11 @@ class Trajectory:
     turn: int = 0
     memory_ids: list[int] | None = None
     memories: list[str] = field(default_factory=list)
-    conversations: list[Conversation] = field(default_factory=list)
     final_text: str = ""
-    reward: float = 0.0
-    prompt_tokens: int = 0
-    generated_tokens: int = 0
     unknown_tokens: int = 0  # generated ids outside the tokenizer's vocabulary (decoded as nothing)
 
 
-@dataclass
-class MemAgentResult:
-    batch: RolloutBatch | None
-    rewards: list[float]  # per trajectory (sample-major: trajectory = sample * G + rollout)
-    traces: list[dict[str, Any]]
-    stats: dict[str, float]
+MemAgentResult = WorkflowResult
 
 
 def _field(sample: Any, *names: str):
@@ -146,13 +137,15 @@ def _field(sample: Any, *names: str):
     raise ValueError(f"MemAgent sample has none of the fields {names}: {type(sample).__name__}")
 
 
-class MemAgent:
-    """Runs MemAgent rollouts on an Engine. `reward_fn(final_text, answers) -> float`."""
+class MemAgent(Workflow):
+    """The MemAgent workflow on an Engine. `reward_fn(final_text, answers) -> float`; `run(samples)` drives
+    it with `run_workflow` (group size, seed, max_active and recording from the config)."""
 
     def __init__(self, engine: Engine, tokenizer, config: MemAgentConfig | None = None,
                  reward_fn: Callable[[str, Sequence[str]], float] = memagent_reward,
                  stop_token_ids: Sequence[int] | None = None):
         self.engine, self.tok, self.cfg, self.reward_fn = engine, tokenizer, config or MemAgentConfig(), reward_fn
+        self.pad_id = getattr(tokenizer, "pad_id", 0)
         self.stop_ids = tuple(stop_token_ids) if stop_token_ids is not None else tuple(
             sorted({tokenizer.eos_id, tokenizer.endoftext_id}))
         c, window = self.cfg, engine.config.window
@@ -171,90 +164,60 @@ class MemAgent:
         return build_prompt(self.tok, query_ids, memory_ids, chunk_ids, memory_template=c.memory_template,
                             final_template=c.final_template, no_memory=c.no_memory)
 
-    def _params(self, traj: Trajectory, final: bool) -> SamplingParams:
-        c = self.cfg
-        seed = (c.seed * 1_000_003 + traj.index * 10_007 + traj.turn) % (2**31 - 1)
-        return SamplingParams(temperature=c.temperature, top_p=c.top_p, seed=seed, stop_token_ids=self.stop_ids,
-                              max_tokens=c.max_final_tokens if final else c.max_memory_tokens)
-
-    def _next_prompt(self, traj: Trajectory) -> tuple[list[int], bool]:
-        k = self.cfg.chunk_tokens
-        if traj.turn < traj.n_chunks:
-            chunk = traj.doc_ids[traj.turn * k: (traj.turn + 1) * k]
-            return self._build(traj.query_ids, traj.memory_ids, chunk), False
-        return self._build(traj.query_ids, traj.memory_ids, None), True
-
-    @staticmethod
-    def _missing(text: str) -> int:
-        from ..rewards import last_boxed
-        return int(last_boxed(text) is None)
+    def _request(self, st: MemAgentState) -> Request:
+        c, k = self.cfg, self.cfg.chunk_tokens
+        final = st.turn >= st.n_chunks
+        chunk = None if final else st.doc_ids[st.turn * k: (st.turn + 1) * k]
+        params = SamplingParams(temperature=c.temperature, top_p=c.top_p, stop_token_ids=self.stop_ids,
+                                max_tokens=c.max_final_tokens if final else c.max_memory_tokens)
+        return Request(self._build(st.query_ids, st.memory_ids, chunk), params,
+                       role=ROLE_FINAL if final else ROLE_MEMORY, is_final=final)
 
     def _strip(self, ids: list[int]) -> list[int]:
         return ids[:-1] if ids and ids[-1] in self.stop_ids else ids
 
-    def run(self, samples: Iterable[Any]) -> MemAgentResult:
-        c, tok, eng = self.cfg, self.tok, self.engine
-        t0, before = time.perf_counter(), dict(eng.stats)
-        trajs: list[Trajectory] = []
-        sample_groups: list[int] = []
-        for s, sample in enumerate(samples):
-            pre = sample.get("context_ids") if isinstance(sample, dict) else None
-            doc = list(pre) if pre is not None else tok.encode(str(_field(sample, "context", "document")))
-            query = tok.encode(str(_field(sample, "query", "question", "prompt")))[: c.max_query_tokens]
-            answers = _field(sample, "answers", "answer")
-            answers = (answers,) if isinstance(answers, str) else tuple(str(a) for a in answers)
-            for g in range(c.group_size):
-                trajs.append(Trajectory(len(trajs), s, g, query, doc, answers, math.ceil(len(doc) / c.chunk_tokens)))
-                sample_groups.append(s)
-        inflight: dict[int, tuple[Trajectory, list[int], bool]] = {}
-        todo = iter(trajs)
-        limit = c.max_active or len(trajs)
-        n_active = 0
+    # -- Workflow -------------------------------------------------------------------------------------
+    def prepare(self, sample: Any) -> tuple[list[int], list[int], tuple[str, ...]]:
+        c, tok = self.cfg, self.tok
+        pre = sample.get("context_ids") if isinstance(sample, dict) else None
+        doc = list(pre) if pre is not None else tok.encode(str(_field(sample, "context", "document")))
+        query = tok.encode(str(_field(sample, "query", "question", "prompt")))[: c.max_query_tokens]
+        answers = _field(sample, "answers", "answer")
+        answers = (answers,) if isinstance(answers, str) else tuple(str(a) for a in answers)
+        return query, doc, answers
 
-        def submit(traj: Trajectory):
-            prompt, final = self._next_prompt(traj)
-            inflight[eng.submit(prompt, self._params(traj, final))] = (traj, prompt, final)
+    def start(self, traj: Trajectory, prepared) -> list[Request]:
+        query, doc, answers = prepared
+        traj.state = MemAgentState(query, doc, answers, math.ceil(len(doc) / self.cfg.chunk_tokens))
+        return [self._request(traj.state)]
 
-        done = 0
-        while done < len(trajs):
-            while n_active < limit and (traj := next(todo, None)) is not None:
-                submit(traj)
-                n_active += 1
-            for comp in eng.step():
-                traj, prompt, final = inflight.pop(comp.request_id)
-                traj.prompt_tokens += len(prompt)
-                traj.generated_tokens += len(comp.token_ids)
-                if c.record_conversations:
-                    traj.conversations.append(Conversation(prompt, comp.token_ids, comp.logprobs, sample=traj.index,
-                                                           group=traj.sample, turn=traj.turn, is_final=final,
-                                                           role=ROLE_FINAL if final else ROLE_MEMORY))
-                traj.unknown_tokens += tok.count_unknown(comp.token_ids)
-                if final:
-                    traj.final_text = tok.decode(self._strip(comp.token_ids), skip_unknown=True)
-                    traj.reward = float(self.reward_fn(traj.final_text, traj.answers))
-                    traj.doc_ids = []  # release the document of a finished trajectory
-                    done, n_active = done + 1, n_active - 1
-                    continue
-                # ids in the model's padding rows carry no text; drop them (counted above), as re-tokenising
-                # the memory text in the reference implementation would
-                traj.memory_ids = [i for i in self._strip(comp.token_ids) if 0 <= i < tok.vocab_size]
-                traj.memories.append(tok.decode(traj.memory_ids, skip_unknown=True))
-                traj.turn += 1
-                submit(traj)
-        rewards = [t.reward for t in trajs]
-        batch = None
-        if c.record_conversations:
-            convs = [cv for t in trajs for cv in t.conversations]
-            batch = build_batch(convs, rewards, sample_groups, pad_id=getattr(tok, "pad_id", 0))
-        elapsed = time.perf_counter() - t0
-        stats = {"seconds": elapsed, "trajectories": len(trajs),
-                 "conversations": sum(t.n_chunks + 1 for t in trajs),
-                 "prompt_tokens": sum(t.prompt_tokens for t in trajs),
-                 "generated_tokens": sum(t.generated_tokens for t in trajs),
-                 "unknown_tokens": sum(t.unknown_tokens for t in trajs),
-                 "missing_answer": sum(self._missing(t.final_text) for t in trajs),
-                 "mean_reward": sum(rewards) / max(len(rewards), 1)}
-        stats.update({f"engine_{k}": eng.stats[k] - before.get(k, 0) for k in eng.stats})
-        traces = [{"sample": t.sample, "rollout": t.rollout, "answers": list(t.answers), "memories": t.memories,
-                   "final": t.final_text, "reward": t.reward, "chunks": t.n_chunks} for t in trajs]
-        return MemAgentResult(batch, rewards, traces, stats)
+    def react(self, traj: Trajectory, request: Request, completion: Completion) -> list[Request]:
+        st, tok = traj.state, self.tok
+        st.unknown_tokens += tok.count_unknown(completion.token_ids)
+        if request.is_final:
+            st.final_text = tok.decode(self._strip(completion.token_ids), skip_unknown=True)
+            st.doc_ids = []  # release the document of a finished trajectory
+            return []
+        # ids in the model's padding rows carry no text; drop them (counted above), as re-tokenising
+        # the memory text in the reference implementation would
+        st.memory_ids = [i for i in self._strip(completion.token_ids) if 0 <= i < tok.vocab_size]
+        st.memories.append(tok.decode(st.memory_ids, skip_unknown=True))
+        st.turn += 1
+        return [self._request(st)]
+
+    def reward(self, traj: Trajectory) -> float:
+        return float(self.reward_fn(traj.state.final_text, traj.state.answers))
+
+    def trace(self, traj: Trajectory) -> dict[str, Any]:
+        st = traj.state
+        return {"sample": traj.sample, "rollout": traj.rollout, "answers": list(st.answers), "memories": st.memories,
+                "final": st.final_text, "reward": traj.reward, "chunks": st.n_chunks}
+
+    def stats(self, trajs: Sequence[Trajectory]) -> dict[str, float]:
+        return {"unknown_tokens": sum(t.state.unknown_tokens for t in trajs),
+                "missing_answer": sum(int(last_boxed(t.state.final_text) is None) for t in trajs)}
+
+    def run(self, samples: Iterable[Any]) -> WorkflowResult:
+        c = self.cfg
+        return run_workflow(self.engine, self, samples, group_size=c.group_size, seed=c.seed,
+                            max_active=c.max_active, record=c.record_conversations)

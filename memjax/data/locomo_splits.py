@@ -1,4 +1,4 @@
-"""Named LoCoMo splits used by SUMER, Memory-R1 and Memory-R2 (../shared/papers/SPECS.md §1C, §2C, §3C).
+"""Named LoCoMo splits used by SUMER, Memory-R1 and Memory-R2, as their papers (and Memory-R2's public code) define them.
 
 Owns: `SPLITS` (name -> parts) and `split_questions(data, name)` -> {part: [Question]}, `split_conversations`.
 

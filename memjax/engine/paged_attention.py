@@ -9,6 +9,8 @@ then every query attends to keys at positions <= its own. Keys are visited page 
 online softmax (flash-decoding order), so memory is O(b * t * S) per page, never O(b * context); the
 page count is bucketed (powers of two) so the loop has a static trip count (see `paged_attention`).
 Each KV page is read once for all query heads of its group. Softmax statistics are in float32.
+The page loop itself (`paged_attention`, the reference the Pallas kernel must match) lives in
+memjax/kernels/reference.py (kernels are leaves) and is re-exported here.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-from einops import rearrange
+
+from ..kernels.reference import page_buckets, paged_attention_ref as paged_attention  # noqa: F401
 
 
 def write_kv(pages: jax.Array, layer: jax.Array, new: jax.Array, page_table: jax.Array, start: jax.Array,
@@ -32,65 +35,6 @@ def write_kv(pages: jax.Array, layer: jax.Array, new: jax.Array, page_table: jax
     off = jnp.where(valid, pos % s, 0)
     vals = new.reshape(b * t, *new.shape[2:]).astype(pages.dtype)  # [N, KV, D]
     return pages.at[layer, :, page.reshape(-1), off.reshape(-1)].set(vals)
-
-
-def page_buckets(max_pages: int) -> tuple[int, ...]:
-    """Static page-loop lengths: powers of two below max_pages, then max_pages."""
-    sizes, n = [], 1
-    while n < max_pages:
-        sizes.append(n)
-        n *= 2
-    return (*sizes, max_pages)
-
-
-def paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer: jax.Array,
-                    page_table: jax.Array, q_pos: jax.Array, kv_len: jax.Array, *, dynamic: bool = False
-                    ) -> jax.Array:
-    """q [b,t,H,D] at absolute positions q_pos [b,t]; keys of sequence i are positions < kv_len[i].
-
-    Returns [b,t,H,D] in q's dtype. Query rows with no visible key (padding) return zeros.
-    Pages visited: n = ceil(max(kv_len) / S) rounded up to a bucket of `page_buckets(MP)`, chosen by one
-    `lax.switch` per call; inside, the page loop has a static trip count (no per-page predicate). The
-    extra pages are fully masked, which leaves (m, l, acc) exactly unchanged (max with -inf, exp(-inf) = 0,
-    correction exp(0) = 1), so the result is bit-identical to `dynamic=True` (a while loop of exactly n).
-    """
-    b, t, h, d = q.shape
-    kv, s = k_pages.shape[1], k_pages.shape[3]
-    qg = rearrange(q, "b t (kv g) d -> b kv g t d", kv=kv).astype(jnp.float32) / jnp.sqrt(jnp.float32(d))
-    n_pages = (jnp.max(kv_len) + s - 1) // s
-    layer = jnp.asarray(layer, jnp.int32)  # an array index, so [layer, :, ids] is one gather
-
-    def body(j, carry):
-        m, l, acc = carry
-        ids = page_table[:, j]  # [b]
-        # One gather of b pages. Never k_pages[layer][:, ids]: XLA hoists k_pages[layer] out of the loop
-        # and copies that layer's whole [KV, P, S, D] pool every layer of every step.
-        kp = k_pages[layer, :, ids].astype(jnp.float32)  # [b, KV, S, D] (advanced dims first)
-        vp = v_pages[layer, :, ids].astype(jnp.float32)
-        sc = jnp.einsum("bkgtd,bksd->bkgts", qg, kp)
-        key_pos = j * s + jnp.arange(s, dtype=jnp.int32)
-        ok = (key_pos[None, None, :] <= q_pos[:, :, None]) & (key_pos[None, None, :] < kv_len[:, None, None])
-        sc = jnp.where(ok[:, None, None], sc, -jnp.inf)
-        m_new = jnp.maximum(m, sc.max(-1))
-        m_safe = jnp.where(jnp.isfinite(m_new), m_new, 0.0)
-        p = jnp.exp(sc - m_safe[..., None])
-        corr = jnp.exp(jnp.where(jnp.isfinite(m), m, m_safe) - m_safe)
-        l = l * corr + p.sum(-1)
-        acc = acc * corr[..., None] + jnp.einsum("bkgts,bksd->bkgtd", p, vp)
-        return m_new, l, acc
-
-    g = h // kv
-    init = (jnp.full((b, kv, g, t), -jnp.inf, jnp.float32), jnp.zeros((b, kv, g, t), jnp.float32),
-            jnp.zeros((b, kv, g, t, d), jnp.float32))
-    if dynamic:
-        _, l, acc = jax.lax.fori_loop(0, n_pages, body, init)
-    else:
-        sizes = page_buckets(page_table.shape[1])
-        which = jnp.minimum(jnp.searchsorted(jnp.asarray(sizes, jnp.int32), n_pages), len(sizes) - 1)
-        loops = [lambda c, nb=nb: jax.lax.fori_loop(0, nb, body, c) for nb in sizes]
-        _, l, acc = jax.lax.switch(which, loops, init)
-    out = acc / jnp.where(l > 0, l, 1.0)[..., None]
-    return rearrange(out, "b kv g t d -> b t (kv g) d").astype(q.dtype)
 
 
 @dataclass(frozen=True)

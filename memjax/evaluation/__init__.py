@@ -1,5 +1,6 @@
 """Evaluation harnesses above data/rewards/memory (never imported by them): LoCoMo scoring, tables and charts."""
 
+from .engine_judge import EngineJudge
 from .locomo import LocomoEvalConfig, evaluate_locomo, score_table
 
-__all__ = ["LocomoEvalConfig", "evaluate_locomo", "score_table"]
+__all__ = ["EngineJudge", "LocomoEvalConfig", "evaluate_locomo", "score_table"]

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..data.locomo import CATEGORY_NAMES, Question
 from ..rewards.locomo import RuleBasedJudge, m_fail, token_set_f1
-from ..rewards.text import bleu1, token_f1
+from ..rewards.text import bleu1, token_f1_multiset
 
 ORDER = (4, 1, 3, 2)    # single-hop, multi-hop, open-domain, temporal (SUMER / Memory-R2 table order)
 Predictor = Callable[[Question], Any]
@@ -201,7 +201,7 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
                 counts.no_answer += answer is None
                 counts.judge_unparsed += verdict.source == "none"
                 counts.judge_errors += verdict.source == "error"
-                rec.update(prediction=answer, f1=token_f1(answer, [q.answer]),
+                rec.update(prediction=answer, f1=token_f1_multiset(answer, [q.answer]),
                            f1_set=token_set_f1(answer, q.answer), b1=bleu1(answer, [q.answer]),
                            j=float(verdict.correct), judge_label=verdict.label, judge_source=verdict.source)
                 if dia is not None:

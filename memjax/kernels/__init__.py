@@ -1,4 +1,4 @@
-"""Fused kernels for the trainer, each beside a pure-JAX reference (DESIGN principle 4).
+"""Fused kernels for the trainer, each beside a pure-JAX reference (docs/architecture.md, principle 4).
 
 Owns the package `memjax.kernels` (the repo's top-level `kernels/` is a symlink to this folder, so the
 card's layout exists while the import path stays unambiguous; a PyPI package named `kernels` exists):

@@ -65,7 +65,7 @@ def resolve_impl(impl: str = "auto") -> str:
     """The implementation `impl` names ("auto" -> "chunked" on every backend).
 
     The Pallas kernel becomes the GPU default only once a GPU measurement shows it beats the chunked
-    XLA path (DESIGN principle 4; none has been taken yet). Ask for it with impl="pallas"."""
+    XLA path (docs/architecture.md, principle 4; none has been taken yet). Ask for it with impl="pallas"."""
     if impl not in IMPLS:
         raise ValueError(f"token_logprob_entropy: impl must be one of {IMPLS}, got {impl!r}")
     return "chunked" if impl == "auto" else impl

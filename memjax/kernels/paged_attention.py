@@ -2,7 +2,7 @@
 
 Owns `paged_attention(q, k_pages, v_pages, layer, page_table, q_pos, kv_len, *, impl, num_splits,
 block_q, interpret)` with exactly the engine's signature and semantics (reference:
-`memjax.engine.paged_attention.paged_attention`, re-exported here as `paged_attention_ref`):
+`memjax.kernels.reference.paged_attention_ref`, re-exported here):
 q [b, t, H, D] at absolute positions q_pos int32 [b, t]; k_pages / v_pages [L, KV, P, S, D] (all layers
 stacked, page 0 = null page); `layer` a (traced) int32 scalar; page_table int32 [b, MP]; kv_len int32
 [b]. Query row (i, t) sees the keys at positions p < kv_len[i] and p <= q_pos[i, t]; rows with no
@@ -51,7 +51,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from ..engine.paged_attention import paged_attention as paged_attention_ref
+from .reference import paged_attention_ref
 
 __all__ = ["paged_attention", "paged_attention_ref", "engine_attend", "resolve_impl", "pallas_supported",
            "suggest_num_splits", "combine_splits", "PAGED_IMPLS"]

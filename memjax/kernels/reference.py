@@ -12,6 +12,9 @@ Owns the dense, autodiff-only definitions:
   per step u, rho_u = exp(clip(mean_{t in u} (logp - old_logp), ±log_ratio_clamp)), A_u = mean_{t in u} A,
   loss = mean over steps with at least one valid token of the surrogate.
 * `token_clip_surrogate_ref(...)`: per-token clipped surrogate (DAPO clip-higher), masked tokens 0.
+* `paged_attention_ref(q, k_pages, v_pages, layer, page_table, q_pos, kv_len)`: the engine's attention
+  over a paged KV cache (layout in memjax/engine/paged_attention.py), page by page with an online softmax
+  (float32 statistics); query rows with no visible key return zeros. The engine runs it by default.
 
 Invariants: inputs are never donated or modified; masks are validity masks (nonzero = valid), not
 weights; segment ids < 0 or >= num_segments belong to no step.
@@ -21,8 +24,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from einops import rearrange
 
-__all__ = ["token_logprob_entropy_ref", "dual_clip_surrogate", "step_ratio_loss_ref",
+__all__ = ["paged_attention_ref", "token_logprob_entropy_ref", "dual_clip_surrogate", "step_ratio_loss_ref",
            "token_clip_surrogate_ref"]
 
 
@@ -80,3 +84,62 @@ def token_clip_surrogate_ref(logp, old_logp, advantages, mask, *, clip_low: floa
     per_tok = dual_clip_surrogate(rho, advantages.astype(jnp.float32), clip_low=clip_low,
                                   clip_high=clip_high, dual_clip=dual_clip)
     return jnp.where(mask != 0, per_tok, 0.0)
+
+
+def page_buckets(max_pages: int) -> tuple[int, ...]:
+    """Static page-loop lengths: powers of two below max_pages, then max_pages."""
+    sizes, n = [], 1
+    while n < max_pages:
+        sizes.append(n)
+        n *= 2
+    return (*sizes, max_pages)
+
+
+def paged_attention_ref(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer: jax.Array,
+                        page_table: jax.Array, q_pos: jax.Array, kv_len: jax.Array, *, dynamic: bool = False
+                        ) -> jax.Array:
+    """q [b,t,H,D] at absolute positions q_pos [b,t]; keys of sequence i are positions < kv_len[i].
+
+    Returns [b,t,H,D] in q's dtype. Query rows with no visible key (padding) return zeros.
+    Pages visited: n = ceil(max(kv_len) / S) rounded up to a bucket of `page_buckets(MP)`, chosen by one
+    `lax.switch` per call; inside, the page loop has a static trip count (no per-page predicate). The
+    extra pages are fully masked, which leaves (m, l, acc) exactly unchanged (max with -inf, exp(-inf) = 0,
+    correction exp(0) = 1), so the result is bit-identical to `dynamic=True` (a while loop of exactly n).
+    """
+    b, t, h, d = q.shape
+    kv, s = k_pages.shape[1], k_pages.shape[3]
+    qg = rearrange(q, "b t (kv g) d -> b kv g t d", kv=kv).astype(jnp.float32) / jnp.sqrt(jnp.float32(d))
+    n_pages = (jnp.max(kv_len) + s - 1) // s
+    layer = jnp.asarray(layer, jnp.int32)  # an array index, so [layer, :, ids] is one gather
+
+    def body(j, carry):
+        m, l, acc = carry
+        ids = page_table[:, j]  # [b]
+        # One gather of b pages. Never k_pages[layer][:, ids]: XLA hoists k_pages[layer] out of the loop
+        # and copies that layer's whole [KV, P, S, D] pool every layer of every step.
+        kp = k_pages[layer, :, ids].astype(jnp.float32)  # [b, KV, S, D] (advanced dims first)
+        vp = v_pages[layer, :, ids].astype(jnp.float32)
+        sc = jnp.einsum("bkgtd,bksd->bkgts", qg, kp)
+        key_pos = j * s + jnp.arange(s, dtype=jnp.int32)
+        ok = (key_pos[None, None, :] <= q_pos[:, :, None]) & (key_pos[None, None, :] < kv_len[:, None, None])
+        sc = jnp.where(ok[:, None, None], sc, -jnp.inf)
+        m_new = jnp.maximum(m, sc.max(-1))
+        m_safe = jnp.where(jnp.isfinite(m_new), m_new, 0.0)
+        p = jnp.exp(sc - m_safe[..., None])
+        corr = jnp.exp(jnp.where(jnp.isfinite(m), m, m_safe) - m_safe)
+        l = l * corr + p.sum(-1)
+        acc = acc * corr[..., None] + jnp.einsum("bkgts,bksd->bkgtd", p, vp)
+        return m_new, l, acc
+
+    g = h // kv
+    init = (jnp.full((b, kv, g, t), -jnp.inf, jnp.float32), jnp.zeros((b, kv, g, t), jnp.float32),
+            jnp.zeros((b, kv, g, t, d), jnp.float32))
+    if dynamic:
+        _, l, acc = jax.lax.fori_loop(0, n_pages, body, init)
+    else:
+        sizes = page_buckets(page_table.shape[1])
+        which = jnp.minimum(jnp.searchsorted(jnp.asarray(sizes, jnp.int32), n_pages), len(sizes) - 1)
+        loops = [lambda c, nb=nb: jax.lax.fori_loop(0, nb, body, c) for nb in sizes]
+        _, l, acc = jax.lax.switch(which, loops, init)
+    out = acc / jnp.where(l > 0, l, 1.0)[..., None]
+    return rearrange(out, "b kv g t d -> b t (kv g) d").astype(q.dtype)

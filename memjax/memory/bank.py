@@ -1,6 +1,6 @@
 """The memory bank: immutable records, cheap snapshots, size accounting and JSON round trip.
 
-Owns: `MemoryRecord` (the superset record of ../shared/papers/SPECS.md §G: id, conversation, speaker, session,
+Owns: `MemoryRecord` (the superset of what the three papers store: id, conversation, speaker, session,
 session time, dia_ids, content, embedding), `MemoryBank`, `BankSnapshot`.
 
 Invariants:

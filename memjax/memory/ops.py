@@ -3,11 +3,11 @@
 Owns: `parse_json_object` (first JSON object in model text, ``` fences allowed), `OpStats`, the prompt views
 `mem0_view` / `r2_view` (what a manager prompt lists) and `apply_mem0` / `apply_r2`.
 
-Mem0 / Memory-R1 style (../shared/papers/SPECS.md §2A): the prompt lists memories with small integer ids ("0", "1",
+Mem0 / Memory-R1 style (the Memory-R1 paper, Fig. 9): the prompt lists memories with small integer ids ("0", "1",
 ...); `id_map[i]` is the real id the prompt called `i`. Events: ADD (new record, fresh real id), UPDATE (same real
 id, new text, dia_ids appended), DELETE, NONE. An id that is not a prompt id is rejected and counted.
 
-Memory-R2 style (SPECS.md §3A): `{"operations": [INSERT{speaker, content, dia_id} | UPDATE{memory_id, content,
+Memory-R2 style (its public code's operation format): `{"operations": [INSERT{speaker, content, dia_id} | UPDATE{memory_id, content,
 dia_id} | DELETE{memory_id}]}` with 8-hex ids. INSERT of an existing (speaker, content) merges the dia_id into that
 record (counted as `merged`); UPDATE keeps the id, replaces the content and appends the dia_id; DELETE drops the
 record with its dia_ids; a missing/unknown id fails that one operation (counted); bad JSON means no operation.

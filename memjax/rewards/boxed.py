@@ -27,6 +27,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .golds import as_golds
+
 _COMMAND = re.compile(r"\\(boxed|fbox)(?![A-Za-z])")
 _SPACE = " \t\r\n"
 TAIL_CHARS = 300  # the reference scores only the last 300 characters of a response
@@ -97,17 +99,10 @@ class BoxedScore:
     answer: str | None
 
 
-def _truths(ground_truths: str | Sequence[object], where: str) -> list[str]:
-    truths = [ground_truths] if isinstance(ground_truths, str) else list(ground_truths)
-    if not truths:
-        raise ValueError(f"{where}: ground_truths must not be empty")
-    return [str(t) for t in truths]
-
-
 def memagent_score(text: str, ground_truths: str | Sequence[object], *,
                    tail_chars: int | None = TAIL_CHARS) -> BoxedScore:
     """MemAgent's training reward with the extracted answer (for logging). `tail_chars=None` scores the whole text."""
-    truths = _truths(ground_truths, "memagent_reward")
+    truths = as_golds(ground_truths, "memagent_reward", "ground_truths")
     if not isinstance(text, str):
         return BoxedScore(0.0, None)
     window = (text[-tail_chars:] if tail_chars else text).lower()

@@ -1,14 +1,13 @@
 """LoCoMo answer scoring: token-set F1, the Memory-R1 LLM judge (J) with its label parser, and M-Fail.
 
 Owns: `token_set_f1` (F1 over the *sets* of SQuAD-normalised tokens, as Memory-R2's code and SUMER compute it; the
-multiset version is `memjax.rewards.text.token_f1`), `JUDGE_PROMPT` (Memory-R1 paper Fig. 12, verbatim as printed,
+multiset version is `memjax.rewards.text.token_f1_multiset`), `JUDGE_PROMPT` (Memory-R1 paper Fig. 12, verbatim as printed,
 line breaks included), `judge_messages`, `parse_judge_label`, the judges and `m_fail`. BLEU-1 is
 `memjax.rewards.text.bleu1`; normalisation is `memjax.rewards.squad.normalize_answer` (no other normaliser here).
 
 Judges share one interface: `judge(items) -> list[Verdict]` with items (question, gold, generated). Each asks at
 temperature 0 and parses the reply with `parse_judge_label`:
-- `EngineJudge`: a model served by a memjax `Engine` (duck-typed: `engine.generate(prompts, SamplingParams)` and a
-  tokenizer with `apply_chat_template` / `decode`), e.g. any Qwen2.5-Instruct checkpoint;
+- `EngineJudge` (a model served by a memjax `Engine`) lives in memjax/evaluation/engine_judge.py, above the engine.
 - `OpenAIJudge`: an OpenAI-compatible `/v1/chat/completions` endpoint (what users run gpt-oss-120b behind), stdlib
   HTTP only, up to `workers` concurrent requests, bounded timeout and retries; a failed request is a counted
   WRONG, never an exception mid-evaluation;
@@ -146,24 +145,6 @@ class RuleBasedJudge:
             ok = token_set_f1(gen, gold) >= self.threshold
             out.append(self.stats.record(Verdict(ok, "CORRECT" if ok else "WRONG", "rule", "")))
         return out
-
-
-class EngineJudge:
-    """The Fig. 12 prompt through a memjax Engine at temperature 0 (chat template applied at token-id level)."""
-
-    def __init__(self, engine, tokenizer, *, max_tokens: int = 256, name: str = "engine"):
-        from ..engine import SamplingParams
-
-        self._engine, self._tok, self.name, self.stats = engine, tokenizer, f"engine:{name}", JudgeStats()
-        self._params = SamplingParams(temperature=0.0, max_tokens=max_tokens,
-                                      stop_token_ids=(tokenizer.eos_id,))
-
-    def judge(self, items: Iterable[Item]) -> list[Verdict]:
-        items = list(items)
-        prompts = [self._tok.apply_chat_template(judge_messages(*it), add_generation_prompt=True) for it in items]
-        outs = self._engine.generate(prompts, self._params)
-        return [self.stats.record(_verdict(self._tok.decode(o.token_ids, skip_special_tokens=True,
-                                                              skip_unknown=True))) for o in outs]
 
 
 class OpenAIJudge:

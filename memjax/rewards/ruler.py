@@ -15,13 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .boxed import RewardStats
+from .golds import as_golds
 
 
 def _refs(refs: str | Sequence[object], where: str) -> list[str]:
-    out = [refs] if isinstance(refs, str) else [str(r) for r in refs]
-    if not out:
-        raise ValueError(f"{where}: refs must not be empty")
-    return [r.lower() for r in out]
+    return [r.lower() for r in as_golds(refs, where, "refs")]
 
 
 def string_match_all(pred: str | None, refs: str | Sequence[object], *, stats: RewardStats | None = None) -> float:

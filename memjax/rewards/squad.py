@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from .boxed import RewardStats
+from .golds import as_golds
 
 _PUNCT = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -40,7 +41,8 @@ def exact_match(pred: str, gold: str) -> float:
     return float(normalize_answer(pred) == normalize_answer(gold))
 
 
-def token_f1(pred: str, gold: str, *, hotpot_yes_no: bool = True) -> float:
+def squad_f1(pred: str, gold: str, *, hotpot_yes_no: bool = True) -> float:
+    """SQuAD token F1 of one (prediction, gold) pair: multiset overlap of normalised tokens."""
     p, g = normalize_answer(pred), normalize_answer(gold)
     if hotpot_yes_no and (p in _YES_NO or g in _YES_NO) and p != g:
         return 0.0
@@ -61,21 +63,14 @@ def sub_exact_match(pred: str, gold: str) -> float:
     return float(g in p or p in g)
 
 
-def _golds(golds: str | Sequence[object]) -> list[str]:
-    out = [golds] if isinstance(golds, str) else [str(g) for g in golds]
-    if not out:
-        raise ValueError("squad_scores: golds must not be empty")
-    return out
-
-
 def squad_scores(pred: str | None, golds: str | Sequence[object], *, hotpot_yes_no: bool = True,
                  stats: RewardStats | None = None) -> dict[str, float]:
     """{"em", "f1", "sub_em"}, each the max over `golds`."""
-    gs = _golds(golds)
+    gs = as_golds(golds, "squad_scores")
     if stats is not None:
         stats.record(not isinstance(pred, str))
     if not isinstance(pred, str):
         return {"em": 0.0, "f1": 0.0, "sub_em": 0.0}
     return {"em": max(exact_match(pred, g) for g in gs),
-            "f1": max(token_f1(pred, g, hotpot_yes_no=hotpot_yes_no) for g in gs),
+            "f1": max(squad_f1(pred, g, hotpot_yes_no=hotpot_yes_no) for g in gs),
             "sub_em": max(sub_exact_match(pred, g) for g in gs)}

@@ -1,9 +1,9 @@
 """Free-text answer overlap: token F1 and BLEU-1 (the lexical metrics LoCoMo-style evaluations report).
 
-Owns: `token_f1` and `bleu1`, each maximised over golds when several are given.
+Owns: `token_f1_multiset` and `bleu1`, each maximised over golds when several are given.
 
 Definitions:
-- token_f1: F1 of the multiset overlap of SQuAD-normalised tokens (`memjax.rewards.squad.normalize_answer`; no
+- token_f1_multiset: F1 of the multiset overlap of SQuAD-normalised tokens (`memjax.rewards.squad.normalize_answer`; no
   yes/no rule, no stemming — LoCoMo's own script also Porter-stems, which needs nltk);
 - bleu1: sentence BLEU with unigram weight 1 — clipped unigram precision times the brevity penalty
   `exp(1 - len(gold) / len(pred))` when the prediction is shorter — on lower-cased word/punctuation tokens
@@ -20,16 +20,10 @@ from collections import Counter
 from collections.abc import Sequence
 
 from .boxed import RewardStats
-from .squad import token_f1 as _squad_f1
+from .golds import as_golds
+from .squad import squad_f1
 
 _WORD = re.compile(r"\w+|[^\w\s]")
-
-
-def _golds(golds: str | Sequence[object], where: str) -> list[str]:
-    out = [golds] if isinstance(golds, str) else [str(g) for g in golds]
-    if not out:
-        raise ValueError(f"{where}: golds must not be empty")
-    return out
 
 
 def word_tokens(text: str) -> list[str]:
@@ -49,7 +43,7 @@ def _bleu1(pred: str, gold: str) -> float:
 
 def bleu1(pred: str | None, golds: str | Sequence[object], *, stats: RewardStats | None = None) -> float:
     """BLEU-1 of `pred` against each gold, maximised over golds."""
-    gs = _golds(golds, "bleu1")
+    gs = as_golds(golds, "bleu1")
     if stats is not None:
         stats.record(not isinstance(pred, str))
     if not isinstance(pred, str):
@@ -57,11 +51,12 @@ def bleu1(pred: str | None, golds: str | Sequence[object], *, stats: RewardStats
     return max(_bleu1(pred, g) for g in gs)
 
 
-def token_f1(pred: str | None, golds: str | Sequence[object], *, stats: RewardStats | None = None) -> float:
-    """Token F1 of `pred` against each gold, maximised over golds."""
-    gs = _golds(golds, "token_f1")
+def token_f1_multiset(pred: str | None, golds: str | Sequence[object], *,
+                      stats: RewardStats | None = None) -> float:
+    """Multiset token F1 of `pred` against each gold, maximised over golds."""
+    gs = as_golds(golds, "token_f1_multiset")
     if stats is not None:
         stats.record(not isinstance(pred, str))
     if not isinstance(pred, str):
         return 0.0
-    return max(_squad_f1(pred, g, hotpot_yes_no=False) for g in gs)
+    return max(squad_f1(pred, g, hotpot_yes_no=False) for g in gs)

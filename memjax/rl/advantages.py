@@ -23,7 +23,9 @@ Owns
     seq-mean-token-sum       sum_i w_i sum_t l_i,t / sum_i w_i v_i
     seq-mean-token-sum-norm  sum_i w_i sum_t l_i,t / (L sum_i w_i v_i)
   Weights are computed on the full batch, then sliced with the rows when splitting into micro-batches.
-* `AdvantageConfig` (frozen, validated) and `compute_advantages(batch, cfg) -> (adv [N, T], row_weight)`.
+* `AdvantageConfig` (frozen, validated) and `compute_advantages(batch, cfg) -> (adv [N, T], row_weight)`;
+  `with_advantages(batch, cfg) -> batch` stores them in the batch's `advantages` / `row_weight` fields,
+  which is what the trainer consumes (it never chooses an estimator itself).
 
 Invariants: outputs are float32 jax arrays; ids are integer arrays; inputs may be numpy or jax. Nothing here
 is differentiated (advantages are constants of the loss).
@@ -38,7 +40,7 @@ import jax
 import jax.numpy as jnp
 
 __all__ = ["ADV_NORMS", "AdvantageConfig", "grpo_advantages", "broadcast_to_tokens", "trajectory_row_weight",
-           "compute_advantages"]
+           "compute_advantages", "with_advantages"]
 
 ADV_NORMS = ("mean", "mean_std")
 _F32 = jnp.float32
@@ -138,3 +140,12 @@ def compute_advantages(batch, cfg: AdvantageConfig = AdvantageConfig()):
     weight = (trajectory_row_weight(batch.sample, batch.num_samples, batch.loss_mask)
               if cfg.per_trajectory else None)
     return tokens, weight
+
+
+def with_advantages(batch, cfg: AdvantageConfig = AdvantageConfig()):
+    """The batch with `advantages` (f32 [N, T], numpy) and `row_weight` (f32 [N] or None) filled."""
+    import numpy as np
+
+    adv, weight = compute_advantages(batch, cfg)
+    return batch.replace(advantages=np.asarray(adv, np.float32),
+                         row_weight=None if weight is None else np.asarray(weight, np.float32))

@@ -13,6 +13,15 @@ Per-conversation metadata (int32 [N]): sample (trajectory index), group (GRPO gr
 turn (0-based turn within the trajectory), step (Memory-R2 step id; = turn by default), role
 (workflow-defined: e.g. 0 memory update, 1 final answer), is_final (bool).
 Per-sample (S trajectories): reward f32 [S], sample_group int32 [S].
+Optional fields (None unless an algorithm fills them): ref_logp, advantages f32 [N, T] (per-token),
+values f32 [N, T] (critic), returns f32 [N, T]; row_advantage f32 [N] (per-row, e.g. step-level losses),
+row_weight f32 [N] (loss weight of a row in the aggregation, e.g. 1 / conversations of its trajectory),
+policy int32 [N] (policy / role-model id), local_group int32 [N] (LoGo-GRPO local group, -1 = none),
+snapshot int32 [N] (memory-snapshot id a re-rollout started from, -1 = none), temperature f32 [N]
+(sampling temperature of the row).
+FIELDS is the one table of fields (name -> Field(kind, dtype, pad value, optional)); every operation on a
+batch (select_samples, concat_batches, pad_rows_tokens) walks it, so a new field is added in one place.
+Group-id fields (group, sample_group, local_group) are renumbered by concatenation.
 Token log-prob alignment: old_logp[i, t] scores input_ids[i, t] given input_ids[i, :t], so the
 trainer compares it with log_softmax(logits[i, t - 1])[input_ids[i, t]].
 """
@@ -21,8 +30,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
+
+
+class Field(NamedTuple):
+    kind: str  # "token" [N, T], "row" [N], "sample" [S]
+    dtype: type
+    pad: float = 0  # value of padded tokens / rows (input_ids: the batch's pad_id instead)
+    optional: bool = False
+
+
+FIELDS: dict[str, Field] = {
+    "input_ids": Field("token", np.int32), "loss_mask": Field("token", np.float32),
+    "old_logp": Field("token", np.float32), "ref_logp": Field("token", np.float32, optional=True),
+    "advantages": Field("token", np.float32, optional=True), "values": Field("token", np.float32, optional=True),
+    "returns": Field("token", np.float32, optional=True),
+    "lengths": Field("row", np.int32), "prompt_len": Field("row", np.int32), "sample": Field("row", np.int32),
+    "group": Field("row", np.int32), "turn": Field("row", np.int32), "step": Field("row", np.int32),
+    "role": Field("row", np.int32), "is_final": Field("row", np.bool_),
+    "row_advantage": Field("row", np.float32, optional=True), "row_weight": Field("row", np.float32, optional=True),
+    "policy": Field("row", np.int32, optional=True),
+    "local_group": Field("row", np.int32, -1, optional=True), "snapshot": Field("row", np.int32, -1, optional=True),
+    "temperature": Field("row", np.float32, 1.0, optional=True),
+    "reward": Field("sample", np.float32), "sample_group": Field("sample", np.int32),
+}
+GROUP_FIELDS = ("group", "sample_group", "local_group")
 
 
 @dataclass(frozen=True)
@@ -65,7 +99,33 @@ class RolloutBatch:
     reward: np.ndarray  # [S]
     sample_group: np.ndarray  # [S]
     ref_logp: np.ndarray | None = None
+    advantages: np.ndarray | None = None
+    values: np.ndarray | None = None
+    returns: np.ndarray | None = None
+    row_advantage: np.ndarray | None = None
+    row_weight: np.ndarray | None = None
+    policy: np.ndarray | None = None
+    local_group: np.ndarray | None = None
+    snapshot: np.ndarray | None = None
+    temperature: np.ndarray | None = None
     info: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        n, s = self.input_ids.shape[0], self.reward.shape[0]
+        for name, f in FIELDS.items():
+            a = getattr(self, name)
+            if a is None:
+                if not f.optional:
+                    raise ValueError(f"RolloutBatch.{name} is required")
+                continue
+            want = {"token": (n, self.input_ids.shape[1]), "row": (n,), "sample": (s,)}[f.kind]
+            if a.shape != want:
+                raise ValueError(f"RolloutBatch.{name} has shape {a.shape}, expected {want}")
+
+    def arrays(self, kind: str | None = None) -> dict[str, np.ndarray]:
+        """The fields that are set (of one kind: "token", "row" or "sample"), in FIELDS order."""
+        return {k: getattr(self, k) for k, f in FIELDS.items()
+                if (kind is None or f.kind == kind) and getattr(self, k) is not None}
 
     @property
     def num_rows(self) -> int:
@@ -87,11 +147,9 @@ class RolloutBatch:
         keep = np.asarray(keep, bool)
         new_id = np.cumsum(keep) - 1
         rows = keep[self.sample]
-        arrays = {k: getattr(self, k)[rows] for k in ("input_ids", "loss_mask", "old_logp", "lengths",
-                                                       "prompt_len", "group", "turn", "step", "role", "is_final")}
-        ref = None if self.ref_logp is None else self.ref_logp[rows]
-        return replace(self, **arrays, sample=new_id[self.sample[rows]].astype(np.int32), ref_logp=ref,
-                       reward=self.reward[keep], sample_group=self.sample_group[keep])
+        out = {k: a[keep] if FIELDS[k].kind == "sample" else a[rows] for k, a in self.arrays().items()}
+        out["sample"] = new_id[self.sample[rows]].astype(np.int32)
+        return replace(self, **out)
 
 
 def build_batch(convs: Sequence[Conversation], rewards: Sequence[float], sample_groups: Sequence[int], *,
@@ -128,3 +186,71 @@ def build_batch(convs: Sequence[Conversation], rewards: Sequence[float], sample_
                         prompt_len=np.asarray([len(c.prompt_ids) for c in convs], np.int32), is_final=final,
                         reward=np.asarray(rewards, np.float32), sample_group=np.asarray(sample_groups, np.int32),
                         **meta)
+
+
+def concat_batches(batches: Sequence[RolloutBatch], *, pad_id: int = 0) -> RolloutBatch:
+    """Stack RolloutBatches: rows right-padded to the largest T (input_ids with pad_id, other token fields
+    with their FIELDS pad value); sample ids offset so they stay 0..S-1 in batch order; group ids (group,
+    sample_group, local_group) renumbered densely 0..G-1 (batch-major, ascending original id within a batch;
+    a batch's ids are those of its sample_group and rows' group), because two generation batches may reuse
+    ids; local groups are renumbered after all global groups. An optional field must be set in all batches
+    or in none. info = {"source_batches": k, "group_origin": int64 [G, 2] (batch index, original group id)}."""
+    batches = [b for b in batches if b.num_samples > 0]
+    if not batches:
+        raise ValueError("concat_batches: no batch with samples")
+    present = {}
+    for k, f in FIELDS.items():
+        has = [getattr(b, k) is not None for b in batches]
+        if f.optional and any(has) and not all(has):
+            raise ValueError(f"concat_batches: {k} is set in batches {[i for i, h in enumerate(has) if h]} "
+                             f"but not in the others; fill it everywhere or nowhere")
+        present[k] = all(has)
+    t = max(int(b.input_ids.shape[1]) for b in batches)
+    out: dict[str, list[np.ndarray]] = {k: [] for k, p in present.items() if p}
+    origin, s_off, g_off, l_off = [], 0, 0, 0
+    n_global = sum(len(np.unique(np.concatenate([b.sample_group, b.group]))) for b in batches)
+    for bi, b in enumerate(batches):
+        ids = np.unique(np.concatenate([np.asarray(b.sample_group), np.asarray(b.group)]))
+        for k in out:
+            a = getattr(b, k)
+            if FIELDS[k].kind == "token":
+                a = pad_tokens(a, t, pad_id if k == "input_ids" else FIELDS[k].pad)
+            elif k == "sample":
+                a = a + s_off
+            elif k in ("group", "sample_group"):
+                a = np.searchsorted(ids, a) + g_off
+            elif k == "local_group":
+                local = np.unique(a[a >= 0])
+                a = np.where(a >= 0, np.searchsorted(local, a) + n_global + l_off, -1)
+                l_off += len(local)
+            out[k].append(a)
+        origin.extend((bi, int(i)) for i in ids)
+        s_off += b.num_samples
+        g_off += len(ids)
+    cat = {k: np.concatenate(v).astype(FIELDS[k].dtype) for k, v in out.items()}
+    return RolloutBatch(**cat, info={"source_batches": len(batches),
+                                     "group_origin": np.asarray(origin, np.int64).reshape(-1, 2)})
+
+
+def pad_tokens(x: np.ndarray, t: int, value) -> np.ndarray:
+    """Right-pad a [N, T'] array to [N, t] with `value` (returned as is when T' == t)."""
+    if x.shape[1] == t:
+        return x
+    return np.pad(x, ((0, 0), (0, t - x.shape[1])), constant_values=value)
+
+
+def pad_rows_tokens(batch: RolloutBatch, row_multiple: int, token_multiple: int, *, kinds=("token",),
+                    pad_id: int = 0) -> dict[str, np.ndarray]:
+    """The batch's set fields of the given kinds, rows padded up to a multiple of row_multiple and tokens
+    to a multiple of token_multiple (padding with each field's pad value; padded rows have loss_mask 0)."""
+    n = -(-batch.num_rows // row_multiple) * row_multiple
+    t = -(-batch.input_ids.shape[1] // token_multiple) * token_multiple
+    out = {}
+    for k, a in batch.arrays().items():
+        f = FIELDS[k]
+        if f.kind not in kinds or f.kind == "sample":
+            continue
+        shape = (n, t) if f.kind == "token" else (n,)
+        out[k] = np.full(shape, pad_id if k == "input_ids" else f.pad, a.dtype)
+        out[k][tuple(slice(0, d) for d in a.shape)] = a
+    return out

@@ -6,12 +6,7 @@ Owns
   sampling keeps a sample iff its group's rewards are not all equal (max > min, exact comparison; verl
   compares the group std with 0). Groups of one sample have all-equal rewards and are dropped (they carry
   zero advantage under `memjax.rl.advantages.grpo_advantages`); keep_singletons=True keeps them, as verl does.
-* `concat_batches(batches, *, pad_id=0) -> RolloutBatch`: rows stacked, right-padded to the largest T
-  (input_ids with pad_id; loss_mask / old_logp / ref_logp with 0); sample ids offset so they stay
-  0..S-1 in batch order; group ids renumbered densely 0..G-1 (batch-major, ascending original id within a
-  batch; a batch's ids come from its sample_group and rows' group) because two generation batches may
-  reuse ids. info = {"source_batches": k, "group_origin": int64 [G, 2] (batch index, original group id)}.
-  ref_logp must be present in all batches or in none.
+* `concat_batches` (re-exported from memjax/rl/batch.py, which owns every batch operation).
 * `DynamicSampler(target_groups, max_gen_batches)`: `add(batch)` filters one generation batch and keeps
   the informative groups; `done` once target_groups groups are kept or max_gen_batches batches were added;
   `take()` returns (RolloutBatch trimmed to the first target_groups kept groups, or None if none were kept,
@@ -33,14 +28,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .batch import RolloutBatch
+from .batch import RolloutBatch, concat_batches
 
 __all__ = ["filter_groups", "concat_batches", "DynamicSampler", "overlong_penalty"]
 
 log = logging.getLogger(__name__)
-
-_TOKEN_FIELDS = ("input_ids", "loss_mask", "old_logp")
-_ROW_FIELDS = ("lengths", "prompt_len", "turn", "step", "role", "is_final")
 
 
 def filter_groups(reward, sample_group, *, keep_singletons: bool = False) -> np.ndarray:
@@ -59,49 +51,6 @@ def filter_groups(reward, sample_group, *, keep_singletons: bool = False) -> np.
     count = np.bincount(inv, minlength=len(uniq))
     keep_group = (hi > lo) | (keep_singletons & (count == 1))
     return keep_group[inv]
-
-
-def _pad_tokens(x: np.ndarray, t: int, value) -> np.ndarray:
-    if x.shape[1] == t:
-        return x
-    return np.pad(x, ((0, 0), (0, t - x.shape[1])), constant_values=value)
-
-
-def concat_batches(batches: Sequence[RolloutBatch], *, pad_id: int = 0) -> RolloutBatch:
-    """Stack RolloutBatches (see module docstring: padding, sample offsets, dense group renumbering)."""
-    batches = [b for b in batches if b.num_samples > 0]
-    if not batches:
-        raise ValueError("concat_batches: no batch with samples")
-    has_ref = [b.ref_logp is not None for b in batches]
-    if any(has_ref) and not all(has_ref):
-        raise ValueError(f"concat_batches: ref_logp is set in batches {[i for i, h in enumerate(has_ref) if h]} "
-                         f"but not in the others; fill it everywhere or nowhere")
-    t = max(int(b.input_ids.shape[1]) for b in batches)
-    out = {"input_ids": [], "loss_mask": [], "old_logp": [], "ref_logp": [], "sample": [], "group": [],
-           "sample_group": [], **{k: [] for k in _ROW_FIELDS}}
-    origin = []
-    s_off = g_off = 0
-    for bi, b in enumerate(batches):
-        ids = np.unique(np.concatenate([np.asarray(b.sample_group), np.asarray(b.group)]))
-        out["input_ids"].append(_pad_tokens(b.input_ids, t, pad_id))
-        out["loss_mask"].append(_pad_tokens(b.loss_mask, t, 0))
-        out["old_logp"].append(_pad_tokens(b.old_logp, t, 0))
-        if b.ref_logp is not None:
-            out["ref_logp"].append(_pad_tokens(b.ref_logp, t, 0))
-        out["sample"].append(b.sample + s_off)
-        out["group"].append(np.searchsorted(ids, b.group) + g_off)
-        out["sample_group"].append(np.searchsorted(ids, b.sample_group) + g_off)
-        for k in _ROW_FIELDS:
-            out[k].append(getattr(b, k))
-        origin.extend((bi, int(i)) for i in ids)
-        s_off += b.num_samples
-        g_off += len(ids)
-    cat = {k: (np.concatenate(v) if v else None) for k, v in out.items()}
-    for k in ("sample", "group", "sample_group"):
-        cat[k] = cat[k].astype(np.int32)
-    return RolloutBatch(**cat, reward=np.concatenate([np.asarray(b.reward, np.float32) for b in batches]),
-                        info={"source_batches": len(batches),
-                              "group_origin": np.asarray(origin, np.int64).reshape(-1, 2)})
 
 
 class DynamicSampler:

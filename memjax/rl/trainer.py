@@ -14,6 +14,9 @@ update loop. Invariants:
   drops that optimizer step and counts it in the `skipped_steps` metric.
 - Old log-probs: by default recomputed by the trainer before the first update (the engine's rollout
   log-probs are kept for the mismatch metric: mean/max |engine - trainer| over response tokens).
+- Advantages are consumed, not chosen: `batch.advantages` [N, T] and `batch.row_weight` [N] (filled by
+  memjax.rl.advantages.with_advantages or any estimator of memjax/rl/estimators.py); a batch without
+  them gets the MemAgent rule configured by `advantage` (so existing callers keep their behaviour).
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ import optax
 from flax import nnx
 
 from ..parallel import data_size, param_shardings, rows_sharding
-from .advantages import AdvantageConfig, compute_advantages
-from .batch import RolloutBatch
+from .advantages import AdvantageConfig, with_advantages
+from .batch import RolloutBatch, pad_rows_tokens
 from .logprobs import token_logprobs
 from ..config import RunError
+from ..kernels.step_ratio_loss import step_ratio_loss
 from .losses import AGG_MODES, KL_ESTIMATORS, agg_denominator, policy_loss
 
 NONFINITE_POLICIES = ("stop", "skip")
@@ -70,6 +74,9 @@ class OptimConfig:
             raise ValueError(f"OptimConfig.on_nonfinite must be one of {NONFINITE_POLICIES}, got {self.on_nonfinite!r}")
 
 
+LOSS_LEVELS = ("token", "step")
+
+
 @dataclass(frozen=True)
 class LossConfig:
     clip_low: float = 0.2
@@ -80,6 +87,8 @@ class LossConfig:
     kl_estimator: str = "k3"
     entropy_coef: float = 0.0
     log_ratio_clamp: float = 20.0
+    level: str = "token"  # "token": per-token ratios (policy_loss); "step": one length-normalised ratio per
+    # row (Memory-R2, memjax/kernels/step_ratio_loss.py), mean over the mini-batch's steps (agg is ignored)
 
     def __post_init__(self):
         if self.dual_clip is not None and not math.isfinite(self.dual_clip):
@@ -89,6 +98,10 @@ class LossConfig:
             raise ValueError(f"LossConfig.kl_estimator must be one of {KL_ESTIMATORS}, got {self.kl_estimator!r}")
         if self.kl_coef < 0 or self.log_ratio_clamp <= 0:
             raise ValueError(f"LossConfig: kl_coef must be >= 0 and log_ratio_clamp > 0 (got {self})")
+        if self.level not in LOSS_LEVELS:
+            raise ValueError(f"LossConfig.level must be one of {LOSS_LEVELS}, got {self.level!r}")
+        if self.level == "step" and (self.kl_coef or self.entropy_coef):
+            raise ValueError("LossConfig.level='step' does not take kl_coef / entropy_coef yet (set them to 0)")
         if self.agg not in AGG_MODES:
             raise ValueError(f"LossConfig.agg must be one of {AGG_MODES}, got {self.agg!r}")
         if self.clip_low < 0 or self.clip_high < 0 or (self.dual_clip is not None and self.dual_clip <= 1):
@@ -134,6 +147,13 @@ def _grad_step(model, ids, mask, old, adv, ref, row_w, denom, *, loss: LossConfi
                use_ref, use_entropy):
     def loss_fn(model):
         logp, ent = token_logprobs(model, ids, mask, temperature=temperature, remat=remat)
+        if loss.level == "step":  # each row is one step; rescaled to the mini-batch's step count (denom)
+            seg = jnp.where(mask != 0, jnp.arange(ids.shape[0], dtype=jnp.int32)[:, None], -1)
+            value, metrics = step_ratio_loss(logp, old, adv, mask, seg, num_segments=ids.shape[0],
+                                             clip_low=loss.clip_low, clip_high=loss.clip_high,
+                                             dual_clip=loss.dual_clip, log_ratio_clamp=loss.log_ratio_clamp)
+            value = value * jax.lax.stop_gradient(metrics["num_steps"]) / denom
+            return value, {**metrics, "num_tokens": jnp.sum(mask != 0).astype(jnp.float32)}
         value, metrics = policy_loss(
             logp, old, adv, mask, clip_low=loss.clip_low, clip_high=loss.clip_high, dual_clip=loss.dual_clip,
             agg=loss.agg, row_weight=row_w, denominator=denom, ref_logp=ref if use_ref else None,
@@ -183,16 +203,8 @@ class Trainer:
     # -- array plumbing -----------------------------------------------------------------------------
     def _pad(self, batch: RolloutBatch) -> dict[str, np.ndarray]:
         u = self.update_cfg
-        t = -(-batch.input_ids.shape[1] // u.pad_tokens) * u.pad_tokens
-        n = -(-batch.num_rows // u.micro_rows) * u.micro_rows
-        out = {}
-        for k in ("input_ids", "loss_mask", "old_logp", "ref_logp"):
-            a = getattr(batch, k)
-            if a is None:
-                continue
-            out[k] = np.zeros((n, t), a.dtype)
-            out[k][: a.shape[0], : a.shape[1]] = a
-        return out
+        arrays = pad_rows_tokens(batch, u.micro_rows, u.pad_tokens)
+        return {k: arrays[k] for k in ("input_ids", "loss_mask", "old_logp", "ref_logp") if k in arrays}
 
     def _put(self, x):
         x = jnp.asarray(x)
@@ -229,7 +241,9 @@ class Trainer:
             batch = batch.replace(old_logp=old * mask)
         if lc.kl_coef:
             batch = batch.replace(ref_logp=self.logprobs(self.ref_model, batch) * mask)
-        adv, row_w = compute_advantages(batch, self.adv_cfg)
+        if batch.advantages is None:  # callers that did not run an estimator get the configured MemAgent rule
+            batch = with_advantages(batch, self.adv_cfg)
+        adv, row_w = batch.advantages, batch.row_weight
         arrays = self._pad(batch)
         n, t = arrays["input_ids"].shape
         arrays["adv"] = np.zeros((n, t), np.float32)
@@ -246,9 +260,12 @@ class Trainer:
                 rows = np.nonzero(np.isin(batch.sample, part))[0]
                 if rows.size == 0:
                     continue
-                denom = agg_denominator(jnp.asarray(arrays["loss_mask"][rows]), lc.agg,
-                                        row_weight=None if row_w is None else jnp.asarray(arrays["row_w"][rows]),
-                                        loss_scale_tokens=t)
+                if lc.level == "step":
+                    denom = jnp.float32(max(int((arrays["loss_mask"][rows] != 0).any(1).sum()), 1))
+                else:
+                    denom = agg_denominator(jnp.asarray(arrays["loss_mask"][rows]), lc.agg,
+                                            row_weight=None if row_w is None else jnp.asarray(arrays["row_w"][rows]),
+                                            loss_scale_tokens=t)
                 grads, mb_metrics, loss_value = None, [], 0.0
                 for mb in self._micro(arrays, rows):
                     value, metrics, g = _grad_step(

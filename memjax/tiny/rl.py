@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import Engine
-from ..rl.advantages import AdvantageConfig
+from ..rl.advantages import AdvantageConfig, with_advantages
 from ..rl.dapo import filter_groups
 from ..rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 from .agent import engine_config, evaluate, make_agent, memagent_config
@@ -116,7 +116,8 @@ def run(cfg: TinyRLConfig, log=print) -> dict[str, Any]:
         keep = filter_groups(batch.reward, batch.sample_group) if cfg.drop_flat_groups else None
         m: dict[str, float] = {}
         if keep is None or keep.any():  # every group flat: nothing to learn from this step
-            m = trainer.update(batch if keep is None else batch.select_samples(keep), seed=cfg.seed * 7919 + step)
+            kept = batch if keep is None else batch.select_samples(keep)
+            m = trainer.update(with_advantages(kept, cfg.advantage), seed=cfg.seed * 7919 + step)
             engine.update_weights(model)
         row = {"step": step + 1, "reward": float(r.mean()), "groups_with_signal": float((r.std(1) > 0).mean()),
                "trained_samples": int(batch.num_samples if keep is None else keep.sum()),

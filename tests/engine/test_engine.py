@@ -180,3 +180,23 @@ def test_pallas_attention_engine_matches_reference(model, engine):
     for a, b in zip(ref, out):
         assert a.token_ids == b.token_ids
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+
+
+def test_abort_queued_and_running_requests(engine):
+    """Aborted requests never come back (queued ones dropped, running ones discarded on completion) and the
+    requests beside them produce what they produce alone."""
+    prompts = _prompts(8, seed=11)
+    sp = SamplingParams(temperature=1.0, max_tokens=12, seed=9)
+    rids = [engine.submit(p, sp) for p in prompts]
+    got = {c.request_id: c for c in engine.step(max_rounds=2)}  # some running, some still queued
+    early = set(got)
+    engine.abort(rids[::2])
+    assert engine.num_unfinished == len([r for r in rids[1::2] if r not in got])
+    while engine.num_unfinished:
+        for c in engine.step():
+            got[c.request_id] = c
+    assert not (set(got) - early) & set(rids[::2]) and set(rids[1::2]) <= set(got)
+    alone = engine.generate([prompts[i] for i in range(1, 8, 2)], sp)
+    assert [got[r].token_ids for r in rids[1::2]] == [c.token_ids for c in alone]
+    engine.abort([10**9])  # unknown rids are ignored
+    assert engine.num_unfinished == 0 and not engine._live

@@ -1,4 +1,4 @@
-"""memjax.kernels.token_logprob_entropy vs the dense reference (DESIGN principle 4).
+"""memjax.kernels.token_logprob_entropy vs the dense reference (docs/architecture.md, principle 4).
 
 The pallas kernels run in interpret mode on CPU; the chunked path is the CPU default. Shapes are
 deliberately awkward: N, V not multiples of the blocks (V % bv != 0 exercises the overlapping last

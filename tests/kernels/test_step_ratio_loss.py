@@ -1,5 +1,5 @@
 """Step-level (Memory-R2) and token-level (DAPO) surrogates vs an independent numpy formula and vs autodiff
-through the pure-JAX reference (DESIGN principle 4). The pallas segment kernels run in interpret mode.
+through the pure-JAX reference (docs/architecture.md, principle 4). The pallas segment kernels run in interpret mode.
 
 Cases: one-token steps, empty steps (ids never used), tokens with id -1 or >= num_segments, masked tokens,
 steps whose mean log-ratio is clamped (zero gradient), dual clip active for A < 0, clip-high/-low active,

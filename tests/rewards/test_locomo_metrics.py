@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memjax.rewards.locomo import (JUDGE_PROMPT, EngineJudge, OpenAIJudge, RuleBasedJudge, judge_prompt, m_fail,
+from memjax.evaluation.engine_judge import EngineJudge
+from memjax.rewards.locomo import (JUDGE_PROMPT, OpenAIJudge, RuleBasedJudge, judge_prompt, m_fail,
                                    parse_judge_label, token_set_f1)
-from memjax.rewards.text import bleu1, token_f1
+from memjax.rewards.text import bleu1, token_f1_multiset
 
 PAPER = Path(__file__).parents[2] / ".." / "shared" / "papers" / "memory-r1.txt"
 
@@ -20,7 +21,7 @@ PAPER = Path(__file__).parents[2] / ".." / "shared" / "papers" / "memory-r1.txt"
 def test_f1_set_vs_multiset_and_bleu1_by_hand():
     # pred tokens after normalisation: cat cat sat (set {cat, sat}); gold: cat sat on mat
     assert token_set_f1("The cat, the cat sat!", "a cat sat on the mat") == pytest.approx(2 * 1 * 0.5 / 1.5)
-    assert token_f1("The cat, the cat sat!", "a cat sat on the mat") == pytest.approx(2 * (2 / 3) * 0.5 / (7 / 6))
+    assert token_f1_multiset("The cat, the cat sat!", "a cat sat on the mat") == pytest.approx(2 * (2 / 3) * 0.5 / (7 / 6))
     assert token_set_f1("Buddy", "buddy.") == 1.0 and token_set_f1("dog", "cat") == 0.0
     assert token_set_f1("the", "a") == 1.0 and token_set_f1("the", "cat") == 0.0 and token_set_f1(None, "x") == 0.0
     assert token_set_f1("7 May 2023", 2023) == pytest.approx(2 * (1 / 3) * 1 / (4 / 3))

@@ -20,7 +20,7 @@ from memjax.rewards import (
     string_match_part,
     strip_string,
 )
-from memjax.rewards.squad import normalize_answer, token_f1
+from memjax.rewards.squad import normalize_answer, squad_f1
 
 # --- last_boxed ---
 
@@ -203,7 +203,7 @@ _words = st.lists(st.sampled_from(["paris", "tower", "eiffel", "x", "1", "old", 
 @settings(max_examples=200, deadline=None)
 @given(_words, _words)
 def test_token_f1_matches_count_vector_formula(pred: list[str], gold: list[str]) -> None:
-    assert token_f1(" ".join(pred), " ".join(gold), hotpot_yes_no=False) == pytest.approx(_f1_numpy(pred, gold))
+    assert squad_f1(" ".join(pred), " ".join(gold), hotpot_yes_no=False) == pytest.approx(_f1_numpy(pred, gold))
 
 
 # --- RULER string match ---
@@ -229,9 +229,10 @@ def test_bleu1_and_text_f1() -> None:
     assert R.bleu1("the the the the", "the cat") == pytest.approx(1 / 4)  # clipped counts
     assert R.bleu1("dog", "cat") == 0.0 and R.bleu1("", "cat") == 0.0
     assert R.bleu1("Cat sat.", ["dog", "cat sat ."]) == 1.0 and R.bleu1("Cat, sat.", "cat sat .") == 0.75
-    assert R.token_f1("The cat sat", ["a cat sat down"]) == pytest.approx(2 * 1 * (2 / 3) / (1 + 2 / 3))
+    assert R.token_f1_multiset("The cat sat", ["a cat sat down"]) == pytest.approx(2 * 1 * (2 / 3) / (1 + 2 / 3))
     stats = RewardStats()
-    assert R.bleu1(None, "x", stats=stats) == 0.0 and R.token_f1(None, "x", stats=stats) == 0.0  # type: ignore[arg-type]
+    assert R.bleu1(None, "x", stats=stats) == 0.0  # type: ignore[arg-type]
+    assert R.token_f1_multiset(None, "x", stats=stats) == 0.0  # type: ignore[arg-type]
     assert stats.missing == 2
 
 
@@ -251,7 +252,7 @@ def test_fuzz_never_raises_and_stays_in_range(text: str, golds: list[str]) -> No
     scores = squad_scores(text, golds)
     assert set(scores) == {"em", "f1", "sub_em"} and all(0.0 <= v <= 1.0 for v in scores.values())
     assert scores["em"] <= scores["sub_em"] and scores["em"] <= scores["f1"] + 1e-12
-    for fn in (string_match_all, string_match_part, R.bleu1, R.token_f1):
+    for fn in (string_match_all, string_match_part, R.bleu1, R.token_f1_multiset):
         assert 0.0 <= fn(text, golds) <= 1.0
 
 

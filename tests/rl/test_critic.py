@@ -1,0 +1,40 @@
+"""memjax.rl.critic: initialisation from the policy (a copy, not shared), value alignment, and the value
+loss falling under the critic's own optimizer on a learnable target."""
+
+import jax
+import numpy as np
+from flax import nnx
+
+from memjax.model import init_model, presets
+from memjax.rl import Conversation, build_batch
+from memjax.rl.critic import Critic, CriticTrainer
+from memjax.rl.trainer import OptimConfig
+
+
+def _batch(seed=0):
+    r = np.random.default_rng(seed)
+    convs = [Conversation(r.integers(0, 64, 3).tolist(), r.integers(0, 64, 9).tolist(), [0.0] * 9, sample=i,
+                          group=i, turn=0) for i in range(8)]
+    b = build_batch(convs, [0.0] * 8, list(range(8)))
+    prev_even = np.zeros(b.input_ids.shape, np.float32)
+    prev_even[:, 1:] = np.where(b.input_ids[:, :-1] % 2 == 0, 1.0, -1.0)
+    return b.replace(returns=prev_even * b.loss_mask)  # a target the context before token t determines
+
+
+def test_critic_from_policy_and_value_loss_falls():
+    policy = init_model(presets.get("tiny", vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=2,
+                                    num_heads=2, num_kv_heads=1), seed=1)
+    critic = Critic.from_policy(policy)
+    pol = jax.tree.leaves(nnx.state(policy, nnx.Param))
+    for a, b in zip(pol, jax.tree.leaves(nnx.state(critic.backbone, nnx.Param))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    before = [np.asarray(a).copy() for a in pol]
+    tr = CriticTrainer(critic, OptimConfig(lr=1e-2, warmup_steps=0, weight_decay=0.0), clip_value=None)
+    batch = _batch()
+    v0 = tr.values(batch)
+    assert v0.shape == batch.input_ids.shape and (v0 == 0).all()  # zero head
+    losses = [tr.update(batch.replace(values=tr.values(batch)))["value_loss"] for _ in range(40)]
+    assert losses[0] > 0.4 and losses[-1] < 0.3 * losses[0]
+    assert (tr.values(batch)[:, 0] == 0).all()
+    for a, b in zip(before, jax.tree.leaves(nnx.state(policy, nnx.Param))):
+        np.testing.assert_array_equal(a, np.asarray(b))  # the policy is untouched
