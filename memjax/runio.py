@@ -12,6 +12,7 @@ Owns:
   drop records after the checkpoint a resumed run restarts from (no repeated lines after a kill).
 - `write_atomic(path, text)`: write a results file through a temporary file and rename.
 - `nonfinite(metrics, keys)`: the keys whose values are NaN or infinite.
+- `tb_writer(logdir, resumed_step)`: TensorBoard writer that purges events past a resumed step.
 Invariants: every error is one line naming the path; nothing here deletes a file it did not write.
 """
 
@@ -149,3 +150,13 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
 def nonfinite(metrics: dict, keys=None) -> list[str]:
     keys = metrics.keys() if keys is None else keys
     return [k for k in keys if isinstance(metrics.get(k), float) and not math.isfinite(metrics[k])]
+
+
+def tb_writer(logdir: Path, *, resumed_step: int = 0):
+    """A tensorboardX SummaryWriter for `logdir`. When resuming from step k > 0 it is opened with
+    purge_step=k + 1: TensorBoard then discards the events an interrupted run wrote past the checkpoint
+    it resumed from, so no step is shown twice (the event files themselves are kept)."""
+    from tensorboardX import SummaryWriter
+
+    return SummaryWriter(str(logdir), purge_step=resumed_step + 1 if resumed_step > 0 else None)
+

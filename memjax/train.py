@@ -13,7 +13,8 @@ optimizer state, the step, the seed and the data iterator state; the last `keep_
 A checkpoint that fails to restore is moved aside into checkpoints_corrupt/ with a warning and the
 previous one is used; every save is verified (memjax.checkpoint.run_checkpoints). The whole config is
 validated and out_dir locked (memjax.runio) before the model loads; on resume, metrics.jsonl and
-traces.jsonl are cut back to the restored step, so no line is repeated. A non-finite loss or gradient
+traces.jsonl are cut back to the restored step, so no line is repeated, and TensorBoard is told to purge
+events past it (tensorboardX purge_step). A non-finite loss or gradient
 stops the run before the update is applied (OptimConfig.on_nonfinite), leaving the last good checkpoint
 as the latest and no hf/ export. Outputs in out_dir:
 metrics.jsonl, TensorBoard events (tb/), traces.jsonl, checkpoints/, and hf/ (the final policy as a
@@ -48,7 +49,7 @@ from .parallel import initialize, make_mesh
 from .rl.advantages import AdvantageConfig
 from .rl.dapo import DynamicSampler, overlong_penalty
 from .rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
-from .runio import JsonlLog, OutDirLock, prepare_out_dir
+from .runio import JsonlLog, OutDirLock, prepare_out_dir, tb_writer
 
 
 @dataclass(frozen=True)
@@ -261,10 +262,8 @@ class Run:
                             "update_mfu": flops.mfu(train_flops, metrics["update_s"]),
                             "mean_conversation_tokens": float(np.mean(conv_lens))})
         metrics = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in metrics.items()}
-        if self._tb is None:
-            from tensorboardX import SummaryWriter
-
-            self._tb = SummaryWriter(str(self.out / "tb"))
+        if self._tb is None:  # opened at the first logged step: the restored step when resuming
+            self._tb = tb_writer(self.out / "tb", resumed_step=self.step)
         for k, v in metrics.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
                 self._tb.add_scalar(k, v, self.step + 1)

@@ -229,3 +229,31 @@ def test_small_gradient_norms_are_printed_with_significant_digits():
     train.Run._print(fake, {"step": 1, "score": 0.0, "rollout_s": 1.0, "update_s": 1.0, "logp_mismatch_mean": 0.0,
                             "grad_norm": 3.7e-5})
     assert "grad 3.7e-05" in buf.getvalue()  # was "grad 0.000"
+
+
+def test_tensorboard_purges_events_past_the_resumed_step(tmp_path):
+    """A resumed run's TensorBoard writer opens with a SessionLog START at step k + 1, which makes
+    TensorBoard discard the interrupted run's events at steps > k (no step drawn twice)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    from memjax.runio import tb_writer
+
+    def events(path):
+        data, out, i = path.read_bytes(), [], 0
+        while i < len(data):
+            (n,) = struct.unpack("<Q", data[i:i + 8])
+            e = event_pb2.Event()
+            e.ParseFromString(data[i + 12:i + 12 + n])
+            out.append(e)
+            i += 12 + n + 4
+        return out
+
+    for resumed, logdir in ((0, tmp_path / "fresh"), (7, tmp_path / "resumed")):
+        w = tb_writer(logdir, resumed_step=resumed)
+        w.add_scalar("loss", 1.0, resumed + 1)
+        w.close()
+        (f,) = logdir.glob("events.*")
+        starts = [e.step for e in events(f) if e.HasField("session_log") and e.session_log.status == 1]
+        assert starts == ([8] if resumed else []), (resumed, starts)
