@@ -1,4 +1,6 @@
-"""`python -m memjax.evaluate [CONFIG.py] [--set key=value ...]`: MemAgent accuracy vs document length.
+"""`python -m memjax.evaluate [CONFIG.py] [--set key=value ...]`: MemAgent accuracy vs document length,
+or, given a `LocomoEvalConfig` (configs/locomo_<system>.py), a LoCoMo evaluation (memjax/evaluation/locomo.py:
+F1 / BLEU-1 / J / M-Fail per category, predictions JSONL written as they finish, table and chart).
 
 Owns: the evaluation config and program. For each N in `num_docs` it synthesises RULER-HotpotQA
 contexts (memjax.data.hotpotqa) for the first `num_samples` questions, runs the MemAgent workflow, and
@@ -29,6 +31,7 @@ from .agents import MemAgent, MemAgentConfig
 from .config import ConfigError, run_cli
 from .data import RulerHotpotQAConfig, load_hotpotqa, synthesize
 from .engine import Engine, EngineConfig, SamplingParams
+from .evaluation.locomo import LocomoEvalConfig, run_locomo_eval
 from .modelsource import ModelSource
 from .rewards import last_boxed, squad_scores
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, write_atomic
@@ -65,10 +68,15 @@ def _score(text: str, answers) -> dict[str, float]:
     return {**s, "missing": float(pred is None)}
 
 
-def evaluate(cfg: EvalConfig, console: Console | None = None) -> dict:
+def evaluate(cfg: EvalConfig | LocomoEvalConfig, console: Console | None = None) -> dict:
+    if isinstance(cfg, LocomoEvalConfig):
+        with OutDirLock(prepare_out_dir(cfg.out_dir)):
+            res = run_locomo_eval(cfg)
+        (console or Console()).print(f"LoCoMo {cfg.split}/{cfg.part}: overall {res['table']['overall']} -> {cfg.out_dir}")
+        return res
     if not isinstance(cfg, EvalConfig):
         raise ConfigError(f"config is a {type(cfg).__name__}; memjax.evaluate expects an EvalConfig "
-                          "(a training config goes to python -m memjax.train)")
+                          "(or a LocomoEvalConfig; a training config goes to python -m memjax.train)")
     if not cfg.data_path:
         raise ConfigError("data_path is not set: give a HotpotQA JSON file (--set data_path=...)")
     if not Path(cfg.data_path).is_file():

@@ -221,9 +221,16 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     return result
 
 
+LOCOMO_SYSTEMS = ("answers",)  # SUMER / Memory-R1 / Memory-R2 predictors register here as they land
+
+
 @dataclass(frozen=True)
 class LocomoEvalConfig:
-    data_path: str
+    """`python -m memjax.evaluate configs/locomo_<system>.py`: score a system on a named LoCoMo split."""
+
+    data_path: str = ""                  # locomo10.json (CC BY-NC: the user's copy; never shipped)
+    system: str = "answers"              # "answers": score a predictions JSONL made elsewhere (`answers`)
+    answers: str = ""                    # JSONL of {qid, answer, memory_dia_ids?} for system="answers"
     split: str = "sumer"
     part: str = "validation"
     out_dir: str = "runs/locomo_eval"
@@ -234,12 +241,28 @@ class LocomoEvalConfig:
     limit: int | None = None
 
     def __post_init__(self):
+        if self.system not in LOCOMO_SYSTEMS:
+            raise ValueError(f"LocomoEvalConfig.system: one of {LOCOMO_SYSTEMS}, got {self.system!r}")
         if self.judge not in ("rule", "openai"):
             raise ValueError(f"LocomoEvalConfig.judge: 'rule' or 'openai', got {self.judge!r}")
         if self.f1 not in ("set", "multiset"):
             raise ValueError(f"LocomoEvalConfig.f1: 'set' or 'multiset', got {self.f1!r}")
         if self.limit is not None and self.limit <= 0:
             raise ValueError(f"LocomoEvalConfig.limit: must be positive, got {self.limit}")
+        if not self.out_dir:
+            raise ValueError("LocomoEvalConfig.out_dir must not be empty")
+
+
+def run_locomo_eval(cfg: LocomoEvalConfig) -> dict:
+    """Everything `python -m memjax.evaluate` does for a LocomoEvalConfig: check the inputs, then score the
+    configured system's predictions on the split part (incremental, resumable; see evaluate_locomo)."""
+    if not cfg.data_path or not Path(cfg.data_path).is_file():
+        raise FileNotFoundError(f"data_path={cfg.data_path!r}: LoCoMo file not found (--set data_path=.../locomo10.json)")
+    if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
+        raise FileNotFoundError(f"answers={cfg.answers!r}: predictions JSONL not found (--set answers=...)")
+    questions = split_part(cfg)
+    return evaluate_locomo(questions, answers_predictor(cfg.answers), make_judge(cfg), cfg.out_dir,
+                           title=f"LoCoMo {cfg.split}/{cfg.part} ({cfg.system})", f1=cfg.f1)
 
 
 def make_judge(cfg: LocomoEvalConfig):
@@ -291,10 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     a = ap.parse_args(argv)
     try:
-        cfg = LocomoEvalConfig(data_path=a.data_path, split=a.split, part=a.part, out_dir=a.out, judge=a.judge,
-                               judge_url=a.judge_url, judge_model=a.judge_model, f1=a.f1, limit=a.limit)
-        res = evaluate_locomo(split_part(cfg), answers_predictor(a.answers), make_judge(cfg), cfg.out_dir,
-                              title=f"LoCoMo {cfg.split}/{cfg.part}", f1=cfg.f1)
+        cfg = LocomoEvalConfig(data_path=a.data_path, answers=a.answers, split=a.split, part=a.part, out_dir=a.out,
+                               judge=a.judge, judge_url=a.judge_url, judge_model=a.judge_model, f1=a.f1, limit=a.limit)
+        res = run_locomo_eval(cfg)
     except (ValueError, KeyError, OSError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2

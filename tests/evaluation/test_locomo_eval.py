@@ -96,3 +96,22 @@ def test_batch_predictor_chunks_and_failures(tmp_path):
     assert res["counts"]["predictor_errors"] == 3 and res["table"]["overall"]["n"] == 8
     with pytest.raises(ValueError, match="exactly one"):
         evaluate_locomo(qs, lambda q: "x", RuleBasedJudge(), tmp_path, batch_predictor=batch)
+
+
+def test_memjax_evaluate_runs_a_locomo_config(tmp_path, capsys):
+    """`python -m memjax.evaluate configs/locomo_answers.py --set ...` dispatches on the config type, locks
+    out_dir, and gives one-line errors (exit 2) for a missing answers file or an unknown system."""
+    from memjax.evaluate import main as evaluate_main
+
+    cfg = str(Path(__file__).parents[2] / "configs" / "locomo_answers.py")
+    ans = tmp_path / "answers.jsonl"
+    ans.write_text(json.dumps({"qid": "conv-30#0", "answer": "Porto"}) + "\n")
+    sets = ["--set", f"data_path={FIXTURE}", "--set", "part=validation", "--set", f"out_dir={tmp_path / 'ev'}"]
+    assert evaluate_main([cfg, *sets, "--set", f"answers={ans}"]) == 0
+    res = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert res["table"]["overall"]["n"] == 2 and res["table"]["overall"]["J"] == 50.0
+    assert (tmp_path / "ev" / "predictions.jsonl").is_file() and (tmp_path / "ev" / "scores.png").is_file()
+    assert evaluate_main([cfg, *sets, "--set", f"answers={tmp_path / 'none.jsonl'}"]) == 2
+    assert "answers=" in capsys.readouterr().err
+    assert evaluate_main([cfg, *sets, "--set", "system=sumer"]) == 2
+    assert "LocomoEvalConfig.system" in capsys.readouterr().err
