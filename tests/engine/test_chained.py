@@ -4,25 +4,14 @@ host submits follow-ups at once: same tokens, fewer idle slot-rounds."""
 import numpy as np
 import pytest
 
+from benchmarks.chained_turns import run_chained
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.model import init_model, presets
 
 
 def _chain(eng, turns, idle_return, max_rounds=None):
-    before = dict(eng.stats)
-    nxt, owner, out, calls = [0] * len(turns), {}, {}, 0
-    for c in range(len(turns)):
-        owner[eng.submit(*turns[c][0])] = c
-    while eng.num_unfinished:
-        calls += 1
-        for comp in eng.step(max_rounds, idle_return=idle_return):
-            c = owner.pop(comp.request_id)
-            out[(c, nxt[c])] = comp.token_ids
-            nxt[c] += 1
-            if nxt[c] < len(turns[c]):
-                owner[eng.submit(*turns[c][nxt[c]])] = c
-    d = {k: eng.stats[k] - before.get(k, 0) for k in ("rounds", "prefill_rounds", "decode_tokens")}
-    return out, d["decode_tokens"] / ((d["rounds"] - d["prefill_rounds"]) * eng.config.max_slots), calls
+    r = run_chained(eng, turns, idle_return, max_rounds)  # the benchmark's own driver
+    return r["tokens"], r["utilisation"], r["syncs"]
 
 
 def test_idle_return_keeps_tokens_and_raises_utilisation():
