@@ -14,7 +14,7 @@ STAGES = {
     "engine": 3, "modelsource": 3, "memory": 3,
     "agents": 4, "evaluation": 4,
     "rl": 5,
-    "tiny": 6,
+    "tiny": 6, "systems": 6,
     "train": 7, "evaluate": 7, "demo": 7, "convert": 7, "plan": 7, "memjax": 8,
 }
 

@@ -1,0 +1,142 @@
+"""The System interface and registry: what the one training loop (`python -m memjax.train`) needs to know
+about one agent system (MemAgent, the tiny task, SUMER, Memory-R1, Memory-R2, ...).
+
+Owns: `AgentSection` (base class of every system's config section, the `agent` field of TrainConfig),
+`System` (the per-system hooks), `register` / `get` / `names` (the registry keyed by `agent.name`).
+A system is a workflow (memjax/agents) plus its data stream, reward shaping, held-out evaluation and config
+section; everything else -- rollout driver, advantage estimators, losses, critic, optimizer, checkpoints,
+metrics, TensorBoard -- is shared and lives in memjax/rl and memjax/train.py.
+Invariants:
+- `agent.name` selects the system; `--set agent.name=X` swaps the section for X's default section
+  (memjax/config.py picks the AgentSection subclass whose default `name` is X), so every field is typed.
+- The sampling temperature has one source of truth: `System.temperature` (the section's `temperature`);
+  the trainer computes log-probs at that temperature.
+- `train_data` is a stateful stream: `next()` gives one generation batch (a list of samples),
+  `get_state()` a JSON-able state saved in every checkpoint, `set_state()` restores it; the stream depends
+  only on (section, seed), so a resumed run sees the same samples as an uninterrupted one.
+- `workflow(...)` returns a fresh memjax.agents.Workflow; the loop runs it with
+  `run_workflow(engine, wf, samples, group_size=system.group_size, seed=<derived from (seed, step)>)`.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+
+@dataclass(frozen=True)
+class AgentSection:
+    """Base of every system's config section; subclasses set a default `name` equal to their System.name
+    and define `group_size` and `temperature` fields (and whatever else the system needs)."""
+
+    name: str = ""
+
+
+class DataStream(Protocol):
+    def __next__(self) -> list[Any]: ...
+
+    def get_state(self) -> Any: ...
+
+    def set_state(self, state: Any) -> None: ...
+
+
+class CountingStream:
+    """A DataStream over a pure function `make(start, n) -> list[sample]` (sample i depends only on i):
+    the state is the number of samples handed out."""
+
+    def __init__(self, make, batch_size: int):
+        self.make, self.batch_size, self.pos = make, batch_size, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[Any]:
+        out = self.make(self.pos, self.batch_size)
+        self.pos += self.batch_size
+        return out
+
+    def get_state(self) -> dict:
+        return {"pos": self.pos}
+
+    def set_state(self, state: dict) -> None:
+        self.pos = int(state["pos"])
+
+
+class System(abc.ABC):
+    """One trainable agent system. Subclass, set `name` and `section`, and decorate with `@register`."""
+
+    name: ClassVar[str]
+    section: ClassVar[type[AgentSection]]
+
+    def __init__(self, cfg: AgentSection, *, seed: int = 0):
+        if not isinstance(cfg, self.section):
+            raise TypeError(f"{type(self).__name__} takes a {self.section.__name__}, got {type(cfg).__name__}")
+        self.cfg, self.seed = cfg, seed
+
+    # -- model ------------------------------------------------------------------------------------------
+    def load_model(self, source) -> tuple[Any, Any]:
+        """(model, tokenizer) for this run; default: the config's ModelSource (HF directory or preset).
+        Systems with their own vocabulary (the tiny task) load their own."""
+        return source.load()
+
+    def engine_config(self, default):
+        """The engine config to use given the TrainConfig's `engine` section (default: unchanged)."""
+        return default
+
+    # -- rollout ----------------------------------------------------------------------------------------
+    @property
+    def group_size(self) -> int:
+        return int(self.cfg.group_size)
+
+    @property
+    def temperature(self) -> float:
+        return float(self.cfg.temperature)
+
+    @abc.abstractmethod
+    def train_data(self, batch_size: int, seed: int) -> DataStream:
+        """The training stream: each `next()` is one generation batch of `batch_size` samples."""
+
+    @abc.abstractmethod
+    def workflow(self, engine, tokenizer, *, train: bool = True):
+        """A fresh Workflow for training rollouts (train=True: sampled at `temperature`) or evaluation."""
+
+    # -- rewards ----------------------------------------------------------------------------------------
+    def shape(self, batch, traces: list[dict]):
+        """Reward shaping on the built RolloutBatch (e.g. DAPO's overlong penalty); default: unchanged."""
+        return batch
+
+    # -- evaluation -------------------------------------------------------------------------------------
+    def evaluate(self, engine, tokenizer) -> dict[str, Any]:
+        """Held-out metrics of the engine's current weights (floats; key `traces` may hold a few readable
+        traces). Called before training, every `eval_every` steps and at the end. Default: none."""
+        return {}
+
+
+_REGISTRY: dict[str, type[System]] = {}
+
+
+def register(cls: type[System]) -> type[System]:
+    if not getattr(cls, "name", "") or not isinstance(getattr(cls, "section", None), type):
+        raise TypeError(f"{cls.__name__}: a System needs a `name` and a `section` class")
+    if cls.section().name != cls.name:
+        raise TypeError(f"{cls.__name__}: {cls.section.__name__}().name is {cls.section().name!r}, expected "
+                        f"{cls.name!r}")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"system {cls.name!r} registered twice ({_REGISTRY[cls.name].__name__}, {cls.__name__})")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def get(name: str) -> type[System]:
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown agent.name {name!r}; known: {', '.join(names())}")
+    return _REGISTRY[name]
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def build(cfg: AgentSection, *, seed: int = 0) -> System:
+    return get(cfg.name)(cfg, seed=seed)
