@@ -84,6 +84,10 @@ class System(abc.ABC):
         """The engine config to use given the TrainConfig's `engine` section (default: unchanged)."""
         return default
 
+    def setup(self, model, tokenizer) -> None:
+        """Called once after the model loads (before any rollout): e.g. build a frozen answer agent from a
+        copy of the initial policy, or an embedder. Default: nothing."""
+
     # -- rollout ----------------------------------------------------------------------------------------
     @property
     def group_size(self) -> int:
@@ -105,6 +109,12 @@ class System(abc.ABC):
     def shape(self, batch, traces: list[dict]):
         """Reward shaping on the built RolloutBatch (e.g. DAPO's overlong penalty); default: unchanged."""
         return batch
+
+    def advantages(self, batch, cfg):
+        """Credit assignment the system owns (e.g. Memory-R2's per-session LoGo-GRPO from its own per-row
+        rewards): return the batch with `advantages` / `row_advantage` / `row_weight` filled, or None to
+        use the configured estimator (TrainConfig.advantage: GRPO variants, or GAE with the critic)."""
+        return None
 
     # -- evaluation -------------------------------------------------------------------------------------
     def evaluate(self, engine, tokenizer) -> dict[str, Any]:
