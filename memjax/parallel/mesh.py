@@ -9,11 +9,15 @@ Owns: `make_mesh(data=-1, fsdp=1, tensor=1)` over the visible devices (multi-hos
   style), the vocabulary of the LM head too. An axis is dropped from a dimension it does not divide, and
   norms are replicated. Optimizer state follows the parameters. XLA inserts the collectives.
 Row counts given to the trainer are padded to a multiple of data x fsdp.
+`MeshConfig(data, fsdp, tensor)` is the config section (`--set mesh.fsdp=8`): one axis may be -1 (all
+remaining devices); the default puts every device on fsdp (ZeRO-3), the right layout for 7B/14B on one node.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import dataclass
 
 import jax
 import numpy as np
@@ -33,6 +37,44 @@ _RULES: dict[str, tuple] = {
     "o_w": (None, TENSOR, FSDP),
     "gate_w": (None, FSDP, TENSOR), "up_w": (None, FSDP, TENSOR), "down_w": (None, TENSOR, FSDP),
 }
+
+
+@dataclass(frozen=True)
+class MeshConfig:
+    """Mesh axis sizes; exactly one may be -1 (= the devices the others leave). data x fsdp devices get
+    different rows; fsdp shards parameters, gradients and optimizer state (ZeRO-3); tensor shards heads and
+    MLP columns."""
+
+    data: int = 1
+    fsdp: int = -1
+    tensor: int = 1
+
+    def __post_init__(self):
+        sizes = (self.data, self.fsdp, self.tensor)
+        if any(not isinstance(s, int) or isinstance(s, bool) or s == 0 or s < -1 for s in sizes):
+            raise ValueError(f"MeshConfig: axis sizes must be >= 1 or -1, got data={self.data} fsdp={self.fsdp} "
+                             f"tensor={self.tensor}")
+        if sizes.count(-1) > 1:
+            raise ValueError(f"MeshConfig: at most one axis may be -1, got {self}")
+
+    def sizes(self, num_devices: int) -> tuple[int, int, int]:
+        """(data, fsdp, tensor) for `num_devices` devices; ValueError when they do not multiply to it."""
+        fixed = math.prod(s for s in (self.data, self.fsdp, self.tensor) if s != -1)
+        if -1 in (self.data, self.fsdp, self.tensor):
+            if num_devices % fixed:
+                raise ValueError(f"MeshConfig {self}: {num_devices} devices are not divisible by {fixed}")
+            fill = num_devices // fixed
+            out = tuple(fill if s == -1 else s for s in (self.data, self.fsdp, self.tensor))
+        else:
+            out = (self.data, self.fsdp, self.tensor)
+        if math.prod(out) != num_devices:
+            raise ValueError(f"MeshConfig: data={out[0]} x fsdp={out[1]} x tensor={out[2]} != {num_devices} devices")
+        return out  # type: ignore[return-value]
+
+    def make(self, devices=None) -> Mesh:
+        devices = jax.devices() if devices is None else list(devices)
+        d, f, t = self.sizes(len(devices))
+        return Mesh(np.asarray(devices).reshape(d, f, t), (DATA, FSDP, TENSOR))
 
 
 def initialize() -> None:

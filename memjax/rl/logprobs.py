@@ -4,7 +4,9 @@ Owns: `token_logprobs(model, input_ids, loss_mask, temperature, ...)` -> (logp, 
 aligned like RolloutBatch.old_logp: entry t scores input_ids[:, t] given input_ids[:, :t] (entry 0 is 0),
 and zero wherever loss_mask is 0. Uses the same `Qwen2.forward` as the engine (one model code path) and
 the vocabulary-tiled fused log-prob (memjax.kernels), so the [N, T, V] logits never exist. Positions are
-0..T-1 per row, exactly as the engine saw them (each conversation is its own sequence, right-padded).
+0..T-1 per row, exactly as the engine saw them (each conversation is its own sequence, right-padded);
+packed rows (memjax/rl/packing.py) pass `positions` (restarting per conversation), `segment_ids` (the
+attention back-end's state) and a training `attention` back-end; `sharding` is the FSDP LayerSharding.
 logprobs="processed" with top_p < 1 or top_k > 0 recomputes the engine's SamplingParams.logprobs=
 "processed" definition (log-prob under the top-k / top-p truncated, renormalised softmax(logits / T)) with
 the engine's own threshold and log-prob functions (memjax.engine.sampler), one conversation's [T, V] logits
@@ -33,12 +35,16 @@ def _processed(hidden, w, targets, temperature: float, top_p: float, top_k: int)
 
 def token_logprobs(model, input_ids: jax.Array, loss_mask: jax.Array, *, temperature: float = 1.0,
                    remat: bool = False, impl: str = "auto", logprobs: str = "raw", top_p: float = 1.0,
-                   top_k: int = 0) -> tuple[jax.Array, jax.Array]:
+                   top_k: int = 0, positions: jax.Array | None = None, segment_ids: jax.Array | None = None,
+                   attention=None, sharding=None) -> tuple[jax.Array, jax.Array]:
     if logprobs not in ("raw", "processed"):
         raise ValueError(f"token_logprobs: logprobs must be 'raw' or 'processed', got {logprobs!r}")
-    hidden, _ = model.forward(input_ids, return_hidden=True, remat=remat)  # [N, T, h]
+    hidden, _ = model.forward(input_ids, positions, attention=attention, state=segment_ids, return_hidden=True,
+                              remat=remat, sharding=sharding)  # [N, T, h]
     mask = loss_mask[:, 1:] > 0
     w = model.lm_head_weight().astype(hidden.dtype)
+    if sharding is not None:
+        w = sharding.head(w)
     logp, ent = token_logprob_entropy(hidden[:, :-1], w, input_ids[:, 1:], mask, temperature=temperature,
                                       impl=impl, compact=False)
     if logprobs == "processed" and (top_p < 1.0 or top_k > 0):

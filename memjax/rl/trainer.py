@@ -1,15 +1,25 @@
-"""The policy update: PPO epochs x mini-batches x micro-batches over a RolloutBatch, optax AdamW.
+"""The policy update: PPO epochs x mini-batches x micro-batches over a RolloutBatch, AdamW.
 
-Owns: optimizer construction, (re)computing old/reference log-probs, the jitted gradient step and the
-update loop. Invariants:
-- Rows (conversations) of a mini-batch are split into micro-batches of `micro_rows` rows (zero-mask rows
-  pad the last); every micro-batch loss is divided by the mini-batch's GLOBAL denominator (from the
-  masks, before any forward), so the accumulated gradient equals the full mini-batch gradient exactly.
-- Token arrays are right-padded to a multiple of `pad_tokens` so the step compiles once per bucket.
+Owns: the trainer configs (OptimConfig, LossConfig, UpdateConfig), (re)computing old/reference log-probs
+and the update loop; the jitted programs are memjax/rl/train_step.py's, the row layout memjax/rl/packing.py's.
+Invariants:
+- Conversations are laid into rows of one bucket length per mini-batch (`UpdateConfig.pack`: several per
+  row with segment ids, positions restarting per conversation; otherwise one per row), rows grouped into
+  micro-batches of `micro_rows` and the micro-batch count padded to a power of two (a traced trip count
+  skips the padding): a run compiles one update program per (bucket, power of two) at most.
+- Each mini-batch is ONE jitted call: gradient accumulation over its micro-batches, clip, AdamW and the
+  non-finite guard on device, params and optimizer state donated; metrics are fetched once per mini-batch.
+  Every micro-batch loss is divided by the mini-batch's GLOBAL denominator (from the masks, before any
+  forward), so the accumulated gradient equals the full mini-batch gradient exactly, packed or not.
 - Parameters stay in the model's param_dtype (fp32 master weights when the model computes in bf16);
-  optimizer state follows the parameters. With a mesh, micro-batch rows are sharded over (data, fsdp)
-  and parameters by memjax.parallel.param_shardings (FSDP / tensor); XLA inserts the collectives.
-- A non-finite loss or gradient norm is caught before the optimizer applies it: by default
+  optimizer state follows the parameters. With a mesh (memjax.parallel.MeshConfig), ZeRO-3: parameters,
+  gradients and optimizer state sharded over fsdp (tensor over heads / MLP columns), weights gathered layer
+  by layer inside the scanned layer loop, rows sharded over (data, fsdp) so every device has its own rows.
+- The reference policy (only when LossConfig.kl_coef > 0) is kept as params in UpdateConfig.ref_dtype
+  (bf16 by default), sharded like the policy; with kl_coef == 0 nothing of it is allocated.
+- The learning rate schedule counts TRAINING steps: `update(batch, step=...)` (default: this trainer's
+  count of update calls), not optimizer steps.
+- A non-finite loss or gradient norm is caught on device before the optimizer applies it: by default
   (`OptimConfig.on_nonfinite="stop"`) a NonFiniteError stops the run with the model untouched; "skip"
   drops that optimizer step and counts it in the `skipped_steps` metric.
 - Old log-probs: by default recomputed by the trainer before the first update (the engine's rollout
@@ -17,6 +27,7 @@ update loop. Invariants:
 - Advantages are consumed, not chosen: `batch.advantages` [N, T] and `batch.row_weight` [N] (filled by
   memjax.rl.advantages.with_advantages or any estimator of memjax/rl/estimators.py); a batch without
   them gets the MemAgent rule configured by `advantage` (so existing callers keep their behaviour).
+- Optimizer state for checkpoints: `optimizer_state()` (a flat {name: array} dict) / `load_optimizer_state`.
 """
 
 from __future__ import annotations
@@ -30,13 +41,14 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ..parallel import data_size, param_shardings, rows_sharding
-from .advantages import AdvantageConfig, with_advantages
-from .batch import RolloutBatch, pad_rows_tokens
-from .logprobs import token_logprobs
 from ..config import RunError
-from ..kernels.step_ratio_loss import step_ratio_loss
-from .losses import AGG_MODES, KL_ESTIMATORS, agg_denominator, policy_loss
+from ..model.flash_attention import ATTENTION_KINDS
+from ..parallel import data_size
+from .advantages import AdvantageConfig, with_advantages
+from .batch import RolloutBatch
+from .losses import AGG_MODES, KL_ESTIMATORS, agg_denominator
+from .packing import pack, row_length
+from .train_step import TrainStep
 
 NONFINITE_POLICIES = ("stop", "skip")
 
@@ -55,7 +67,9 @@ def _finite_fields(obj) -> None:
 @dataclass(frozen=True)
 class OptimConfig:
     lr: float = 1e-6
-    warmup_steps: int = 10  # linear warm-up, then constant
+    warmup_steps: int = 10  # linear warm-up over this many TRAINING steps (Trainer.update calls, the `step`
+    # the loop passes; verl advances its schedule once per update call), then constant. Not optimizer steps:
+    # with 16 mini-batches a 20-step warm-up would otherwise end after 1.25 training steps.
     weight_decay: float = 0.01
     b1: float = 0.9
     b2: float = 0.999
@@ -89,6 +103,8 @@ class LossConfig:
     log_ratio_clamp: float = 20.0
     level: str = "token"  # "token": per-token ratios (policy_loss); "step": one length-normalised ratio per
     # row (Memory-R2, memjax/kernels/step_ratio_loss.py), mean over the mini-batch's steps (agg is ignored)
+    loss_scale_tokens: int | None = None  # Dr.GRPO constant L of agg="seq-mean-token-sum-norm": the configured
+    # maximum response tokens (fixed, not the padded row length of a batch); required in that mode
 
     def __post_init__(self):
         if self.dual_clip is not None and not math.isfinite(self.dual_clip):
@@ -104,6 +120,11 @@ class LossConfig:
             raise ValueError("LossConfig.level='step' does not take kl_coef / entropy_coef yet (set them to 0)")
         if self.agg not in AGG_MODES:
             raise ValueError(f"LossConfig.agg must be one of {AGG_MODES}, got {self.agg!r}")
+        if self.agg == "seq-mean-token-sum-norm" and not (self.loss_scale_tokens or 0) > 0:
+            raise ValueError("LossConfig.agg='seq-mean-token-sum-norm' (Dr.GRPO) needs loss_scale_tokens > 0: the "
+                             "maximum response tokens of the recipe")
+        if self.loss_scale_tokens is not None and self.loss_scale_tokens <= 0:
+            raise ValueError(f"LossConfig.loss_scale_tokens must be > 0 or None, got {self.loss_scale_tokens}")
         if self.clip_low < 0 or self.clip_high < 0 or (self.dual_clip is not None and self.dual_clip <= 1):
             raise ValueError(f"LossConfig: clips must be >= 0 and dual_clip > 1 (got {self})")
 
@@ -117,67 +138,49 @@ class UpdateConfig:
     remat: bool = False
     recompute_old_logp: bool = True
     temperature: float = 1.0  # the rollout temperature (log-probs are of logits / T)
+    attention: str = "auto"  # training attention (memjax/model/flash_attention.py): auto | dense | blockwise | cudnn
+    pack: bool = False  # pack conversations into rows of a bucket length with segment ids (memjax/rl/packing.py)
+    row_buckets: tuple[int, ...] = ()  # row lengths a run may compile; () = longest row rounded to pad_tokens
+    max_segments: int = 16  # conversations per packed row at most (static: step-level loss segments)
+    ref_dtype: str = "bfloat16"  # dtype the reference policy's weights are kept in (only when kl_coef > 0)
 
     def __post_init__(self):
-        for f in ("ppo_epochs", "mini_batches", "micro_rows", "pad_tokens"):
+        for f in ("ppo_epochs", "mini_batches", "micro_rows", "pad_tokens", "max_segments"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"UpdateConfig.{f} must be > 0, got {getattr(self, f)}")
+        object.__setattr__(self, "row_buckets", tuple(int(b) for b in self.row_buckets))
+        if any(b <= 0 for b in self.row_buckets):
+            raise ValueError(f"UpdateConfig.row_buckets must be positive lengths, got {self.row_buckets}")
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"UpdateConfig.attention must be one of {ATTENTION_KINDS}, got {self.attention!r}")
+        if self.pack and self.attention == "cudnn":
+            raise ValueError("UpdateConfig: attention='cudnn' cannot mask packed segments; use 'auto' or 'blockwise'")
+        if self.ref_dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"UpdateConfig.ref_dtype must be float32, bfloat16 or float16, got {self.ref_dtype!r}")
         if not (math.isfinite(self.temperature) and self.temperature > 0):
             raise ValueError(f"UpdateConfig.temperature must be finite and > 0, got {self.temperature}")
 
 
+
+
 def make_optimizer(model, cfg: OptimConfig) -> nnx.Optimizer:
-    sched = optax.join_schedules([optax.linear_schedule(0.0, cfg.lr, max(cfg.warmup_steps, 1)),
-                                  optax.constant_schedule(cfg.lr)], [max(cfg.warmup_steps, 1)])
-    if cfg.warmup_steps == 0:
-        sched = optax.constant_schedule(cfg.lr)
-    tx = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    """An nnx.Optimizer (AdamW, schedule over its own optimizer steps), for modules trained outside Trainer
+    (e.g. memjax.rl.critic)."""
+    tx = optax.adamw(lambda n: lr_at(cfg, n), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay)
     if cfg.grad_clip:
         tx = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), tx)
     return nnx.Optimizer(model, tx, wrt=nnx.Param)
 
 
-@nnx.jit(static_argnames=("temperature", "remat"))
-def _logprobs(model, ids, mask, *, temperature, remat):
-    return token_logprobs(model, ids, mask, temperature=temperature, remat=remat)[0]
+def lr_at(cfg: OptimConfig, step):
+    """Learning rate at (0-based) training step `step`: linear warm-up from 0 over warmup_steps, then lr."""
+    if cfg.warmup_steps == 0:
+        return cfg.lr
+    return cfg.lr * jnp.minimum(jnp.asarray(step, jnp.float32) / cfg.warmup_steps, 1.0)
 
 
-@nnx.jit(static_argnames=("loss", "temperature", "remat", "use_ref", "use_entropy"))
-def _grad_step(model, ids, mask, old, adv, ref, row_w, denom, *, loss: LossConfig, temperature, remat,
-               use_ref, use_entropy):
-    def loss_fn(model):
-        logp, ent = token_logprobs(model, ids, mask, temperature=temperature, remat=remat)
-        if loss.level == "step":  # each row is one step; rescaled to the mini-batch's step count (denom)
-            seg = jnp.where(mask != 0, jnp.arange(ids.shape[0], dtype=jnp.int32)[:, None], -1)
-            value, metrics = step_ratio_loss(logp, old, adv, mask, seg, num_segments=ids.shape[0],
-                                             clip_low=loss.clip_low, clip_high=loss.clip_high,
-                                             dual_clip=loss.dual_clip, log_ratio_clamp=loss.log_ratio_clamp)
-            value = value * jax.lax.stop_gradient(metrics["num_steps"]) / denom
-            return value, {**metrics, "num_tokens": jnp.sum(mask != 0).astype(jnp.float32)}
-        value, metrics = policy_loss(
-            logp, old, adv, mask, clip_low=loss.clip_low, clip_high=loss.clip_high, dual_clip=loss.dual_clip,
-            agg=loss.agg, row_weight=row_w, denominator=denom, ref_logp=ref if use_ref else None,
-            kl_coef=loss.kl_coef, kl_estimator=loss.kl_estimator, entropy=ent if use_entropy else None,
-            entropy_coef=loss.entropy_coef, log_ratio_clamp=loss.log_ratio_clamp)
-        return value, metrics
-
-    (value, metrics), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
-    return value, metrics, grads
-
-
-@jax.jit
-def _add(a, b):
-    return jax.tree.map(jnp.add, a, b)
-
-
-@jax.jit
-def _norm(grads):
-    return optax.tree.norm(grads)
-
-
-@nnx.jit
-def _apply(optimizer, model, grads):
-    optimizer.update(model, grads)
+def _pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
 
 
 class Trainer:
@@ -186,74 +189,118 @@ class Trainer:
                  ref_model=None, mesh=None):
         if loss.kl_coef and ref_model is None:
             raise ValueError("Trainer: LossConfig.kl_coef > 0 needs a reference model")
-        self.model, self.ref_model, self.mesh = model, ref_model, mesh
+        self.model, self.mesh = model, mesh
         self.optim_cfg, self.loss_cfg, self.update_cfg, self.adv_cfg = optim, loss, update, advantage
-        if mesh is not None and mesh.size > 1:  # FSDP / tensor shardings; optimizer state follows
-            for m in (model, ref_model):
-                if m is not None:
-                    params = nnx.state(m, nnx.Param)
-                    nnx.update(m, jax.device_put(params, param_shardings(params, mesh)))
-        self.optimizer = make_optimizer(model, optim)
-        self.optimizer_steps = 0  # applied updates (this process)
         self._dp = data_size(mesh) if mesh is not None else 1
         if update.micro_rows % self._dp:
-            raise ValueError(f"UpdateConfig.micro_rows={update.micro_rows} must be a multiple of the mesh data "
-                             f"axis size {self._dp}")
+            raise ValueError(f"UpdateConfig.micro_rows={update.micro_rows} must be a multiple of the mesh data x "
+                             f"fsdp size {self._dp}")
+        graphdef, params = nnx.split(model, nnx.Param)
+        self.step_fn = TrainStep(graphdef, jax.eval_shape(lambda: params), mesh, optim, loss, update,
+                                 temperature=update.temperature, use_ref=bool(loss.kl_coef),
+                                 use_entropy=bool(loss.entropy_coef))
+        params = self._placed(params)
+        nnx.update(model, params)
+        self.ref_params = None  # the reference policy: bf16 params, only when the KL term needs it
+        if loss.kl_coef:
+            rd = jnp.dtype(update.ref_dtype)
+            ref = nnx.state(ref_model, nnx.Param) if isinstance(ref_model, nnx.Module) else ref_model
+            self.ref_params = self._placed(jax.tree.map(
+                lambda a: a.astype(rd) if jnp.issubdtype(a.dtype, jnp.floating) else a, ref))
+        self.opt_state = self.step_fn.init_opt(params)
+        self.optimizer_steps = 0  # applied updates (this process)
+        self.train_steps = 0  # update() calls (the schedule's default step)
+
+    # -- state ----------------------------------------------------------------------------------------
+    def _placed(self, params):
+        sh = self.step_fn.param_shardings
+        return params if sh is None else jax.device_put(params, sh)
+
+    def optimizer_state(self) -> dict[str, jax.Array]:
+        """The optimizer state as a flat {path: array} dict (for checkpoints)."""
+        flat = jax.tree_util.tree_flatten_with_path(self.opt_state)[0]
+        return {jax.tree_util.keystr(k): v for k, v in flat}
+
+    def load_optimizer_state(self, state: dict) -> None:
+        flat, treedef = jax.tree_util.tree_flatten_with_path(self.opt_state)
+        leaves = [jnp.asarray(state[jax.tree_util.keystr(k)], v.dtype) for k, v in flat]
+        new = jax.tree_util.tree_unflatten(treedef, leaves)
+        sh = self.step_fn.opt_shardings
+        self.opt_state = new if sh is None else jax.device_put(new, sh)
 
     # -- array plumbing -----------------------------------------------------------------------------
-    def _pad(self, batch: RolloutBatch) -> dict[str, np.ndarray]:
+    def _layout(self, batch: RolloutBatch, rows: np.ndarray):
+        """Pack conversations `rows` of the batch; -> (packing, micro-batch count, cap, data builder)."""
         u = self.update_cfg
-        arrays = pad_rows_tokens(batch, u.micro_rows, u.pad_tokens)
-        return {k: arrays[k] for k in ("input_ids", "loss_mask", "old_logp", "ref_logp") if k in arrays}
+        lengths = np.asarray(batch.lengths)[rows]
+        p = pack(lengths, row_length(int(lengths.max()), u.row_buckets, u.pad_tokens), u.max_segments, u.pack)
+        n_micro = -(-p.num_rows // u.micro_rows)
+        cap = _pow2(n_micro)
+        r = cap * u.micro_rows
 
-    def _put(self, x):
-        x = jnp.asarray(x)
-        return jax.device_put(x, rows_sharding(self.mesh)) if self.mesh is not None and self._dp > 1 else x
+        def put(x):
+            x = x.reshape(cap, u.micro_rows, p.row_len)
+            sh = self.step_fn.data_sharding
+            return jnp.asarray(x) if sh is None else jax.device_put(x, sh)
 
-    def _micro(self, arrays: dict, rows: np.ndarray):
-        m = self.update_cfg.micro_rows
-        for i in range(0, len(rows), m):
-            idx = rows[i:i + m]
-            if len(idx) < m:
-                idx = np.concatenate([idx, np.full(m - len(idx), -1)])
-            yield {k: self._put(np.where((idx >= 0)[(...,) + (None,) * (v.ndim - 1)], v[np.maximum(idx, 0)], 0))
-                   for k, v in arrays.items()}
+        def build(fields: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+            out = {"positions": put(p.positions(r)), "segment_ids": put(p.segment_ids(r))}
+            if self.loss_cfg.level == "step":
+                out["local"] = put(p.local_index(u.micro_rows, r))
+            for k, v in fields.items():
+                out[k] = put(p.tokens(np.asarray(v)[rows], 0, r))
+            return out
+
+        return p, n_micro, build
+
+    def _logprobs(self, params, batch: RolloutBatch) -> np.ndarray:
+        rows = np.arange(batch.num_rows)
+        p, n_micro, build = self._layout(batch, rows)
+        data = build({"input_ids": batch.input_ids, "loss_mask": batch.loss_mask})
+        out = np.asarray(self.step_fn.logprobs(params, data, jnp.int32(n_micro)))
+        return p.unpack(out.reshape(-1, p.row_len), batch.input_ids.shape[1]) * (batch.loss_mask > 0)
 
     def logprobs(self, model, batch: RolloutBatch) -> np.ndarray:
-        """Per-token log-probs [N, T] of the batch under `model`, computed in micro-batches."""
-        arrays = self._pad(batch)
-        outs = []
-        for mb in self._micro({k: arrays[k] for k in ("input_ids", "loss_mask")}, np.arange(batch.num_rows)):
-            outs.append(np.asarray(_logprobs(model, mb["input_ids"], mb["loss_mask"],
-                                             temperature=self.update_cfg.temperature, remat=False)))
-        return np.concatenate(outs)[: batch.num_rows, : batch.input_ids.shape[1]]
+        """Per-token log-probs [N, T] of the batch under `model` (zero where loss_mask is 0)."""
+        return self._logprobs(self._placed(nnx.state(model, nnx.Param)), batch)
+
+    def _token_weights(self, batch: RolloutBatch, row_w: np.ndarray) -> np.ndarray:
+        valid = (batch.loss_mask != 0).astype(np.float32)
+        w = row_w[:, None] * valid
+        if self.loss_cfg.agg == "seq-mean-token-mean":
+            w = w / np.maximum(valid.sum(1, keepdims=True), 1.0)
+        return w.astype(np.float32)
 
     # -- the update -----------------------------------------------------------------------------------
-    def update(self, batch: RolloutBatch, seed: int = 0) -> dict[str, float]:
+    def update(self, batch: RolloutBatch, seed: int = 0, step: int | None = None) -> dict[str, float]:
+        """One training step's policy update. `step`: the 0-based training step the learning-rate schedule
+        reads (default: the number of earlier update() calls of this trainer)."""
         u, lc = self.update_cfg, self.loss_cfg
-        stats: dict[str, float] = {}
+        step = self.train_steps if step is None else int(step)
+        lr = jnp.float32(lr_at(self.optim_cfg, step))
+        stats: dict[str, float] = {"lr": float(lr)}
         mask = batch.loss_mask > 0
+        params = self._placed(nnx.state(self.model, nnx.Param))
         if u.recompute_old_logp:
-            old = self.logprobs(self.model, batch)
+            old = self._logprobs(params, batch)
             diff = np.abs(old - batch.old_logp)[mask]
             stats["logp_mismatch_mean"] = float(diff.mean()) if diff.size else 0.0
             stats["logp_mismatch_max"] = float(diff.max()) if diff.size else 0.0
-            batch = batch.replace(old_logp=old * mask)
+            batch = batch.replace(old_logp=old)
         if lc.kl_coef:
-            batch = batch.replace(ref_logp=self.logprobs(self.ref_model, batch) * mask)
+            batch = batch.replace(ref_logp=self._logprobs(self.ref_params, batch))
         if batch.advantages is None:  # callers that did not run an estimator get the configured MemAgent rule
             batch = with_advantages(batch, self.adv_cfg)
-        adv, row_w = batch.advantages, batch.row_weight
-        arrays = self._pad(batch)
-        n, t = arrays["input_ids"].shape
-        arrays["adv"] = np.zeros((n, t), np.float32)
-        arrays["adv"][: batch.num_rows, : adv.shape[1]] = np.asarray(adv)
-        arrays["row_w"] = np.zeros(n, np.float32)
-        arrays["row_w"][: batch.num_rows] = 1.0 if row_w is None else np.asarray(row_w)
-        arrays.setdefault("ref_logp", np.zeros((n, t), np.float32))
+        row_w = np.ones(batch.num_rows, np.float32) if batch.row_weight is None else np.asarray(batch.row_weight,
+                                                                                                 np.float32)
+        fields_ = {"input_ids": batch.input_ids, "loss_mask": batch.loss_mask, "old_logp": batch.old_logp,
+                   "adv": np.asarray(batch.advantages, np.float32), "tok_w": self._token_weights(batch, row_w)}
+        if lc.kl_coef:
+            fields_["ref_logp"] = batch.ref_logp
         rng = np.random.default_rng(seed)
         totals: dict[str, float] = {}
         steps = skipped = 0
+        slots = real = 0
         for _ in range(u.ppo_epochs):
             order = rng.permutation(batch.num_samples)
             for part in np.array_split(order, u.mini_batches):
@@ -261,42 +308,38 @@ class Trainer:
                 if rows.size == 0:
                     continue
                 if lc.level == "step":
-                    denom = jnp.float32(max(int((arrays["loss_mask"][rows] != 0).any(1).sum()), 1))
+                    denom = float(max(int(mask[rows].any(1).sum()), 1))
                 else:
-                    denom = agg_denominator(jnp.asarray(arrays["loss_mask"][rows]), lc.agg,
-                                            row_weight=None if row_w is None else jnp.asarray(arrays["row_w"][rows]),
-                                            loss_scale_tokens=t)
-                grads, mb_metrics, loss_value = None, [], 0.0
-                for mb in self._micro(arrays, rows):
-                    value, metrics, g = _grad_step(
-                        self.model, mb["input_ids"], mb["loss_mask"], mb["old_logp"], mb["adv"], mb["ref_logp"],
-                        mb["row_w"] if row_w is not None else None, denom, loss=lc, temperature=u.temperature,
-                        remat=u.remat, use_ref=bool(lc.kl_coef), use_entropy=bool(lc.entropy_coef))
-                    grads = g if grads is None else _add(grads, g)
-                    loss_value += float(value)  # micro losses share the global denominator: they add up
-                    mb_metrics.append(jax.device_get(metrics))
-                gnorm = float(_norm(grads))
-                if not (math.isfinite(gnorm) and math.isfinite(loss_value)):
+                    denom = float(agg_denominator(jnp.asarray(batch.loss_mask[rows]), lc.agg,
+                                                  row_weight=jnp.asarray(row_w[rows]),
+                                                  loss_scale_tokens=lc.loss_scale_tokens))
+                p, n_micro, build = self._layout(batch, rows)
+                slots += n_micro * u.micro_rows * p.row_len
+                real += int(p.lengths.sum())
+                params, self.opt_state, m = self.step_fn.update(params, self.opt_state, build(fields_),
+                                                                 jnp.int32(n_micro), jnp.float32(denom), lr)
+                nnx.update(self.model, params)  # the donated arrays are gone; the model holds the new ones
+                m = {k: float(v) for k, v in jax.device_get(m).items()}  # the one host sync of a mini-batch
+                if not m["ok"]:
                     if self.optim_cfg.on_nonfinite == "stop":
-                        raise NonFiniteError(f"non-finite {'loss' if not math.isfinite(loss_value) else 'gradient'} "
-                                             f"(loss {loss_value}, gradient norm {gnorm}) at optimizer step "
-                                             f"{self.optimizer_steps + 1}; the update was not applied")
+                        bad = "loss" if not math.isfinite(m["loss"]) else "gradient"
+                        raise NonFiniteError(f"non-finite {bad} (loss {m['loss']}, gradient norm {m['grad_norm']}) "
+                                             f"at optimizer step {self.optimizer_steps + 1}; the update was not "
+                                             f"applied")
                     skipped += 1
                     continue
-                _apply(self.optimizer, self.model, grads)
                 self.optimizer_steps += 1
                 steps += 1
-                tok = sum(m["num_tokens"] for m in mb_metrics)
-                for key in ("clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean", "entropy",
-                            "kl_ref"):
-                    if key in mb_metrics[0]:
-                        val = sum(m[key] * m["num_tokens"] for m in mb_metrics) / max(tok, 1)
-                        totals[key] = totals.get(key, 0.0) + float(val)
-                totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(gnorm)
-                totals["loss"] = totals.get("loss", 0.0) + loss_value
+                keys = ["clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean", "grad_norm", "loss"]
+                keys += ["kl_ref"] if lc.kl_coef else []
+                keys += ["entropy"] if lc.entropy_coef else []
+                for key in keys:
+                    totals[key] = totals.get(key, 0.0) + m[key]
+        self.train_steps += 1
         stats.update({k: v / max(steps, 1) for k, v in totals.items()})
         stats["optimizer_steps"] = steps
         stats["skipped_steps"] = skipped
+        stats["pad_fraction"] = 1.0 - real / max(slots, 1)
         stats["reward_mean"] = float(batch.reward.mean())
         stats["response_tokens"] = float(mask.sum())
         return stats

@@ -1,0 +1,179 @@
+"""The trainer's two jitted programs over packed rows: log-probs of a whole batch, and one mini-batch update.
+
+Owns `TrainStep` (built from the model's graphdef, the mesh and the trainer configs of
+memjax/rl/trainer.py), functional over (params, opt_state):
+- `logprobs(params, data, n_micro)` -> f32 [M, m, L]: per-token log-probs of micro-batches 0..n_micro-1
+  of `data` (arrays [M, m, L]; micro-batches past n_micro are never computed: `fori_loop` with a traced
+  trip count, so the row count of a batch does not recompile). Used for the old and the reference policy
+  (the reference's params may be bf16: the forward casts to the compute dtype either way).
+- `update(params, opt_state, data, n_micro, denom, lr)` -> (params, opt_state, metrics): gradient
+  accumulation over the mini-batch's micro-batches inside ONE jitted function (`fori_loop`, f32
+  accumulators sharded like the parameters), the global-norm clip, AdamW (optax `scale_by_adam` +
+  decoupled weight decay; the learning rate `lr` is an argument, so the schedule counts whatever the
+  caller counts: training steps) and the non-finite guard (a NaN/inf loss or gradient norm leaves params
+  and optimizer state unchanged, `metrics["ok"] = 0`). params and opt_state are DONATED: the caller must
+  drop its references and use the returned ones. Metrics come back as one small dict of f32 scalars, so
+  the host syncs once per mini-batch.
+Loss over packed rows (any `LossConfig.agg`): every per-token loss term (surrogate + kl_coef KL -
+entropy_coef H) is multiplied by a host-computed per-token weight `tok_w` (w_i for token-mean and the
+seq-mean-token-sum modes, w_i / n_i for seq-mean-token-mean; w_i the conversation's row weight, n_i its
+valid tokens) and summed; dividing by the mini-batch's global denominator (agg_denominator of the
+unpacked conversations, computed on the host) gives exactly memjax.rl.losses.policy_loss of the unpacked
+rows, however the conversations were packed. level="step": one segment per conversation
+(`data["local"]`, its index within the micro-batch, -1 on padding), `num_segments` = micro_rows x
+max_segments (static).
+With a mesh: data arrays [M, m, L] are sharded P(None, (data, fsdp)) (each device its own rows), the
+forward uses memjax.parallel.layer_sharding (weights gathered layer by layer inside the scanned loop,
+gradients reduce-scattered), and accumulators, params and optimizer state are constrained to the
+parameter shardings (ZeRO-3: 1/fsdp per device).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from ..kernels import step_ratio_loss, token_clip_surrogate
+from ..model.flash_attention import training_attention
+from ..parallel import DATA, FSDP, layer_sharding, param_shardings
+from .logprobs import token_logprobs
+from .losses import kl_penalty
+
+_F32 = jnp.float32
+TOKEN_METRICS = ("clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean", "entropy", "kl_ref")
+
+
+def core_transform(optim) -> optax.GradientTransformation:
+    """AdamW without the learning rate (applied by the step: p <- p - lr * update)."""
+    parts = [optax.clip_by_global_norm(optim.grad_clip)] if optim.grad_clip else []
+    parts += [optax.scale_by_adam(b1=optim.b1, b2=optim.b2, eps=optim.eps),
+              optax.add_decayed_weights(optim.weight_decay)]
+    return optax.chain(*parts)
+
+
+class TrainStep:
+    def __init__(self, graphdef, abstract_params, mesh, optim, loss, update, *, temperature: float,
+                 use_ref: bool, use_entropy: bool):
+        self.graphdef, self.mesh = graphdef, mesh
+        self.loss_cfg, self.update_cfg, self.temperature = loss, update, temperature
+        self.use_ref, self.use_entropy = use_ref, use_entropy
+        self.tx = core_transform(optim)
+        self.num_segments = update.micro_rows * (update.max_segments if update.pack else 1)
+        self.attention = training_attention(update.attention, packed=update.pack)
+        sharded = mesh is not None and mesh.size > 1
+        self.param_shardings = param_shardings(abstract_params, mesh) if sharded else None
+        self.layer_sharding = layer_sharding(mesh) if sharded else None
+        self.data_sharding = NamedSharding(mesh, P(None, (DATA, FSDP))) if sharded else None
+        if sharded:
+            abstract_opt = jax.eval_shape(self.tx.init, abstract_params)
+            rep = NamedSharding(mesh, P())
+            self.opt_shardings = optax.tree_map_params(self.tx, lambda _, s: s, abstract_opt,
+                                                       self.param_shardings, transform_non_params=lambda _: rep)
+        else:
+            self.opt_shardings = None
+        self.logprobs = jax.jit(self._logprobs)
+        self.update = jax.jit(self._update, donate_argnums=(0, 1))
+        self.init_opt = jax.jit(self.tx.init, out_shardings=self.opt_shardings)
+
+    # -- pieces ---------------------------------------------------------------------------------------
+    def _constrain(self, tree, shardings):
+        return tree if shardings is None else jax.lax.with_sharding_constraint(tree, shardings)
+
+    def _forward(self, params, mb, *, remat: bool):
+        model = nnx.merge(self.graphdef, params)
+        return token_logprobs(model, mb["input_ids"], mb["loss_mask"], temperature=self.temperature, remat=remat,
+                              positions=mb["positions"], segment_ids=mb["segment_ids"] if self.update_cfg.pack
+                              else None, attention=self.attention, sharding=self.layer_sharding)
+
+    def _loss(self, params, mb, denom):
+        lc = self.loss_cfg
+        logp, ent = self._forward(params, mb, remat=self.update_cfg.remat)
+        mask = mb["loss_mask"]
+        if lc.level == "step":
+            value, m = step_ratio_loss(logp, mb["old_logp"], mb["adv"], mask, mb["local"],
+                                       num_segments=self.num_segments, clip_low=lc.clip_low,
+                                       clip_high=lc.clip_high, dual_clip=lc.dual_clip,
+                                       log_ratio_clamp=lc.log_ratio_clamp)
+            value = value * jax.lax.stop_gradient(m["num_steps"]) / denom
+            return value, {"num_tokens": jnp.sum(mask != 0).astype(_F32),
+                           **{k: m[k] for k in TOKEN_METRICS if k in m}}
+        pg, _, sm = token_clip_surrogate(logp, mb["old_logp"], mb["adv"], mask, clip_low=lc.clip_low,
+                                         clip_high=lc.clip_high, dual_clip=lc.dual_clip,
+                                         log_ratio_clamp=lc.log_ratio_clamp)
+        valid = mask != 0
+        count = jnp.maximum(sm["num_tokens"], 1.0)
+        per_tok = pg
+        metrics = {k: sm[k] for k in ("clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean",
+                                      "num_tokens")}
+        if self.use_ref:
+            kl = jnp.where(valid, kl_penalty(logp, mb["ref_logp"], lc.kl_estimator), 0.0)
+            per_tok = per_tok + lc.kl_coef * kl
+            metrics["kl_ref"] = jnp.sum(kl) / count
+        if self.use_entropy:
+            e = jnp.where(valid, ent, 0.0)
+            per_tok = per_tok - lc.entropy_coef * e
+            metrics["entropy"] = jnp.sum(e) / count
+        num = jnp.sum(jnp.where(valid, per_tok * mb["tok_w"], 0.0))
+        return num / denom, jax.tree.map(jax.lax.stop_gradient, metrics)
+
+    # -- the programs -------------------------------------------------------------------------------
+    def _data(self, data):
+        return data if self.data_sharding is None else jax.lax.with_sharding_constraint(
+            data, jax.tree.map(lambda _: self.data_sharding, data))
+
+    def _logprobs(self, params, data, n_micro):
+        data = self._data(data)
+        out = jnp.zeros(data["input_ids"].shape, _F32)
+
+        def body(i, out):
+            mb = jax.tree.map(lambda x: x[i], data)
+            logp, _ = self._forward(params, mb, remat=False)
+            return jax.lax.dynamic_update_index_in_dim(out, logp, i, 0)
+
+        out = jax.lax.fori_loop(0, n_micro, body, out)
+        return out if self.data_sharding is None else jax.lax.with_sharding_constraint(out, self.data_sharding)
+
+    def _update(self, params, opt_state, data, n_micro, denom, lr):
+        data = self._data(data)
+        denom = jnp.maximum(jnp.asarray(denom, _F32), 1e-30)
+        zeros = self._constrain(jax.tree.map(lambda p: jnp.zeros(p.shape, _F32), params), self.param_shardings)
+        keys = ("loss", "num_tokens") + TOKEN_METRICS
+        sums0 = {k: jnp.zeros((), _F32) for k in keys}
+
+        def body(i, carry):
+            acc, sums = carry
+            mb = jax.tree.map(lambda x: x[i], data)
+            (value, m), g = jax.value_and_grad(self._loss, has_aux=True)(params, mb, denom)
+            acc = self._constrain(jax.tree.map(lambda a, b: a + b.astype(_F32), acc, g), self.param_shardings)
+            n = m["num_tokens"]
+            sums = {**sums, "loss": sums["loss"] + value, "num_tokens": sums["num_tokens"] + n,
+                    **{k: sums[k] + m[k] * n for k in TOKEN_METRICS if k in m}}
+            return acc, sums
+
+        grads, sums = jax.lax.fori_loop(0, n_micro, body, (zeros, sums0))
+        gnorm = optax.tree.norm(grads)
+        upd, new_opt = self.tx.update(grads, opt_state, params)
+        new_params = jax.tree.map(lambda p, u: (p - lr * u).astype(p.dtype), params, upd)
+        ok = jnp.isfinite(sums["loss"]) & jnp.isfinite(gnorm)
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+        params = self._constrain(keep(new_params, params), self.param_shardings)
+        opt_state = self._constrain(keep(new_opt, opt_state), self.opt_shardings)
+        tok = jnp.maximum(sums["num_tokens"], 1.0)
+        metrics = {"loss": sums["loss"], "grad_norm": gnorm, "ok": ok.astype(_F32), "num_tokens": sums["num_tokens"],
+                   **{k: sums[k] / tok for k in TOKEN_METRICS}}
+        return params, opt_state, metrics
+
+    # -- abstract inputs (memory plans, HLO inspection) ---------------------------------------------
+    def abstract_data(self, n_micro_cap: int, row_len: int) -> dict:
+        m = self.update_cfg.micro_rows
+        sd = lambda dt: jax.ShapeDtypeStruct((n_micro_cap, m, row_len), dt, sharding=self.data_sharding)
+        data = {"input_ids": sd(jnp.int32), "positions": sd(jnp.int32), "segment_ids": sd(jnp.int32),
+                "loss_mask": sd(_F32), "old_logp": sd(_F32), "adv": sd(_F32), "tok_w": sd(_F32)}
+        if self.use_ref:
+            data["ref_logp"] = sd(_F32)
+        if self.loss_cfg.level == "step":
+            data["local"] = sd(jnp.int32)
+        return data
