@@ -177,3 +177,14 @@ class TrainStep:
         if self.loss_cfg.level == "step":
             data["local"] = sd(jnp.int32)
         return data
+
+    def lower_update(self, abstract_params, n_micro_cap: int, row_len: int):
+        """The update program lowered for abstract inputs (ShapeDtypeStructs: nothing is allocated);
+        `.compile().memory_analysis()` / `.as_text()` of the result are what a device would run."""
+        with_sh = lambda tree, sh: jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                                                tree, sh) if sh is not None else tree
+        params = with_sh(abstract_params, self.param_shardings)
+        opt = with_sh(jax.eval_shape(self.tx.init, abstract_params), self.opt_shardings)
+        scalar = lambda dt: jax.ShapeDtypeStruct((), dt)
+        return self.update.lower(params, opt, self.abstract_data(n_micro_cap, row_len), scalar(jnp.int32),
+                                 scalar(_F32), scalar(_F32))
