@@ -2,9 +2,13 @@
 
   python -m memjax.train configs/memagent.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct \
       --set data.path=/path/to/hotpot_train_v1.1.json
-Multi-Conv DAPO: group 16, clip-higher 0.2/0.28, Dr.GRPO advantages (mean only), token-mean loss,
+Multi-Conv DAPO: group 16, clip-higher 0.2/0.28, dual clip 3 (verl's default), Dr.GRPO advantages (mean
+only), token-mean loss (Dr.GRPO constant = 1024 max response tokens, used by agg=seq-mean-token-sum-norm),
 KL 1e-3 (k3) to the frozen reference, entropy 0, temperature 1.0,
-lr 1e-6 constant after warm-up, fp32 master weights with bf16 compute, chunk 5000, memory/final budgets 1024, 28K-token contexts (N = 200).
+lr 1e-6 constant after a 20-TRAINING-step warm-up, fp32 master weights with bf16 compute, chunk 5000, memory/final budgets 1024, 28K-token contexts (N = 200).
+Trainer: packed rows of 2048/4096/8192 tokens (one compiled update per bucket), flash/cuDNN training attention,
+bf16 reference. Mesh: every device on fsdp (ZeRO-3); memory plan: python -m memjax.plan configs/memagent.py
+--devices 8 --hbm-gib 80 (BUILD.md).
 """
 
 from memjax.agents import MemAgentConfig
@@ -22,9 +26,11 @@ config = TrainConfig(
                             group_size=16, temperature=1.0, top_p=1.0),
     data=DataConfig(num_docs=200, prompts_per_step=128),
     advantage=AdvantageConfig(norm="mean"),
-    loss=LossConfig(clip_low=0.2, clip_high=0.28, agg="token-mean", kl_coef=1e-3, kl_estimator="k3", entropy_coef=0.0),
+    loss=LossConfig(clip_low=0.2, clip_high=0.28, dual_clip=3.0, agg="token-mean", kl_coef=1e-3, kl_estimator="k3",
+                    entropy_coef=0.0, loss_scale_tokens=1024),
     optim=OptimConfig(lr=1e-6, warmup_steps=20, weight_decay=0.01, grad_clip=1.0),
-    update=UpdateConfig(ppo_epochs=1, mini_batches=16, micro_rows=8, pad_tokens=256, remat=True),
+    update=UpdateConfig(ppo_epochs=1, mini_batches=16, micro_rows=8, pad_tokens=256, remat=True, attention="auto",
+                        pack=True, row_buckets=(2048, 4096, 8192), max_segments=16, ref_dtype="bfloat16"),
     dynamic_sampling=True,
     steps=200,
     checkpoint_every=10,

@@ -1,5 +1,7 @@
-"""MemAgent training recipe for Qwen2.5-14B-Instruct: the 7B recipe (configs/memagent.py) with the 14B
-model, smaller micro-batches and its own output folder.
+"""MemAgent training recipe for Qwen2.5-14B-Instruct: the 7B recipe (configs/memagent.py, dual clip 3, packed
+rows, ZeRO-3 over every device) with the 14B model and its own output folder. micro_rows stays 8: one packed
+row per device per micro-batch on 8 devices (micro_rows must be a multiple of data x fsdp).
+Memory plan: python -m memjax.plan configs/memagent_14b.py --devices 8 --hbm-gib 141 (BUILD.md).
 
   python -m memjax.train configs/memagent_14b.py --set model.hf_path=/path/to/Qwen2.5-14B-Instruct \
       --set data.path=/path/to/hotpot_train_v1.1.json
@@ -14,6 +16,5 @@ _base = load_config_file(Path(__file__).with_name("memagent.py"))
 config = dataclasses.replace(
     _base,
     model=dataclasses.replace(_base.model, preset="qwen2.5-14b"),
-    update=dataclasses.replace(_base.update, micro_rows=4),
     out_dir="out/memagent_14b",
 )

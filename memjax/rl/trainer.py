@@ -27,7 +27,8 @@ Invariants:
 - Advantages are consumed, not chosen: `batch.advantages` [N, T] and `batch.row_weight` [N] (filled by
   memjax.rl.advantages.with_advantages or any estimator of memjax/rl/estimators.py); a batch without
   them gets the MemAgent rule configured by `advantage` (so existing callers keep their behaviour).
-- Optimizer state for checkpoints: `optimizer_state()` (a flat {name: array} dict) / `load_optimizer_state`.
+- Optimizer state: `trainer.opt_state` (optax pytree); `trainer.optimizer` holds it as an nnx Module, so
+  checkpoints use nnx.state(trainer.optimizer) / nnx.update(trainer.optimizer, ...) unchanged.
 """
 
 from __future__ import annotations
@@ -179,6 +180,24 @@ def lr_at(cfg: OptimConfig, step):
     return cfg.lr * jnp.minimum(jnp.asarray(step, jnp.float32) / cfg.warmup_steps, 1.0)
 
 
+class OptimizerState(nnx.Module):
+    """The optax state's leaves as nnx Variables `s0, s1, ...` (flatten order), so checkpoint code can use
+    nnx.state(trainer.optimizer) / nnx.update(trainer.optimizer, ...) as with an nnx.Optimizer."""
+
+    def __init__(self, opt_state):
+        leaves, self._treedef = jax.tree.flatten(opt_state)
+        self._n = len(leaves)
+        for i, leaf in enumerate(leaves):
+            setattr(self, f"s{i}", nnx.Variable(leaf))
+
+    def get(self):
+        return jax.tree.unflatten(self._treedef, [getattr(self, f"s{i}")[...] for i in range(self._n)])
+
+    def set(self, opt_state) -> None:
+        for i, leaf in enumerate(jax.tree.leaves(opt_state)):
+            getattr(self, f"s{i}")[...] = leaf
+
+
 def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
@@ -207,7 +226,7 @@ class Trainer:
             ref = nnx.state(ref_model, nnx.Param) if isinstance(ref_model, nnx.Module) else ref_model
             self.ref_params = self._placed(jax.tree.map(
                 lambda a: a.astype(rd) if jnp.issubdtype(a.dtype, jnp.floating) else a, ref))
-        self.opt_state = self.step_fn.init_opt(params)
+        self.optimizer = OptimizerState(self.step_fn.init_opt(params))
         self.optimizer_steps = 0  # applied updates (this process)
         self.train_steps = 0  # update() calls (the schedule's default step)
 
@@ -216,17 +235,16 @@ class Trainer:
         sh = self.step_fn.param_shardings
         return params if sh is None else jax.device_put(params, sh)
 
-    def optimizer_state(self) -> dict[str, jax.Array]:
-        """The optimizer state as a flat {path: array} dict (for checkpoints)."""
-        flat = jax.tree_util.tree_flatten_with_path(self.opt_state)[0]
-        return {jax.tree_util.keystr(k): v for k, v in flat}
-
-    def load_optimizer_state(self, state: dict) -> None:
-        flat, treedef = jax.tree_util.tree_flatten_with_path(self.opt_state)
-        leaves = [jnp.asarray(state[jax.tree_util.keystr(k)], v.dtype) for k, v in flat]
-        new = jax.tree_util.tree_unflatten(treedef, leaves)
+    @property
+    def opt_state(self):
+        """The optax state (sharded like the parameters); checkpoints use nnx.state(trainer.optimizer)."""
+        st = self.optimizer.get()
         sh = self.step_fn.opt_shardings
-        self.opt_state = new if sh is None else jax.device_put(new, sh)
+        return st if sh is None else jax.device_put(st, sh)
+
+    @opt_state.setter
+    def opt_state(self, value) -> None:
+        self.optimizer.set(value)
 
     # -- array plumbing -----------------------------------------------------------------------------
     def _layout(self, batch: RolloutBatch, rows: np.ndarray):

@@ -1,0 +1,243 @@
+"""Memory plan: per-device bytes of a training config on N devices of G GiB, and whether it fits.
+
+  python -m memjax.plan configs/memagent.py --devices 8 --hbm-gib 80 [--set mesh.fsdp=4 ...] [--json]
+
+Owns `plan(cfg, devices, hbm_gib)` -> dict, `check(cfg, devices, hbm_gib)` (raises PlanError with a one-line
+reason; memjax.train calls it at start-up) and the CLI (exit 1 with the reason when it does not fit).
+Rows, per device:
+- params: the trained policy's weights in the model's param_dtype (fp32 master weights), sharded by
+  memjax.parallel.param_shardings over the config's mesh (MeshConfig; default every device on fsdp);
+- optimizer: AdamW state (two moments like the params, sharded alike);
+- reference: the frozen reference policy in UpdateConfig.ref_dtype, only when LossConfig.kl_coef > 0;
+- train_temporaries: XLA's `memory_analysis().temp_size_in_bytes` of the REAL mini-batch update program
+  (memjax/rl/train_step.py) compiled ahead of time for abstract inputs (ShapeDtypeStructs: no weights are
+  allocated) at the largest row bucket: gradient accumulators, gathered layer weights, saved activations,
+  attention and log-prob temporaries (the max with the log-prob program's temporaries), plus the step's
+  input arrays;
+- rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (the engine does not shard);
+- kv_cache: EngineConfig.kv_cache_bytes when set, else everything left (the engine's default takes free memory).
+The rows are summed (the trainer's and the engine's peaks are counted as coexisting: an upper bound).
+Fits when the sum <= devices' HBM and the KV cache >= min_kv_gib (default 16) per device.
+The program is compiled for the devices this process sees when there are exactly `devices` of them;
+otherwise in a child process on `devices` simulated CPU devices (XLA:CPU temporaries: no GPU fusion, so
+the GPU program's are expected smaller; bf16 matmuls may be kept in f32 on CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+from .config import RunError, apply_overrides, load_config_file
+
+GIB = 1 << 30
+ROWS = ("params", "optimizer", "reference", "train_temporaries", "rollout_weights", "kv_cache")
+
+
+class PlanError(RunError):
+    """The config does not fit the devices (or could not be planned); the message is one line."""
+
+
+def _model_config(cfg):
+    from .model import presets
+    src = cfg.model
+    if getattr(src, "hf_path", ""):
+        from .checkpoint.hf import load_config
+        return load_config(src.hf_path, dtype=src.dtype, compute_dtype=src.compute_dtype or None)
+    return presets.get(src.preset, param_dtype=src.dtype, dtype=src.compute_dtype or src.dtype)
+
+
+def _mesh_cfg(cfg):
+    from .parallel import MeshConfig
+    return getattr(cfg, "mesh", None) or MeshConfig()
+
+
+def _bytes_per_device(tree, shardings=None) -> int:
+    import jax
+    leaves = jax.tree.leaves(tree)
+    shs = jax.tree.leaves(shardings) if shardings is not None else [None] * len(leaves)
+    total = 0
+    for a, s in zip(leaves, shs):
+        shape = s.shard_shape(a.shape) if s is not None else a.shape
+        total += math.prod(shape) * a.dtype.itemsize
+    return total
+
+
+def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from .model.qwen2 import abstract_model
+    from .rl.train_step import TrainStep
+
+    mcfg = _model_config(cfg)
+    mesh = _mesh_cfg(cfg).make(jax.devices()[:devices])
+    u, lc = cfg.update, cfg.loss
+    graphdef, aparams = nnx.split(abstract_model(mcfg), nnx.Param)
+    step = TrainStep(graphdef, aparams, mesh, cfg.optim, lc, u, temperature=u.temperature,
+                     use_ref=bool(lc.kl_coef), use_entropy=bool(lc.entropy_coef))
+    row_len = max(u.row_buckets) if u.row_buckets else cfg.engine.window
+    out = {"params": _bytes_per_device(aparams, step.param_shardings)}
+    aopt = jax.eval_shape(step.tx.init, aparams)
+    out["optimizer"] = _bytes_per_device(aopt, step.opt_shardings)
+    ref_dtype = jnp.dtype(u.ref_dtype)
+    aref = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, ref_dtype), aparams)
+    out["reference"] = _bytes_per_device(aref, step.param_shardings) if lc.kl_coef else 0
+    compiled = step.lower_update(aparams, micro_batches, row_len).compile()
+    ma = compiled.memory_analysis()
+    data_args = _bytes_per_device(step.abstract_data(micro_batches, row_len),
+                                  jax.tree.map(lambda _: step.data_sharding, step.abstract_data(1, 1))
+                                  if step.data_sharding is not None else None)
+    temp = int(ma.temp_size_in_bytes)
+    with_sh = lambda t, s: jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), t, s) \
+        if s is not None else t
+    lp = step.logprobs.lower(with_sh(aparams, step.param_shardings), step.abstract_data(micro_batches, row_len),
+                             jax.ShapeDtypeStruct((), jnp.int32)).compile().memory_analysis()
+    out["train_temporaries"] = max(temp, int(lp.temp_size_in_bytes)) + data_args
+    wd = jnp.dtype(mcfg.dtype if cfg.engine.weight_dtype == "compute" else cfg.engine.weight_dtype)
+    out["rollout_weights"] = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, wd), aparams))
+    hbm = int(hbm_gib * GIB)
+    used = sum(out.values())
+    kv_cfg = getattr(cfg.engine, "kv_cache_bytes", None)
+    out["kv_cache"] = int(kv_cfg) if kv_cfg else max(hbm - used, 0)
+    total = used + out["kv_cache"]
+    d, f, t = _mesh_cfg(cfg).sizes(devices)
+    res = {"model": mcfg.name, "devices": devices, "hbm_gib": hbm_gib, "mesh": {"data": d, "fsdp": f, "tensor": t},
+           "row_len": row_len, "micro_rows": u.micro_rows, "micro_batches": micro_batches,
+           "backend": jax.default_backend(), "bytes": out, "total": total,
+           "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),
+                              "output": int(ma.output_size_in_bytes), "alias": int(ma.alias_size_in_bytes)},
+           "logprob_program_temp": int(lp.temp_size_in_bytes), "min_kv_gib": min_kv_gib}
+    if total > hbm:
+        res["reason"] = (f"needs {total / GIB:.1f} GiB per device > {hbm_gib:g} GiB "
+                         f"(largest: {max(out, key=out.get)} {max(out.values()) / GIB:.1f} GiB)")
+    elif out["kv_cache"] < min_kv_gib * GIB:
+        res["reason"] = (f"leaves {out['kv_cache'] / GIB:.1f} GiB of KV cache per device < {min_kv_gib:g} GiB "
+                         f"(trainer and weights take {used / GIB:.1f} of {hbm_gib:g} GiB)")
+    res["fits"] = "reason" not in res
+    return res
+
+
+def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_batches: int = 8) -> dict:
+    """The memory plan of `cfg` on `devices` devices of `hbm_gib` GiB (see the module docstring)."""
+    import jax
+    if len(jax.devices()) == devices:
+        return _plan_here(cfg, devices, hbm_gib, min_kv_gib, micro_batches)
+    with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as fh:
+        pickle.dump(cfg, fh)
+    try:
+        env = dict(os.environ, JAX_PLATFORMS="cpu",
+                   XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}")
+        p = subprocess.run([sys.executable, "-m", "memjax.plan", "--pickled", fh.name, "--devices", str(devices),
+                            "--hbm-gib", str(hbm_gib), "--min-kv-gib", str(min_kv_gib), "--micro-batches",
+                            str(micro_batches), "--json", "--no-exit-code"], env=env, capture_output=True, text=True)
+    finally:
+        os.unlink(fh.name)
+    if p.returncode != 0:
+        raise PlanError(f"memory plan failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(p.stdout)
+
+
+def check(cfg, devices: int | None = None, hbm_gib: float | None = None, *, min_kv_gib: float = 16.0) -> dict:
+    """Raise PlanError (one line) when `cfg` does not fit; defaults: this process's devices and their memory
+    (bytes_limit). Returns the plan. Without a memory limit (CPU) nothing is checked and {} is returned."""
+    import jax
+    devices = devices or len(jax.devices())
+    if hbm_gib is None:
+        stats = jax.devices()[0].memory_stats() or {}
+        if "bytes_limit" not in stats:
+            return {}
+        hbm_gib = stats["bytes_limit"] / GIB
+    res = plan(cfg, devices, hbm_gib, min_kv_gib=min_kv_gib)
+    if not res["fits"]:
+        m = res["mesh"]
+        raise PlanError(f"config does not fit {devices} x {hbm_gib:g} GiB (mesh data={m['data']} fsdp={m['fsdp']} "
+                        f"tensor={m['tensor']}): {res['reason']}; see python -m memjax.plan")
+    return res
+
+
+def table(res: dict) -> str:
+    m = res["mesh"]
+    lines = [f"{res['model']} on {res['devices']} x {res['hbm_gib']:g} GiB, mesh data={m['data']} fsdp={m['fsdp']} "
+             f"tensor={m['tensor']}, rows {res['micro_rows']} x {res['row_len']} tokens per micro-batch "
+             f"(compiled on {res['backend']})",
+             f"{'component':<20}{'GiB/device':>12}"]
+    for k in ROWS:
+        lines.append(f"{k:<20}{res['bytes'][k] / GIB:>12.2f}")
+    lines.append(f"{'total':<20}{res['total'] / GIB:>12.2f}")
+    lines.append("fits" if res["fits"] else f"DOES NOT FIT: {res['reason']}")
+    return "\n".join(lines)
+
+
+def _split_mesh_overrides(cfg, overrides: list[str]):
+    """`--set mesh.*` for configs whose TrainConfig has no mesh section yet: applied to a MeshConfig here."""
+    from .parallel import MeshConfig
+    if hasattr(cfg, "mesh"):
+        return cfg, overrides
+    mesh = {}
+    rest = []
+    for o in overrides:
+        k, _, v = o.partition("=")
+        if k.strip().startswith("mesh."):
+            mesh[k.strip()[5:]] = int(v)
+        else:
+            rest.append(o)
+    return _WithMesh(cfg, MeshConfig(**mesh)), rest
+
+
+@dataclasses.dataclass(frozen=True)
+class _WithMesh:
+    base: object
+    mesh: object
+
+    def __getattr__(self, name):
+        if name in ("base", "mesh") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memjax.plan", description=__doc__.split("\n")[0])
+    ap.add_argument("config", nargs="?")
+    ap.add_argument("--devices", type=int, required=True)
+    ap.add_argument("--hbm-gib", type=float, required=True)
+    ap.add_argument("--min-kv-gib", type=float, default=16.0)
+    ap.add_argument("--micro-batches", type=int, default=8, help="micro-batch slots of the compiled update")
+    ap.add_argument("--set", action="append", default=[], dest="overrides")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pickled", help=argparse.SUPPRESS)
+    ap.add_argument("--no-exit-code", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    try:
+        if a.pickled:
+            with open(a.pickled, "rb") as fh:
+                cfg = pickle.load(fh)
+        else:
+            if not a.config:
+                ap.error("CONFIG is required")
+            cfg = load_config_file(a.config)
+        cfg, rest = _split_mesh_overrides(cfg, a.overrides)
+        if rest:
+            cfg = dataclasses.replace(cfg, base=apply_overrides(cfg.base, rest)) if isinstance(cfg, _WithMesh) \
+                else apply_overrides(cfg, rest)
+        res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches)
+    except (ValueError, RunError) as e:
+        print(f"memjax.plan: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(res, indent=1) if a.json else table(res))
+    if not res["fits"] and not a.no_exit_code:
+        print(f"memjax.plan: does not fit: {res['reason']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
