@@ -47,7 +47,7 @@ from ..model.flash_attention import ATTENTION_KINDS
 from ..parallel import data_size
 from .advantages import AdvantageConfig, with_advantages
 from .batch import RolloutBatch
-from .losses import AGG_MODES, KL_ESTIMATORS, agg_denominator
+from .losses import AGG_MODES, KL_ESTIMATORS
 from .packing import pack, row_length
 from .train_step import TrainStep
 
@@ -174,10 +174,22 @@ def make_optimizer(model, cfg: OptimConfig) -> nnx.Optimizer:
 
 
 def lr_at(cfg: OptimConfig, step):
-    """Learning rate at (0-based) training step `step`: linear warm-up from 0 over warmup_steps, then lr."""
+    """Learning rate at (0-based) training step `step`: linear warm-up from 0 over warmup_steps, then lr.
+    A Python int gives a Python float (no device op); a traced count gives a traced value (optax schedules)."""
     if cfg.warmup_steps == 0:
         return cfg.lr
+    if isinstance(step, int):
+        return cfg.lr * min(step / cfg.warmup_steps, 1.0)
     return cfg.lr * jnp.minimum(jnp.asarray(step, jnp.float32) / cfg.warmup_steps, 1.0)
+
+
+def _denominator(mask: np.ndarray, row_w: np.ndarray, agg: str, loss_scale_tokens) -> float:
+    """memjax.rl.losses.agg_denominator in numpy (host side: no device op per mini-batch shape)."""
+    n = (mask != 0).sum(-1).astype(np.float64)
+    if agg == "token-mean":
+        return float((row_w * n).sum())
+    den = float(np.where(n > 0, row_w, 0.0).sum())
+    return den * loss_scale_tokens if agg == "seq-mean-token-sum-norm" else den
 
 
 class OptimizerState(nnx.Module):
@@ -194,8 +206,8 @@ class OptimizerState(nnx.Module):
         return jax.tree.unflatten(self._treedef, [getattr(self, f"s{i}")[...] for i in range(self._n)])
 
     def set(self, opt_state) -> None:
-        for i, leaf in enumerate(jax.tree.leaves(opt_state)):
-            getattr(self, f"s{i}")[...] = leaf
+        for i, leaf in enumerate(jax.tree.leaves(opt_state)):  # new Variables: the old arrays were donated
+            setattr(self, f"s{i}", nnx.Variable(leaf))
 
 
 def _pow2(n: int) -> int:
@@ -224,8 +236,9 @@ class Trainer:
         if loss.kl_coef:
             rd = jnp.dtype(update.ref_dtype)
             ref = nnx.state(ref_model, nnx.Param) if isinstance(ref_model, nnx.Module) else ref_model
-            self.ref_params = self._placed(jax.tree.map(
-                lambda a: a.astype(rd) if jnp.issubdtype(a.dtype, jnp.floating) else a, ref))
+            self.ref_params = self._placed(jax.tree.map(  # always a copy: the policy's arrays get donated
+                lambda a: jnp.array(a, dtype=rd if jnp.issubdtype(a.dtype, jnp.floating) else a.dtype, copy=True),
+                ref))
         self.optimizer = OptimizerState(self.step_fn.init_opt(params))
         self.optimizer_steps = 0  # applied updates (this process)
         self.train_steps = 0  # update() calls (the schedule's default step)
@@ -275,7 +288,7 @@ class Trainer:
         rows = np.arange(batch.num_rows)
         p, n_micro, build = self._layout(batch, rows)
         data = build({"input_ids": batch.input_ids, "loss_mask": batch.loss_mask})
-        out = np.asarray(self.step_fn.logprobs(params, data, jnp.int32(n_micro)))
+        out = np.asarray(self.step_fn.logprobs(params, data, np.int32(n_micro)))
         return p.unpack(out.reshape(-1, p.row_len), batch.input_ids.shape[1]) * (batch.loss_mask > 0)
 
     def logprobs(self, model, batch: RolloutBatch) -> np.ndarray:
@@ -295,8 +308,8 @@ class Trainer:
         reads (default: the number of earlier update() calls of this trainer)."""
         u, lc = self.update_cfg, self.loss_cfg
         step = self.train_steps if step is None else int(step)
-        lr = jnp.float32(lr_at(self.optim_cfg, step))
-        stats: dict[str, float] = {"lr": float(lr)}
+        lr = float(lr_at(self.optim_cfg, step))
+        stats: dict[str, float] = {"lr": lr}
         mask = batch.loss_mask > 0
         params = self._placed(nnx.state(self.model, nnx.Param))
         if u.recompute_old_logp:
@@ -328,14 +341,12 @@ class Trainer:
                 if lc.level == "step":
                     denom = float(max(int(mask[rows].any(1).sum()), 1))
                 else:
-                    denom = float(agg_denominator(jnp.asarray(batch.loss_mask[rows]), lc.agg,
-                                                  row_weight=jnp.asarray(row_w[rows]),
-                                                  loss_scale_tokens=lc.loss_scale_tokens))
+                    denom = _denominator(batch.loss_mask[rows], row_w[rows], lc.agg, lc.loss_scale_tokens)
                 p, n_micro, build = self._layout(batch, rows)
                 slots += n_micro * u.micro_rows * p.row_len
                 real += int(p.lengths.sum())
                 params, self.opt_state, m = self.step_fn.update(params, self.opt_state, build(fields_),
-                                                                 jnp.int32(n_micro), jnp.float32(denom), lr)
+                                                                 np.int32(n_micro), np.float32(denom), np.float32(lr))
                 nnx.update(self.model, params)  # the donated arrays are gone; the model holds the new ones
                 m = {k: float(v) for k, v in jax.device_get(m).items()}  # the one host sync of a mini-batch
                 if not m["ok"]:

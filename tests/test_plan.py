@@ -1,0 +1,55 @@
+"""python -m memjax.plan on 8 simulated CPU devices: per-device rows follow the sharding (ZeRO-3: params and
+optimizer 1/8, bf16 reference half the fp32 params, an unsharded rollout copy), the compiled update's
+temporaries are counted, and a config that cannot fit exits 1 with a one-line reason."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+CONFIG = textwrap.dedent("""
+    from dataclasses import dataclass, field
+    from memjax.engine import EngineConfig
+    from memjax.modelsource import ModelSource
+    from memjax.parallel import MeshConfig
+    from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
+
+    @dataclass(frozen=True)
+    class PlanConfig:
+        model: ModelSource = ModelSource(preset="tiny")
+        engine: EngineConfig = EngineConfig(window=64)
+        update: UpdateConfig = UpdateConfig(micro_rows=8, pack=True, row_buckets=(32, 64), attention="blockwise")
+        loss: LossConfig = LossConfig(kl_coef=0.1)
+        optim: OptimConfig = OptimConfig()
+        mesh: MeshConfig = MeshConfig()
+
+    config = PlanConfig()
+""")
+
+
+def _plan(tmp_path, *args):
+    cfg = tmp_path / "plan_cfg.py"
+    cfg.write_text(CONFIG)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "memjax.plan", str(cfg), "--devices", "8", *args], env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_plan_rows_and_refusal(tmp_path):
+    p = _plan(tmp_path, "--hbm-gib", "1", "--min-kv-gib", "0.5", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = json.loads(p.stdout)
+    b = r["bytes"]
+    total_params = sum(v for k, v in b.items() if k == "rollout_weights")  # tiny computes in fp32: full copy
+    assert r["fits"] and r["mesh"] == {"data": 1, "fsdp": 8, "tensor": 1} and r["row_len"] == 64
+    assert abs(b["params"] / (total_params / 8) - 1) < 0.05, b
+    assert abs(b["optimizer"] / (2 * b["params"]) - 1) < 0.01, b
+    assert abs(b["reference"] / (b["params"] / 2) - 1) < 0.01, b
+    assert b["train_temporaries"] > 0 and r["update_program"]["temp"] > 0
+    assert b["kv_cache"] == 1 * 2**30 - sum(v for k, v in b.items() if k != "kv_cache")
+    p = _plan(tmp_path, "--hbm-gib", "0.0001")
+    assert p.returncode == 1 and "does not fit" in p.stdout + p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
