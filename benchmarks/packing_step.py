@@ -103,7 +103,7 @@ def run(steps: int, seed: int, attention: str) -> dict:
             pads.append(1.0 - float(batch.lengths.sum()) / slots)
         rows.append(batch.num_rows)
         tokens.append(int(batch.lengths.sum()))
-    progs = collections.Counter(n for n in named.names if any(p in n for p in TRAINER_PROGRAMS))
+    progs = collections.Counter(n for n in named.names if n.strip("jit()") in TRAINER_PROGRAMS)
     return {"trainer": "packed" if "pack" in fields else "padded", "steps": steps, "seed": seed,
             "attention": kw.get("attention", "dense"), "backend": jax.default_backend(),
             "compiles": len(compiles), "trainer_program_compiles": sum(progs.values()),

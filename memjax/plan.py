@@ -13,7 +13,8 @@ Rows, per device:
   (memjax/rl/train_step.py) compiled ahead of time for abstract inputs (ShapeDtypeStructs: no weights are
   allocated) at the largest row bucket: gradient accumulators, gathered layer weights, saved activations,
   attention and log-prob temporaries (the max with the log-prob program's temporaries), plus the step's
-  input arrays;
+  input arrays (`tt_buffers`: HLO values of both programs with a [..., T, T] shape, T the row length:
+  0 with memory-efficient attention);
 - rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (the engine does not shard);
 - kv_cache: EngineConfig.kv_cache_bytes when set, else everything left (the engine's default takes free memory).
 The rows are summed (the trainer's and the engine's peaks are counted as coexisting: an upper bound).
@@ -31,6 +32,7 @@ import json
 import math
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -97,10 +99,14 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
                                   jax.tree.map(lambda _: step.data_sharding, step.abstract_data(1, 1))
                                   if step.data_sharding is not None else None)
     temp = int(ma.temp_size_in_bytes)
+    square = re.compile(rf"\[[0-9,]*\b{row_len},{row_len}\b[0-9,]*\]")  # a [.., T, T] attention buffer
     with_sh = lambda t, s: jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), t, s) \
         if s is not None else t
-    lp = step.logprobs.lower(with_sh(aparams, step.param_shardings), step.abstract_data(micro_batches, row_len),
-                             jax.ShapeDtypeStruct((), jnp.int32)).compile().memory_analysis()
+    lp_compiled = step.logprobs.lower(with_sh(aparams, step.param_shardings),
+                                      step.abstract_data(micro_batches, row_len),
+                                      jax.ShapeDtypeStruct((), jnp.int32)).compile()
+    lp = lp_compiled.memory_analysis()
+    n_square = len(square.findall(compiled.as_text())) + len(square.findall(lp_compiled.as_text()))
     out["train_temporaries"] = max(temp, int(lp.temp_size_in_bytes)) + data_args
     wd = jnp.dtype(mcfg.dtype if cfg.engine.weight_dtype == "compute" else cfg.engine.weight_dtype)
     out["rollout_weights"] = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, wd), aparams))
@@ -115,7 +121,8 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
            "backend": jax.default_backend(), "bytes": out, "total": total,
            "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),
                               "output": int(ma.output_size_in_bytes), "alias": int(ma.alias_size_in_bytes)},
-           "logprob_program_temp": int(lp.temp_size_in_bytes), "min_kv_gib": min_kv_gib}
+           "logprob_program_temp": int(lp.temp_size_in_bytes), "min_kv_gib": min_kv_gib,
+           "tt_buffers": n_square}
     if total > hbm:
         res["reason"] = (f"needs {total / GIB:.1f} GiB per device > {hbm_gib:g} GiB "
                          f"(largest: {max(out, key=out.get)} {max(out.values()) / GIB:.1f} GiB)")

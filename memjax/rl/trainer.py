@@ -284,12 +284,17 @@ class Trainer:
 
         return p, n_micro, build
 
-    def _logprobs(self, params, batch: RolloutBatch) -> np.ndarray:
-        rows = np.arange(batch.num_rows)
-        p, n_micro, build = self._layout(batch, rows)
-        data = build({"input_ids": batch.input_ids, "loss_mask": batch.loss_mask})
-        out = np.asarray(self.step_fn.logprobs(params, data, np.int32(n_micro)))
-        return p.unpack(out.reshape(-1, p.row_len), batch.input_ids.shape[1]) * (batch.loss_mask > 0)
+    def _logprobs(self, params, batch: RolloutBatch, parts: list[np.ndarray] | None = None) -> np.ndarray:
+        """Log-probs [N, T] computed part by part (row-index arrays; default all rows at once). The update
+        passes its own mini-batches, so both programs see the same (micro-batch count, row length) shapes."""
+        out = np.zeros(batch.input_ids.shape, np.float32)
+        for rows in parts if parts is not None else [np.arange(batch.num_rows)]:
+            sub = batch.input_ids[rows], batch.loss_mask[rows]
+            p, n_micro, build = self._layout(batch, rows)
+            data = build({"input_ids": batch.input_ids, "loss_mask": batch.loss_mask})
+            lp = np.asarray(self.step_fn.logprobs(params, data, np.int32(n_micro)))
+            out[rows] = p.unpack(lp.reshape(-1, p.row_len), batch.input_ids.shape[1]) * (sub[1] > 0)
+        return out
 
     def logprobs(self, model, batch: RolloutBatch) -> np.ndarray:
         """Per-token log-probs [N, T] of the batch under `model` (zero where loss_mask is 0)."""
@@ -312,14 +317,19 @@ class Trainer:
         stats: dict[str, float] = {"lr": lr}
         mask = batch.loss_mask > 0
         params = self._placed(nnx.state(self.model, nnx.Param))
+        rng = np.random.default_rng(seed)
+        epochs = [[np.nonzero(np.isin(batch.sample, part))[0]
+                   for part in np.array_split(rng.permutation(batch.num_samples), u.mini_batches)]
+                  for _ in range(u.ppo_epochs)]
+        epochs = [[rows for rows in parts if rows.size] for parts in epochs]
         if u.recompute_old_logp:
-            old = self._logprobs(params, batch)
+            old = self._logprobs(params, batch, epochs[0])
             diff = np.abs(old - batch.old_logp)[mask]
             stats["logp_mismatch_mean"] = float(diff.mean()) if diff.size else 0.0
             stats["logp_mismatch_max"] = float(diff.max()) if diff.size else 0.0
             batch = batch.replace(old_logp=old)
         if lc.kl_coef:
-            batch = batch.replace(ref_logp=self._logprobs(self.ref_params, batch))
+            batch = batch.replace(ref_logp=self._logprobs(self.ref_params, batch, epochs[0]))
         if batch.advantages is None:  # callers that did not run an estimator get the configured MemAgent rule
             batch = with_advantages(batch, self.adv_cfg)
         row_w = np.ones(batch.num_rows, np.float32) if batch.row_weight is None else np.asarray(batch.row_weight,
@@ -328,16 +338,11 @@ class Trainer:
                    "adv": np.asarray(batch.advantages, np.float32), "tok_w": self._token_weights(batch, row_w)}
         if lc.kl_coef:
             fields_["ref_logp"] = batch.ref_logp
-        rng = np.random.default_rng(seed)
         totals: dict[str, float] = {}
         steps = skipped = 0
         slots = real = 0
-        for _ in range(u.ppo_epochs):
-            order = rng.permutation(batch.num_samples)
-            for part in np.array_split(order, u.mini_batches):
-                rows = np.nonzero(np.isin(batch.sample, part))[0]
-                if rows.size == 0:
-                    continue
+        for parts in epochs:
+            for rows in parts:
                 if lc.level == "step":
                     denom = float(max(int(mask[rows].any(1).sum()), 1))
                 else:

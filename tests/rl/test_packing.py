@@ -63,3 +63,18 @@ def test_packed_equals_unpacked(agg):
     assert abs(a["loss"] - b["loss"]) < 1e-6 and abs(a["grad_norm"] - b["grad_norm"]) < 1e-5 * a["grad_norm"]
     assert a["logp_mismatch_mean"] == pytest.approx(b["logp_mismatch_mean"], abs=1e-5)
     assert max(float(np.abs(x - y).max()) for x, y in zip(pa, pb)) < 1e-6
+
+
+def test_schedule_counts_training_steps_and_dr_grpo_constant_is_configured():
+    """Warm-up over training steps (update calls / the `step` given), not over the 3 optimizer steps of each
+    call; the Dr.GRPO constant must come from the config."""
+    batch = _batch()
+    tr = Trainer(init_model(CFG, seed=0), OptimConfig(lr=1e-3, warmup_steps=4),
+                 update=UpdateConfig(micro_rows=4, mini_batches=3, pad_tokens=8, attention="dense"))
+    stats = [tr.update(batch) for _ in range(3)]
+    assert [s["lr"] for s in stats] == pytest.approx([0.0, 2.5e-4, 5e-4])
+    assert all(s["optimizer_steps"] == 3 for s in stats)
+    assert tr.update(batch, step=10)["lr"] == pytest.approx(1e-3)
+    with pytest.raises(ValueError, match="loss_scale_tokens"):
+        LossConfig(agg="seq-mean-token-sum-norm")
+    assert LossConfig(agg="seq-mean-token-sum-norm", loss_scale_tokens=1024).loss_scale_tokens == 1024
