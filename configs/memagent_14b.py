@@ -4,7 +4,7 @@ row per device per micro-batch on 8 devices (micro_rows must be a multiple of da
 Memory plan: python -m memjax.plan configs/memagent_14b.py --devices 8 --hbm-gib 141 (BUILD.md).
 
   python -m memjax.train configs/memagent_14b.py --set model.hf_path=/path/to/Qwen2.5-14B-Instruct \
-      --set data.path=/path/to/hotpot_train_v1.1.json
+      --set agent.data.path=/path/to/hotpot_train_v1.1.json
 """
 
 import dataclasses
