@@ -133,9 +133,12 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     return res
 
 
-def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_batches: int = 8) -> dict:
-    """The memory plan of `cfg` on `devices` devices of `hbm_gib` GiB (see the module docstring)."""
+def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_batches: int | None = None) -> dict:
+    """The memory plan of `cfg` on `devices` devices of `hbm_gib` GiB (see the module docstring);
+    micro_batches: micro-batch slots of the compiled update (default the config's min_micro_batches)."""
     import jax
+    if micro_batches is None:
+        micro_batches = 1 << max(getattr(cfg.update, "min_micro_batches", 8) - 1, 0).bit_length()
     if len(jax.devices()) == devices:
         return _plan_here(cfg, devices, hbm_gib, min_kv_gib, micro_batches)
     with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as fh:
@@ -217,7 +220,8 @@ def main(argv=None) -> int:
     ap.add_argument("--devices", type=int, required=True)
     ap.add_argument("--hbm-gib", type=float, required=True)
     ap.add_argument("--min-kv-gib", type=float, default=16.0)
-    ap.add_argument("--micro-batches", type=int, default=8, help="micro-batch slots of the compiled update")
+    ap.add_argument("--micro-batches", type=int, default=None,
+                    help="micro-batch slots of the compiled update (default: update.min_micro_batches)")
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--pickled", help=argparse.SUPPRESS)

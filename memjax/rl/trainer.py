@@ -5,8 +5,9 @@ and the update loop; the jitted programs are memjax/rl/train_step.py's, the row 
 Invariants:
 - Conversations are laid into rows of one bucket length per mini-batch (`UpdateConfig.pack`: several per
   row with segment ids, positions restarting per conversation; otherwise one per row), rows grouped into
-  micro-batches of `micro_rows` and the micro-batch count padded to a power of two (a traced trip count
-  skips the padding): a run compiles one update program per (bucket, power of two) at most.
+  micro-batches of `micro_rows` and the micro-batch count padded to a power of two >= min_micro_batches (a
+  traced trip count skips the padding): one update and one log-prob program per row bucket while mini-batches
+  need at most min_micro_batches micro-batches, one more per power of two beyond.
 - Each mini-batch is ONE jitted call: gradient accumulation over its micro-batches, clip, AdamW and the
   non-finite guard on device, params and optimizer state donated; metrics are fetched once per mini-batch.
   Every micro-batch loss is divided by the mini-batch's GLOBAL denominator (from the masks, before any
@@ -143,10 +144,13 @@ class UpdateConfig:
     pack: bool = False  # pack conversations into rows of a bucket length with segment ids (memjax/rl/packing.py)
     row_buckets: tuple[int, ...] = ()  # row lengths a run may compile; () = longest row rounded to pad_tokens
     max_segments: int = 16  # conversations per packed row at most (static: step-level loss segments)
+    min_micro_batches: int = 16  # micro-batch slots an update program is compiled for at least (powers of two
+    # above); a traced trip count skips unused slots, so a larger value costs only idle input rows and keeps
+    # the compile count at one update (+ one log-prob) program per row bucket
     ref_dtype: str = "bfloat16"  # dtype the reference policy's weights are kept in (only when kl_coef > 0)
 
     def __post_init__(self):
-        for f in ("ppo_epochs", "mini_batches", "micro_rows", "pad_tokens", "max_segments"):
+        for f in ("ppo_epochs", "mini_batches", "micro_rows", "pad_tokens", "max_segments", "min_micro_batches"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"UpdateConfig.{f} must be > 0, got {getattr(self, f)}")
         object.__setattr__(self, "row_buckets", tuple(int(b) for b in self.row_buckets))
@@ -266,7 +270,7 @@ class Trainer:
         lengths = np.asarray(batch.lengths)[rows]
         p = pack(lengths, row_length(int(lengths.max()), u.row_buckets, u.pad_tokens), u.max_segments, u.pack)
         n_micro = -(-p.num_rows // u.micro_rows)
-        cap = _pow2(n_micro)
+        cap = max(_pow2(n_micro), _pow2(u.min_micro_batches))
         r = cap * u.micro_rows
 
         def put(x):
