@@ -203,6 +203,7 @@ class OptimizerState(nnx.Module):
     def __init__(self, opt_state):
         leaves, self._treedef = jax.tree.flatten(opt_state)
         self._n = len(leaves)
+        self.train_step = nnx.Variable(jnp.zeros((), jnp.int32))  # update() calls so far (checkpointed with it)
         for i, leaf in enumerate(leaves):
             setattr(self, f"s{i}", nnx.Variable(leaf))
 
@@ -245,12 +246,21 @@ class Trainer:
                 ref))
         self.optimizer = OptimizerState(self.step_fn.init_opt(params))
         self.optimizer_steps = 0  # applied updates (this process)
-        self.train_steps = 0  # update() calls (the schedule's default step)
 
     # -- state ----------------------------------------------------------------------------------------
     def _placed(self, params):
         sh = self.step_fn.param_shardings
         return params if sh is None else jax.device_put(params, sh)
+
+    @property
+    def train_steps(self) -> int:
+        """update() calls so far, the schedule's default step; part of nnx.state(trainer.optimizer), so a
+        resumed run continues its warm-up where it stopped."""
+        return int(self.optimizer.train_step[...])
+
+    @train_steps.setter
+    def train_steps(self, value: int) -> None:
+        self.optimizer.train_step = nnx.Variable(jnp.asarray(value, jnp.int32))
 
     @property
     def opt_state(self):
