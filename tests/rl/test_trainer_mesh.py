@@ -6,7 +6,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.timeout(2400)  # compiles three trainers on 8 simulated devices: minutes on a loaded 2-core machine
 def test_trainer_zero3_on_8_devices():
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
