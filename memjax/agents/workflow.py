@@ -20,6 +20,11 @@ Invariants:
 - Requests are submitted in trajectory order, and follow-ups the moment their predecessor finishes.
 - On any exception the requests still in flight are aborted (`Engine.abort`) before it propagates, so
   the engine stays usable for the next run.
+- Multi-turn continuation: a `Request` with `retain=True` keeps its KV pages (Completion.kv); a follow-up
+  `Request(new_ids, parent=that completion)` appends only `new_ids` (engine continuation, no re-prefill of
+  the history). The driver releases every completion right after `react` returned and its follow-ups were
+  submitted (the engine defers the release while a queued child still needs the pages), and the one being
+  reacted to if `react` raises, so a workflow never calls `Engine.release` itself.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ class Request:
     role: int = 0
     is_final: bool = False
     tag: Any = None  # workflow data handed back with the completion
+    retain: bool = False  # keep the KV pages for a continuation
+    parent: Completion | None = None  # continue this retained completion: `prompt` holds only the new ids
 
 
 @dataclass
@@ -132,8 +139,13 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
             params = dataclasses.replace(req.params, seed=request_seed(seed, traj.index, traj.n_requests))
             traj.n_requests += 1
             open_requests[traj.index] += 1
-            inflight[engine.submit(req.prompt, params)] = (traj, req)
+            if req.parent is not None or req.retain:
+                rid = engine.submit(req.prompt, params, parent=req.parent, retain=req.retain)
+            else:
+                rid = engine.submit(req.prompt, params)
+            inflight[rid] = (traj, req)
 
+    reacting: Completion | None = None
     show = (getattr(engine.config, "progress", False) if progress is None else progress) and len(trajs) >= 8
     try:
         with Progress(TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -155,16 +167,22 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
                     traj.generated_tokens += len(comp.token_ids)
                     if record:
                         traj.turns.append((req, comp))
+                    reacting = comp
                     follow = workflow.react(traj, req, comp)
                     if follow:
                         submit(traj, follow)
-                    elif not open_requests[traj.index]:
+                    if comp.kv is not None:
+                        engine.release(comp)
+                    reacting = None
+                    if not follow and not open_requests[traj.index]:
                         traj.reward = float(workflow.reward(traj))
                         done, n_active = done + 1, n_active - 1
                         bar.update(task, completed=done)
     except BaseException:
         if inflight:
             engine.abort(list(inflight))
+        if reacting is not None and reacting.kv is not None:
+            engine.release(reacting)
         raise
     rewards = [t.reward for t in trajs]
     batch = None
