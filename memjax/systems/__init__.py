@@ -1,6 +1,7 @@
 """Agent systems on the one training loop: the System interface and registry (base.py) and one module per
 system, each registering itself with `@register` on import (see base.py)."""
 
+from . import sumer, tiny_sumer  # noqa: F401  (register)
 from .base import AgentSection, CountingStream, DataStream, System, build, get, names, register
 
 __all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register"]

@@ -78,9 +78,10 @@ def _sft_step(model, opt, ids, mask):
 
 def train(task: TinySumerTask = TinySumerTask(), *, seed: int = 0, target: float = 0.45, lr: float = 3e-3,
           batch_samples: int = 32, eval_every: int = 25, max_steps: int = 2000, dev_size: int = 128,
-          filter_prob: float = 0.5, log=print) -> tuple[Any, dict]:
+          filter_prob: float = 0.5, hidden: int = 64, layers: int = 2, log=print) -> tuple[Any, dict]:
     fmt = TinySumerFormat()
-    model = init_model(model_config(), seed)
+    mcfg = model_config(hidden, layers)
+    model = init_model(mcfg, seed)
     opt = nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, lr, 50), weight_decay=0.0), wrt=nnx.Param)
     engine = Engine(model, engine_config())
     dev = make_split(task, DEV_SEED, dev_size)
@@ -102,7 +103,7 @@ def train(task: TinySumerTask = TinySumerTask(), *, seed: int = 0, target: float
                 break
     info = {"steps": step, "dev_accuracy": acc, "target": target, "seed": seed, "lr": lr, "filter_prob": filter_prob,
             "batch_samples": batch_samples, "task": dataclasses.asdict(task),
-            "model": dataclasses.asdict(model_config()), "seconds": time.perf_counter() - t0, "history": history}
+            "model": dataclasses.asdict(mcfg), "seconds": time.perf_counter() - t0, "history": history}
     return model, info
 
 
@@ -138,9 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--max-steps", type=int, default=2000)
     ap.add_argument("--filter-prob", type=float, default=0.5)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=2)
     args = ap.parse_args(argv)
     model, info = train(seed=args.seed, target=args.target, lr=args.lr, eval_every=args.eval_every,
-                        max_steps=args.max_steps, filter_prob=args.filter_prob)
+                        max_steps=args.max_steps, filter_prob=args.filter_prob, hidden=args.hidden,
+                        layers=args.layers)
     out = save(model, info, args.out)
     print(f"saved warm start ({info['steps']} steps, dev greedy accuracy {info['dev_accuracy']:.3f}) to {out}")
     return 0
