@@ -36,14 +36,16 @@ KEYS = ("reward", "reward_sampled", "accuracy", "submitted")
 
 
 def rl_run(section: TinySumerSection = TinySumerSection(), *, seed: int = 0, steps: int = 20, prompts: int = 32,
-           lr: float = 1e-3, eval_every: int = 10, ablation: str = "none", log=print) -> dict:
+           lr: float = 1e-3, eval_every: int = 10, ablation: str = "none", mini_batches: int = 1,
+           log=print) -> dict:
     system = TinySumerSystem(section, seed=seed)
     model, tok = system.load_model(None)
     engine = Engine(model, system.engine_config(None))
     adv = AdvantageConfig(norm="mean_std")
     trainer = Trainer(model, OptimConfig(lr=lr, warmup_steps=3, weight_decay=0.0, grad_clip=1.0),
                       LossConfig(clip_low=0.2, clip_high=0.28, agg="token-mean"),
-                      UpdateConfig(micro_rows=128, pad_tokens=64, temperature=system.temperature), adv)
+                      UpdateConfig(mini_batches=mini_batches, micro_rows=128, pad_tokens=64,
+                                   temperature=system.temperature), adv)
     stream = system.train_data(prompts, seed)
     rng = np.random.default_rng([seed, 99])
     t0 = time.perf_counter()

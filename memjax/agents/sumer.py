@@ -30,7 +30,6 @@ nothing here raises on model output.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -236,6 +235,3 @@ class SumerWorkflow(Workflow):
                    policy_tokens=float(sum(len(s[0]) for e in eps for s in e.segments if s[2])))
         return out
 
-
-def with_temperature(cfg: SumerConfig, temperature: float) -> SumerConfig:
-    return dataclasses.replace(cfg, temperature=temperature)

@@ -24,8 +24,7 @@ depend only on (records, embedder, call).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..memory.bank import MemoryRecord
 from ..memory.retrieval import Retriever

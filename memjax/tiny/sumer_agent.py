@@ -21,7 +21,7 @@ from ..rewards.locomo import RuleBasedJudge
 from .sumer_task import MODEL_VOCAB, WINDOW, TinySumerFormat
 
 
-def model_config(hidden: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2) -> ModelConfig:
+def model_config(hidden: int = 64, layers: int = 3, heads: int = 4, kv_heads: int = 2) -> ModelConfig:
     return presets.get("tiny", vocab_size=MODEL_VOCAB, hidden_size=hidden, intermediate_size=2 * hidden,
                        num_layers=layers, num_heads=heads, num_kv_heads=kv_heads, max_position_embeddings=WINDOW)
 

@@ -78,7 +78,7 @@ def _sft_step(model, opt, ids, mask):
 
 def train(task: TinySumerTask = TinySumerTask(), *, seed: int = 0, target: float = 0.45, lr: float = 3e-3,
           batch_samples: int = 32, eval_every: int = 25, max_steps: int = 2000, dev_size: int = 128,
-          filter_prob: float = 0.5, hidden: int = 64, layers: int = 2, log=print) -> tuple[Any, dict]:
+          filter_prob: float = 0.5, hidden: int = 64, layers: int = 3, log=print) -> tuple[Any, dict]:
     fmt = TinySumerFormat()
     mcfg = model_config(hidden, layers)
     model = init_model(mcfg, seed)
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=2000)
     ap.add_argument("--filter-prob", type=float, default=0.5)
     ap.add_argument("--hidden", type=int, default=64)
-    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=3)
     args = ap.parse_args(argv)
     model, info = train(seed=args.seed, target=args.target, lr=args.lr, eval_every=args.eval_every,
                         max_steps=args.max_steps, filter_prob=args.filter_prob, hidden=args.hidden,

@@ -102,3 +102,21 @@ def test_shipped_warmstart():
     model, tok = system.load_model(None)
     ev = system.evaluate(Engine(model, system.engine_config(None)), tok)
     assert 0.2 < ev["accuracy"] < 0.95 and np.isfinite(ev["reward"])
+
+
+def test_sampled_episodes_from_the_warm_start_are_spliced_exactly():
+    """Sampled multi-turn episodes: the engine's log-probs (turns continued on retained KV pages) equal the
+    trainer's on the recorded rows; tool-turn ids are masked; continuation saved prefill."""
+    from memjax.rl.trainer import Trainer, UpdateConfig
+
+    system = TinySumerSystem(TinySumerSection())
+    model, tok = system.load_model(None)
+    engine = Engine(model, system.engine_config(None))
+    res = run_workflow(engine, system.workflow(engine, tok), make_split(TinySumerTask(), 5, 8), group_size=4, seed=1)
+    b = res.batch
+    assert res.stats["mean_searches"] > 0.5 and res.stats["engine_continued_tokens"] > 0
+    lp = Trainer(model, update=UpdateConfig(micro_rows=32, pad_tokens=64)).logprobs(model, b)
+    m = b.loss_mask > 0
+    assert np.abs(lp[m] - b.old_logp[m]).max() < 1e-4
+    tool = FMT.ids["<tool>"]
+    assert (b.loss_mask[b.input_ids == tool] == 0).all() and (b.input_ids == tool).sum() > 0
