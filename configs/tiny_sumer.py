@@ -1,7 +1,7 @@
 """The tiny searchable-memory task (SUMER's loop at toy scale) on the one training loop, on CPU.
 
   python -m memjax.train configs/tiny_sumer.py [--set seed=1 --set ablation=shuffle_rewards ...]
-A 121K-parameter Qwen2-architecture model (width 64, 3 layers; memjax/assets/tiny/sumer_warmstart, supervised
+A 115,520-parameter Qwen2-architecture model (width 64, 3 layers; memjax/assets/tiny/sumer_warmstart, supervised
 on correct episodes and stopped at dev greedy accuracy 0.50) answers `where is K [in session S] ?` by calling
 search (keyword, optional session filter) over 12 facts in 4 sessions and then submit, through the same
 SumerWorkflow, tools, continuation and reward (J x F1 with the rule judge, -1 without an answer) as the LoCoMo

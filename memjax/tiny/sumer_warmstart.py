@@ -12,7 +12,9 @@ The teacher uses the session filter on a filtered question with probability `fil
 keyword search otherwise (then the answer is the hit of the named session among 2-3): two strategies of
 different difficulty, so RL has a choice to sharpen, not only a copy to perfect.
 The saved config.json/safetensors (memjax.save_hf) plus sumer_warmstart.json (steps, dev accuracy, history,
-settings) are what `load_warmstart` returns. Deterministic for a seed on one device kind.
+settings) are what `load_warmstart` returns. Deterministic for a seed on one device kind. The shipped one
+(memjax/assets/tiny/sumer_warmstart) was made by `python -m memjax.tiny.sumer_warmstart` with its defaults on a
+CPU: dev greedy accuracy 0.09 at step 425, 0.31 at 475, 0.50 at 525 (stop).
 """
 
 from __future__ import annotations
