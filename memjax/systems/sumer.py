@@ -16,7 +16,8 @@ Choices where the paper is silent (each a field below, see also memjax/agents/su
   OpenAI-compatible endpoint serving the paper's gpt-oss-120b); evaluation asks the judge about EVERY
   answer (J is reported even where F1 = 0), training only where F1 > 0 (the reward J x F1 is 0 otherwise).
 Evaluation metrics: reward, J, F1 (token-set), B1 per category and overall (percent, as the papers), mean
-turns and tool calls per question, and how many episodes ended without an answer (scored as wrong).
+turns and tool calls per question, how many episodes ended without an answer (scored as wrong) and the
+rollout wall time per question; `python -m memjax.evaluate configs/locomo_sumer.py` runs it on a policy.
 """
 
 from __future__ import annotations
@@ -161,7 +162,9 @@ class SumerSystem(System):
         qs = qs[: self.cfg.eval_limit] if self.cfg.eval_limit else qs
         res = run_workflow(engine, self.workflow(engine, tokenizer, train=False), [self.sample(q) for q in qs],
                            seed=self.seed, max_active=self.cfg.max_active, record=False, progress=False)
-        return summarize(qs, res.traces, res.rewards, res.stats, self.judge())
+        out = summarize(qs, res.traces, res.rewards, res.stats, self.judge())
+        out["seconds_per_question"] = float(res.stats["seconds"]) / max(len(qs), 1)
+        return out
 
 
 def summarize(questions: list[Question], traces: list[dict], rewards: list[float], stats: dict, judge) -> dict:
