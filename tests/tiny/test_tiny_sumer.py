@@ -1,6 +1,9 @@
 """The tiny searchable-memory task (agent.name = tiny_sumer): task invariants, the format's parser, the teacher
 episode equal to what SumerWorkflow records (reward 1, masks, continuation on the real engine), the shipped
-warm start, and a short learning check (RL vs shuffled rewards)."""
+warm start, and a short learning check: GRPO updates on one rollout batch follow the rewards, shuffled rewards
+do not. The full learning result (20 RL steps through `python -m memjax.train configs/tiny_sumer.py`, 3 seeds,
+real vs shuffled rewards) is measured by scripts/tiny_sumer_seeds.py and quoted in configs/tiny_sumer.py:
+held-out greedy reward +0.193 +- 0.047 (real) vs -0.344 +- 0.089 (shuffled) after 20 steps."""
 
 from __future__ import annotations
 
