@@ -41,6 +41,7 @@ def test_train_stream_and_samples():
     assert a[0].tools is sys_.tools("conv-48") and a[0].category != 5
 
 
+@pytest.mark.slow  # ~50 s on CPU: compiles the engine for the 151,936-row vocabulary
 @needs_real
 def test_pipeline_on_random_weights():
     model, tok = ModelSource(preset="tiny-qwen-vocab").load()
