@@ -30,7 +30,7 @@ Row metadata (Conversation.extra): group = sample * SESSION_STRIDE + session pos
 of (conversation, session); the advantage rule splits it by role); local_group = the same id on local rows,
 -1 on global ones; snapshot = trajectory * SESSION_STRIDE + session position (the bank state the session
 started from; a local branch shares its anchor session's id); unit = credit unit (chain, session, role)
-within the trajectory; row_reward = that unit's reward.
+within the trajectory; unit_reward = that unit's reward.
 """
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ class MemoryR2(Workflow):
                             role=role, step=k, extra={
                                 "local_group": group if chain.local else -1, "unit": unit,
                                 "snapshot": traj.index * SESSION_STRIDE + p,
-                                "row_reward": chain.rewards.get(p, 0.0)}))
+                                "unit_reward": chain.rewards.get(p, 0.0)}))
         return rows
 
     def trace(self, traj: Trajectory) -> dict[str, Any]:

@@ -20,7 +20,7 @@ policy int32 [N] (policy / role-model id), local_group int32 [N] (LoGo-GRPO loca
 snapshot int32 [N] (memory-snapshot id a re-rollout started from, -1 = none), temperature f32 [N]
 (sampling temperature of the row), unit int32 [N] (credit unit within the row's sample: rows sharing
 (sample, unit) share one reward and one advantage, e.g. one role's calls in one Memory-R2 session; -1 =
-none), row_reward f32 [N] (the reward of the row's unit, for per-row credit assignment). A workflow sets
+none), unit_reward f32 [N] (the reward of the row's unit, for per-row credit assignment). A workflow sets
 optional row fields through `Conversation.extra`; rows that leave a field out get its pad value.
 FIELDS is the one table of fields (name -> Field(kind, dtype, pad value, optional)); every operation on a
 batch (select_samples, concat_batches, pad_rows_tokens) walks it, so a new field is added in one place.
@@ -57,7 +57,7 @@ FIELDS: dict[str, Field] = {
     "policy": Field("row", np.int32, optional=True),
     "local_group": Field("row", np.int32, -1, optional=True), "snapshot": Field("row", np.int32, -1, optional=True),
     "temperature": Field("row", np.float32, 1.0, optional=True),
-    "unit": Field("row", np.int32, -1, optional=True), "row_reward": Field("row", np.float32, optional=True),
+    "unit": Field("row", np.int32, -1, optional=True), "unit_reward": Field("row", np.float32, optional=True),
     "reward": Field("sample", np.float32), "sample_group": Field("sample", np.int32),
 }
 GROUP_FIELDS = ("group", "sample_group", "local_group")
@@ -77,7 +77,7 @@ class Conversation:
     is_final: bool = False
     step: int | None = None
     response_mask: Sequence[int] | None = None  # default: all response tokens are trained on
-    extra: Mapping[str, float] | None = None  # optional row fields of FIELDS (e.g. local_group, row_reward)
+    extra: Mapping[str, float] | None = None  # optional row fields of FIELDS (e.g. local_group, unit_reward)
 
     def __post_init__(self):
         if len(self.response_logprobs) != len(self.response_ids):
@@ -118,7 +118,7 @@ class RolloutBatch:
     snapshot: np.ndarray | None = None
     temperature: np.ndarray | None = None
     unit: np.ndarray | None = None
-    row_reward: np.ndarray | None = None
+    unit_reward: np.ndarray | None = None
     info: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):

@@ -78,7 +78,7 @@ def test_episode_rows_chats_ops_and_rewards():
     want = [np.mean([f1["conv-x#0"], f1["conv-x#1"]]) - 0.09, f1["conv-x#1"] - 0.09, -0.09]
     np.testing.assert_allclose(tr["global_rewards"], want, atol=1e-6)
     # each row carries its session's reward; units: one per (session, role)
-    np.testing.assert_allclose(b.row_reward[rows0], np.repeat(want, 6), atol=1e-6)
+    np.testing.assert_allclose(b.unit_reward[rows0], np.repeat(want, 6), atol=1e-6)
     assert len(set(b.unit[rows0].tolist())) == 6 and res.rewards[0] == pytest.approx(np.mean(want), abs=1e-6)
 
 
@@ -92,7 +92,7 @@ def test_skip_empty_chunks_and_prompt_limit():
                        group_size=1)
     assert res.traces[0]["truncated"] and res.rewards == [0.0] and res.stats["truncated_rollouts"] == 1
     assert res.batch.num_rows == 3 and max(len(p) for _, p, _ in eng.log) <= 2000
-    assert (res.batch.row_reward == 0).all()
+    assert (res.batch.unit_reward == 0).all()
 
 
 def test_truncated_curriculum_credits_only_seen_sessions():
