@@ -329,7 +329,9 @@ class MemoryR2(Workflow):
                            "truncated": ch.dead} for ch in st.chains[1:]],
                 "memory_words": glob.bank.words(), "memory_records": len(glob.bank),
                 "dia_ids": sorted(glob.bank.dia_ids()),
+                "memory_tokens": glob.bank.tokens(self.tok.encode),
                 "questions": [{"qid": prep.questions[i].qid, "category": prep.questions[i].category,
+                               "question": prep.questions[i].question,
                                "gold": prep.questions[i].answer, "answer": st.answers.get(i),
                                "evidence": list(prep.questions[i].evidence), "f1": st.f1.get(i)}
                               for i in prep.global_q],

@@ -2,5 +2,7 @@
 system, each registering itself with `@register` on import (see base.py)."""
 
 from .base import AgentSection, CountingStream, DataStream, System, build, get, names, register
+from .memory_r2 import MemoryR2Section, MemoryR2System  # registers "memory_r2"
 
-__all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register"]
+__all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register",
+           "MemoryR2Section", "MemoryR2System"]
