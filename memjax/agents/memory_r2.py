@@ -12,6 +12,10 @@ candidate memories; its operations are applied (`memjax.memory.apply_r2`; bad JS
 Both chats are reset at every session. Both roles are the same model (row `role`: 0 extractor, 1 manager).
 Every call is one row of the batch and one step of the step-level loss (prompt = the chat so far at token
 level, response = the generated ids, <|im_end|> included when generated).
+Chats continue on the engine (continue_chats): a call retains its KV pages when another call of its chat
+follows in the session, and that call submits only its new tokens with parent= the retained completion
+(when the retained sequence is a token prefix of the new prompt, else the whole prompt); the row's prompt
+is always the whole chat. Results are the same either way; only prefill work differs.
 Limits: a call whose prompt exceeds max_prompt_tokens is not made; its chain (the rollout, or a local branch)
 ends there and all its rewards are 0. Responses are capped at max_response_tokens.
 Local branch (sample.local): per session, with probability local_prob, an anchor rollout is drawn uniformly;
@@ -69,6 +73,7 @@ class MemoryR2Config:
     max_candidates: int = 25
     candidates_same_speaker: bool = True  # the code searches memories about the fact's speaker
     skip_empty_chunks: bool = False  # True: no calls for empty trailing chunks (paper-silent; code: calls)
+    continue_chats: bool = True  # continue each chat's retained KV (Engine parent=/retain=) instead of re-prefilling
     group_size: int = 16  # n global rollouts per conversation
     local_prob: float = 0.5
     local_rollouts: int = 4  # m
@@ -136,6 +141,7 @@ class Chain:
     pos: int = 0
     chunk: int = 0
     chats: list[list[dict]] = field(default_factory=lambda: [[], []])
+    last: list = field(default_factory=lambda: [None, None])  # per role: the retained previous completion
     facts: list = field(default_factory=list)
     dead: bool = False
     snapshots: dict[int, BankSnapshot] = field(default_factory=dict)
@@ -204,7 +210,14 @@ class MemoryR2(Workflow):
         if len(prompt) > self.cfg.max_prompt_tokens:
             chain.dead = True
             return []
-        return [Request(prompt, self._params(chain), role=role, tag=(ci, chain.sessions[chain.pos], role))]
+        tag = (ci, chain.sessions[chain.pos], role, prompt)
+        retain = self.cfg.continue_chats and chain.chunk < self.cfg.chunks_per_session - 1
+        parent, chain.last[role] = chain.last[role], None
+        kv = getattr(parent, "kv", None)
+        if kv is not None and prompt[: len(kv.tokens)] == list(kv.tokens) and len(prompt) > len(kv.tokens):
+            return [Request(prompt[len(kv.tokens):], self._params(chain), role=role, tag=tag, retain=retain,
+                            parent=parent)]
+        return [Request(prompt, self._params(chain), role=role, tag=tag, retain=retain)]
 
     def _advance(self, traj: Trajectory, ci: int) -> list[Request]:
         """The next request of chain ci (and the local chains its progress spawns)."""
@@ -217,7 +230,7 @@ class MemoryR2(Workflow):
                 out += self._spawn(traj, p, chain.snapshots[p])
             if chain.chunk >= c.chunks_per_session:
                 self._end_session(traj, chain, p)
-                chain.pos, chain.chunk, chain.chats = chain.pos + 1, 0, [[], []]
+                chain.pos, chain.chunk, chain.chats, chain.last = chain.pos + 1, 0, [[], []], [None, None]
                 continue
             turns = st.prep.chunks[p][chain.chunk]
             if not turns and c.skip_empty_chunks:
@@ -267,8 +280,9 @@ class MemoryR2(Workflow):
 
     def react(self, traj: Trajectory, request: Request, completion: Completion) -> list[Request]:
         st, c = traj.state, self.cfg
-        ci, p, role = request.tag
+        ci, p, role, _ = request.tag
         chain = st.chains[ci]
+        chain.last[role] = completion if request.retain else None
         ids = completion.token_ids
         ids = ids[:-1] if ids and ids[-1] in self.stop_ids else ids
         chain.chats[role].append({"role": "assistant", "content": TokenIds(ids)})
@@ -308,11 +322,11 @@ class MemoryR2(Workflow):
     def conversations(self, traj: Trajectory) -> list[Row]:
         st, rows, units = traj.state, [], {}
         for k, (req, comp) in enumerate(traj.turns):
-            ci, p, role = req.tag
+            ci, p, role, prompt = req.tag
             chain = st.chains[ci]
             unit = units.setdefault((ci, p, role), len(units))
             group = traj.sample * SESSION_STRIDE + p
-            rows.append(Row(req.prompt, comp.token_ids, comp.logprobs, sample=traj.index, group=group, turn=k,
+            rows.append(Row(prompt, comp.token_ids, comp.logprobs, sample=traj.index, group=group, turn=k,
                             role=role, step=k, extra={
                                 "local_group": group if chain.local else -1, "unit": unit,
                                 "snapshot": traj.index * SESSION_STRIDE + p,

@@ -73,6 +73,7 @@ class MemoryR2Section(AgentSection):
     max_candidates: int = 25
     candidates_same_speaker: bool = True
     skip_empty_chunks: bool = False
+    continue_chats: bool = True
     group_size: int = 16
     local_prob: float = 0.5
     local_rollouts: int = 4

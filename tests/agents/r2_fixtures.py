@@ -57,20 +57,33 @@ class ScriptedEngine:
         self.tok, self.policy = tok, policy
         self.config = SimpleNamespace(progress=False, window=window)
         self.stats, self.pending, self.log, self.next_id = {}, [], [], 0
+        self.continued = self.retained = self.released = 0
 
-    def submit(self, prompt, params):
+    def submit(self, prompt, params, *, parent=None, retain=False):
+        """parent: continue its retained sequence (prompt = the new tokens); the log holds full prompts."""
         rid, self.next_id = self.next_id, self.next_id + 1
-        self.pending.append((rid, list(prompt), params))
+        if parent is not None:
+            assert not parent.kv.released, "continued a released completion"
+            prompt = parent.kv.tokens + list(prompt)
+            self.continued += 1
+        self.pending.append((rid, list(prompt), params, retain))
         self.log.append((rid, list(prompt), params))
         return rid
 
     def step(self):
         out = []
-        for rid, prompt, params in self.pending:
+        for rid, prompt, params, retain in self.pending:
             ids = self.tok.encode(self.policy(self.tok.decode(prompt), params)) + [self.tok.eos_id]
-            out.append(Completion(ids, [-0.25] * len(ids), "stop", prompt_len=len(prompt), request_id=rid))
+            kv = SimpleNamespace(tokens=prompt + ids, released=False) if retain else None
+            self.retained += retain
+            out.append(Completion(ids, [-0.25] * len(ids), "stop", prompt_len=len(prompt), request_id=rid, kv=kv))
         self.pending = []
         return out
+
+    def release(self, comp):
+        if comp.kv is not None and not comp.kv.released:
+            comp.kv.released = True
+            self.released += 1
 
     def abort(self, rids):
         self.pending = [p for p in self.pending if p[0] not in rids]

@@ -152,3 +152,19 @@ def test_logo_bookkeeping_fixed_seed():
     run_workflow(eng, workflow(dataclasses.replace(cfg, local_decoding="greedy")), [R2Sample(CONV, seed=seed)],
                  group_size=3)
     assert {p.temperature for _, _, p in eng.log} == {0.0, 1.0}
+
+
+def test_chats_continue_on_the_engine_with_identical_rows():
+    runs = {}
+    for cont in (True, False):
+        eng = ScriptedEngine(TOK)
+        res = run_workflow(eng, workflow(dataclasses.replace(CFG, continue_chats=cont)),
+                           [R2Sample(CONV, seed=1, local=False)], group_size=2, seed=3)
+        runs[cont] = (eng, res)
+    eng, res = runs[True]
+    # per session and role: chunks 2..K continue chunk 1..K-1's retained call; K = 3, 3 sessions, 2 rollouts
+    assert eng.continued == 2 * 3 * 2 * 2 and eng.retained == eng.continued and eng.released == eng.retained
+    assert res.stats["prompt_tokens"] < runs[False][1].stats["prompt_tokens"]
+    a, b = res.batch, runs[False][1].batch
+    assert np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.prompt_len, b.prompt_len)
+    assert [p for _, p, _ in eng.log] == [p for _, p, _ in runs[False][0].log]
