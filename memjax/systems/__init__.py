@@ -2,7 +2,10 @@
 system, each registering itself with `@register` on import (see base.py)."""
 
 from .base import AgentSection, CountingStream, DataStream, System, build, get, names, register
-from .memory_r2 import MemoryR2Section, MemoryR2System  # registers "memory_r2"
+from .memagent import HotpotQAData, MemAgentSection, MemAgentSystem
+from .memory_r2 import MemoryR2Section, MemoryR2System
+from .tiny import TinySection, TinySystem
 
 __all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register",
-           "MemoryR2Section", "MemoryR2System"]
+           "HotpotQAData", "MemAgentSection", "MemAgentSystem", "MemoryR2Section", "MemoryR2System", "TinySection",
+           "TinySystem"]
