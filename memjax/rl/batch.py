@@ -247,6 +247,16 @@ def concat_batches(batches: Sequence[RolloutBatch], *, pad_id: int = 0) -> Rollo
                                      "group_origin": np.asarray(origin, np.int64).reshape(-1, 2)})
 
 
+def unit_index(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Credit units of a batch with `unit` set: (first row of each unit, unit of each row), units being the
+    distinct (sample, unit) pairs in sorted order (a row with unit -1 is its sample's unit -1)."""
+    if batch.unit is None:
+        raise ValueError("unit_index: the batch has no `unit` field")
+    _, first, inv = np.unique(np.stack([batch.sample, batch.unit], 1), axis=0, return_index=True,
+                              return_inverse=True)
+    return first, inv.reshape(-1)
+
+
 def pad_tokens(x: np.ndarray, t: int, value) -> np.ndarray:
     """Right-pad a [N, T'] array to [N, t] with `value` (returned as is when T' == t)."""
     if x.shape[1] == t:

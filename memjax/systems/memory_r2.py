@@ -39,6 +39,7 @@ from ..data.locomo import CATEGORY_NAMES, load_locomo
 from ..data.locomo_splits import split_conversations, split_questions
 from ..rewards.locomo import OpenAIJudge, RuleBasedJudge, m_fail
 from ..rewards.text import bleu1
+from ..rl.batch import unit_index
 from ..rl.estimators import logo_grpo_advantages
 from .base import AgentSection, CountingStream, System, register
 
@@ -115,11 +116,8 @@ def logo_unit_advantages(batch, *, ddof: int = 1, eps: float = 1e-6):
     """The batch with `row_advantage` and `advantages` filled by LoGo-GRPO over credit units (module doc)."""
     if batch.unit is None or batch.unit_reward is None:
         raise ValueError("logo_unit_advantages: the batch has no unit / unit_reward (not a Memory-R2 batch)")
-    n = batch.num_rows
-    local = batch.local_group if batch.local_group is not None else np.full(n, -1, np.int32)
-    keys = np.stack([batch.sample, batch.unit], 1)
-    _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
+    local = batch.local_group if batch.local_group is not None else np.full(batch.num_rows, -1, np.int32)
+    first, inv = unit_index(batch)
     for name, a in (("unit_reward", batch.unit_reward), ("group", batch.group), ("role", batch.role),
                     ("local_group", local)):
         if not np.array_equal(a, a[first][inv]):
@@ -196,26 +194,34 @@ class MemoryR2System(System):
         import jax.numpy as jnp
         from flax import nnx
 
-        from ..engine import Engine
+        self._frozen = nnx.clone(model)
+        nnx.update(self._frozen, jax.tree.map(jnp.array, nnx.state(model)))  # own buffers, never the trained ones
+        self._tok = tokenizer
 
-        if self._engine_cfg is None:
-            raise ValueError("MemoryR2System.setup: answer_agent='policy_copy' needs engine_config() called first")
-        frozen = nnx.clone(model)
-        nnx.update(frozen, jax.tree.map(jnp.array, nnx.state(model)))  # own buffers, never the trained ones
-        self.agent = EngineAnswerAgent(Engine(frozen, self._engine_cfg), tokenizer, self.embedder,
-                                       top_k=c.answer_top_k, threshold=c.answer_threshold,
-                                       max_tokens=c.answer_max_tokens)
+    def _answer_agent(self):
+        """The frozen answer agent; the policy copy gets its Engine on first use (the loop calls setup()
+        before engine_config(), whose config the answer engine shares)."""
+        if self.agent is None and getattr(self, "_frozen", None) is not None:
+            from ..engine import Engine
+
+            if self._engine_cfg is None:
+                raise ValueError("MemoryR2System: answer_agent='policy_copy' needs engine_config() first")
+            c = self.cfg
+            self.agent = EngineAnswerAgent(Engine(self._frozen, self._engine_cfg), self._tok, self.embedder,
+                                           top_k=c.answer_top_k, threshold=c.answer_threshold,
+                                           max_tokens=c.answer_max_tokens)
+        return self.agent
 
     def workflow(self, engine, tokenizer, *, train: bool = True):
-        if self.agent is None:
+        if self.embedder is None:
             if self.cfg.answer_agent != "overlap":
-                raise ValueError("MemoryR2System.workflow: call setup(model, tokenizer) first (it builds the "
-                                 "frozen answer agent)")
+                raise ValueError("MemoryR2System.workflow: call setup(model, tokenizer) first (it copies the "
+                                 "initial policy for the frozen answer agent)")
             self.setup(None, tokenizer)
         c = self.cfg
         ep = c.episode() if train else c.episode(group_size=1, temperature=0.0, local_rollouts=0,
                                                   questions_global=0)
-        return MemoryR2(tokenizer, ep, self.embedder, self.agent)
+        return MemoryR2(tokenizer, ep, self.embedder, self._answer_agent())
 
     def advantages(self, batch, cfg):
         return logo_unit_advantages(batch, eps=self.cfg.adv_eps)

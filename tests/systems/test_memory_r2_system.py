@@ -148,3 +148,34 @@ def test_evaluation_metrics_hand_computed():
     m = evaluation_metrics(traces, RuleBasedJudge())
     assert m["f1/all"] == 0.5 and m["f1/single-hop"] == 1.0 and m["f1/multi-hop"] == 0.0
     assert m["j/all"] == 0.5 and m["m_fail"] == pytest.approx(1 / 3) and m["memory_tokens"] == 12
+
+
+def test_ablations_act_on_unit_rewards():
+    from memjax.train import _ablate
+
+    convs = [row(0, 0, 1.0), row(0, 0, 1.0), row(1, 0, 2.0), row(2, 0, 4.0), row(2, 1, 8.0, role=1)]
+    b = build_batch(convs, [0.5, 1.0, 2.0], [0, 0, 0])
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        out = _ablate(b, "shuffle_rewards", rng)
+        assert out.unit_reward[0] == out.unit_reward[1]  # rows of a unit stay together
+        assert sorted(out.unit_reward[[0, 2, 3, 4]].tolist()) == [1.0, 2.0, 4.0, 8.0]
+        assert sorted(out.reward.tolist()) == [0.5, 1.0, 2.0]
+    z0 = _ablate(b, "zero_advantages", rng)
+    np.testing.assert_allclose(z0.unit_reward, 15.0 / 4)
+    assert (logo_unit_advantages(z0).row_advantage == 0).all()
+    assert _ablate(b, "none", rng) is b
+
+
+def test_configs_load():
+    from memjax.config import load_config_file
+
+    root = Path(__file__).resolve().parents[2] / "configs"
+    paper = load_config_file(root / "memory_r2.py")
+    assert paper.agent.name == "memory_r2" and paper.loss.level == "step" and paper.loss.dual_clip == 3.0
+    assert (paper.agent.group_size, paper.agent.local_rollouts, paper.agent.local_prob) == (16, 4, 0.5)
+    assert (paper.optim.lr, paper.update.ppo_epochs, paper.loss.kl_coef, paper.loss.entropy_coef) == (2e-6, 2, 1e-3,
+                                                                                                        1e-3)
+    assert paper.engine.window > paper.agent.max_prompt_tokens + 1
+    smoke = load_config_file(root / "memory_r2_smoke.py")
+    assert smoke.agent.answer_agent == "overlap" and smoke.model.preset == "tiny-qwen-vocab"
