@@ -236,7 +236,7 @@ class MemoryR2(Workflow):
             if not turns and c.skip_empty_chunks:
                 chain.chunk += 1
                 continue
-            return out + self._call(traj, ci, EXTRACTOR, extractor_message(turns, first=chain.chunk == 0))
+            return out + self._call(traj, ci, EXTRACTOR, extractor_message(turns, first=not chain.chats[EXTRACTOR]))
         return out
 
     def _spawn(self, traj: Trajectory, p: int, snap: BankSnapshot) -> list[Request]:
@@ -287,14 +287,13 @@ class MemoryR2(Workflow):
         ids = ids[:-1] if ids and ids[-1] in self.stop_ids else ids
         chain.chats[role].append({"role": "assistant", "content": TokenIds(ids)})
         text = self.tok.decode(ids, skip_unknown=True)
-        first = chain.chunk == 0
         if role == EXTRACTOR:
             chain.facts, _ = parse_facts(text, st.facts)
             cands, related = select_candidates(list(chain.bank), chain.facts, self.cache, top_k=c.top_k_per_fact,
                                                threshold=c.similarity_threshold, max_total=c.max_candidates,
                                                same_speaker=c.candidates_same_speaker)
             return self._call(traj, ci, MANAGER, manager_message(manager_payload(chain.facts, related, cands),
-                                                                 first=first))
+                                                                 first=not chain.chats[MANAGER]))
         session = st.prep.sessions[p]
         apply_r2(chain.bank, text, conversation=st.prep.conv.sample_id, session=session.index,
                  session_time=session.date_time, stats=st.ops)
