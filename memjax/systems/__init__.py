@@ -4,7 +4,9 @@ system, each registering itself with `@register` on import (see base.py)."""
 from . import sumer, tiny_sumer  # noqa: F401  (register)
 from .base import AgentSection, CountingStream, DataStream, System, build, get, names, register
 from .memagent import HotpotQAData, MemAgentSection, MemAgentSystem
+from .memory_r2 import MemoryR2Section, MemoryR2System
 from .tiny import TinySection, TinySystem
 
 __all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register",
-           "HotpotQAData", "MemAgentSection", "MemAgentSystem", "TinySection", "TinySystem"]
+           "HotpotQAData", "MemAgentSection", "MemAgentSystem", "MemoryR2Section", "MemoryR2System", "TinySection",
+           "TinySystem"]
