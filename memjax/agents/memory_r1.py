@@ -315,3 +315,16 @@ class AnswerWorkflow(Workflow):
         src = [t.state.source for t in trajs]
         return {"answer_loose": float(src.count("loose")), "answer_unmarked": float(src.count("none")),
                 "memories_dropped": float(sum(t.state.memories_dropped for t in trajs))}
+
+
+def construct(engine, tok, index: MemoryIndex, conversations: Sequence, cfg: MemoryR1Config = MemoryR1Config(), *,
+              seed: int = 0, max_active: int = 0) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
+    """Run memory construction over LoCoMo conversations (one trajectory each, in flight together) on `engine`:
+    ({conversation id: {"bank", "snapshots", "facts"}}, construction statistics). Nothing is recorded for training."""
+    from .memory_r1_data import turn_inputs
+    from .workflow import run_workflow
+
+    samples = [(c.sample_id, turn_inputs(c)) for c in conversations]
+    res = run_workflow(engine, ConstructionWorkflow(tok, index, cfg, bank_seed=seed), samples, seed=seed,
+                       max_active=max_active, record=False)
+    return {t["conversation"]: t for t in res.traces}, res.stats

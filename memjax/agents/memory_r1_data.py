@@ -155,3 +155,18 @@ def manager_samples(conv: Conversation, facts: Sequence[Sequence[str]], snapshot
         out.append(ManagerSample(turn, tuple(facts[t]), window_snapshot(prev, window), tuple(linked[turn.dia_id]),
                                  speakers))
     return out
+
+
+EMBEDDERS = ("wordllama", "hashbow")
+
+
+def make_embedder(name: str) -> Embedder:
+    """The retrieval embedder by name: "wordllama" (static 256-d LLM-distilled embedding, offline; the default for
+    real runs) or "hashbow" (hashed bag of words, no model: tests and lexical baselines)."""
+    from ..memory.embedders import HashedBowEmbedder, WordLlamaEmbedder
+
+    if name == "wordllama":
+        return WordLlamaEmbedder()
+    if name == "hashbow":
+        return HashedBowEmbedder()
+    raise ValueError(f"embedder: one of {EMBEDDERS}, got {name!r}")

@@ -4,3 +4,5 @@ system, each registering itself with `@register` on import (see base.py)."""
 from .base import AgentSection, CountingStream, DataStream, System, build, get, names, register
 
 __all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register"]
+
+from . import memory_r1  # noqa: E402,F401  (registers memory_r1_manager, memory_r1_answer)
