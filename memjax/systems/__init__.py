@@ -5,4 +5,4 @@ from .base import AgentSection, CountingStream, DataStream, System, build, get, 
 
 __all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register"]
 
-from . import memory_r1  # noqa: E402,F401  (registers memory_r1_manager, memory_r1_answer)
+from . import memory_r1, memory_r1_tiny  # noqa: E402,F401  (register memory_r1_manager, memory_r1_answer, memory_r1_tiny)
