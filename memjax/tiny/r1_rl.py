@@ -53,11 +53,11 @@ def _last_token_rewards(batch) -> np.ndarray:
 
 def run(estimator: str = "grpo", *, ablation: str = "none", seed: int = 0, steps: int = 25, prompts: int = 32,
         group_size: int | None = None, lr: float = 2e-4, critic_lr: float = 1e-3, eval_every: int = 5,
-        out_dir: str = "out/r1_tiny", log=print) -> dict[str, Any]:
+        heldout: int = 256, warmstart: str = "", out_dir: str = "out/r1_tiny", log=print) -> dict[str, Any]:
     if estimator not in ("grpo", "gae") or ablation not in ("none", "shuffle_rewards"):
         raise ValueError(f"estimator grpo|gae and ablation none|shuffle_rewards, got {estimator!r}, {ablation!r}")
     g = group_size or (8 if estimator == "grpo" else 1)
-    system = MemoryR1TinySystem(MemoryR1TinySection(group_size=g), seed=seed)
+    system = MemoryR1TinySystem(MemoryR1TinySection(group_size=g, heldout_size=heldout, warmstart=warmstart), seed=seed)
     model, tok = system.load_model(None)
     engine = Engine(model, system.engine_config(None))
     trainer = Trainer(model, OptimConfig(lr=lr, warmup_steps=3, weight_decay=0.0, grad_clip=1.0),
@@ -123,10 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--critic-lr", type=float, default=1e-3)
     ap.add_argument("--eval-every", type=int, default=5)
+    ap.add_argument("--heldout", type=int, default=256)
+    ap.add_argument("--warmstart", default="")
     ap.add_argument("--out", default="out/r1_tiny")
     a = ap.parse_args(argv)
     r = run(a.estimator, ablation=a.ablation, seed=a.seed, steps=a.steps, prompts=a.prompts, group_size=a.group_size,
-            lr=a.lr, critic_lr=a.critic_lr, eval_every=a.eval_every, out_dir=a.out)
+            lr=a.lr, critic_lr=a.critic_lr, eval_every=a.eval_every, heldout=a.heldout, warmstart=a.warmstart,
+            out_dir=a.out)
     print(json.dumps({k: r[k] for k in ("estimator", "ablation", "seed")} | {
         "em_before": r["before"]["em"], "em_after": r["after"]["em"], "em_sampled_before": r["before"]["em_sampled"],
         "em_sampled_after": r["after"]["em_sampled"], "seconds": round(r["seconds"], 1)}))

@@ -1,6 +1,6 @@
 """Warm start of the tiny Memory-R1 manager: supervised training on a NOISY teacher, so RL starts partly right.
 
-    python -m memjax.tiny.r1_warmstart [--out memjax/assets/tiny/r1_warmstart] [--steps 600] [--seed 0]
+    python -m memjax.tiny.r1_warmstart [--out memjax/assets/tiny/r1_warmstart] [--steps 300] [--seed 0]
 
 Owns the SFT arrays (the exact prompts TinyR1Workflow builds + the teacher op + `<end>`), the loop (AdamW on the
 response NLL through the trainer's `token_logprobs`) and the files (memjax.save_hf + r1_warmstart.json).
@@ -60,7 +60,7 @@ def _sft_step(model, opt, ids, mask):
     return loss
 
 
-def train(task: R1TaskConfig = R1TaskConfig(), *, seed: int = 0, steps: int = 600, lr: float = 2e-3,
+def train(task: R1TaskConfig = R1TaskConfig(), *, seed: int = 0, steps: int = 300, lr: float = 2e-3,
           batch: int = 64, eval_every: int = 200, dev_size: int = 256, log=print) -> tuple[Any, dict]:
     tok = r1_tokenizer()
     mcfg = model_config()
@@ -111,11 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.tiny.r1_warmstart", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(default_path()))
-    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=2e-3)
     args = ap.parse_args(argv)
-    model, info = train(seed=args.seed, steps=args.steps, lr=args.lr)
+    model, info = train(seed=args.seed, steps=args.steps, lr=args.lr, eval_every=args.eval_every)
     out = save(model, info, args.out)
     print(f"saved tiny Memory-R1 warm start ({info['steps']} steps, dev {info['dev']}) to {out}")
     return 0
