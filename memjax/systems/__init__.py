@@ -2,7 +2,12 @@
 system, each registering itself with `@register` on import (see base.py)."""
 
 from .base import AgentSection, CountingStream, DataStream, System, build, get, names, register
+from .memagent import HotpotQAData, MemAgentSection, MemAgentSystem
+from .memory_r1 import MemoryR1AnswerSection, MemoryR1AnswerSystem, MemoryR1ManagerSection, MemoryR1ManagerSystem
+from .memory_r1_tiny import MemoryR1TinySection, MemoryR1TinySystem
+from .tiny import TinySection, TinySystem
 
-__all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register"]
-
-from . import memory_r1, memory_r1_tiny  # noqa: E402,F401  (register memory_r1_manager, memory_r1_answer, memory_r1_tiny)
+__all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register",
+           "HotpotQAData", "MemAgentSection", "MemAgentSystem", "TinySection", "TinySystem",
+           "MemoryR1ManagerSection", "MemoryR1ManagerSystem", "MemoryR1AnswerSection", "MemoryR1AnswerSystem",
+           "MemoryR1TinySection", "MemoryR1TinySystem"]
