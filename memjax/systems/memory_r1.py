@@ -114,7 +114,6 @@ class _MemoryR1(System):
 
     def __init__(self, cfg, *, seed: int = 0):
         super().__init__(cfg, seed=seed)
-        self._engine_cfg: EngineConfig | None = None
         self.frozen_engine = None
         self.index: MemoryIndex | None = None
         self.train_samples: list = []
@@ -126,15 +125,17 @@ class _MemoryR1(System):
         need = c.max_prompt_tokens + c.max_response_tokens
         if default.window < need:
             default = dataclasses.replace(default, window=-(-need // default.page_size) * default.page_size)
-        self._engine_cfg = default
         return default
 
     def make_frozen_engine(self, frozen_model):
-        """The frozen model's own Engine: the run's engine config with a bounded KV pool and fewer slots."""
-        c, base = self.cfg, self._engine_cfg or self.engine_config(EngineConfig())
-        return Engine(frozen_model, dataclasses.replace(base, kv_cache_bytes=c.frozen_kv_cache_bytes, num_pages=None,
-                                                        max_slots=c.frozen_max_slots,
-                                                        prefill_slots=min(base.prefill_slots, c.frozen_max_slots)))
+        """The frozen model's own Engine (built in `setup`, before the run's engine): a window for the longest
+        prompt + response, page 64, `frozen_max_slots` slots and a `frozen_kv_cache_bytes` KV pool, so that
+        both engines fit one device."""
+        c = self.cfg
+        window = -(-(c.max_prompt_tokens + c.max_response_tokens) // 64) * 64
+        return Engine(frozen_model, EngineConfig(max_slots=c.frozen_max_slots, page_size=64, window=window,
+                                                 prefill_slots=min(4, c.frozen_max_slots), prefill_chunk=1024,
+                                                 kv_cache_bytes=c.frozen_kv_cache_bytes, progress=False))
 
     def _parts(self):
         from ..data.locomo import load_locomo

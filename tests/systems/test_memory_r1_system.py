@@ -127,3 +127,22 @@ def test_answer_system(tiny):
     assert res.batch.num_samples == 6 and res.stats["answer_unmarked"] == 0
     ev = s.evaluate(ScriptedEngine(s._tok, model), s._tok)
     assert set(ev) >= {"em", "f1", "samples", "answer_unmarked"} and ev["samples"] == 2
+
+
+def test_configs_load():
+    """The two Memory-R1 configs and the tiny one are TrainConfigs whose sections validate; PPO by default
+    (GAE, actor lr 1e-6, critic lr 1e-5, batch 128), GRPO by --set."""
+    from memjax.config import apply_overrides, load_config_file
+
+    root = Path(__file__).parents[2] / "configs"
+    for name, section in (("memory_r1_manager", MemoryR1ManagerSection), ("memory_r1_answer", MemoryR1AnswerSection)):
+        cfg = load_config_file(root / f"{name}.py")
+        assert isinstance(cfg.agent, section) and cfg.agent.name == name
+        assert cfg.advantage.estimator == "gae" and cfg.optim.lr == 1e-6 and cfg.critic.lr == 1e-5
+        assert cfg.critic.clip_value > 0 and cfg.prompts_per_step == 128 and cfg.agent.temperature == 1.0
+        assert cfg.agent.max_prompt_tokens == 4096 and cfg.agent.max_response_tokens == 2048
+        assert cfg.agent.split == "memory_r1"
+        g = apply_overrides(cfg, ["advantage.estimator=grpo", "agent.group_size=8"])
+        assert g.advantage.estimator == "grpo" and g.agent.group_size == 8
+    tiny = load_config_file(root / "memory_r1_tiny.py")
+    assert tiny.agent.name == "memory_r1_tiny"
