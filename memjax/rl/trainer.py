@@ -35,8 +35,7 @@ from .advantages import AdvantageConfig, with_advantages
 from .batch import RolloutBatch, pad_rows_tokens
 from .logprobs import token_logprobs
 from ..config import RunError
-from ..kernels.step_ratio_loss import step_ratio_loss
-from .losses import AGG_MODES, KL_ESTIMATORS, agg_denominator, policy_loss
+from .losses import AGG_MODES, KL_ESTIMATORS, agg_denominator, policy_loss, step_policy_loss
 
 NONFINITE_POLICIES = ("stop", "skip")
 
@@ -88,7 +87,8 @@ class LossConfig:
     entropy_coef: float = 0.0
     log_ratio_clamp: float = 20.0
     level: str = "token"  # "token": per-token ratios (policy_loss); "step": one length-normalised ratio per
-    # row (Memory-R2, memjax/kernels/step_ratio_loss.py), mean over the mini-batch's steps (agg is ignored)
+    # row (Memory-R2, memjax/rl/losses.step_policy_loss), mean over the mini-batch's steps (agg is ignored;
+    # kl_coef / entropy_coef terms are token means over the mini-batch)
 
     def __post_init__(self):
         if self.dual_clip is not None and not math.isfinite(self.dual_clip):
@@ -100,8 +100,6 @@ class LossConfig:
             raise ValueError(f"LossConfig: kl_coef must be >= 0 and log_ratio_clamp > 0 (got {self})")
         if self.level not in LOSS_LEVELS:
             raise ValueError(f"LossConfig.level must be one of {LOSS_LEVELS}, got {self.level!r}")
-        if self.level == "step" and (self.kl_coef or self.entropy_coef):
-            raise ValueError("LossConfig.level='step' does not take kl_coef / entropy_coef yet (set them to 0)")
         if self.agg not in AGG_MODES:
             raise ValueError(f"LossConfig.agg must be one of {AGG_MODES}, got {self.agg!r}")
         if self.clip_low < 0 or self.clip_high < 0 or (self.dual_clip is not None and self.dual_clip <= 1):
@@ -147,13 +145,13 @@ def _grad_step(model, ids, mask, old, adv, ref, row_w, denom, *, loss: LossConfi
                use_ref, use_entropy):
     def loss_fn(model):
         logp, ent = token_logprobs(model, ids, mask, temperature=temperature, remat=remat)
-        if loss.level == "step":  # each row is one step; rescaled to the mini-batch's step count (denom)
-            seg = jnp.where(mask != 0, jnp.arange(ids.shape[0], dtype=jnp.int32)[:, None], -1)
-            value, metrics = step_ratio_loss(logp, old, adv, mask, seg, num_segments=ids.shape[0],
-                                             clip_low=loss.clip_low, clip_high=loss.clip_high,
-                                             dual_clip=loss.dual_clip, log_ratio_clamp=loss.log_ratio_clamp)
-            value = value * jax.lax.stop_gradient(metrics["num_steps"]) / denom
-            return value, {**metrics, "num_tokens": jnp.sum(mask != 0).astype(jnp.float32)}
+        if loss.level == "step":  # each row is one step; denom = (mini-batch steps, mini-batch tokens)
+            return step_policy_loss(logp, old, adv, mask, clip_low=loss.clip_low, clip_high=loss.clip_high,
+                                    dual_clip=loss.dual_clip, log_ratio_clamp=loss.log_ratio_clamp,
+                                    steps_denominator=denom[0], tokens_denominator=denom[1],
+                                    ref_logp=ref if use_ref else None, kl_coef=loss.kl_coef,
+                                    kl_estimator=loss.kl_estimator, entropy=ent if use_entropy else None,
+                                    entropy_coef=loss.entropy_coef)
         value, metrics = policy_loss(
             logp, old, adv, mask, clip_low=loss.clip_low, clip_high=loss.clip_high, dual_clip=loss.dual_clip,
             agg=loss.agg, row_weight=row_w, denominator=denom, ref_logp=ref if use_ref else None,
@@ -261,7 +259,8 @@ class Trainer:
                 if rows.size == 0:
                     continue
                 if lc.level == "step":
-                    denom = jnp.float32(max(int((arrays["loss_mask"][rows] != 0).any(1).sum()), 1))
+                    valid = arrays["loss_mask"][rows] != 0
+                    denom = jnp.asarray([max(int(valid.any(1).sum()), 1), max(int(valid.sum()), 1)], jnp.float32)
                 else:
                     denom = agg_denominator(jnp.asarray(arrays["loss_mask"][rows]), lc.agg,
                                             row_weight=None if row_w is None else jnp.asarray(arrays["row_w"][rows]),
