@@ -54,6 +54,7 @@ from .engine import Engine, EngineConfig
 from .modelsource import ModelSource
 from .parallel import initialize, make_mesh
 from .rl.advantages import AdvantageConfig
+from .rl.batch import unit_index
 from .rl.credit import Credit, CriticConfig
 from .rl.dapo import DynamicSampler, filter_groups
 from .rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
@@ -114,11 +115,20 @@ def rollout_seed(seed: int, step: int, gen_batch: int) -> int:
 
 
 def _ablate(batch, mode: str, rng: np.random.Generator):
+    """The ablation on the trajectory rewards and, for systems with per-row credit (`unit_reward`, e.g.
+    Memory-R2), the same on the credit units' rewards."""
+    if mode == "none":
+        return batch
     if mode == "shuffle_rewards":  # same reward statistics, no link to what a trajectory did
-        return batch.replace(reward=rng.permutation(batch.reward).astype(np.float32))
-    if mode == "zero_advantages":
-        return batch.replace(reward=np.full_like(batch.reward, batch.reward.mean()))
-    return batch
+        out = batch.replace(reward=rng.permutation(batch.reward).astype(np.float32))
+    else:  # zero_advantages
+        out = batch.replace(reward=np.full_like(batch.reward, batch.reward.mean()))
+    if batch.unit_reward is not None:
+        first, inv = unit_index(batch)
+        r = batch.unit_reward[first]
+        r = rng.permutation(r) if mode == "shuffle_rewards" else np.full_like(r, r.mean())
+        out = out.replace(unit_reward=r[inv].astype(np.float32))
+    return out
 
 
 def _scalars(ev: dict) -> dict:

@@ -20,6 +20,11 @@ Invariants:
 - Requests are submitted in trajectory order, and follow-ups the moment their predecessor finishes.
 - On any exception the requests still in flight are aborted (`Engine.abort`) before it propagates, so
   the engine stays usable for the next run.
+- Multi-turn continuation (the engine's submit(..., parent=, retain=)): a Request with retain=True keeps its
+  completion's KV pages; a later Request with parent=<that completion> holds only the new tokens and
+  continues the retained sequence; the driver releases the parent right after submitting its (single)
+  continuation, and releases every retained completion still held when its trajectory finishes or when
+  the run fails, so no pages leak.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ class Request:
     role: int = 0
     is_final: bool = False
     tag: Any = None  # workflow data handed back with the completion
+    retain: bool = False  # keep the completion's KV pages for a continuation (Engine.submit(retain=True))
+    parent: Completion | None = None  # continue this retained completion; `prompt` = the new tokens only
 
 
 @dataclass
@@ -123,16 +130,28 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
         prepared.append(workflow.prepare(sample))
         trajs += [Trajectory(s * group_size + g, s, g) for g in range(group_size)]
     inflight: dict[int, tuple[Trajectory, Request]] = {}
+    held: dict[int, dict[int, Completion]] = {}  # trajectory -> retained completions not yet continued
     open_requests = [0] * len(trajs)
     limit = max_active or len(trajs)
     next_traj, n_active, done = 0, 0, 0
+    step_out: list[Completion] = []
 
     def submit(traj: Trajectory, reqs: list[Request]):
         for req in reqs:
             params = dataclasses.replace(req.params, seed=request_seed(seed, traj.index, traj.n_requests))
             traj.n_requests += 1
             open_requests[traj.index] += 1
-            inflight[engine.submit(req.prompt, params)] = (traj, req)
+            if req.parent is None and not req.retain:
+                inflight[engine.submit(req.prompt, params)] = (traj, req)
+                continue
+            inflight[engine.submit(req.prompt, params, parent=req.parent, retain=req.retain)] = (traj, req)
+            if req.parent is not None:
+                held.get(traj.index, {}).pop(id(req.parent), None)
+                engine.release(req.parent)
+
+    def release_all(index: int):
+        for comp in held.pop(index, {}).values():
+            engine.release(comp)
 
     show = (getattr(engine.config, "progress", False) if progress is None else progress) and len(trajs) >= 8
     try:
@@ -148,23 +167,32 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
                                          f"{traj.sample}")
                     submit(traj, reqs)
                     next_traj, n_active = next_traj + 1, n_active + 1
-                for comp in engine.step():
+                step_out = engine.step()
+                for comp in step_out:
                     traj, req = inflight.pop(comp.request_id)
                     open_requests[traj.index] -= 1
                     traj.prompt_tokens += len(req.prompt)
                     traj.generated_tokens += len(comp.token_ids)
                     if record:
                         traj.turns.append((req, comp))
+                    if req.retain and comp.kv is not None:
+                        held.setdefault(traj.index, {})[id(comp)] = comp
                     follow = workflow.react(traj, req, comp)
                     if follow:
                         submit(traj, follow)
                     elif not open_requests[traj.index]:
+                        release_all(traj.index)
                         traj.reward = float(workflow.reward(traj))
                         done, n_active = done + 1, n_active - 1
                         bar.update(task, completed=done)
     except BaseException:
         if inflight:
             engine.abort(list(inflight))
+        for index in list(held):
+            release_all(index)
+        for comp in step_out:  # completions of the failing step that never reached the workflow
+            if comp.kv is not None:
+                engine.release(comp)
         raise
     rewards = [t.reward for t in trajs]
     batch = None

@@ -3,7 +3,10 @@
 Owns: `LocomoEvalConfig`, `evaluate_locomo(questions, predictor, judge, out_dir, ...)`, `score_table`, and the CLI
 `python -m memjax.evaluation.locomo DATA.json --split sumer --part validation --answers ANSWERS.jsonl --out DIR`
 that scores answers produced elsewhere. Systems (SUMER, Memory-R1, Memory-R2) call `evaluate_locomo` with their own
-predictor; `python -m memjax.evaluate configs/locomo_<system>.py` is meant to build that predictor and call it.
+predictor; `python -m memjax.evaluate configs/locomo_<system>.py` builds that predictor and calls it. Registered
+systems (`LocomoEvalConfig.system`): "answers" (a predictions JSONL made elsewhere) and "memory_r1"
+(memjax/evaluation/memory_r1.py: memory construction with the manager model, then the answer agent; `distill`
+switches memory distillation off for the ablation).
 
 Per question the predictor returns the answer text, or a dict {"answer": str, "memory_dia_ids": [...]} (the
 dia_ids of the memory bank the answer was read from, for M-Fail), or None (no answer: scored 0, counted).
@@ -27,11 +30,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..data.locomo import CATEGORY_NAMES, Question
+from ..engine.config import EngineConfig
+from ..modelsource import ModelSource
 from ..rewards.locomo import RuleBasedJudge, m_fail, token_set_f1
 from ..rewards.text import bleu1, token_f1_multiset
 
@@ -221,7 +226,11 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     return result
 
 
-LOCOMO_SYSTEMS = ("answers",)  # SUMER / Memory-R1 / Memory-R2 predictors register here as they land
+LOCOMO_SYSTEMS = ("answers", "memory_r1")  # SUMER / Memory-R2 predictors register here as they land
+
+
+def _eval_engine() -> EngineConfig:
+    return EngineConfig(max_slots=32, window=6144, page_size=64, prefill_slots=4, prefill_chunk=1024, progress=False)
 
 
 @dataclass(frozen=True)
@@ -239,6 +248,17 @@ class LocomoEvalConfig:
     judge_model: str = "gpt-oss-120b"
     f1: str = "set"
     limit: int | None = None
+    batch_size: int = 64                 # questions per predictor call (a model system batches its engine calls)
+    # system="memory_r1" (memjax/evaluation/memory_r1.py): answer agent `model`, manager `manager_hf_path`
+    # ("" = the same model), construction then greedy answering on `engine`
+    model: ModelSource = field(default_factory=ModelSource)
+    manager_hf_path: str = ""
+    engine: EngineConfig = field(default_factory=_eval_engine)
+    distill: bool = True                 # False: the no-memory-distillation ablation prompt
+    embedder: str = "wordllama"          # "wordllama" | "hashbow"
+    max_prompt_tokens: int = 4096
+    max_response_tokens: int = 2048
+    max_extract_tokens: int = 512
 
     def __post_init__(self):
         if self.system not in LOCOMO_SYSTEMS:
@@ -251,6 +271,13 @@ class LocomoEvalConfig:
             raise ValueError(f"LocomoEvalConfig.limit: must be positive, got {self.limit}")
         if not self.out_dir:
             raise ValueError("LocomoEvalConfig.out_dir must not be empty")
+        if self.batch_size < 1:
+            raise ValueError(f"LocomoEvalConfig.batch_size: must be >= 1, got {self.batch_size}")
+        if self.embedder not in ("wordllama", "hashbow"):
+            raise ValueError(f"LocomoEvalConfig.embedder: 'wordllama' or 'hashbow', got {self.embedder!r}")
+        for f in ("max_prompt_tokens", "max_response_tokens", "max_extract_tokens"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"LocomoEvalConfig.{f}: must be positive, got {getattr(self, f)}")
 
 
 def run_locomo_eval(cfg: LocomoEvalConfig) -> dict:
@@ -261,8 +288,16 @@ def run_locomo_eval(cfg: LocomoEvalConfig) -> dict:
     if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
         raise FileNotFoundError(f"answers={cfg.answers!r}: predictions JSONL not found (--set answers=...)")
     questions = split_part(cfg)
-    return evaluate_locomo(questions, answers_predictor(cfg.answers), make_judge(cfg), cfg.out_dir,
-                           title=f"LoCoMo {cfg.split}/{cfg.part} ({cfg.system})", f1=cfg.f1)
+    title = f"LoCoMo {cfg.split}/{cfg.part} ({cfg.system})"
+    if cfg.system == "memory_r1":
+        from .memory_r1 import memory_r1_predictor
+
+        judge = make_judge(cfg)
+        return evaluate_locomo(questions, None, judge, cfg.out_dir, batch_size=cfg.batch_size, f1=cfg.f1,
+                               batch_predictor=memory_r1_predictor(cfg, questions),
+                               title=title + ("" if cfg.distill else ", no distillation"))
+    return evaluate_locomo(questions, answers_predictor(cfg.answers), make_judge(cfg), cfg.out_dir, title=title,
+                           f1=cfg.f1)
 
 
 def make_judge(cfg: LocomoEvalConfig):

@@ -18,7 +18,10 @@ values f32 [N, T] (critic), returns f32 [N, T]; row_advantage f32 [N] (per-row, 
 row_weight f32 [N] (loss weight of a row in the aggregation, e.g. 1 / conversations of its trajectory),
 policy int32 [N] (policy / role-model id), local_group int32 [N] (LoGo-GRPO local group, -1 = none),
 snapshot int32 [N] (memory-snapshot id a re-rollout started from, -1 = none), temperature f32 [N]
-(sampling temperature of the row).
+(sampling temperature of the row), unit int32 [N] (credit unit within the row's sample: rows sharing
+(sample, unit) share one reward and one advantage, e.g. one role's calls in one Memory-R2 session; -1 =
+none), unit_reward f32 [N] (the reward of the row's unit, for per-row credit assignment). A workflow sets
+optional row fields through `Conversation.extra`; rows that leave a field out get its pad value.
 FIELDS is the one table of fields (name -> Field(kind, dtype, pad value, optional)); every operation on a
 batch (select_samples, concat_batches, pad_rows_tokens) walks it, so a new field is added in one place.
 Group-id fields (group, sample_group, local_group) are renumbered by concatenation.
@@ -28,7 +31,7 @@ trainer compares it with log_softmax(logits[i, t - 1])[input_ids[i, t]].
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -54,6 +57,7 @@ FIELDS: dict[str, Field] = {
     "policy": Field("row", np.int32, optional=True),
     "local_group": Field("row", np.int32, -1, optional=True), "snapshot": Field("row", np.int32, -1, optional=True),
     "temperature": Field("row", np.float32, 1.0, optional=True),
+    "unit": Field("row", np.int32, -1, optional=True), "unit_reward": Field("row", np.float32, optional=True),
     "reward": Field("sample", np.float32), "sample_group": Field("sample", np.int32),
 }
 GROUP_FIELDS = ("group", "sample_group", "local_group")
@@ -73,6 +77,7 @@ class Conversation:
     is_final: bool = False
     step: int | None = None
     response_mask: Sequence[int] | None = None  # default: all response tokens are trained on
+    extra: Mapping[str, float] | None = None  # optional row fields of FIELDS (e.g. local_group, unit_reward)
 
     def __post_init__(self):
         if len(self.response_logprobs) != len(self.response_ids):
@@ -81,6 +86,10 @@ class Conversation:
         if self.response_mask is not None and len(self.response_mask) != len(self.response_ids):
             raise ValueError(f"Conversation(sample={self.sample}, turn={self.turn}): response_mask length "
                              f"{len(self.response_mask)} != {len(self.response_ids)} response ids")
+        for k in self.extra or ():
+            if k not in FIELDS or FIELDS[k].kind != "row" or not FIELDS[k].optional:
+                raise ValueError(f"Conversation(sample={self.sample}, turn={self.turn}): extra field {k!r} is not "
+                                 f"an optional row field of RolloutBatch")
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,8 @@ class RolloutBatch:
     local_group: np.ndarray | None = None
     snapshot: np.ndarray | None = None
     temperature: np.ndarray | None = None
+    unit: np.ndarray | None = None
+    unit_reward: np.ndarray | None = None
     info: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
@@ -171,6 +182,8 @@ def build_batch(convs: Sequence[Conversation], rewards: Sequence[float], sample_
     logp = np.zeros((n, t), np.float32)
     meta = {k: np.zeros(n, np.int32) for k in ("sample", "group", "turn", "step", "role")}
     final = np.zeros(n, bool)
+    extra = {k: np.full(n, FIELDS[k].pad, FIELDS[k].dtype) for k in dict.fromkeys(
+        k for c in convs for k in (c.extra or ()))}
     for i, c in enumerate(convs):
         p, r = len(c.prompt_ids), len(c.response_ids)
         if not 0 <= c.sample < s:
@@ -182,10 +195,12 @@ def build_batch(convs: Sequence[Conversation], rewards: Sequence[float], sample_
         meta["sample"][i], meta["group"][i], meta["turn"][i] = c.sample, c.group, c.turn
         meta["step"][i] = c.turn if c.step is None else c.step
         meta["role"][i], final[i] = c.role, c.is_final
+        for k, v in (c.extra or {}).items():
+            extra[k][i] = v
     return RolloutBatch(input_ids=ids, loss_mask=mask, old_logp=logp, lengths=np.asarray(lens, np.int32),
                         prompt_len=np.asarray([len(c.prompt_ids) for c in convs], np.int32), is_final=final,
                         reward=np.asarray(rewards, np.float32), sample_group=np.asarray(sample_groups, np.int32),
-                        **meta)
+                        **meta, **extra)
 
 
 def concat_batches(batches: Sequence[RolloutBatch], *, pad_id: int = 0) -> RolloutBatch:
@@ -230,6 +245,16 @@ def concat_batches(batches: Sequence[RolloutBatch], *, pad_id: int = 0) -> Rollo
     cat = {k: np.concatenate(v).astype(FIELDS[k].dtype) for k, v in out.items()}
     return RolloutBatch(**cat, info={"source_batches": len(batches),
                                      "group_origin": np.asarray(origin, np.int64).reshape(-1, 2)})
+
+
+def unit_index(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Credit units of a batch with `unit` set: (first row of each unit, unit of each row), units being the
+    distinct (sample, unit) pairs in sorted order (a row with unit -1 is its sample's unit -1)."""
+    if batch.unit is None:
+        raise ValueError("unit_index: the batch has no `unit` field")
+    _, first, inv = np.unique(np.stack([batch.sample, batch.unit], 1), axis=0, return_index=True,
+                              return_inverse=True)
+    return first, inv.reshape(-1)
 
 
 def pad_tokens(x: np.ndarray, t: int, value) -> np.ndarray:

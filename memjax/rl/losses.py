@@ -29,6 +29,12 @@ Policy loss per token (verl `compute_policy_loss_vanilla` + actor): l = pg + kl_
          max(-A rho, -A clip(rho, 1 - clip_low, 1 + clip_high)); for A < 0 and dual_clip c: min(that, -A c)
     KL "k1"/"kl": logp - ref;  "k2"/"mse": (logp - ref)^2 / 2;
        "k3"/"low_var_kl": x = clip(ref - logp, +-20); clip(exp(x) - x - 1, -10, 10)
+Step-level policy loss (Memory-R2, `step_policy_loss`): every row is one step (one generation call); the
+surrogate is memjax.kernels.step_ratio_loss's (one length-normalised ratio per step, dual clip), summed over
+the call's steps and divided by `steps_denominator` (the mini-batch's step count), plus kl_coef * sum of the
+per-token KL and - entropy_coef * sum of the per-token entropy, both divided by `tokens_denominator` (the
+mini-batch's valid tokens): the paper's L = mean_steps l_u - c_H H_token + beta KL_token, exact across
+micro-batches when each call passes the full mini-batch's denominators.
 Value loss (verl `compute_value_loss`, PPO critic): l = 1/2 max((v - R)^2, (clip(v, v_old - c, v_old + c) - R)^2).
 
 Metrics (float32 scalars, no gradient, unweighted masked means over valid tokens, 0 when none are valid):
@@ -46,7 +52,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from memjax.kernels.step_ratio_loss import token_clip_surrogate
+from memjax.kernels.step_ratio_loss import step_ratio_loss, token_clip_surrogate
 
 __all__ = ["AGG_MODES", "KL_ESTIMATORS", "kl_penalty", "agg_parts", "agg_denominator", "agg_loss",
            "policy_loss_parts", "policy_loss", "value_loss_parts", "value_loss", "combine_parts"]
@@ -259,3 +265,38 @@ def value_loss(values, old_values, returns, mask, *, clip_value: float | None = 
     num, den, metrics = value_loss_parts(values, old_values, returns, mask, clip_value=clip_value, agg=agg,
                                          row_weight=row_weight, loss_scale_tokens=loss_scale_tokens)
     return _safe_div(num, den if denominator is None else jnp.asarray(denominator, _F32)), metrics
+
+
+def step_policy_loss(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
+                     dual_clip: float | None = None, log_ratio_clamp: float = 20.0, steps_denominator=None,
+                     tokens_denominator=None, ref_logp=None, kl_coef: float = 0.0, kl_estimator: str = "k3",
+                     entropy=None, entropy_coef: float = 0.0):
+    """Memory-R2's step-level loss over rows [R, T] (see the module docstring) -> (loss, metrics).
+    Denominators default to this call's own step / token counts."""
+    fn = "step_policy_loss"
+    if logp.ndim != 2:
+        raise ValueError(f"{fn}: expected [rows, T] arrays, got {logp.shape}")
+    if ref_logp is None and not _is_zero(kl_coef):
+        raise ValueError(f"{fn}: kl_coef={kl_coef} needs ref_logp (the frozen reference's log-probs)")
+    if entropy is None and not _is_zero(entropy_coef):
+        raise ValueError(f"{fn}: entropy_coef={entropy_coef} needs the per-token entropy")
+    valid = mask != 0
+    rows = logp.shape[0]
+    seg = jnp.where(valid, jnp.arange(rows, dtype=jnp.int32)[:, None], -1)
+    value, metrics = step_ratio_loss(logp, old_logp, advantages, mask, seg, num_segments=rows, clip_low=clip_low,
+                                     clip_high=clip_high, dual_clip=dual_clip, log_ratio_clamp=log_ratio_clamp)
+    steps = lax.stop_gradient(metrics["num_steps"])
+    count = jnp.sum(valid).astype(_F32)
+    sden = steps if steps_denominator is None else steps_denominator
+    tden = count if tokens_denominator is None else tokens_denominator
+    value = _safe_div(value * steps, sden)
+    metrics = {**metrics, "pg_loss": value, "num_tokens": count}
+    if ref_logp is not None:
+        kl = jnp.where(valid, kl_penalty(logp, ref_logp, kl_estimator), 0.0)
+        value = value + kl_coef * _safe_div(jnp.sum(kl), tden)
+        metrics["kl_ref"] = _masked_mean(kl, valid, count)
+    if entropy is not None:
+        ent = jnp.where(valid, jnp.asarray(entropy, _F32), 0.0)
+        value = value - entropy_coef * _safe_div(jnp.sum(ent), tden)
+        metrics["entropy"] = _masked_mean(ent, valid, count)
+    return value, metrics

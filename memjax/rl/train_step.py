@@ -98,8 +98,17 @@ class TrainStep:
                                        clip_high=lc.clip_high, dual_clip=lc.dual_clip,
                                        log_ratio_clamp=lc.log_ratio_clamp)
             value = value * jax.lax.stop_gradient(m["num_steps"]) / denom
-            return value, {"num_tokens": jnp.sum(mask != 0).astype(_F32),
-                           **{k: m[k] for k in TOKEN_METRICS if k in m}}
+            valid = mask != 0  # kl / entropy: token means over the mini-batch (tok_w = 1 / its token count)
+            out = {"num_tokens": jnp.sum(valid).astype(_F32), **{k: m[k] for k in TOKEN_METRICS if k in m}}
+            if self.use_ref:
+                kl = jnp.where(valid, kl_penalty(logp, mb["ref_logp"], lc.kl_estimator), 0.0)
+                value = value + lc.kl_coef * jnp.sum(kl * mb["tok_w"])
+                out["kl_ref"] = jax.lax.stop_gradient(jnp.sum(kl) / jnp.maximum(out["num_tokens"], 1.0))
+            if self.use_entropy:
+                e = jnp.where(valid, ent, 0.0)
+                value = value - lc.entropy_coef * jnp.sum(e * mb["tok_w"])
+                out["entropy"] = jax.lax.stop_gradient(jnp.sum(e) / jnp.maximum(out["num_tokens"], 1.0))
+            return value, out
         pg, _, sm = token_clip_surrogate(logp, mb["old_logp"], mb["adv"], mask, clip_low=lc.clip_low,
                                          clip_high=lc.clip_high, dual_clip=lc.dual_clip,
                                          log_ratio_clamp=lc.log_ratio_clamp)

@@ -104,7 +104,8 @@ class LossConfig:
     entropy_coef: float = 0.0
     log_ratio_clamp: float = 20.0
     level: str = "token"  # "token": per-token ratios (policy_loss); "step": one length-normalised ratio per
-    # row (Memory-R2, memjax/kernels/step_ratio_loss.py), mean over the mini-batch's steps (agg is ignored)
+    # row (Memory-R2, memjax/rl/losses.step_policy_loss), mean over the mini-batch's steps (agg is ignored;
+    # kl_coef / entropy_coef terms are token means over the mini-batch)
     loss_scale_tokens: int | None = None  # Dr.GRPO constant L of agg="seq-mean-token-sum-norm": the configured
     # maximum response tokens (fixed, not the padded row length of a batch); required in that mode
 
@@ -118,8 +119,6 @@ class LossConfig:
             raise ValueError(f"LossConfig: kl_coef must be >= 0 and log_ratio_clamp > 0 (got {self})")
         if self.level not in LOSS_LEVELS:
             raise ValueError(f"LossConfig.level must be one of {LOSS_LEVELS}, got {self.level!r}")
-        if self.level == "step" and (self.kl_coef or self.entropy_coef):
-            raise ValueError("LossConfig.level='step' does not take kl_coef / entropy_coef yet (set them to 0)")
         if self.agg not in AGG_MODES:
             raise ValueError(f"LossConfig.agg must be one of {AGG_MODES}, got {self.agg!r}")
         if self.agg == "seq-mean-token-sum-norm" and not (self.loss_scale_tokens or 0) > 0:
@@ -359,6 +358,8 @@ class Trainer:
             for rows in parts:
                 if lc.level == "step":
                     denom = float(max(int(mask[rows].any(1).sum()), 1))
+                    valid = mask[rows]  # KL / entropy terms: token means over the mini-batch
+                    fields_["tok_w"] = (mask / max(int(valid.sum()), 1)).astype(np.float32)
                 else:
                     denom = _denominator(batch.loss_mask[rows], row_w[rows], lc.agg, lc.loss_scale_tokens)
                 p, n_micro, build = self._layout(batch, rows)

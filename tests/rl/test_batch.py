@@ -61,3 +61,14 @@ def test_pad_rows_tokens_uses_each_fields_pad_value():
     assert out["local_group"][3] == -1 and out["temperature"][3] == 1.0 and out["snapshot"][3] == -1
     np.testing.assert_array_equal(out["old_logp"][:3, :b.input_ids.shape[1]], b.old_logp)
     assert set(pad_rows_tokens(b, 1, 1)) == {k for k, f in FIELDS.items() if f.kind == "token"}
+
+
+def test_conversation_extra_fills_optional_row_fields():
+    convs = [Conversation([1, 2], [3], [-0.5], sample=0, group=0, turn=0, extra={"local_group": 7, "unit_reward": 0.25}),
+             Conversation([1], [4, 5], [-0.1, -0.2], sample=1, group=0, turn=0, extra={"unit": 3})]
+    b = build_batch(convs, [0.0, 1.0], [0, 0])
+    assert b.local_group.tolist() == [7, -1] and b.unit.tolist() == [-1, 3]
+    np.testing.assert_allclose(b.unit_reward, [0.25, 0.0])
+    assert b.snapshot is None and b.policy is None
+    with pytest.raises(ValueError, match="extra field 'reward' is not an optional row field"):
+        Conversation([1], [2], [0.0], sample=0, group=0, turn=0, extra={"reward": 1.0})
