@@ -30,7 +30,6 @@ reward_curve.png, checkpoints/, and hf/ (the final policy as a Hugging Face chec
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import sys
@@ -52,7 +51,7 @@ from .checkpoint.run_checkpoints import RunCheckpoints, one_line
 from .config import ConfigError, run_cli
 from .engine import Engine, EngineConfig
 from .modelsource import ModelSource
-from .parallel import initialize, make_mesh
+from .parallel import MeshConfig, initialize
 from .rl.advantages import AdvantageConfig
 from .rl.batch import unit_index
 from .rl.credit import Credit, CriticConfig
@@ -84,7 +83,8 @@ class TrainConfig:
     max_gen_batches: int = 3
     filter_flat_groups: bool = False  # drop groups whose rewards are all equal (DAPO's filter without refill)
     ablation: str = "none"  # "shuffle_rewards": permute rewards over the batch; "zero_advantages": all equal
-    mesh_data: int = -1  # data-parallel axis size (-1: all devices)
+    mesh: MeshConfig = field(default_factory=MeshConfig)  # data x fsdp x tensor (default: all devices on fsdp)
+    min_kv_gib: float = 16.0  # start-up memory plan (memjax.plan, on GPUs): refuse a config leaving less KV cache
     seed: int = 0
     out_dir: str = "out/train"
     checkpoint_every: int = 5
@@ -101,8 +101,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.eval_every must be >= 0, got {self.eval_every}")
         if self.ablation not in ABLATIONS:
             raise ValueError(f"TrainConfig.ablation must be one of {ABLATIONS}, got {self.ablation!r}")
-        if self.mesh_data == 0 or self.mesh_data < -1:
-            raise ValueError(f"TrainConfig.mesh_data must be -1 (all devices) or >= 1, got {self.mesh_data}")
+        if not self.min_kv_gib >= 0:
+            raise ValueError(f"TrainConfig.min_kv_gib must be >= 0, got {self.min_kv_gib}")
         if not isinstance(self.agent, AgentSection) or not self.agent.name:
             raise ValueError(f"TrainConfig.agent must be a system section (agent.name), got {self.agent!r}")
         if self.dynamic_sampling and self.filter_flat_groups:
@@ -164,12 +164,18 @@ class Run:
     def _build(self) -> None:
         cfg, sysm = self.cfg, self.system
         try:  # the mesh must match the devices: checked before the model loads
-            mesh = make_mesh(data=cfg.mesh_data)
+            mesh = cfg.mesh.make()
         except ValueError as e:
-            raise ConfigError(f"mesh_data={cfg.mesh_data}: {e} (jax sees {jax.device_count()} device(s))") from None
+            m = cfg.mesh
+            raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
+                              f"{jax.device_count()} device(s))") from None
+        if cfg.min_kv_gib:  # on devices with a memory limit (GPUs): does the config fit? (a no-op on CPU)
+            from .plan import check
+
+            check(cfg, min_kv_gib=cfg.min_kv_gib)
         self.model, self.tok = sysm.load_model(cfg.model)
         sysm.setup(self.model, self.tok)
-        ref = copy.deepcopy(self.model) if cfg.loss.kl_coef else None
+        ref = nnx.state(self.model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)
         update = dataclasses.replace(cfg.update, temperature=sysm.temperature if sysm.temperature > 0 else 1.0)
         self.trainer = Trainer(self.model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
         self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed)
@@ -316,7 +322,7 @@ class Run:
             else:
                 batch, cmetrics = self.credit.assign(batch)
                 metrics.update(cmetrics)
-            metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step))
+            metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step, step=self.step))
             self.engine.update_weights(self.model)
         metrics["update_s"] = time.perf_counter() - t1
         if conv_lens:

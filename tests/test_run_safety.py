@@ -37,7 +37,7 @@ def no_model(monkeypatch):
     ("keep_checkpoints=0", "keep_checkpoints"), ("optim.lr=nan", "lr"), ("optim.lr=inf", "lr"),
     ("loss.kl_estimator=k9", "kl_estimator"), ("agent.memagent.temperature=-1", "temperature"),
     ("update.temperature=0", "temperature"), ("optim.on_nonfinite=ignore", "on_nonfinite"),
-    ("mesh_data=0", "mesh_data"), ("model.dtype=int8", "dtype"), ("model.compute_dtype=fp8", "compute_dtype")])
+    ("mesh.data=0", "mesh"), ("model.dtype=int8", "dtype"), ("model.compute_dtype=fp8", "compute_dtype")])
 def test_out_of_range_config_is_refused_before_loading(override, field, tmp_path, capsys, no_model):
     rc = train.main(["--set", f"agent.data.path={DATA}", "--set", f"out_dir={tmp_path}", "--set", override])
     err = capsys.readouterr().err.strip()
@@ -213,9 +213,9 @@ def test_mesh_that_does_not_match_the_devices(tmp_path, capsys, no_model):
     import jax
 
     rc = train.main(["--set", f"agent.data.path={DATA}", "--set", f"out_dir={tmp_path}",
-                     "--set", f"mesh_data={jax.device_count() + 1}"])
+                     "--set", f"mesh.fsdp={jax.device_count() + 1}"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and err.startswith("memjax.train: error: mesh_data=") and "device(s)" in err and len(err.splitlines()) == 1
+    assert rc == 2 and err.startswith("memjax.train: error: mesh=") and "device(s)" in err and len(err.splitlines()) == 1
 
 
 def test_small_gradient_norms_are_printed_with_significant_digits():
