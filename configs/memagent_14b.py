@@ -2,7 +2,7 @@
 model, smaller micro-batches and its own output folder.
 
   python -m memjax.train configs/memagent_14b.py --set model.hf_path=/path/to/Qwen2.5-14B-Instruct \
-      --set data.path=/path/to/hotpot_train_v1.1.json
+      --set agent.data.path=/path/to/hotpot_train_v1.1.json
 """
 
 import dataclasses

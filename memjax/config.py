@@ -2,7 +2,8 @@
 
 Owns: loading a Python config file (it defines `config`, a frozen dataclass instance, or
 `get_config()` returning one), applying dotted overrides with type checking against the dataclass
-field types, and listing every field for `--help`.
+field types, switching a tagged section by its `name` (`--set agent.name=tiny` replaces the `agent` section
+by the default of the AgentSection subclass named "tiny"), and listing every field for `--help`.
 Invariants: configs stay frozen dataclasses (overrides go through dataclasses.replace, so each
 dataclass's own validation runs again); an override naming an unknown field or a value that does not
 parse as the field's type is a one-line ConfigError naming the key.
@@ -82,12 +83,42 @@ def _hints(obj: Any) -> dict[str, Any]:
     return typing.get_type_hints(type(obj))
 
 
+def _variants(tp: Any) -> dict[str, type]:
+    """A tagged section: a dataclass base type whose subclasses differ by the default of their `name` field
+    (e.g. TrainConfig.agent: AgentSection -> MemAgentSection "memagent", TinySection "tiny", ...)."""
+    if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)) or "name" not in {f.name for f in dataclasses.fields(tp)}:
+        return {}
+    out, todo = {}, [tp]
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        try:
+            name = cls().name
+        except Exception:
+            continue
+        if name:
+            out.setdefault(name, cls)
+    return out
+
+
+def _variant(tp: type, value: str, key: str) -> Any:
+    variants = _variants(tp)
+    if value not in variants:
+        raise ConfigError(f"--set {key}: unknown {value!r}; known: {', '.join(sorted(variants))}")
+    return variants[value]()
+
+
 def apply_override(cfg: Any, key: str, value: str) -> Any:
     head, _, rest = key.partition(".")
     names = {f.name for f in dataclasses.fields(cfg)}
     if head not in names:
         raise ConfigError(f"--set {key}: {type(cfg).__name__} has no field {head!r} (fields: {', '.join(sorted(names))})")
     current = getattr(cfg, head)
+    if rest == "name" and _variants(_hints(cfg)[head]):  # a tagged section: switch to the named variant
+        if getattr(current, "name", None) == value:
+            return cfg  # already that system: keep its settings
+        new = _variant(_hints(cfg)[head], value, key)
+        return dataclasses.replace(cfg, **{head: new})
     if rest:
         if not dataclasses.is_dataclass(current):
             raise ConfigError(f"--set {key}: {head!r} is not a section")

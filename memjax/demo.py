@@ -63,25 +63,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def tiny_rl(args, out: Path, con: Console) -> int:
-    """Part 2: the embedded RL default (configs/tiny.py when present, else TinyRLConfig's defaults)."""
+    """Part 2: the embedded RL default, configs/tiny.py, through the one training loop (memjax.train)."""
     import dataclasses
 
     from .config import load_config_file
-    from .tiny.report import plot, print_report
-    from .tiny.rl import TinyRLConfig, run
+    from .tiny.report import print_report
+    from .train import train
 
     con.rule("memjax demo: tiny memory agent, Multi-Conv GRPO from the warm start (configs/tiny.py)")
-    path = Path(__file__).resolve().parent.parent / "configs" / "tiny.py"
-    cfg = load_config_file(path) if path.is_file() else TinyRLConfig()
+    cfg = load_config_file(Path(__file__).resolve().parent.parent / "configs" / "tiny.py")
     changes = {"out_dir": str(out / "tiny")}
     if args.rl_steps is not None:
         changes["steps"] = args.rl_steps
     if args.rl_heldout is not None:
-        changes["heldout_size"] = args.rl_heldout
+        changes["agent"] = dataclasses.replace(cfg.agent, heldout_size=args.rl_heldout)
     cfg = dataclasses.replace(cfg, **changes)
-    result = run(cfg, log=con.print)
-    png = plot(result, Path(cfg.out_dir) / "reward_curve.png")
-    print_report(result, png, console=con)
+    result = train(cfg, console=con)
+    print_report(result, Path(result["plot"]) if result.get("plot") else None, console=con)
     con.rule("[green]demo finished")
     return 0
 

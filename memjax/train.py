@@ -1,24 +1,31 @@
-"""`python -m memjax.train [CONFIG.py] [--set key=value ...]`: Multi-Conv DAPO/GRPO training of MemAgent.
+"""`python -m memjax.train [CONFIG.py] [--set key=value ...]`: the one RL training loop of every agent system.
 
-Owns: TrainConfig and the training loop:
-  data (grain, RULER-HotpotQA) -> MemAgent rollout on the engine with the current weights -> rewards
-  (+ DAPO overlong shaping) -> dynamic sampling (optional) -> Trainer.update (old/ref log-probs,
-  advantages, PPO epochs x mini-batches x micro-batches, AdamW) -> in-process weight hand-off to the
-  engine -> metrics (JSONL + terminal) -> orbax checkpoint.
-Invariants: rollout seeds derive from (seed, step, generation batch) -- that is the whole RNG state -- and
-the data order from the grain iterator state saved with each checkpoint, so a run resumed from its latest
-checkpoint reproduces the uninterrupted run bit for bit (on the same device kind), also after SIGKILL.
-A checkpoint (orbax, written asynchronously, committed atomically by rename) holds the parameters, the
-optimizer state, the step, the seed and the data iterator state; the last `keep_checkpoints` are kept.
-A checkpoint that fails to restore is moved aside into checkpoints_corrupt/ with a warning and the
-previous one is used; every save is verified (memjax.checkpoint.run_checkpoints). The whole config is
-validated and out_dir locked (memjax.runio) before the model loads; on resume, metrics.jsonl and
-traces.jsonl are cut back to the restored step, so no line is repeated, and TensorBoard is told to purge
-events past it (tensorboardX purge_step). A non-finite loss or gradient
-stops the run before the update is applied (OptimConfig.on_nonfinite), leaving the last good checkpoint
-as the latest and no hf/ export. Outputs in out_dir:
-metrics.jsonl, TensorBoard events (tb/), traces.jsonl, checkpoints/, and hf/ (the final policy as a
-Hugging Face checkpoint).
+Owns: TrainConfig and the loop
+  system data stream -> the system's workflow on the engine with the current weights (memjax/agents
+  run_workflow) -> rewards (+ the system's shaping) -> [ablation] -> group filter / dynamic sampling
+  (optional) -> credit assignment (memjax/rl/credit.py: GRPO, or GAE with the PPO critic; or the system's
+  own) -> Trainer.update (old/ref log-probs, PPO epochs x mini-batches x micro-batches, AdamW; token- or
+  step-level ratios) -> in-process weight hand-off to the engine -> metrics (JSONL + TensorBoard +
+  terminal) -> held-out evaluation (System.evaluate: before, every `eval_every` steps, after) -> orbax
+  checkpoint.
+The system is chosen by `agent.name` from the registry in memjax/systems (memagent, tiny, ...); `--set
+agent.name=X` swaps the `agent` section for X's defaults. The sampling temperature has one source: the
+system's (`agent...temperature`); the trainer's log-probs use it (`update.temperature` must be left at
+its default 1.0 or equal it).
+Invariants: rollout seeds derive from (seed, step, generation batch) -- that is the whole RNG state besides
+the data stream -- and the data stream's state is saved with each checkpoint, so a run resumed from its
+latest checkpoint reproduces the uninterrupted run bit for bit (on the same device kind), also after
+SIGKILL. A checkpoint (orbax, written asynchronously, committed atomically by rename) holds the parameters,
+the optimizer state (and the critic's with GAE), the step, the seed, the data stream state and the
+evaluations so far; the last `keep_checkpoints` are kept. A checkpoint that fails to restore is moved aside
+into checkpoints_corrupt/ with a warning and the previous one is used; every save is verified
+(memjax.checkpoint.run_checkpoints). The whole config is validated and out_dir locked (memjax.runio) before
+the model loads; on resume, metrics.jsonl, traces.jsonl and evals.jsonl are cut back to the restored step,
+so no line is repeated, and TensorBoard is told to purge events past it (tensorboardX purge_step). A
+non-finite loss or gradient stops the run before the update is applied (OptimConfig.on_nonfinite), leaving
+the last good checkpoint as the latest and no hf/ export. Outputs in out_dir: metrics.jsonl, evals.jsonl,
+TensorBoard events (tb/), traces.jsonl, result.json (config, evaluations before/after, per-step history),
+reward_curve.png, checkpoints/, and hf/ (the final policy as a Hugging Face checkpoint).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -38,49 +46,43 @@ from flax import nnx
 from rich.console import Console
 
 from . import flops
-from .agents import MemAgent, MemAgentConfig
+from .agents.workflow import run_workflow
 from .checkpoint import save_hf
 from .checkpoint.run_checkpoints import RunCheckpoints, one_line
 from .config import ConfigError, run_cli
-from .data import HotpotQASource, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
 from .engine import Engine, EngineConfig
 from .modelsource import ModelSource
 from .parallel import initialize, make_mesh
 from .rl.advantages import AdvantageConfig
-from .rl.dapo import DynamicSampler, overlong_penalty
+from .rl.credit import Credit, CriticConfig
+from .rl.dapo import DynamicSampler, filter_groups
 from .rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
-from .runio import JsonlLog, OutDirLock, prepare_out_dir, tb_writer
+from .runio import JsonlLog, OutDirLock, prepare_out_dir, tb_writer, write_atomic
 
 
-@dataclass(frozen=True)
-class DataConfig:
-    path: str = ""  # HotpotQA JSON (RULER-HotpotQA synthesis)
-    num_docs: int = 200  # documents per context (200 ~ 28K tokens: the paper's training set)
-    prompts_per_step: int = 4  # questions per generation batch (x memagent.group_size trajectories)
-    seed: int = 0
+from .systems import AgentSection, MemAgentSection, build as build_system
 
-    def __post_init__(self):
-        if self.prompts_per_step <= 0 or self.num_docs <= 0:
-            raise ValueError(f"DataConfig: prompts_per_step and num_docs must be > 0 (got {self})")
+ABLATIONS = ("none", "shuffle_rewards", "zero_advantages")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
+    agent: AgentSection = field(default_factory=MemAgentSection)  # the system (agent.name) and its settings
     model: ModelSource = field(default_factory=ModelSource)
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(max_slots=16, window=1024, page_size=16,
                                                                       prefill_slots=4, prefill_chunk=256))
-    memagent: MemAgentConfig = field(default_factory=lambda: MemAgentConfig(
-        chunk_tokens=256, max_query_tokens=64, max_memory_tokens=64, max_final_tokens=32, group_size=4))
-    data: DataConfig = field(default_factory=DataConfig)
     advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)  # PPO critic (advantage.estimator="gae")
     loss: LossConfig = field(default_factory=LossConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     update: UpdateConfig = field(default_factory=UpdateConfig)
+    prompts_per_step: int = 4  # samples (questions) per generation batch, x agent group_size trajectories
     steps: int = 10
-    dynamic_sampling: bool = False
+    eval_every: int = 0  # held-out evaluation every N steps (0 = only before and after training)
+    dynamic_sampling: bool = False  # DAPO: refill from more generation batches until prompts_per_step groups vary
     max_gen_batches: int = 3
-    overlong_buffer: int = 0  # > 0: DAPO overlong penalty on the final answer in its last N tokens
-    overlong_penalty: float = 1.0
+    filter_flat_groups: bool = False  # drop groups whose rewards are all equal (DAPO's filter without refill)
+    ablation: str = "none"  # "shuffle_rewards": permute rewards over the batch; "zero_advantages": all equal
     mesh_data: int = -1  # data-parallel axis size (-1: all devices)
     seed: int = 0
     out_dir: str = "out/train"
@@ -89,25 +91,38 @@ class TrainConfig:
     resume: bool = True
 
     def __post_init__(self):
-        for f in ("steps", "checkpoint_every", "max_gen_batches", "keep_checkpoints"):
+        for f in ("steps", "checkpoint_every", "max_gen_batches", "keep_checkpoints", "prompts_per_step"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
         if not self.out_dir:
             raise ValueError("TrainConfig.out_dir must not be empty")
-        if self.overlong_buffer < 0 or not np.isfinite(self.overlong_penalty):
-            raise ValueError("TrainConfig: overlong_buffer must be >= 0 and overlong_penalty finite")
+        if self.eval_every < 0:
+            raise ValueError(f"TrainConfig.eval_every must be >= 0, got {self.eval_every}")
+        if self.ablation not in ABLATIONS:
+            raise ValueError(f"TrainConfig.ablation must be one of {ABLATIONS}, got {self.ablation!r}")
         if self.mesh_data == 0 or self.mesh_data < -1:
             raise ValueError(f"TrainConfig.mesh_data must be -1 (all devices) or >= 1, got {self.mesh_data}")
+        if not isinstance(self.agent, AgentSection) or not self.agent.name:
+            raise ValueError(f"TrainConfig.agent must be a system section (agent.name), got {self.agent!r}")
+        if self.dynamic_sampling and self.filter_flat_groups:
+            raise ValueError("TrainConfig: dynamic_sampling already drops flat groups; unset filter_flat_groups")
 
 
-def _shape_rewards(cfg: TrainConfig, batch):
-    if cfg.overlong_buffer <= 0:
-        return batch
-    final = batch.is_final
-    resp_len = np.zeros(batch.num_samples, np.int64)
-    resp_len[batch.sample[final]] = (batch.lengths - batch.prompt_len)[final]
-    pen = overlong_penalty(resp_len, cfg.memagent.max_final_tokens, cfg.overlong_buffer, cfg.overlong_penalty)
-    return batch.replace(reward=(batch.reward + pen).astype(np.float32))
+def rollout_seed(seed: int, step: int, gen_batch: int) -> int:
+    """The workflow seed of generation batch g of training step `step` (0-based)."""
+    return seed * 1_000_003 + step + 100_003 * gen_batch
+
+
+def _ablate(batch, mode: str, rng: np.random.Generator):
+    if mode == "shuffle_rewards":  # same reward statistics, no link to what a trajectory did
+        return batch.replace(reward=rng.permutation(batch.reward).astype(np.float32))
+    if mode == "zero_advantages":
+        return batch.replace(reward=np.full_like(batch.reward, batch.reward.mean()))
+    return batch
+
+
+def _scalars(ev: dict) -> dict:
+    return {k: v for k, v in ev.items() if k not in ("traces", "samples")}
 
 
 class Run:
@@ -116,10 +131,18 @@ class Run:
     def __init__(self, cfg: TrainConfig, console: Console | None = None):
         self.cfg, self.con = cfg, console or Console()
         initialize()
-        if not cfg.data.path:
-            raise ConfigError("data.path is not set: give a HotpotQA JSON file (--set data.path=...)")
-        if not Path(cfg.data.path).is_file():
-            raise ConfigError(f"data.path={cfg.data.path}: file not found")
+        try:
+            self.system = build_system(cfg.agent, seed=cfg.seed)  # validates the system's inputs (data paths)
+        except KeyError as e:
+            raise ConfigError(str(e.args[0])) from None
+        t = self.system.temperature
+        if cfg.update.temperature not in (1.0, t):
+            raise ConfigError(f"update.temperature={cfg.update.temperature} but the rollouts sample at "
+                              f"temperature {t} (agent): the trainer uses the rollout temperature; leave "
+                              f"update.temperature at 1.0")
+        if cfg.advantage.estimator == "gae" and cfg.loss.level == "step":
+            raise ConfigError("advantage.estimator=gae gives per-token advantages; loss.level=step needs per-row "
+                              "ones (use a GRPO estimator or the system's own)")
         self.out = prepare_out_dir(cfg.out_dir)  # before any model is loaded: a bad out_dir fails at once
         self._lock = OutDirLock(self.out).acquire()
         try:
@@ -129,39 +152,47 @@ class Run:
             raise
 
     def _build(self) -> None:
-        cfg = self.cfg
+        cfg, sysm = self.cfg, self.system
         try:  # the mesh must match the devices: checked before the model loads
             mesh = make_mesh(data=cfg.mesh_data)
         except ValueError as e:
             raise ConfigError(f"mesh_data={cfg.mesh_data}: {e} (jax sees {jax.device_count()} device(s))") from None
-        corpus = load_hotpotqa(cfg.data.path)
-        self.model, self.tok = cfg.model.load()
+        self.model, self.tok = sysm.load_model(cfg.model)
+        sysm.setup(self.model, self.tok)
         ref = copy.deepcopy(self.model) if cfg.loss.kl_coef else None
-        self.trainer = Trainer(self.model, cfg.optim, cfg.loss, cfg.update, cfg.advantage, ref_model=ref, mesh=mesh)
-        self.engine = Engine(self.model, cfg.engine)
-        source = HotpotQASource(corpus, RulerHotpotQAConfig(num_docs=cfg.data.num_docs, seed=cfg.data.seed))
-        self.data = iter(make_pipeline(source, batch_size=cfg.data.prompts_per_step, seed=cfg.data.seed,
-                                       num_epochs=None, drop_remainder=True))
+        update = dataclasses.replace(cfg.update, temperature=sysm.temperature if sysm.temperature > 0 else 1.0)
+        self.trainer = Trainer(self.model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
+        self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed)
+        self.engine = Engine(self.model, sysm.engine_config(cfg.engine))
+        self.data = sysm.train_data(cfg.prompts_per_step, cfg.seed)
+        self.rng = np.random.default_rng([cfg.seed, 99])  # the ablation's permutations
         self.ckpts = RunCheckpoints(self.out / "checkpoints", cfg.keep_checkpoints,
                                     warn=lambda m: self.con.print(m, style="yellow", markup=False))
-        self.step = 0
+        self.step, self.evals, self.history = 0, [], []
         if cfg.resume:
             self.ckpts.restore_latest(lambda _, step: self._restore(step))
         elif self.ckpts.all_steps():
             raise ConfigError(f"out_dir={cfg.out_dir}: holds checkpoints {self.ckpts.all_steps()} and resume=false; "
                               "use a new out_dir (or resume=true)")
         self.metrics_log, self.traces_log = JsonlLog(self.out / "metrics.jsonl"), JsonlLog(self.out / "traces.jsonl")
-        for log in (self.metrics_log, self.traces_log):  # lines past the restored step were never checkpointed
-            log.truncate(self.step)
+        self.evals_log = JsonlLog(self.out / "evals.jsonl")
+        for log in (self.metrics_log, self.traces_log, self.evals_log):  # lines past the restored step were never
+            log.truncate(self.step)                                       # checkpointed
         self._tb = None  # TensorBoard writer, opened on the first step and closed at the end of run()
+        self._eval_extra: dict[str, Any] = {}
 
     # -- checkpoints ----------------------------------------------------------------------------------
     def _state(self):
-        return {"model": nnx.state(self.model, nnx.Param).to_pure_dict(),
-                "opt": nnx.state(self.trainer.optimizer).to_pure_dict()}
+        state = {"model": nnx.state(self.model, nnx.Param).to_pure_dict(),
+                 "opt": nnx.state(self.trainer.optimizer).to_pure_dict()}
+        critic = self.credit.state()
+        if critic is not None:
+            state["critic"] = critic
+        return state
 
     def save(self) -> None:
         meta = {"step": self.step, "seed": self.cfg.seed, "data": self.data.get_state(),
+                "optimizer_steps": self.trainer.optimizer_steps, "evals": self.evals, "history": self.history,
                 "config": dataclasses.asdict(self.cfg)}
         self.ckpts.save(self.step, args=ocp.args.Composite(  # waits for (and verifies) the previous save
             state=ocp.args.StandardSave(self._state()), meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
@@ -194,12 +225,16 @@ class Run:
             opt = nnx.state(self.trainer.optimizer)
             opt.replace_by_pure_dict(got["state"]["opt"])
             self.data.set_state(got["meta"]["data"])
+            if "critic" in got["state"]:
+                self.credit.load_state(got["state"]["critic"])
         except Exception as e:
             raise ConfigError(f"out_dir={self.cfg.out_dir}: checkpoint {step} does not fit this config "
                               f"({one_line(e)}); use a new out_dir") from None
         nnx.update(self.model, params)
         nnx.update(self.trainer.optimizer, opt)
         self.step = int(got["meta"]["step"])
+        self.trainer.optimizer_steps = int(got["meta"].get("optimizer_steps", 0))
+        self.evals, self.history = list(got["meta"].get("evals", [])), list(got["meta"].get("history", []))
         self.engine.update_weights(self.model)
         self.con.print(f"resumed from {self.out / 'checkpoints'} at step {self.step}")
 
@@ -219,37 +254,58 @@ class Run:
 
     # -- one step ------------------------------------------------------------------------------------
     def rollout(self):
-        cfg = self.cfg
-        sampler = DynamicSampler(cfg.data.prompts_per_step, cfg.max_gen_batches if cfg.dynamic_sampling else 1,
-                                 pad_id=self.tok.pad_id)
+        """One step's training batch: generation batches of the system's workflow (refilled by dynamic
+        sampling), shaped and ablated; returns (batch or None, traces, stats)."""
+        cfg, sysm = self.cfg, self.system
+        sampler = DynamicSampler(cfg.prompts_per_step, cfg.max_gen_batches if cfg.dynamic_sampling else 1,
+                                 pad_id=getattr(self.tok, "pad_id", 0))
         traces, stats = [], {}
         g = 0
         while True:
             samples = next(self.data)
-            mcfg = dataclasses.replace(cfg.memagent, seed=cfg.seed * 1_000_003 + self.step * 97 + g)
-            res = MemAgent(self.engine, self.tok, mcfg).run(samples)
-            batch = _shape_rewards(cfg, res.batch)
+            res = run_workflow(self.engine, sysm.workflow(self.engine, self.tok, train=True), samples,
+                               group_size=sysm.group_size, seed=rollout_seed(cfg.seed, self.step, g),
+                               max_active=getattr(sysm, "max_active", 0))
+            batch = _ablate(sysm.shape(res.batch, res.traces), cfg.ablation, self.rng)
             traces += res.traces
             for k, v in res.stats.items():
                 stats[k] = stats.get(k, 0.0) + v
+            r = np.asarray(res.rewards, np.float64).reshape(len(samples), sysm.group_size)
+            stats["groups_with_signal"] = stats.get("groups_with_signal", 0.0) + float((r.std(1) > 0).mean())
             g += 1
+            if cfg.filter_flat_groups:
+                keep = filter_groups(batch.reward, batch.sample_group)
+                stats["trained_samples"] = int(keep.sum())
+                return (batch.select_samples(keep) if keep.any() else None), traces, stats
             if not cfg.dynamic_sampling:
+                stats["trained_samples"] = batch.num_samples
                 return batch, traces, stats
             if sampler.add(batch):
                 kept, info = sampler.take()
                 stats.update({f"dyn_{k}": float(v) for k, v in info.items()})
+                stats["groups_with_signal"] /= g
+                stats["trained_samples"] = 0 if kept is None else kept.num_samples
                 return kept, traces, stats
 
     def train_step(self) -> dict:
         t0 = time.perf_counter()
         batch, traces, rstats = self.rollout()
         t1 = time.perf_counter()
-        metrics = {"step": self.step + 1, "rollout_s": t1 - t0, "score": float(np.mean([t["reward"] for t in traces])),
-                   **{f"rollout_{k}": v for k, v in rstats.items() if not k.startswith("engine_")}}
+        metrics = {"step": self.step + 1, "rollout_s": t1 - t0,
+                   "reward": float(np.mean([t["reward"] for t in traces])),
+                   **{k: v for k, v in rstats.items() if k in ("groups_with_signal", "trained_samples")},
+                   **{f"rollout_{k}": v for k, v in rstats.items()
+                      if not k.startswith("engine_") and k not in ("groups_with_signal", "trained_samples")}}
         mcfg = self.model.cfg
         conv_lens = [] if batch is None else batch.lengths.tolist()
         rollout_flops = flops.estimate(mcfg, [t for t in conv_lens if t > 0], training=False) if conv_lens else 0.0
         if batch is not None:
+            own = self.system.advantages(batch, self.cfg.advantage)
+            if own is not None:
+                batch = own
+            else:
+                batch, cmetrics = self.credit.assign(batch)
+                metrics.update(cmetrics)
             metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step))
             self.engine.update_weights(self.model)
         metrics["update_s"] = time.perf_counter() - t1
@@ -262,59 +318,100 @@ class Run:
                             "update_mfu": flops.mfu(train_flops, metrics["update_s"]),
                             "mean_conversation_tokens": float(np.mean(conv_lens))})
         metrics = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in metrics.items()}
+        self._tensorboard(metrics, self.step + 1)
+        self.step += 1
+        self.metrics_log.write(metrics)
+        self.history.append(metrics)
+        self.traces_log.write(*({"step": self.step, **t} for t in traces[:4]))
+        if self.cfg.eval_every and self.step % self.cfg.eval_every == 0 and self.step < self.cfg.steps:
+            self.evaluate()
+        if self.step % self.cfg.checkpoint_every == 0 or self.step == self.cfg.steps:
+            if self.step == self.cfg.steps:
+                self.evaluate()
+            self.save()
+        return metrics
+
+    def evaluate(self) -> dict:
+        """Held-out evaluation of the current weights (System.evaluate), logged at the current step."""
+        ev = self.system.evaluate(self.engine, self.tok)
+        if not ev:
+            return {}
+        row = {"step": self.step, **_scalars(ev)}
+        self._eval_extra[self.step] = {k: ev[k] for k in ("traces", "samples") if k in ev}
+        self.evals.append(row)
+        self.evals_log.write(row)
+        self._tensorboard({f"eval_{k}": v for k, v in row.items() if k != "step"}, self.step)
+        self.con.print("held-out at step " + str(self.step) + ": " + "  ".join(
+            f"{k} {v:.3f}" for k, v in row.items() if k != "step" and isinstance(v, (int, float))))
+        return row
+
+    def _tensorboard(self, metrics: dict, step: int) -> None:
         if self._tb is None:  # opened at the first logged step: the restored step when resuming
             self._tb = tb_writer(self.out / "tb", resumed_step=self.step)
         for k, v in metrics.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
-                self._tb.add_scalar(k, v, self.step + 1)
-        self.step += 1
-        self.metrics_log.write(metrics)
-        self.traces_log.write(*({"step": self.step, **t} for t in traces[:4]))
-        if self.step % self.cfg.checkpoint_every == 0 or self.step == self.cfg.steps:
-            self.save()
-        return metrics
+                self._tb.add_scalar(k, v, step)
+
+    def result(self, seconds: float) -> dict:
+        """The run's summary (result.json): config, evaluations before/after and on the way, per-step history."""
+        first, last = (self.evals[0], self.evals[-1]) if self.evals else ({}, {})
+        out = {"config": dataclasses.asdict(self.cfg), "system": self.system.name, "before": first, "after": last,
+               "evals": self.evals, "history": self.history, "seconds": seconds}
+        for when, row in (("before", first), ("after", last)):
+            extra = self._eval_extra.get(row.get("step", -1), {})
+            out[f"traces_{when}"] = extra.get("traces", [])
+            if when == "after" or "heldout" not in out:
+                out["heldout"] = extra.get("samples", out.get("heldout", []))
+        if hasattr(self.system, "warmstart_info"):
+            out["warmstart"] = {k: v for k, v in self.system.warmstart_info.items() if k != "history"}
+        return out
 
     def run(self) -> list[dict]:
+        """Train to cfg.steps; returns the per-step metrics (the summary is `self.summary`, result.json)."""
         from rich.progress import Progress
 
-        history = []
+        t_start = time.perf_counter()
         try:
+            if self.step == 0 and not self.evals:
+                self.evaluate()
             with Progress(transient=True, console=self.con) as bar:
                 task = bar.add_task("training", total=self.cfg.steps, completed=self.step)
                 while self.step < self.cfg.steps:
                     m = self.train_step()
-                    history.append(m)
                     bar.update(task, completed=self.step)
                     self._print(m)
             self.ckpts.finish()
             save_hf(self.model, self.out / "hf")
+            result = self.summary = self.result(time.perf_counter() - t_start)
+            write_atomic(self.out / "result.json", json.dumps(result, indent=1, default=str) + "\n")
+            if result["evals"] or result["history"]:
+                from .tiny.report import plot
+
+                result["plot"] = str(plot(result, self.out / "reward_curve.png"))
         finally:
             self.close()
         self.con.print(f"metrics: {self.out / 'metrics.jsonl'}  tensorboard: {self.out / 'tb'}  "
                        f"checkpoints: {self.out / 'checkpoints'}  policy (HF): {self.out / 'hf'}")
-        return history
+        return self.history
 
     def _print(self, m: dict) -> None:
-        self.con.print(f"step {m['step']}/{self.cfg.steps}  score {m['score']:.3f}  "
+        extra = "".join(f"  {k} {m[k]:.3g}" for k in ("value_loss", "explained_variance") if m.get(k) is not None)
+        self.con.print(f"step {m['step']}/{self.cfg.steps}  reward {m['reward']:.3f}  "
                        f"rollout {m['rollout_s']:.1f}s  update {m['update_s']:.1f}s  "
-                       f"mismatch {m.get('logp_mismatch_mean') or float('nan'):.2e}  grad {m.get('grad_norm') or 0:.3g}")
+                       f"mismatch {m.get('logp_mismatch_mean') or float('nan'):.2e}  grad {m.get('grad_norm') or 0:.3g}"
+                       + extra)
 
 
-def _train(cfg) -> None:
-    """A TrainConfig runs the MemAgent loop above; the embedded tiny task's TinyRLConfig (configs/tiny.py)
-    runs its own small loop (memjax.tiny.rl), built from the same engine, workflow and trainer."""
-    if isinstance(cfg, TrainConfig):
-        Run(cfg).run()
-        return
-    from .tiny.rl import TinyRLConfig, run
-
-    if not isinstance(cfg, TinyRLConfig):
-        raise ConfigError(f"config is a {type(cfg).__name__}; expected TrainConfig or TinyRLConfig")
-    run(cfg)
+def train(cfg: TrainConfig, console: Console | None = None) -> dict:
+    """Run `cfg` to its last step (resuming from out_dir's checkpoints) and return result.json's dict."""
+    run = Run(cfg, console)
+    run.run()
+    return run.summary
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_cli("python -m memjax.train", __doc__, argv, TrainConfig(), _train)
+    return run_cli("python -m memjax.train", __doc__, argv, TrainConfig(), train)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,7 +3,7 @@
     python scripts/tiny_seeds.py [--seeds 0 1 2] [--steps 30] [--ablations none shuffle_rewards]
                                  [--out benchmarks/results/tiny_rl_seeds_cpu.json] [--replot]
 
-Runs memjax.tiny.rl.run with configs/tiny.py's settings for every (seed, ablation), evaluating the held-out
+Runs memjax.train.train with configs/tiny.py's settings for every (seed, ablation), evaluating the held-out
 split every `eval_every` steps; prints one row per run, then per ablation and per evaluated step the mean and
 std (ddof=1, over seeds) of the rise in sampled (T=1) and greedy accuracy, and writes them as JSON plus a PNG
 (held-out accuracy vs step, one line per run). The numbers quoted in tests/tiny/test_tiny.py, the README and
@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import json
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -26,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from memjax.config import load_config_file  # noqa: E402
-from memjax.tiny.rl import run  # noqa: E402
+from memjax.train import train  # noqa: E402
 
 METRICS = ("accuracy_sampled", "accuracy")
 
@@ -89,9 +90,11 @@ def main(argv=None) -> int:
     for abl in args.ablations:
         for seed in args.seeds:
             cfg = dataclasses.replace(base, steps=args.steps or base.steps, seed=seed, ablation=abl,
-                                      eval_every=args.eval_every, out_dir=f"out/tiny_seeds/{abl}_{seed}")
+                                      eval_every=args.eval_every, out_dir=f"out/tiny_seeds/{abl}_{seed}",
+                                      resume=False)
             t0 = time.perf_counter()
-            r = run(cfg, log=lambda *a: None)
+            shutil.rmtree(cfg.out_dir, ignore_errors=True)  # a fresh run each time
+            r = train(cfg)
             hist = r["history"]
             row = {"ablation": abl, "seed": seed, "steps": cfg.steps, "seconds": round(time.perf_counter() - t0, 1),
                    "evals": [{k: e[k] for k in ("step", *METRICS, "accuracy_hop1", "accuracy_hop2") if k in e}

@@ -18,7 +18,7 @@ def test_demo_runs(tmp_path, capsys, monkeypatch):
     def smaller(path):
         cfg = load(path)
         loaded.append(path)
-        return dataclasses.replace(cfg, prompts_per_step=8, group_size=4)
+        return dataclasses.replace(cfg, prompts_per_step=8, agent=dataclasses.replace(cfg.agent, group_size=4))
 
     monkeypatch.setattr(config, "load_config_file", smaller)
     assert demo.main(["--out", str(tmp_path / "demo"), "--max-new-tokens", "4", "--rl-steps", "2",

@@ -35,11 +35,11 @@ def no_model(monkeypatch):
 
 @pytest.mark.parametrize("override,field", [
     ("keep_checkpoints=0", "keep_checkpoints"), ("optim.lr=nan", "lr"), ("optim.lr=inf", "lr"),
-    ("loss.kl_estimator=k9", "kl_estimator"), ("memagent.temperature=-1", "temperature"),
+    ("loss.kl_estimator=k9", "kl_estimator"), ("agent.memagent.temperature=-1", "temperature"),
     ("update.temperature=0", "temperature"), ("optim.on_nonfinite=ignore", "on_nonfinite"),
     ("mesh_data=0", "mesh_data"), ("model.dtype=int8", "dtype"), ("model.compute_dtype=fp8", "compute_dtype")])
 def test_out_of_range_config_is_refused_before_loading(override, field, tmp_path, capsys, no_model):
-    rc = train.main(["--set", f"data.path={DATA}", "--set", f"out_dir={tmp_path}", "--set", override])
+    rc = train.main(["--set", f"agent.data.path={DATA}", "--set", f"out_dir={tmp_path}", "--set", override])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and field in err and len(err.splitlines()) == 1, err
 
@@ -47,12 +47,12 @@ def test_out_of_range_config_is_refused_before_loading(override, field, tmp_path
 def test_out_dir_that_is_a_file_and_a_locked_out_dir(tmp_path, capsys, no_model):
     f = tmp_path / "file"
     f.write_text("x")
-    assert train.main(["--set", f"data.path={DATA}", "--set", f"out_dir={f}"]) == 2
+    assert train.main(["--set", f"agent.data.path={DATA}", "--set", f"out_dir={f}"]) == 2
     assert "not a directory" in capsys.readouterr().err
     busy = tmp_path / "busy"
     busy.mkdir()
     with OutDirLock(busy):  # another run holds it
-        assert train.main(["--set", f"data.path={DATA}", "--set", f"out_dir={busy}"]) == 2
+        assert train.main(["--set", f"agent.data.path={DATA}", "--set", f"out_dir={busy}"]) == 2
         assert f"in use by another run (pid {os.getpid()})" in capsys.readouterr().err
         assert evaluate.main(["--set", f"data_path={DATA}", "--set", f"out_dir={busy}"]) == 2
         assert "in use by another run" in capsys.readouterr().err
@@ -204,7 +204,7 @@ def test_truncated_orbax_file_is_one_line(tmp_path):
 
 def test_out_dir_under_a_file(tmp_path, capsys, no_model):
     (tmp_path / "f").write_text("x")
-    assert train.main(["--set", f"data.path={DATA}", "--set", f"out_dir={tmp_path / 'f' / 'run'}"]) == 2
+    assert train.main(["--set", f"agent.data.path={DATA}", "--set", f"out_dir={tmp_path / 'f' / 'run'}"]) == 2
     err = capsys.readouterr().err.strip()
     assert "cannot create the directory" in err and len(err.splitlines()) == 1
 
@@ -212,7 +212,7 @@ def test_out_dir_under_a_file(tmp_path, capsys, no_model):
 def test_mesh_that_does_not_match_the_devices(tmp_path, capsys, no_model):
     import jax
 
-    rc = train.main(["--set", f"data.path={DATA}", "--set", f"out_dir={tmp_path}",
+    rc = train.main(["--set", f"agent.data.path={DATA}", "--set", f"out_dir={tmp_path}",
                      "--set", f"mesh_data={jax.device_count() + 1}"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.startswith("memjax.train: error: mesh_data=") and "device(s)" in err and len(err.splitlines()) == 1
@@ -226,7 +226,7 @@ def test_small_gradient_norms_are_printed_with_significant_digits():
 
     buf = io.StringIO()
     fake = SimpleNamespace(cfg=SimpleNamespace(steps=2), con=Console(file=buf, width=200))
-    train.Run._print(fake, {"step": 1, "score": 0.0, "rollout_s": 1.0, "update_s": 1.0, "logp_mismatch_mean": 0.0,
+    train.Run._print(fake, {"step": 1, "reward": 0.0, "rollout_s": 1.0, "update_s": 1.0, "logp_mismatch_mean": 0.0,
                             "grad_norm": 3.7e-5})
     assert "grad 3.7e-05" in buf.getvalue()  # was "grad 0.000"
 

@@ -24,9 +24,9 @@ from memjax.rl.trainer import NonFiniteError, Trainer
 from memjax.runio import OutDirLock
 
 DATA = Path(__file__).parent / "fixtures" / "data" / "hotpotqa_dev_excerpt.json"
-SETS = [f"data.path={DATA}", "data.num_docs=10", "data.prompts_per_step=1", "memagent.group_size=2",
-        "memagent.chunk_tokens=720", "memagent.max_query_tokens=48", "memagent.max_memory_tokens=8",
-        "memagent.max_final_tokens=4", "engine.window=1024", "loss.entropy_coef=0.01", "optim.lr=1e-3",
+SETS = [f"agent.data.path={DATA}", "agent.data.num_docs=10", "prompts_per_step=1", "agent.memagent.group_size=2",
+        "agent.memagent.chunk_tokens=720", "agent.memagent.max_query_tokens=48", "agent.memagent.max_memory_tokens=8",
+        "agent.memagent.max_final_tokens=4", "engine.window=1024", "loss.entropy_coef=0.01", "optim.lr=1e-3",
         "optim.warmup_steps=0", "update.micro_rows=4", "update.pad_tokens=128", "checkpoint_every=1"]
 
 

@@ -39,10 +39,11 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-__all__ = ["ADV_NORMS", "AdvantageConfig", "grpo_advantages", "broadcast_to_tokens", "trajectory_row_weight",
+__all__ = ["ADV_NORMS", "ESTIMATORS", "AdvantageConfig", "grpo_advantages", "broadcast_to_tokens", "trajectory_row_weight",
            "compute_advantages", "with_advantages"]
 
 ADV_NORMS = ("mean", "mean_std")
+ESTIMATORS = ("grpo", "gae")
 _F32 = jnp.float32
 
 
@@ -55,12 +56,20 @@ class AdvantageConfig:
     norm: str = "mean"
     eps: float = 1e-6
     per_trajectory: bool = False
+    estimator: str = "grpo"  # "grpo": the group rule above; "gae": PPO with a critic (memjax/rl/credit.py)
+    gamma: float = 1.0  # GAE discount (estimator="gae")
+    lam: float = 1.0  # GAE lambda (estimator="gae")
+    whiten: bool = True  # GAE: standardise advantages over the batch's trained tokens (PPO's usual choice)
 
     def __post_init__(self):
         if self.norm not in ADV_NORMS:
             raise ValueError(f"AdvantageConfig.norm must be one of {ADV_NORMS}, got {self.norm!r}")
         if not (isinstance(self.eps, (int, float)) and self.eps > 0):
             raise ValueError(f"AdvantageConfig.eps must be a number > 0, got {self.eps!r}")
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"AdvantageConfig.estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
+        if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.lam <= 1.0):
+            raise ValueError(f"AdvantageConfig: gamma and lam must lie in [0, 1], got {self.gamma}, {self.lam}")
         if not isinstance(self.per_trajectory, bool):
             raise ValueError(f"AdvantageConfig.per_trajectory must be a bool, got {self.per_trajectory!r}")
 

@@ -2,5 +2,8 @@
 system, each registering itself with `@register` on import (see base.py)."""
 
 from .base import AgentSection, CountingStream, DataStream, System, build, get, names, register
+from .memagent import HotpotQAData, MemAgentSection, MemAgentSystem
+from .tiny import TinySection, TinySystem
 
-__all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register"]
+__all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register",
+           "HotpotQAData", "MemAgentSection", "MemAgentSystem", "TinySection", "TinySystem"]

@@ -118,8 +118,9 @@ class System(abc.ABC):
 
     # -- evaluation -------------------------------------------------------------------------------------
     def evaluate(self, engine, tokenizer) -> dict[str, Any]:
-        """Held-out metrics of the engine's current weights (floats; key `traces` may hold a few readable
-        traces). Called before training, every `eval_every` steps and at the end. Default: none."""
+        """Held-out metrics of the engine's current weights (floats; keys `traces` and `samples` may hold a
+        few readable traces and the samples they belong to). Called before training, every `eval_every`
+        steps and at the end. Default: none."""
         return {}
 
 

@@ -2,7 +2,9 @@
 
 Owns: `plot(result, path)` (matplotlib, Agg backend: per-step mean rollout reward and held-out greedy
 accuracy at every evaluation), `sparkline(values)` and `print_report(result, png)` (rich). Reads only the
-dict `memjax.tiny.rl.run` returns; computes nothing that the run did not measure.
+dict `memjax.train.train` returns (result.json); computes nothing that the run did not measure. The plot
+takes any system's result (held-out `accuracy` when the system reports it, else its first metric); the
+terminal report is the tiny task's (per-hop accuracy and memory traces).
 """
 
 from __future__ import annotations
@@ -29,16 +31,19 @@ def plot(result: dict[str, Any], path: str | Path) -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    hist, evals = result["history"], result["evals"]
+    hist, evals = result["history"], result.get("evals") or []
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([h["step"] for h in hist], [h["reward"] for h in hist], ".-", label="rollout reward (T=1, mean over G)")
-    ax.plot([e["step"] for e in evals], [e["accuracy"] for e in evals], "s-", label="held-out accuracy (greedy)")
-    if "accuracy_sampled" in evals[0]:
+    ax.plot([h["step"] for h in hist], [h["reward"] for h in hist], ".-", label="rollout reward (mean over G)")
+    keys = [k for k in (evals[0] if evals else {}) if k != "step" and isinstance(evals[0][k], (int, float))]
+    main = "accuracy" if "accuracy" in keys else (keys[0] if keys else None)
+    if main is not None:
+        ax.plot([e["step"] for e in evals], [e[main] for e in evals], "s-", label=f"held-out {main} (greedy)")
+    if "accuracy_sampled" in keys:
         ax.plot([e["step"] for e in evals], [e["accuracy_sampled"] for e in evals], "^-",
                 label="held-out accuracy (T=1 samples)")
     abl = result["config"].get("ablation", "none")
-    ax.set(xlabel="RL step", ylabel="reward / accuracy", ylim=(0, 1),
-           title=f"tiny MemAgent, Multi-Conv GRPO from warm start (ablation: {abl})")
+    ax.set(xlabel="RL step", ylabel="reward / held-out metric",
+           title=f"{result.get('system', 'tiny')}: RL from the initial policy (ablation: {abl})")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()

@@ -1,6 +1,10 @@
-"""A new system is a Workflow class: a toy two-turn tool-using agent (a generated tool call, a tool response
-spliced in and masked from the loss, a generated final answer), driven by run_workflow and trained by the
-Trainer; the masks, the splice and the engine/trainer log-prob agreement are checked."""
+"""A new system is a Workflow class plus a System: a toy two-turn tool-using agent (a generated tool call, a
+tool response spliced in and masked from the loss, a generated final answer), driven by run_workflow and
+trained by the Trainer (masks, splice and engine/trainer log-prob agreement checked), then registered as the
+system "toy_tool" and trained through `python -m memjax.train`'s loop with `--set agent.name=toy_tool`."""
+
+import json
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -9,7 +13,10 @@ from memjax.agents import Request, Workflow, run_workflow
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.rl import Conversation
 from memjax.rl.advantages import AdvantageConfig, with_advantages
+from memjax.config import apply_overrides
 from memjax.rl.trainer import OptimConfig, Trainer, UpdateConfig
+from memjax.systems import AgentSection, CountingStream, System, register
+from memjax.train import TrainConfig, train
 
 from conftest import golden_dir
 
@@ -65,3 +72,41 @@ def test_tool_workflow_masks_and_training():
         stats = trainer.update(with_advantages(b, AdvantageConfig(norm="mean")), seed=step)
         assert stats["logp_mismatch_max"] < 1e-4  # the engine saw exactly the spliced context the trainer scores
         engine.update_weights(model)
+
+
+@dataclass(frozen=True)
+class ToySection(AgentSection):
+    name: str = "toy_tool"
+    group_size: int = 4
+    temperature: float = 1.0
+
+
+@register
+class ToySystem(System):
+    name, section = "toy_tool", ToySection
+
+    def load_model(self, source):
+        return load_hf(golden_dir("untied_kv2")), None
+
+    def engine_config(self, default):
+        return EngineConfig(max_slots=8, page_size=4, window=64, prefill_slots=4, prefill_chunk=16, progress=False)
+
+    def train_data(self, batch_size, seed):
+        return CountingStream(lambda i, n: [list(range(3 + s % 4, 9 + 2 * (s % 4))) for s in range(i, i + n)],
+                              batch_size)
+
+    def workflow(self, engine, tokenizer, *, train=True):
+        return ToyTool()
+
+
+def test_toy_tool_system_trains_through_memjax_train(tmp_path):
+    cfg = apply_overrides(TrainConfig(), ["agent.name=toy_tool", f"out_dir={tmp_path}", "steps=2",
+                                          "prompts_per_step=4", "update.micro_rows=16", "update.pad_tokens=16",
+                                          "optim.lr=1e-2", "optim.warmup_steps=0", "advantage.norm=mean"])
+    result = train(cfg)
+    assert [h["step"] for h in result["history"]] == [1, 2] and result["system"] == "toy_tool"
+    for h in result["history"]:
+        assert h["conversations"] == 16 and h["rollout_conversations"] == 32  # 2 turns -> 1 trained row
+        assert h["logp_mismatch_max"] < 1e-4 and h["optimizer_steps"] == 1
+    assert json.loads((tmp_path / "result.json").read_text())["system"] == "toy_tool"
+    assert (tmp_path / "checkpoints").is_dir() and (tmp_path / "hf" / "config.json").is_file()

@@ -1,8 +1,8 @@
 """The embedded default learns: tiny memory task, shipped warm start, Multi-Conv GRPO on CPU.
 
 Fast tests check the task, tokenizer and teacher traces (they must be exactly the prompts MemAgent builds),
-the shipped warm start, that configs/tiny.py is TinyRLConfig's defaults, the ablations and the flat-group
-filter. `test_rl_rises_and_shuffled_rewards_do_not` is the learning test: RL from the shipped warm start with
+the shipped warm start, that configs/tiny.py runs the tiny system through the one training loop (memjax.train),
+the ablations and the flat-group filter. `test_rl_rises_and_shuffled_rewards_do_not` is the learning test: RL from the shipped warm start with
 the configs/tiny.py settings for STEPS steps (seed 0), and the same run with rewards shuffled across groups.
 
 Measured with `python scripts/tiny_seeds.py` (CPU, 2 cores; seeds 0, 1, 2; held-out = 256 questions; "sampled"
@@ -36,7 +36,8 @@ from memjax.rewards import memagent_reward
 from memjax.config import load_config_file
 from memjax.rl.batch import Conversation, build_batch
 from memjax.tiny.agent import engine_config, memagent_config, model_config
-from memjax.tiny.rl import TinyRLConfig, _ablate, run
+from memjax.systems.tiny import TinySection
+from memjax.train import TrainConfig, _ablate, train
 from memjax.tiny.task import HELDOUT_SEED, WORDS, TaskConfig, TinyTokenizer, make_sample, make_split
 from memjax.tiny.warmstart import default_path, trace_conversations
 
@@ -107,11 +108,20 @@ def test_shipped_warmstart_is_partial():
     assert info["model"]["hidden_size"] == model_config().hidden_size  # made by the current warmstart.train
 
 
-def test_config_file_is_the_default():
-    """configs/tiny.py (what `make demo` runs) and TinyRLConfig() must not drift apart: the learning test and
-    the seed study measure the defaults."""
-    cfg = load_config_file(Path(__file__).resolve().parents[2] / "configs" / "tiny.py")
-    assert cfg == TinyRLConfig()
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "tiny.py"
+
+
+def tiny_config(**changes) -> TrainConfig:
+    """configs/tiny.py (what `make demo` runs), with TrainConfig / agent-section changes (keys `agent.X`)."""
+    cfg = load_config_file(CONFIG)
+    agent = {k[6:]: changes.pop(k) for k in list(changes) if k.startswith("agent.")}
+    return dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, **agent), **changes)
+
+
+def test_config_file_runs_the_tiny_system():
+    cfg = load_config_file(CONFIG)
+    assert isinstance(cfg.agent, TinySection) and cfg.agent.name == "tiny"
+    assert (cfg.prompts_per_step, cfg.agent.group_size, cfg.filter_flat_groups) == (32, 8, True)
 
 
 def test_ablations_keep_reward_statistics():
@@ -124,14 +134,14 @@ def test_ablations_keep_reward_statistics():
     assert np.all(flat.reward == batch.reward.mean())
     assert _ablate(batch, "none", rng) is batch
     with pytest.raises(ValueError, match="ablation"):
-        TinyRLConfig(ablation="flip")
+        TrainConfig(ablation="flip")
 
 
 def test_flat_groups_are_not_trained_on(tmp_path):
     """With every reward equal (zero_advantages) the filter leaves nothing: no update, weights unchanged."""
-    cfg = dataclasses.replace(TinyRLConfig(), steps=1, prompts_per_step=4, heldout_size=8, eval_samples=0,
-                              eval_every=0, ablation="zero_advantages", out_dir=str(tmp_path))
-    res = run(cfg, log=lambda *a: None)
+    cfg = tiny_config(steps=1, prompts_per_step=4, eval_every=0, ablation="zero_advantages",
+                      out_dir=str(tmp_path), **{"agent.heldout_size": 8, "agent.eval_samples": 0})
+    res = train(cfg)
     row = res["history"][0]
     assert row["trained_samples"] == 0 and "grad_norm" not in row
     assert res["after"] == {**res["before"], "step": 1}
@@ -145,13 +155,12 @@ MAX_ABLATION_RISE = 0.0
 
 @pytest.mark.slow
 def test_rl_rises_and_shuffled_rewards_do_not(tmp_path):
-    cfg = dataclasses.replace(TinyRLConfig(), steps=STEPS, seed=0, eval_every=0, out_dir=str(tmp_path / "rl"))
-    real = run(cfg, log=lambda *a: None)
+    cfg = tiny_config(steps=STEPS, seed=0, eval_every=0, out_dir=str(tmp_path / "rl"))
+    real = train(cfg)
     b, a = real["before"], real["after"]
     assert a["accuracy_sampled"] - b["accuracy_sampled"] >= MIN_RISE_SAMPLED, (b, a)
     assert a["accuracy"] - b["accuracy"] >= MIN_RISE_GREEDY, (b, a)
-    abl = run(dataclasses.replace(cfg, ablation="shuffle_rewards", out_dir=str(tmp_path / "abl")),
-              log=lambda *a: None)
+    abl = train(dataclasses.replace(cfg, ablation="shuffle_rewards", out_dir=str(tmp_path / "abl")))
     assert abl["before"] == b
     assert all("grad_norm" in h for h in abl["history"])  # the ablation did update on every step
     for k in ("accuracy_sampled", "accuracy"):

@@ -1,0 +1,117 @@
+"""Credit assignment: a RolloutBatch with rewards -> the same batch with what the trainer consumes
+(`advantages` f32 [N, T], `row_weight` f32 [N] or None), by the estimator `AdvantageConfig.estimator` names.
+
+Owns `CriticConfig` and `Credit` (the estimator, plus the PPO critic and its optimizer when GAE is chosen).
+- "grpo": memjax/rl/advantages.py with_advantages (group-relative outcome advantages broadcast to every
+  conversation of a trajectory; `norm` mean or mean/std).
+- "gae": PPO. The critic (memjax/rl/critic.py, initialised from the policy) gives values [N, T]; each row
+  gets its trajectory's reward on its last trained token and 0 elsewhere, i.e. every conversation is an
+  episode ending with the trajectory's outcome (for one-conversation trajectories, as in Memory-R1, that
+  is plain outcome-reward PPO; for MemAgent-style trajectories it is the Multi-Conv rule with a learned
+  baseline); memjax/rl/estimators.py gae gives advantages and returns; with `whiten` the advantages are
+  standardised over the batch's trained tokens. The critic then takes `critic.epochs` clipped value-loss
+  steps on (values, returns). Metrics: value_loss, explained_variance = 1 - Var(R - V) / Var(R) over
+  trained tokens (of the rollout-time values, i.e. before this update), value_mean, return_mean.
+Invariants: advantages are host numpy float32 and constants of the loss; the critic never shares arrays
+with the policy; the batch's rewards are not changed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from flax import nnx
+
+from .advantages import AdvantageConfig, with_advantages
+from .batch import RolloutBatch
+from .estimators import gae
+
+
+@dataclass(frozen=True)
+class CriticConfig:
+    lr: float = 1e-5  # Memory-R1's critic lr (the actor's is 1e-6)
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    clip_value: float = 0.2  # value clipping range around the rollout-time values; 0 = off
+    epochs: int = 1  # value-loss steps per training step
+
+    def __post_init__(self):
+        if not (math.isfinite(self.lr) and self.lr > 0) or self.warmup_steps < 0 or self.epochs <= 0:
+            raise ValueError(f"CriticConfig: lr must be > 0, warmup_steps >= 0 and epochs >= 1 (got {self})")
+        if self.clip_value < 0 or self.grad_clip < 0 or self.weight_decay < 0:
+            raise ValueError(f"CriticConfig: clip_value, grad_clip and weight_decay must be >= 0 (got {self})")
+
+
+def outcome_token_rewards(batch: RolloutBatch) -> np.ndarray:
+    """f32 [N, T]: each row's trajectory reward on its last trained token (0 elsewhere / for empty rows)."""
+    mask = batch.loss_mask > 0
+    out = np.zeros(mask.shape, np.float32)
+    has = mask.any(1)
+    last = mask.shape[1] - 1 - np.argmax(mask[:, ::-1], axis=1)
+    rows = np.nonzero(has)[0]
+    out[rows, last[rows]] = batch.row_reward()[rows]
+    return out
+
+
+def explained_variance(values: np.ndarray, returns: np.ndarray, mask: np.ndarray) -> float:
+    m = mask > 0
+    if m.sum() < 2:
+        return float("nan")
+    var = float(np.var(returns[m]))
+    return float("nan") if var == 0 else 1.0 - float(np.var(returns[m] - values[m])) / var
+
+
+class Credit:
+    """The configured estimator. `assign(batch) -> (batch with advantages, metrics)`; with GAE it also
+    updates the critic. `state()` / `load_state()` carry the critic (and its optimizer) in checkpoints."""
+
+    def __init__(self, cfg: AdvantageConfig, policy=None, critic: CriticConfig = CriticConfig(), *, seed: int = 0):
+        self.cfg, self.critic_cfg = cfg, critic
+        self.critic_trainer = None
+        if cfg.estimator == "gae":
+            if policy is None:
+                raise ValueError("Credit: estimator 'gae' needs the policy to initialise the critic")
+            from .critic import Critic, CriticTrainer
+            from .trainer import OptimConfig
+
+            optim = OptimConfig(lr=critic.lr, warmup_steps=critic.warmup_steps, weight_decay=critic.weight_decay,
+                                grad_clip=critic.grad_clip)
+            self.critic_trainer = CriticTrainer(Critic.from_policy(policy, seed=seed), optim,
+                                                clip_value=critic.clip_value or None)
+
+    def assign(self, batch: RolloutBatch) -> tuple[RolloutBatch, dict[str, float]]:
+        if self.cfg.estimator == "grpo":
+            return with_advantages(batch, self.cfg), {}
+        ct = self.critic_trainer
+        mask = (batch.loss_mask > 0).astype(np.float32)
+        values = ct.values(batch)
+        adv, ret = gae(outcome_token_rewards(batch), values, mask, gamma=self.cfg.gamma, lam=self.cfg.lam)
+        m = mask > 0
+        if self.cfg.whiten and m.sum() > 1:
+            mu, sd = adv[m].mean(), adv[m].std()
+            adv = np.where(m, (adv - mu) / (sd + self.cfg.eps), 0.0).astype(np.float32)
+        batch = batch.replace(advantages=adv, values=values, returns=ret)
+        metrics = {"explained_variance": explained_variance(values, ret, mask),
+                   "value_mean": float(values[m].mean()) if m.any() else 0.0,
+                   "return_mean": float(ret[m].mean()) if m.any() else 0.0}
+        losses = [ct.update(batch)["value_loss"] for _ in range(self.critic_cfg.epochs)]
+        metrics["value_loss"] = float(np.mean(losses))
+        return batch, metrics
+
+    def state(self) -> dict | None:
+        if self.critic_trainer is None:
+            return None
+        return {"critic": nnx.state(self.critic_trainer.critic, nnx.Param).to_pure_dict(),
+                "critic_opt": nnx.state(self.critic_trainer.optimizer).to_pure_dict()}
+
+    def load_state(self, state: dict) -> None:
+        ct = self.critic_trainer
+        params = nnx.state(ct.critic, nnx.Param)
+        params.replace_by_pure_dict(state["critic"])
+        opt = nnx.state(ct.optimizer)
+        opt.replace_by_pure_dict(state["critic_opt"])
+        nnx.update(ct.critic, params)
+        nnx.update(ct.optimizer, opt)

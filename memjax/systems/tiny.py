@@ -1,0 +1,71 @@
+"""The embedded tiny memory task on the one training loop (memjax/tiny: task, warm start, evaluation).
+
+Owns `TinySection` (the `agent` section of configs/tiny.py, what `make demo` trains) and `TinySystem`.
+Invariants: the model and tokenizer are the tiny task's own (the shipped supervised warm start and the
+64-row word vocabulary), whatever the TrainConfig's `model` section says; the engine is the tiny task's
+(memjax/tiny/agent.py engine_config); the training stream is `make_split(task, RL_DATA_SEED + 1000 *
+seed, ...)` sample by sample (a CountingStream), the held-out split uses HELDOUT_SEED and is never trained
+on; evaluation is greedy accuracy (+ per hop) and, with `eval_samples`, the mean reward of temperature-1
+answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..tiny.agent import engine_config, evaluate, make_agent, memagent_config
+from ..tiny.task import HELDOUT_SEED, TaskConfig, TinyTokenizer, make_split
+from ..tiny.warmstart import load_warmstart
+from .base import AgentSection, CountingStream, System, register
+
+RL_DATA_SEED = 7
+
+
+@dataclass(frozen=True)
+class TinySection(AgentSection):
+    name: str = "tiny"
+    task: TaskConfig = field(default_factory=TaskConfig)
+    warmstart: str = ""  # directory from memjax.tiny.warmstart; "" = the shipped one
+    group_size: int = 8
+    temperature: float = 1.0
+    max_slots: int = 64  # engine slots
+    heldout_size: int = 256
+    eval_samples: int = 4  # temperature-1 answers per held-out question for `accuracy_sampled` (0 = off)
+
+    def __post_init__(self):
+        for f in ("group_size", "heldout_size", "max_slots"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"TinySection.{f} must be > 0, got {getattr(self, f)}")
+        if self.eval_samples < 0 or not self.temperature >= 0:
+            raise ValueError(f"TinySection: eval_samples and temperature must be >= 0 (got {self})")
+
+
+@register
+class TinySystem(System):
+    name = "tiny"
+    section = TinySection
+
+    def load_model(self, source):
+        model, self.warmstart_info = load_warmstart(self.cfg.warmstart or None, log=lambda m: None)
+        return model, TinyTokenizer()
+
+    def engine_config(self, default):
+        return engine_config(max_slots=self.cfg.max_slots)
+
+    def train_data(self, batch_size: int, seed: int):
+        task = self.cfg.task
+        return CountingStream(lambda start, n: make_split(task, RL_DATA_SEED + 1000 * seed, n, start=start),
+                              batch_size)
+
+    def workflow(self, engine, tokenizer, *, train: bool = True):
+        c = self.cfg
+        return make_agent(engine, tokenizer, memagent_config(c.task, group_size=c.group_size,
+                                                             temperature=c.temperature if train else 0.0))
+
+    def evaluate(self, engine, tokenizer) -> dict[str, Any]:
+        c = self.cfg
+        heldout = make_split(c.task, HELDOUT_SEED, c.heldout_size)
+        ev = evaluate(engine, tokenizer, c.task, heldout, sampled=c.eval_samples)
+        return {**{k: v for k, v in ev.items() if k.startswith("accuracy")}, "traces": ev["traces"][:8],
+                "samples": heldout[:8]}
