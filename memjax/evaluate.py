@@ -1,5 +1,7 @@
-"""`python -m memjax.evaluate [CONFIG.py] [--set key=value ...]`: MemAgent accuracy vs document length,
-or, given a `LocomoEvalConfig` (configs/locomo_<system>.py), a LoCoMo evaluation (memjax/evaluation/locomo.py:
+"""`python -m memjax.evaluate [CONFIG.py] [--set key=value ...]`: MemAgent accuracy vs document length;
+given a `SystemEvalConfig`, any registered system's held-out evaluation (System.evaluate, the same one
+`memjax.train` runs before/during/after training) of a trained policy (`policy`: an HF directory such as
+<train out_dir>/hf, or the system's initial model) -> results.json, traces.jsonl; or, given a `LocomoEvalConfig` (configs/locomo_<system>.py), a LoCoMo evaluation (memjax/evaluation/locomo.py:
 F1 / BLEU-1 / J / M-Fail per category, predictions JSONL written as they finish, table and chart).
 
 Owns: the evaluation config and program. For each N in `num_docs` it synthesises RULER-HotpotQA
@@ -35,6 +37,7 @@ from .evaluation.locomo import LocomoEvalConfig, run_locomo_eval
 from .modelsource import ModelSource
 from .rewards import last_boxed, squad_scores
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, write_atomic
+from .systems import AgentSection, TinySection, build as build_system
 
 FULL_CONTEXT_TEMPLATE = ("Please read the following text and answer the question below.\n\n<text>\n{context}\n"
                          "</text>\n\nQuestion: {question}\nPut the answer in \\boxed{{}}.")
@@ -62,6 +65,57 @@ class EvalConfig:
             raise ValueError("EvalConfig.out_dir must not be empty")
 
 
+@dataclass(frozen=True)
+class SystemEvalConfig:
+    agent: AgentSection = field(default_factory=TinySection)  # the system (agent.name) and its settings
+    model: ModelSource = field(default_factory=ModelSource)  # the system's model source (and tokenizer)
+    engine: EngineConfig = field(default_factory=lambda: EngineConfig(max_slots=16, window=1024, page_size=16,
+                                                                      prefill_slots=4, prefill_chunk=256))
+    policy: str = ""  # HF directory of the policy to evaluate (e.g. out/tiny/hf); "" = the initial model
+    seed: int = 0
+    out_dir: str = "out/eval_system"
+
+    def __post_init__(self):
+        if not self.out_dir:
+            raise ValueError("SystemEvalConfig.out_dir must not be empty")
+
+
+def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
+    from .checkpoint import load_hf
+
+    try:
+        system = build_system(cfg.agent, seed=cfg.seed)
+    except KeyError as e:
+        raise ConfigError(str(e.args[0])) from None
+    if cfg.policy and not (Path(cfg.policy) / "config.json").is_file():
+        raise ConfigError(f"policy={cfg.policy}: not a Hugging Face model directory (no config.json)")
+    out = prepare_out_dir(cfg.out_dir)
+    with OutDirLock(out):
+        model, tok = system.load_model(cfg.model)
+        if cfg.policy:
+            model = load_hf(cfg.policy)
+        system.setup(model, tok)
+        t0 = time.perf_counter()
+        ev = system.evaluate(Engine(model, system.engine_config(cfg.engine)), tok)
+        if not ev:
+            raise ConfigError(f"system {system.name!r} defines no held-out evaluation")
+        scalars = {k: v for k, v in ev.items() if k not in ("traces", "samples")}
+        result = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "system": system.name,
+                  "metrics": scalars, "seconds": time.perf_counter() - t0}
+        write_atomic(out / "results.json", json.dumps(result, indent=2, default=str))
+        log = JsonlLog(out / "traces.jsonl")
+        log.path.unlink(missing_ok=True)
+        log.write(*ev.get("traces", []))
+    table = Table(title=f"{system.name}: held-out evaluation ({cfg.policy or 'initial model'})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k, v in scalars.items():
+        table.add_row(k, f"{v:.4f}" if isinstance(v, float) else str(v))
+    con.print(table)
+    con.print(f"wrote {out}/results.json, traces.jsonl")
+    return result
+
+
 def _score(text: str, answers) -> dict[str, float]:
     pred = last_boxed(text)
     s = squad_scores(pred, list(answers))
@@ -74,9 +128,11 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig, console: Console | None = None)
             res = run_locomo_eval(cfg)
         (console or Console()).print(f"LoCoMo {cfg.split}/{cfg.part}: overall {res['table']['overall']} -> {cfg.out_dir}")
         return res
+    if isinstance(cfg, SystemEvalConfig):
+        return evaluate_system(cfg, console or Console())
     if not isinstance(cfg, EvalConfig):
-        raise ConfigError(f"config is a {type(cfg).__name__}; memjax.evaluate expects an EvalConfig "
-                          "(or a LocomoEvalConfig; a training config goes to python -m memjax.train)")
+        raise ConfigError(f"config is a {type(cfg).__name__}; memjax.evaluate expects an EvalConfig, a "
+                          "SystemEvalConfig or a LocomoEvalConfig (a training config goes to python -m memjax.train)")
     if not cfg.data_path:
         raise ConfigError("data_path is not set: give a HotpotQA JSON file (--set data_path=...)")
     if not Path(cfg.data_path).is_file():

@@ -28,3 +28,19 @@ def test_evaluate_errors(tmp_path, capsys):
     assert evaluate.main(["--set", "num_samples=1"]) == 2
     assert "data_path is not set" in capsys.readouterr().err
     assert evaluate.main(["--set", f"data_path={tmp_path / 'none.json'}"]) == 2
+
+
+def test_system_evaluation_of_a_policy(tmp_path, capsys):
+    """configs/tiny_eval.py: the tiny system's held-out evaluation of the initial model and of a policy
+    directory holding the same weights (the shipped warm start) agree; a bad policy path is one line."""
+    from memjax.tiny.warmstart import default_path
+
+    cfg = str(Path(__file__).resolve().parents[1] / "configs" / "tiny_eval.py")
+    sets = ["--set", "agent.heldout_size=16", "--set", "agent.eval_samples=0"]
+    assert evaluate.main([cfg, *sets, "--set", f"out_dir={tmp_path / 'a'}"]) == 0
+    assert evaluate.main([cfg, *sets, "--set", f"policy={default_path()}", "--set", f"out_dir={tmp_path / 'b'}"]) == 0
+    a, b = (json.loads((tmp_path / d / "results.json").read_text()) for d in "ab")
+    assert a["system"] == "tiny" and 0 <= a["metrics"]["accuracy"] <= 1 and a["metrics"] == b["metrics"]
+    assert len((tmp_path / "a" / "traces.jsonl").read_text().splitlines()) == 8
+    assert evaluate.main([cfg, "--set", f"policy={tmp_path}", "--set", f"out_dir={tmp_path / 'c'}"]) == 2
+    assert "not a Hugging Face model directory" in capsys.readouterr().err
