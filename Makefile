@@ -4,6 +4,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (one per core of a 2-core CI machine; each worker holds its own JAX,
+# ~2.5 GiB at peak). --dist loadfile keeps a module's tests, and so its module-scoped fixtures, on one worker.
+TEST_JOBS ?= 2
 
 .PHONY: demo test venv clean
 
@@ -24,7 +27,7 @@ demo: $(STAMP)
 	$(PY) -m memjax.demo
 
 test: $(STAMP)
-	JAX_PLATFORMS=cpu $(PY) -m pytest $(PYTEST_ARGS)
+	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

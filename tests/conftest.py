@@ -1,12 +1,40 @@
-"""Shared fixtures: golden transformers outputs (committed under tests/fixtures/golden)."""
+"""Shared fixtures: golden transformers outputs (committed under tests/fixtures/golden).
 
+Also: one persistent XLA compilation cache per test session (a fresh temporary directory, removed at the end,
+so every run starts cold as CI does). Many tests build their own Engine / Trainer / jitted function from the
+same model and shapes; each is a new jit object that would otherwise compile identical HLO again. The cache is
+keyed by the HLO and the compile options, so a hit returns the executable XLA would have built: what a test
+checks does not change, only how often the same program is compiled. The directory (and the matmul precision)
+travel to subprocesses and pytest-xdist workers through the environment. A JAX_COMPILATION_CACHE_DIR set by
+the caller is used as is (and kept).
+"""
+
+import os
+import shutil
+import tempfile
 from pathlib import Path
+
+if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="memjax-test-xla-cache-")
+    os.environ["MEMJAX_TEST_CACHE_OWNER"] = str(os.getpid())  # this process made it and removes it
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+# Through the environment, so that subprocesses (python -m memjax.train in test_train) compute, and compile,
+# exactly what the test process does.
+os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = "highest"
 
 import jax
 import numpy as np
 import pytest
 
 jax.config.update("jax_default_matmul_precision", "highest")
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                  float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("MEMJAX_TEST_CACHE_OWNER") == str(os.getpid()):
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 GOLDEN_MODELS = ("tied_kv1", "untied_kv2", "sharded_kv2")

@@ -138,9 +138,9 @@ def test_sharded_meshes_equal_single_device():
         from conftest import golden_dir
         assert len(jax.devices()) == 8
         res = []
+        b = _batch(load_hf(golden_dir("untied_kv2")))  # one rollout: every mesh updates on the same batch
         for mesh in (None, make_mesh(data=2, fsdp=4), make_mesh(data=2, fsdp=2, tensor=2)):
             m = load_hf(golden_dir("untied_kv2"))
-            b = _batch(m)
             st = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, eps=1e-3),
                          update=UpdateConfig(micro_rows=8, pad_tokens=16), mesh=mesh).update(b)
             if mesh is not None:
