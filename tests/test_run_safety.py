@@ -37,7 +37,7 @@ def no_model(monkeypatch):
     ("keep_checkpoints=0", "keep_checkpoints"), ("optim.lr=nan", "lr"), ("optim.lr=inf", "lr"),
     ("loss.kl_estimator=k9", "kl_estimator"), ("agent.memagent.temperature=-1", "temperature"),
     ("update.temperature=0", "temperature"), ("optim.on_nonfinite=ignore", "on_nonfinite"),
-    ("mesh.data=0", "mesh"), ("model.dtype=int8", "dtype"), ("model.compute_dtype=fp8", "compute_dtype")])
+    ("mesh.data=0", "MeshConfig"), ("model.dtype=int8", "dtype"), ("model.compute_dtype=fp8", "compute_dtype")])
 def test_out_of_range_config_is_refused_before_loading(override, field, tmp_path, capsys, no_model):
     rc = train.main(["--set", f"agent.data.path={DATA}", "--set", f"out_dir={tmp_path}", "--set", override])
     err = capsys.readouterr().err.strip()
