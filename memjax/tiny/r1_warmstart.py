@@ -31,7 +31,7 @@ from flax import nnx
 from ..checkpoint import load_hf, save_hf
 from ..engine import Engine
 from ..model import init_model
-from ..rl.logprobs import token_logprobs
+from .warmstart import sft_step
 from .agent import WINDOW, engine_config, model_config
 from .r1_task import DEV_SEED, TRAIN_SEED, R1TaskConfig, evaluate_r1, make_r1_split, prompt_text, r1_tokenizer
 
@@ -49,17 +49,6 @@ def sft_arrays(tok, samples: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarr
     return ids, mask
 
 
-@nnx.jit
-def _sft_step(model, opt, ids, mask):
-    def loss_fn(m):
-        logp, _ = token_logprobs(m, ids, mask)
-        return -jnp.sum(logp * mask) / jnp.maximum(jnp.sum(mask), 1.0)
-
-    loss, grads = nnx.value_and_grad(loss_fn)(model)
-    opt.update(model, grads)
-    return loss
-
-
 def train(task: R1TaskConfig = R1TaskConfig(), *, seed: int = 0, steps: int = 300, lr: float = 2e-3,
           batch: int = 64, eval_every: int = 200, dev_size: int = 256, log=print) -> tuple[Any, dict]:
     tok = r1_tokenizer()
@@ -71,7 +60,7 @@ def train(task: R1TaskConfig = R1TaskConfig(), *, seed: int = 0, steps: int = 30
     t0, history = time.perf_counter(), []
     for step in range(1, steps + 1):
         ids, mask = sft_arrays(tok, make_r1_split(task, TRAIN_SEED + 1000 * seed, batch, start=step * batch))
-        loss = float(_sft_step(model, opt, jnp.asarray(ids), jnp.asarray(mask)))
+        loss = float(sft_step(model, opt, jnp.asarray(ids), jnp.asarray(mask)))
         if step % eval_every == 0 or step == steps:
             engine.update_weights(model)
             ev = evaluate_r1(engine, tok, dev)

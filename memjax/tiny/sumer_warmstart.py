@@ -36,7 +36,7 @@ from flax import nnx
 from ..checkpoint import load_hf, save_hf
 from ..engine import Engine
 from ..model import init_model
-from ..rl.logprobs import token_logprobs
+from .warmstart import sft_step
 from .sumer_agent import engine_config, evaluate, model_config
 from .sumer_task import DEV_SEED, TRAIN_SEED, WINDOW, TinySumerFormat, TinySumerTask, make_split, teacher_turns
 
@@ -67,17 +67,6 @@ def sft_arrays(fmt, samples, rng: np.random.Generator, filter_prob: float) -> tu
     return ids, mask
 
 
-@nnx.jit
-def _sft_step(model, opt, ids, mask):
-    def loss_fn(m):
-        logp, _ = token_logprobs(m, ids, mask)
-        return -jnp.sum(logp * mask) / jnp.maximum(jnp.sum(mask), 1.0)
-
-    loss, grads = nnx.value_and_grad(loss_fn)(model)
-    opt.update(model, grads)
-    return loss
-
-
 def train(task: TinySumerTask = TinySumerTask(), *, seed: int = 0, target: float = 0.45, lr: float = 3e-3,
           batch_samples: int = 32, eval_every: int = 25, max_steps: int = 2000, dev_size: int = 128,
           filter_prob: float = 0.5, hidden: int = 64, layers: int = 3, log=print) -> tuple[Any, dict]:
@@ -93,7 +82,7 @@ def train(task: TinySumerTask = TinySumerTask(), *, seed: int = 0, target: float
         step += 1
         samples = make_split(task, TRAIN_SEED + 1000 * seed, batch_samples, start=step * batch_samples)
         ids, mask = sft_arrays(fmt, samples, rng, filter_prob)
-        loss = float(_sft_step(model, opt, jnp.asarray(ids), jnp.asarray(mask)))
+        loss = float(sft_step(model, opt, jnp.asarray(ids), jnp.asarray(mask)))
         if step % eval_every == 0:
             engine.update_weights(model)
             ev = evaluate(engine, dev)

@@ -74,7 +74,8 @@ def sft_arrays(tok: TinyTokenizer, task: TaskConfig, samples: list[dict]) -> tup
 
 
 @nnx.jit
-def _sft_step(model, opt, ids, mask):
+def sft_step(model, opt, ids, mask):
+    """One supervised step (token-mean NLL on the mask) for every tiny task's warm start."""
     def loss_fn(m):
         logp, _ = token_logprobs(m, ids, mask)
         return -jnp.sum(logp * mask) / jnp.maximum(jnp.sum(mask), 1.0)
@@ -99,7 +100,7 @@ def train(task: TaskConfig = TaskConfig(), *, seed: int = 0, target: float = 0.4
         step += 1
         samples = make_split(task, TRAIN_SEED + 1000 * seed, batch_samples, start=step * batch_samples)
         ids, mask = sft_arrays(tok, task, samples)
-        loss = float(_sft_step(model, opt, jnp.asarray(ids), jnp.asarray(mask)))
+        loss = float(sft_step(model, opt, jnp.asarray(ids), jnp.asarray(mask)))
         if step % eval_every == 0:
             engine.update_weights(model)
             acc = evaluate(engine, tok, task, dev)["accuracy"]
