@@ -35,7 +35,6 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import jax
