@@ -169,3 +169,19 @@ def test_logo_bookkeeping_and_credit():
     # plain GRPO: no local rows at all
     plain = _run(reply, local=False, n=n, m=m).batch
     assert plain.num_rows == n * 2 and (plain.local_group == -1).all()
+
+
+def test_shipped_warm_start_and_sft_rows():
+    from memjax.tiny.r2_warmstart import load_r2_warmstart, sft_arrays
+
+    model, info = load_r2_warmstart(log=lambda *_: None)
+    assert model.cfg.vocab_size == 64 and model.cfg.max_position_embeddings == WINDOW
+    assert info["task"]["teacher_correct"] == 0.4 and info["dev"]["bad_output"] == 0.0
+    tok = r2_tokenizer()
+    ids, mask = sft_arrays(tok, R2TaskConfig(), [EPISODE])
+    assert ids.shape == (2, WINDOW)  # one row per session
+    # the response of session 1 is the teacher's ops + <end>, right after the prompt
+    prompt = tok.apply_chat_template([{"role": "user", "content": "memory ann in rome . session ann in lima . "
+                                       "cal in kiev . op"}])
+    assert ids[1, :len(prompt)].tolist() == prompt and mask[1, :len(prompt)].sum() == 0
+    assert tok.decode(ids[1][mask[1] == 1]) == "update add <end>"
