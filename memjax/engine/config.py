@@ -18,6 +18,7 @@ OVERLONG_POLICIES = ("error", "truncate_left")
 WEIGHT_DTYPES = ("compute", "bfloat16", "float16", "float32")
 LOGPROB_MODES = ("raw", "processed")
 SCHEDULES = ("split", "mixed")
+AUTO_PREFILL_CAP = 8192  # prefill tokens per mixed round when token_budget = 0
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,8 @@ class EngineConfig:
     # whenever a prompt is pending, else a [max_slots, 1] decode round; "mixed" = token-budget batching:
     # one ragged forward of every running sequence's decode token plus prefill chunks up to token_budget
     schedule: str = "mixed"
-    # tokens per mixed round (>= max_slots); 0 -> max_slots + prefill_slots * prefill_chunk (every decode
-    # token plus the split schedule's prefill round)
+    # tokens per mixed round (>= max_slots); 0 -> max_slots + min(prefill_slots * prefill_chunk, 8192): every
+    # decode token plus the split schedule's prefill round, capped (mixed rounds gather one page per token row)
     token_budget: int = 0
 
 
@@ -91,8 +92,8 @@ class EngineConfig:
 
     @property
     def round_tokens(self) -> int:
-        """Tokens per mixed round: token_budget, or max_slots + prefill_slots * prefill_chunk when it is 0."""
-        return self.token_budget or self.max_slots + self.prefill_slots * self.prefill_chunk
+        """Tokens per mixed round: token_budget, or max_slots + min(prefill_slots * prefill_chunk, 8192) when 0."""
+        return self.token_budget or self.max_slots + min(self.prefill_slots * self.prefill_chunk, AUTO_PREFILL_CAP)
 
     @property
     def round_sizes(self) -> tuple[int, ...]:

@@ -29,16 +29,20 @@ costs, and a short prefill (a follower's partial page) does not pay for the whol
 
 Cost on a GPU and what the kernel would need. Dense work (projections, MLP, LM head) is ragged-exact: at
 most token_budget rows, no [prefill_slots, prefill_chunk] padding. Attention is not: the reference
-`paged_attention` (and the Pallas kernel, which has the same signature) treats every row as its own
-sequence, so a prefill chunk of c tokens over a context of n pages gathers those pages c times (c * n page
-reads instead of n) and runs c small GEMVs instead of one [c, S] tile; bucketed page loops also run to
-max(kv_len) for every row. On CPU this is hidden by the dense layers; on a GPU prefill attention becomes
-memory-bound. The kernel that removes it is a ragged paged-attention kernel (vLLM v1's / the TPU
-ragged_paged_attention): inputs cu_q_lens [B + 1] (row offsets of each sequence's tokens in the packed
-query), kv_lens [B] and the page table [B, MP]; the grid walks (sequence, query block of <= 128 rows,
-KV page block), loads each page once per query block with a causal mask inside the block, and decode
-sequences (q_len = 1) are packed several per block. `plan_round` already produces those offsets (take,
-row_start), so only the attention call would change.
+`paged_attention` (and the Pallas kernel, same signature, run here as its t = 1 decode kernel) treats every
+row as its own sequence, so a prefill chunk of c tokens over a context of n pages reads those pages c
+times (c * n page reads instead of n) as c GEMVs instead of one [c, S] tile, and the bucketed page loop
+runs to max(kv_len) for every row. Per page step the reference gathers [n_rows, KV, S, D]: with the
+MemAgent 7B config's auto budget (8448 rows, KV 4, S 64, D 128, f32 in the loop) that is 1.1 GB for K and
+again for V, against 16 pages for the split prefill round. On CPU the dense layers hide this (measured:
+benchmarks/results/rollout_token_budget_tiny_cpu.json); on a GPU, long-prompt prefill becomes
+memory-bound, so prefill-heavy GPU runs should set schedule="split" (or a smaller token_budget) until
+the kernel below exists. The kernel that removes it is a ragged paged-attention kernel (vLLM v1's, the TPU
+ragged_paged_attention): inputs cu_q_lens [B + 1] (offsets of each sequence's rows in the packed query),
+kv_lens [B] and the page table [B, MP]; the grid walks (sequence, query block of <= 128 rows, KV page
+block), loads each page once per query block with a causal mask inside the block, and packs several
+decode sequences (q_len = 1) per block. `plan_round` already produces those offsets (take, row_start:
+rows are contiguous per slot), so only the attention call would change.
 
 Invariants: token_budget >= max_slots (every decoding sequence fits, and a pending prompt always gets >= 1
 token because it occupies a slot no decode token uses); rows are contiguous per slot and in position
