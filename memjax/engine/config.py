@@ -98,10 +98,11 @@ class EngineConfig:
     @property
     def round_sizes(self) -> tuple[int, ...]:
         """Row counts a mixed round is compiled for (ascending): max_slots (decode only), round_tokens, and
-        round_tokens / 4**k while that stays >= 2 * max_slots (a short prefill does not pay the full budget)."""
+        round_tokens / 8**k while that stays >= 2 * max_slots (a short prefill does not pay the full budget;
+        each size is one more compiled forward)."""
         sizes, x = {self.max_slots, self.round_tokens}, self.round_tokens
-        while x // 4 >= 2 * self.max_slots:
-            x //= 4
+        while x // 8 >= 2 * self.max_slots:
+            x //= 8
             sizes.add(x)
         return tuple(sorted(sizes))
 

@@ -23,7 +23,7 @@ kv_len = position + 1, so a prefill chunk is causal within itself and over the c
 existing paged attention, unchanged. The alternative, a packed [1, n_rows] layout with segment ids, needs
 a new attention (per-token page tables inside one sequence row) and gains nothing on CPU.
 Row buckets: a round runs at the smallest of `EngineConfig.round_sizes` (max_slots, token_budget and
-token_budget / 4**k down to 2 * max_slots) that holds its total need, capped at token_budget (one
+token_budget / 8**k down to 2 * max_slots) that holds its total need, capped at token_budget (one
 `lax.switch`; each size is one compiled forward): a decode-only round costs what the split decode round
 costs, and a short prefill (a follower's partial page) does not pay for the whole budget.
 

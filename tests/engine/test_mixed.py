@@ -109,6 +109,6 @@ def test_schedule_config_errors():
     assert EngineConfig(**CFG).round_tokens == 4 + 2 * 8 and EngineConfig(**CFG, token_budget=9).round_tokens == 9
     assert EngineConfig(**CFG).round_sizes == (4, 20) and EngineConfig(**CFG, token_budget=4).round_sizes == (4,)
     big = EngineConfig(max_slots=16, prefill_slots=4, prefill_chunk=64, window=512)
-    assert big.round_sizes == (16, 68, 272)
+    assert big.round_sizes == (16, 34, 272)
     memagent = EngineConfig(max_slots=256, page_size=64, window=8192, prefill_slots=16, prefill_chunk=2048)
-    assert memagent.round_tokens == 256 + 8192 and memagent.round_sizes == (256, 528, 2112, 8448)
+    assert memagent.round_tokens == 256 + 8192 and memagent.round_sizes == (256, 1056, 8448)
