@@ -47,7 +47,9 @@ class EngineConfig:
     weight_dtype: str = "compute"
     # round shape (memjax/engine/mixed.py): "split" = a padded [prefill_slots, prefill_chunk] prefill round
     # whenever a prompt is pending, else a [max_slots, 1] decode round; "mixed" = token-budget batching:
-    # one ragged forward of every running sequence's decode token plus prefill chunks up to token_budget
+    # one ragged forward of every running sequence's decode token plus prefill chunks up to token_budget.
+    # Default "mixed": on CPU (tiny, skewed workload, benchmarks/results/rollout_token_budget_tiny_cpu.json)
+    # it gave >= the split tokens/s, lower time-to-first-token and no decode stalls; GPU cost: mixed.py
     schedule: str = "mixed"
     # tokens per mixed round (>= max_slots); 0 -> max_slots + min(prefill_slots * prefill_chunk, 8192): every
     # decode token plus the split schedule's prefill round, capped (mixed rounds gather one page per token row)

@@ -112,3 +112,23 @@ def test_schedule_config_errors():
     assert big.round_sizes == (16, 34, 272)
     memagent = EngineConfig(max_slots=256, page_size=64, window=8192, prefill_slots=16, prefill_chunk=2048)
     assert memagent.round_tokens == 256 + 8192 and memagent.round_sizes == (256, 1056, 8448)
+
+
+def test_continuation_with_idle_return_equals_split(engines):
+    """A retained turn continued by a sampled child (step(idle_return=1)): same tokens under both schedules."""
+    prompt = np.random.default_rng(5).integers(0, 512, 19).tolist()
+    out = {}
+    for sched, eng in engines.items():
+        done = {}
+        rid = eng.submit(prompt, SamplingParams(temperature=0.0, max_tokens=6), retain=True)
+        while rid not in done:
+            done.update({c.request_id: c for c in eng.step(idle_return=1)})
+        kid = eng.submit([3, 1, 4], SamplingParams(temperature=1.0, max_tokens=9, seed=7), parent=done[rid])
+        eng.release(done[rid])
+        while kid not in done:
+            done.update({c.request_id: c for c in eng.step(idle_return=1)})
+        out[sched] = (done[rid], done[kid])
+        assert eng.stats["continued_tokens"] > 0 and eng.retained_pages == 0
+    for a, b in zip(out["split"], out["mixed"]):
+        assert a.token_ids == b.token_ids
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-6)
