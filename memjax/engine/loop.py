@@ -16,7 +16,7 @@ A round is: admit -> forward -> release finished sequences. EngineConfig.schedul
 Stops: a stop id (the token is kept), max_tokens, or the window (prompt + generated == window).
 Slots, Pool and Ring are donated: the KV pool is updated in place. The Counters are those of this call only
 (they start at zero; the host accumulates them in Python ints), so int32 cannot overflow in a long run:
-one call counts at most rounds_per_sync * max_slots * prefill_chunk tokens.
+one call counts at most rounds_per_sync * max(max_slots * prefill_chunk, token_budget) tokens.
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ row as its own sequence, so a prefill chunk of c tokens over a context of n page
 times (c * n page reads instead of n) as c GEMVs instead of one [c, S] tile, and the bucketed page loop
 runs to max(kv_len) for every row. Per page step the reference gathers [n_rows, KV, S, D]: with the
 MemAgent 7B config's auto budget (8448 rows, KV 4, S 64, D 128, f32 in the loop) that is 1.1 GB for K and
-again for V, against 16 pages for the split prefill round. On CPU the dense layers hide this (measured:
-benchmarks/results/rollout_token_budget_tiny_cpu.json); on a GPU, long-prompt prefill becomes
+again for V, against 16 pages for the split prefill round. On CPU (tiny preset) the mixed rounds were
+no slower overall than split ones (benchmarks/results/rollout_token_budget_tiny_cpu.json); on a GPU, long-prompt prefill becomes
 memory-bound, so prefill-heavy GPU runs should set schedule="split" (or a smaller token_budget) until
 the kernel below exists. The kernel that removes it is a ragged paged-attention kernel (vLLM v1's, the TPU
 ragged_paged_attention): inputs cu_q_lens [B + 1] (offsets of each sequence's rows in the packed query),
