@@ -35,9 +35,9 @@ times (c * n page reads instead of n) as c GEMVs instead of one [c, S] tile, and
 runs to max(kv_len) for every row. Per page step the reference gathers [n_rows, KV, S, D]: with the
 MemAgent 7B config's auto budget (8448 rows, KV 4, S 64, D 128, f32 in the loop) that is 1.1 GB for K and
 again for V, against 16 pages for the split prefill round. On CPU (tiny preset) the mixed rounds were
-no slower overall than split ones (benchmarks/results/rollout_token_budget_tiny_cpu.json); on a GPU, long-prompt prefill becomes
-memory-bound, so prefill-heavy GPU runs should set schedule="split" (or a smaller token_budget) until
-the kernel below exists. The kernel that removes it is a ragged paged-attention kernel (vLLM v1's, the TPU
+no slower overall than split ones (benchmarks/results/rollout_token_budget_tiny_cpu.json); on a GPU,
+long-prompt prefill becomes memory-bound, so prefill-heavy GPU runs should set schedule="split" (or a
+smaller token_budget) until the kernel below exists. The kernel that removes it is a ragged paged-attention kernel (vLLM v1's, the TPU
 ragged_paged_attention): inputs cu_q_lens [B + 1] (offsets of each sequence's rows in the packed query),
 kv_lens [B] and the page table [B, MP]; the grid walks (sequence, query block of <= 128 rows, KV page
 block), loads each page once per query block with a causal mask inside the block, and packs several
