@@ -28,8 +28,11 @@ class EngineConfig:
     window: int = 2048  # max tokens per sequence (prompt + generated)
     prefill_slots: int = 4  # sequences advanced together in a prefill round
     prefill_chunk: int = 256  # prompt tokens per sequence per prefill round
-    num_pages: int | None = None  # KV pages in the pool (incl. the null page); None -> from kv_cache_bytes
-    kv_cache_bytes: int | None = None  # pool budget; None -> 90% of free device memory (GPU) or 1 GiB (CPU)
+    num_pages: int | None = None  # KV pages in the pool (incl. the null page); None -> from kv_cache_gib / kv_cache_bytes
+    # the KV pool's budget per engine, in GiB (kv_cache_gib) or bytes (kv_cache_bytes; set at most one).
+    # Neither -> 90% of the device's free memory when the engine is built (GPU), or 1 GiB at most (CPU)
+    kv_cache_gib: float | None = None
+    kv_cache_bytes: int | None = None
     queue_size: int = 0  # waiting requests visible to the device per call; 0 -> 2 * max_slots
     max_stop_ids: int = 4  # stop-token ids per request
     rounds_per_sync: int = 64  # device rounds between host syncs (upper bound)
@@ -85,8 +88,21 @@ class EngineConfig:
         if self.token_budget and (not isinstance(self.token_budget, int) or self.token_budget < self.max_slots):
             raise ValueError(f"EngineConfig.token_budget={self.token_budget!r} must be 0 (auto) or an int >= "
                              f"max_slots={self.max_slots} (every running sequence's decode token fits a round)")
+        if self.kv_cache_gib is not None and self.kv_cache_bytes is not None:
+            raise ValueError("EngineConfig: set kv_cache_gib or kv_cache_bytes, not both")
+        for f in ("kv_cache_gib", "kv_cache_bytes"):
+            v = getattr(self, f)
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+                raise ValueError(f"EngineConfig.{f} must be a positive number (or None), got {v!r}")
         if self.queue_size < 0:
             raise ValueError(f"EngineConfig.queue_size must be >= 0, got {self.queue_size}")
+
+    @property
+    def kv_budget_bytes(self) -> int | None:
+        """The configured KV pool budget in bytes (kv_cache_gib or kv_cache_bytes), None when unset."""
+        if self.kv_cache_gib is not None:
+            return int(self.kv_cache_gib * (1 << 30))
+        return None if self.kv_cache_bytes is None else int(self.kv_cache_bytes)
 
     @property
     def pages_per_seq(self) -> int:

@@ -23,6 +23,8 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
   retains every turn, continues it, then releases the parent. stats["continued_tokens"] = prefill saved.
 - `update_weights(params)` swaps in new policy weights of the same shapes without recompiling; the engine
   holds only its own copy in `EngineConfig.weight_dtype` (bf16 for real configs), never the fp32 master.
+- `sleep()` frees the KV pool and the rollout weights while the trainer updates (hybrid engine: the two
+  peaks do not add); the next device call allocates an empty pool again, after `update_weights`.
 - `abort(rids=None)` forgets requests (all when None): queued ones leave the queue at once; one already
   on the device runs to its end there and its completion is dropped (retained pages freed), so after an
   exception inside a workflow the engine serves the next caller with no orphan completions. `generate`
@@ -73,7 +75,7 @@ class _Request:
 
 def default_num_pages(model: Qwen2, ecfg: EngineConfig) -> int:
     per = kv_bytes_per_page(model.cfg, ecfg)
-    budget = ecfg.kv_cache_bytes
+    budget = ecfg.kv_budget_bytes
     if budget is None:
         stats = jax.devices()[0].memory_stats() or {}
         if "bytes_limit" in stats:
@@ -132,6 +134,46 @@ class Engine:
             raise ValueError("update_weights: parameter structure, shapes or dtypes differ from the engine's model")
         self._params = None  # drop the old copy first: peak memory is one rollout copy, not two
         self._params = self._cast(new)
+
+    # -- hybrid-engine memory: free the pool while the trainer runs -----------------------------------
+    def sleep(self, weights: bool = True) -> int:
+        """Free the KV pool (and, with weights=True, the rollout copy of the weights) between rollouts, so
+        that the trainer's update and the engine's pool do not need memory at the same time (verl's hybrid
+        engine does the same). Refused while a request is live or a retained KVHandle is unreleased (their
+        pages live in the pool). The pool is allocated again, empty, by the next device call; after
+        weights=True, `update_weights` must come before it. Requests aborted while on the device are dropped
+        with their slots. Returns the bytes freed (0 when already asleep)."""
+        if self._live or self.retained_pages:
+            raise RuntimeError(f"Engine.sleep: {len(self._live)} unfinished requests and {self.retained_pages} "
+                               "retained pages live in the KV pool; finish, abort or release them first")
+        targets = [t for t in (self._pool, self._params if weights else None) if t is not None]
+        if not targets:
+            return 0
+        freed = 0
+        for a in jax.tree.leaves(targets):
+            freed += a.nbytes
+            a.delete()
+        if weights:
+            self._params = None
+        if self._pool is not None:
+            self._pool = None
+            # requests aborted while on the device lose their slots with the pool: fresh slots and ring
+            self._slots, self._ring = init_slots(self.config), init_ring(self.config)
+            self._aborted.clear()
+            self._groups.clear()
+            self._live_gids.clear()
+            self.stats["sleeps"] += 1
+        return freed
+
+    @property
+    def asleep(self) -> bool:
+        return self._pool is None
+
+    def _wake(self) -> None:
+        if self._params is None:
+            raise RuntimeError("Engine: the rollout weights were freed by sleep(); call update_weights first")
+        if self._pool is None:
+            self._pool = init_pool(self.model_config, self.config, self.num_pages)
 
     # -- submission ---------------------------------------------------------------------------------
     def submit(self, prompt, params: SamplingParams | None = None, *, parent: Completion | None = None,
@@ -298,6 +340,7 @@ class Engine:
         (default EngineConfig.idle_return; 0 = off) slots go idle after a finish. Returns finished requests."""
         if not self._live:
             return []
+        self._wake()
         queue, rows = self._queue()
         self._slots, self._pool, queue, self._ring, counters = self._run(
             self._params, self._slots, self._pool, queue, self._ring,
