@@ -17,6 +17,8 @@ FINISH_NAMES = {FINISH_STOP: "stop", FINISH_LENGTH: "length", FINISH_WINDOW: "wi
 OVERLONG_POLICIES = ("error", "truncate_left")
 WEIGHT_DTYPES = ("compute", "bfloat16", "float16", "float32")
 LOGPROB_MODES = ("raw", "processed")
+SCHEDULES = ("split", "mixed")
+AUTO_PREFILL_CAP = 8192  # prefill tokens per mixed round when token_budget = 0
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,16 @@ class EngineConfig:
     # dtype of the engine's own copy of the weights. "compute" = the model's compute dtype (bf16 for the
     # real configs, fp32 for tiny): bit-identical to casting the master at use, at half the bytes for bf16
     weight_dtype: str = "compute"
+    # round shape (memjax/engine/mixed.py): "split" = a padded [prefill_slots, prefill_chunk] prefill round
+    # whenever a prompt is pending, else a [max_slots, 1] decode round; "mixed" = token-budget batching:
+    # one ragged forward of every running sequence's decode token plus prefill chunks up to token_budget.
+    # Default "mixed": on CPU (tiny, skewed workload, benchmarks/results/rollout_token_budget_tiny_cpu.json)
+    # it gave >= the split tokens/s, lower time-to-first-token and no decode stalls; GPU cost: mixed.py
+    schedule: str = "mixed"
+    # tokens per mixed round (>= max_slots); 0 -> max_slots + min(prefill_slots * prefill_chunk, 8192): every
+    # decode token plus the split schedule's prefill round, capped (mixed rounds gather one page per token row)
+    token_budget: int = 0
+
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -71,6 +83,11 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.weight_dtype must be one of {WEIGHT_DTYPES}, got {self.weight_dtype!r}")
         if not 0 <= self.idle_return <= self.max_slots:
             raise ValueError(f"EngineConfig.idle_return must be in [0, max_slots={self.max_slots}], got {self.idle_return}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"EngineConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.token_budget and (not isinstance(self.token_budget, int) or self.token_budget < self.max_slots):
+            raise ValueError(f"EngineConfig.token_budget={self.token_budget!r} must be 0 (auto) or an int >= "
+                             f"max_slots={self.max_slots} (every running sequence's decode token fits a round)")
         if self.kv_cache_gib is not None and self.kv_cache_bytes is not None:
             raise ValueError("EngineConfig: set kv_cache_gib or kv_cache_bytes, not both")
         for f in ("kv_cache_gib", "kv_cache_bytes"):
@@ -90,6 +107,22 @@ class EngineConfig:
     @property
     def pages_per_seq(self) -> int:
         return self.window // self.page_size
+
+    @property
+    def round_tokens(self) -> int:
+        """Tokens per mixed round: token_budget, or max_slots + min(prefill_slots * prefill_chunk, 8192) when 0."""
+        return self.token_budget or self.max_slots + min(self.prefill_slots * self.prefill_chunk, AUTO_PREFILL_CAP)
+
+    @property
+    def round_sizes(self) -> tuple[int, ...]:
+        """Row counts a mixed round is compiled for (ascending): max_slots (decode only), round_tokens, and
+        round_tokens / 8**k while that stays >= 2 * max_slots (a short prefill does not pay the full budget;
+        each size is one more compiled forward)."""
+        sizes, x = {self.max_slots, self.round_tokens}, self.round_tokens
+        while x // 8 >= 2 * self.max_slots:
+            x //= 8
+            sizes.add(x)
+        return tuple(sorted(sizes))
 
     @property
     def queue_len(self) -> int:

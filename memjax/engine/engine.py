@@ -3,6 +3,9 @@
 Owns: the request lifecycle on the host side (submit -> device queue -> completion), the page-pool
 size, weight swaps, and the public `generate` / `submit` + `step` API.
 - `generate(prompts, params)` returns one Completion per prompt, in input order.
+- Rounds (EngineConfig.schedule): "mixed" (default) packs every running sequence's decode token and
+  prefill chunks of pending prompts into one forward of at most token_budget tokens (memjax/engine/mixed.py);
+  "split" runs padded prefill rounds and pauses decoding while a prompt is pending. Same tokens either way.
 - Streaming form for agent workflows: `rid = submit(prompt, params)`; `step()` runs one device call
   (up to `rounds_per_sync` rounds) and returns the Completions that finished in it; the caller may
   submit follow-up turns before the next `step()`, so trajectories advance independently; with
