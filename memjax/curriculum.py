@@ -11,8 +11,9 @@ next stage"); the mechanism is generic.
   stage's best evaluated weights are kept in <out_dir>/checkpoints_best/ (memjax.checkpoint.stage_best:
   candidates are the stage's evaluations after its training steps, ties keep the earlier step).
 - `stage_restart="best"` (needs select_metric when there are several stages): at a stage's last step the
-  weights become that stage's best (read back from checkpoints_best/ unless the last step is the best), and
-  the engine gets them (Engine.update_weights). "none": training just continues.
+  weights become that stage's best (read back from checkpoints_best/ unless the last step is the best; with
+  `engine_sleep` the engine's pool is freed meanwhile), and the engine gets them (Engine.update_weights).
+  "none": training just continues.
 Paper-silent choices at a restart, config fields, defaults from the public code (its curriculum script starts
 each stage as a new launch from the Hugging Face export of the best checkpoint):
 - `stage_optimizer="reset"`: fresh AdamW state, and the learning-rate schedule counts from the stage's first
@@ -108,6 +109,8 @@ class Curriculum:
         cfg, ended = self.cfg, self.stages[step - 1]
         prev = self.best.entries[ended]  # the stage-end evaluation guarantees one
         if prev["step"] != step:
+            if getattr(cfg, "engine_sleep", False):  # the pool and the restored copy never need memory together
+                engine.sleep()
             nnx.update(model, self._best_params(ended, model))
             engine.update_weights(model)
         if cfg.stage_optimizer == "reset":

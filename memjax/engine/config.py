@@ -17,6 +17,8 @@ FINISH_NAMES = {FINISH_STOP: "stop", FINISH_LENGTH: "length", FINISH_WINDOW: "wi
 OVERLONG_POLICIES = ("error", "truncate_left")
 WEIGHT_DTYPES = ("compute", "bfloat16", "float16", "float32")
 LOGPROB_MODES = ("raw", "processed")
+SCHEDULES = ("auto", "split", "mixed")
+AUTO_PREFILL_CAP = 8192  # prefill tokens per mixed round when token_budget = 0
 
 
 @dataclass(frozen=True)
@@ -26,8 +28,11 @@ class EngineConfig:
     window: int = 2048  # max tokens per sequence (prompt + generated)
     prefill_slots: int = 4  # sequences advanced together in a prefill round
     prefill_chunk: int = 256  # prompt tokens per sequence per prefill round
-    num_pages: int | None = None  # KV pages in the pool (incl. the null page); None -> from kv_cache_bytes
-    kv_cache_bytes: int | None = None  # pool budget; None -> 90% of free device memory (GPU) or 1 GiB (CPU)
+    num_pages: int | None = None  # KV pages in the pool (incl. the null page); None -> from kv_cache_gib / kv_cache_bytes
+    # the KV pool's budget per engine, in GiB (kv_cache_gib) or bytes (kv_cache_bytes; set at most one).
+    # Neither -> 90% of the device's free memory when the engine is built (GPU), or 1 GiB at most (CPU)
+    kv_cache_gib: float | None = None
+    kv_cache_bytes: int | None = None
     queue_size: int = 0  # waiting requests visible to the device per call; 0 -> 2 * max_slots
     max_stop_ids: int = 4  # stop-token ids per request
     rounds_per_sync: int = 64  # device rounds between host syncs (upper bound)
@@ -43,6 +48,18 @@ class EngineConfig:
     # dtype of the engine's own copy of the weights. "compute" = the model's compute dtype (bf16 for the
     # real configs, fp32 for tiny): bit-identical to casting the master at use, at half the bytes for bf16
     weight_dtype: str = "compute"
+    # round shape (memjax/engine/mixed.py): "split" = a padded [prefill_slots, prefill_chunk] prefill round
+    # whenever a prompt is pending, else a [max_slots, 1] decode round; "mixed" = token-budget batching:
+    # one ragged forward of every running sequence's decode token plus prefill chunks up to token_budget.
+    # "auto" (default) = mixed on CPU, where it gave >= the split tokens/s, lower time-to-first-token and no
+    # decode stalls (benchmarks/results/rollout_token_budget_tiny_cpu.json), split on GPUs: there the mixed
+    # round's attention reads a prefill chunk's context once per token row (memory-bound for long prompts,
+    # mixed.py) until a ragged paged-attention kernel exists. The Engine resolves it when built.
+    schedule: str = "auto"
+    # tokens per mixed round (>= max_slots); 0 -> max_slots + min(prefill_slots * prefill_chunk, 8192): every
+    # decode token plus the split schedule's prefill round, capped (mixed rounds gather one page per token row)
+    token_budget: int = 0
+
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -68,12 +85,46 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.weight_dtype must be one of {WEIGHT_DTYPES}, got {self.weight_dtype!r}")
         if not 0 <= self.idle_return <= self.max_slots:
             raise ValueError(f"EngineConfig.idle_return must be in [0, max_slots={self.max_slots}], got {self.idle_return}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"EngineConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.token_budget and (not isinstance(self.token_budget, int) or self.token_budget < self.max_slots):
+            raise ValueError(f"EngineConfig.token_budget={self.token_budget!r} must be 0 (auto) or an int >= "
+                             f"max_slots={self.max_slots} (every running sequence's decode token fits a round)")
+        if self.kv_cache_gib is not None and self.kv_cache_bytes is not None:
+            raise ValueError("EngineConfig: set kv_cache_gib or kv_cache_bytes, not both")
+        for f in ("kv_cache_gib", "kv_cache_bytes"):
+            v = getattr(self, f)
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+                raise ValueError(f"EngineConfig.{f} must be a positive number (or None), got {v!r}")
         if self.queue_size < 0:
             raise ValueError(f"EngineConfig.queue_size must be >= 0, got {self.queue_size}")
 
     @property
+    def kv_budget_bytes(self) -> int | None:
+        """The configured KV pool budget in bytes (kv_cache_gib or kv_cache_bytes), None when unset."""
+        if self.kv_cache_gib is not None:
+            return int(self.kv_cache_gib * (1 << 30))
+        return None if self.kv_cache_bytes is None else int(self.kv_cache_bytes)
+
+    @property
     def pages_per_seq(self) -> int:
         return self.window // self.page_size
+
+    @property
+    def round_tokens(self) -> int:
+        """Tokens per mixed round: token_budget, or max_slots + min(prefill_slots * prefill_chunk, 8192) when 0."""
+        return self.token_budget or self.max_slots + min(self.prefill_slots * self.prefill_chunk, AUTO_PREFILL_CAP)
+
+    @property
+    def round_sizes(self) -> tuple[int, ...]:
+        """Row counts a mixed round is compiled for (ascending): max_slots (decode only), round_tokens, and
+        round_tokens / 8**k while that stays >= 2 * max_slots (a short prefill does not pay the full budget;
+        each size is one more compiled forward)."""
+        sizes, x = {self.max_slots, self.round_tokens}, self.round_tokens
+        while x // 8 >= 2 * self.max_slots:
+            x //= 8
+            sizes.add(x)
+        return tuple(sorted(sizes))
 
     @property
     def queue_len(self) -> int:

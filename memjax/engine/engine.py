@@ -3,6 +3,9 @@
 Owns: the request lifecycle on the host side (submit -> device queue -> completion), the page-pool
 size, weight swaps, and the public `generate` / `submit` + `step` API.
 - `generate(prompts, params)` returns one Completion per prompt, in input order.
+- Rounds (EngineConfig.schedule; "auto" = mixed on CPU, split on GPUs): "mixed" packs every running sequence's decode token and
+  prefill chunks of pending prompts into one forward of at most token_budget tokens (memjax/engine/mixed.py);
+  "split" runs padded prefill rounds and pauses decoding while a prompt is pending. Same tokens either way.
 - Streaming form for agent workflows: `rid = submit(prompt, params)`; `step()` runs one device call
   (up to `rounds_per_sync` rounds) and returns the Completions that finished in it; the caller may
   submit follow-up turns before the next `step()`, so trajectories advance independently; with
@@ -20,6 +23,8 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
   retains every turn, continues it, then releases the parent. stats["continued_tokens"] = prefill saved.
 - `update_weights(params)` swaps in new policy weights of the same shapes without recompiling; the engine
   holds only its own copy in `EngineConfig.weight_dtype` (bf16 for real configs), never the fp32 master.
+- `sleep()` frees the KV pool and the rollout weights while the trainer updates (hybrid engine: the two
+  peaks do not add); the next device call allocates an empty pool again, after `update_weights`.
 - `abort(rids=None)` forgets requests (all when None): queued ones leave the queue at once; one already
   on the device runs to its end there and its completion is dropped (retained pages freed), so after an
   exception inside a workflow the engine serves the next caller with no orphan completions. `generate`
@@ -33,6 +38,7 @@ overlong_prompt="truncate_left" (keeps the last window - 1 tokens, recorded in C
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
@@ -70,7 +76,7 @@ class _Request:
 
 def default_num_pages(model: Qwen2, ecfg: EngineConfig) -> int:
     per = kv_bytes_per_page(model.cfg, ecfg)
-    budget = ecfg.kv_cache_bytes
+    budget = ecfg.kv_budget_bytes
     if budget is None:
         stats = jax.devices()[0].memory_stats() or {}
         if "bytes_limit" in stats:
@@ -86,7 +92,10 @@ def default_num_pages(model: Qwen2, ecfg: EngineConfig) -> int:
 
 class Engine:
     def __init__(self, model: Qwen2, config: EngineConfig | None = None):
-        self.config = ecfg = config or EngineConfig()
+        ecfg = config or EngineConfig()
+        if ecfg.schedule == "auto":  # memjax/engine/config.py: mixed on CPU, split on GPUs (no ragged kernel yet)
+            ecfg = dataclasses.replace(ecfg, schedule="mixed" if jax.default_backend() == "cpu" else "split")
+        self.config = ecfg
         if ecfg.compilation_cache_dir:
             jax.config.update("jax_compilation_cache_dir", ecfg.compilation_cache_dir)
         self.model_config = model.cfg
@@ -129,6 +138,46 @@ class Engine:
             raise ValueError("update_weights: parameter structure, shapes or dtypes differ from the engine's model")
         self._params = None  # drop the old copy first: peak memory is one rollout copy, not two
         self._params = self._cast(new)
+
+    # -- hybrid-engine memory: free the pool while the trainer runs -----------------------------------
+    def sleep(self, weights: bool = True) -> int:
+        """Free the KV pool (and, with weights=True, the rollout copy of the weights) between rollouts, so
+        that the trainer's update and the engine's pool do not need memory at the same time (verl's hybrid
+        engine does the same). Refused while a request is live or a retained KVHandle is unreleased (their
+        pages live in the pool). The pool is allocated again, empty, by the next device call; after
+        weights=True, `update_weights` must come before it. Requests aborted while on the device are dropped
+        with their slots. Returns the bytes freed (0 when already asleep)."""
+        if self._live or self.retained_pages:
+            raise RuntimeError(f"Engine.sleep: {len(self._live)} unfinished requests and {self.retained_pages} "
+                               "retained pages live in the KV pool; finish, abort or release them first")
+        targets = [t for t in (self._pool, self._params if weights else None) if t is not None]
+        if not targets:
+            return 0
+        freed = 0
+        for a in jax.tree.leaves(targets):
+            freed += a.nbytes
+            a.delete()
+        if weights:
+            self._params = None
+        if self._pool is not None:
+            self._pool = None
+            # requests aborted while on the device lose their slots with the pool: fresh slots and ring
+            self._slots, self._ring = init_slots(self.config), init_ring(self.config)
+            self._aborted.clear()
+            self._groups.clear()
+            self._live_gids.clear()
+            self.stats["sleeps"] += 1
+        return freed
+
+    @property
+    def asleep(self) -> bool:
+        return self._pool is None
+
+    def _wake(self) -> None:
+        if self._params is None:
+            raise RuntimeError("Engine: the rollout weights were freed by sleep(); call update_weights first")
+        if self._pool is None:
+            self._pool = init_pool(self.model_config, self.config, self.num_pages)
 
     # -- submission ---------------------------------------------------------------------------------
     def submit(self, prompt, params: SamplingParams | None = None, *, parent: Completion | None = None,
@@ -295,6 +344,7 @@ class Engine:
         (default EngineConfig.idle_return; 0 = off) slots go idle after a finish. Returns finished requests."""
         if not self._live:
             return []
+        self._wake()
         queue, rows = self._queue()
         self._slots, self._pool, queue, self._ring, counters = self._run(
             self._params, self._slots, self._pool, queue, self._ring,
