@@ -17,6 +17,7 @@ benchmarks/results/tiny_r1_ablation_seeds_cpu.json), before: greedy 0.344, sampl
   real rewards      sampled +0.211 / +0.246 / +0.266   greedy +0.547 / +0.219 / +0.531
   shuffled rewards  sampled +0.059 / -0.008 / -0.004   greedy  0 / 0 / 0
   real - shuffled sampled EM after: 0.153 / 0.254 / 0.270
+(seeds 3 / 4: real sampled +0.242 / +0.258, greedy +0.297 / +0.484; shuffled sampled -0.078 / +0.016.)
 The thresholds leave at least 0.04 of margin to every seed; another CPU may take other float paths and so other
 samples, the margins are sized for that.
 """
