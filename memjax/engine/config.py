@@ -5,10 +5,16 @@ Owns: `EngineConfig` (every static shape of the compiled generation loop: one co
 retained pages of a finished sequence, for multi-turn continuation).
 Invariants: window (max tokens per sequence, prompt + generation) is a multiple of page_size;
 the page pool holds at least one full window, one spare page and the null page, so any single request can always run.
+Data parallelism (`data_parallel` = D > 1, memjax/engine/data_parallel.py): max_slots, prefill_slots, num_pages,
+kv_cache_bytes and queue_size are TOTALS over the engine, split evenly into D device groups (each must divide by
+D, kv_cache_bytes is rounded down; every group's pool has its own null page, so num_pages / D must itself hold a window + 2 pages);
+`per_device(D)` is the config one group's loop compiles for. window, page_size, prefill_chunk, seeds and the
+other fields are the same for every group.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -43,6 +49,9 @@ class EngineConfig:
     # dtype of the engine's own copy of the weights. "compute" = the model's compute dtype (bf16 for the
     # real configs, fp32 for tiny): bit-identical to casting the master at use, at half the bytes for bf16
     weight_dtype: str = "compute"
+    # device groups the engine spans (one slot group + 1/D of the KV pool each, weights replicated);
+    # 1 = one device (the default path); -1 = every device given to Engine (memjax.train: the data x fsdp plane)
+    data_parallel: int = 1
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -70,6 +79,11 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.idle_return must be in [0, max_slots={self.max_slots}], got {self.idle_return}")
         if self.queue_size < 0:
             raise ValueError(f"EngineConfig.queue_size must be >= 0, got {self.queue_size}")
+        if not isinstance(self.data_parallel, int) or isinstance(self.data_parallel, bool) \
+                or not (self.data_parallel >= 1 or self.data_parallel == -1):
+            raise ValueError(f"EngineConfig.data_parallel must be >= 1 or -1 (all devices), got {self.data_parallel!r}")
+        if self.data_parallel > 1:
+            self.per_device(self.data_parallel)  # the totals must split into data_parallel groups
 
     @property
     def pages_per_seq(self) -> int:
@@ -78,6 +92,25 @@ class EngineConfig:
     @property
     def queue_len(self) -> int:
         return self.queue_size or 2 * self.max_slots
+
+    def per_device(self, d: int) -> "EngineConfig":
+        """The config of one of `d` device groups: the totals (max_slots, prefill_slots, num_pages,
+        queue_size; kv_cache_bytes rounded down) divided by d; ValueError naming a total d does not divide."""
+        if d == 1:
+            return self
+        for f in ("max_slots", "prefill_slots", "num_pages", "queue_size"):
+            v = getattr(self, f)
+            if v and v % d:
+                raise ValueError(f"EngineConfig.{f}={v} is a total over data_parallel={d} device groups and must "
+                                 f"be divisible by {d}")
+        if self.num_pages is not None and self.num_pages // d < self.pages_per_seq + 2:
+            raise ValueError(f"EngineConfig.num_pages={self.num_pages} over {d} device groups leaves "
+                             f"{self.num_pages // d} pages per group < window/page_size + 2 = {self.pages_per_seq + 2}")
+        div = lambda v: v // d if v else v
+        return dataclasses.replace(
+            self, max_slots=self.max_slots // d, prefill_slots=self.prefill_slots // d, num_pages=div(self.num_pages),
+            queue_size=div(self.queue_size), kv_cache_bytes=div(self.kv_cache_bytes), data_parallel=1,
+            idle_return=min(self.idle_return, self.max_slots // d))
 
 
 @dataclass(frozen=True)
@@ -128,6 +161,7 @@ class KVHandle:
     truncated: int = 0
     holders: int = 0  # children submitted but not yet admitted
     released: bool = False  # Engine.release was called
+    device: int = 0  # the device group whose pool holds the pages (data_parallel engines)
     freed: bool = False  # the references were dropped on the device
 
 
