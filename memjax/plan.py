@@ -15,8 +15,11 @@ Rows, per device:
   attention and log-prob temporaries (the max with the log-prob program's temporaries), plus the step's
   input arrays (`tt_buffers`: HLO values of both programs with a [..., T, T] shape, T the row length:
   0 with memory-efficient attention);
-- rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (the engine does not shard);
-- kv_cache: EngineConfig.kv_cache_bytes when set, else everything left (the engine's default takes free memory).
+- rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (replicated on every device of a
+  data-parallel engine; the engine does not shard weights);
+- kv_cache: EngineConfig.kv_cache_bytes when set (a total over the engine's data_parallel device groups, so
+  kv_cache_bytes / D per device; D = data x fsdp for data_parallel=-1), else everything left (the engine's
+  default takes free memory on each device).
 The rows are summed (the trainer's and the engine's peaks are counted as coexisting: an upper bound).
 Fits when the sum <= devices' HBM and the KV cache >= min_kv_gib (default 16) per device.
 The program is compiled for the devices this process sees when there are exactly `devices` of them;
@@ -72,6 +75,13 @@ def _bytes_per_device(tree, shardings=None) -> int:
     return total
 
 
+def engine_groups(ecfg, data: int, fsdp: int) -> int:
+    """Device groups of the rollout engine on a data x fsdp (x tensor) mesh: EngineConfig.data_parallel, with
+    -1 = one per data x fsdp device (memjax.parallel.rollout_devices); its KV budget is split over them."""
+    groups = getattr(ecfg, "data_parallel", 1)
+    return data * fsdp if groups == -1 else groups
+
+
 def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int) -> dict:
     import jax
     import jax.numpy as jnp
@@ -113,10 +123,12 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     hbm = int(hbm_gib * GIB)
     used = sum(out.values())
     kv_cfg = getattr(cfg.engine, "kv_cache_bytes", None)
-    out["kv_cache"] = int(kv_cfg) if kv_cfg else max(hbm - used, 0)
-    total = used + out["kv_cache"]
     d, f, t = _mesh_cfg(cfg).sizes(devices)
+    groups = engine_groups(cfg.engine, d, f)
+    out["kv_cache"] = int(kv_cfg) // groups if kv_cfg else max(hbm - used, 0)
+    total = used + out["kv_cache"]
     res = {"model": mcfg.name, "devices": devices, "hbm_gib": hbm_gib, "mesh": {"data": d, "fsdp": f, "tensor": t},
+           "engine_groups": groups,
            "row_len": row_len, "micro_rows": u.micro_rows, "micro_batches": micro_batches,
            "backend": jax.default_backend(), "bytes": out, "total": total,
            "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),

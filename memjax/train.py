@@ -8,6 +8,9 @@ Owns: TrainConfig and the loop
   step-level ratios) -> in-process weight hand-off to the engine -> metrics (JSONL + TensorBoard +
   terminal) -> held-out evaluation (System.evaluate: before, every `eval_every` steps, after) -> orbax
   checkpoint.
+Rollouts: `engine.data_parallel=-1` spreads the engine over the mesh's data x fsdp devices (one slot group and
+1/D of the KV pool each, weights replicated from the trainer's layout at every hand-off; engine.max_slots,
+prefill_slots, num_pages and kv_cache_bytes are then totals); the default 1 runs it on one device.
 The system is chosen by `agent.name` from the registry in memjax/systems (memagent, tiny, ...); `--set
 agent.name=X` swaps the `agent` section for X's defaults. The sampling temperature has one source: the
 system's (`agent...temperature`); the trainer's log-probs use it (`update.temperature` must be left at
@@ -50,7 +53,7 @@ from .checkpoint.run_checkpoints import RunCheckpoints, one_line
 from .config import ConfigError, run_cli
 from .engine import Engine, EngineConfig
 from .modelsource import ModelSource
-from .parallel import MeshConfig, initialize
+from .parallel import MeshConfig, initialize, rollout_devices
 from .rl.advantages import AdvantageConfig
 from .rl.batch import unit_index
 from .rl.credit import Credit, CriticConfig
@@ -178,7 +181,10 @@ class Run:
         update = dataclasses.replace(cfg.update, temperature=sysm.temperature if sysm.temperature > 0 else 1.0)
         self.trainer = Trainer(self.model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
         self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed)
-        self.engine = Engine(self.model, sysm.engine_config(cfg.engine))
+        try:  # engine.data_parallel=-1: one slot group per device of the mesh's data x fsdp plane
+            self.engine = Engine(self.model, sysm.engine_config(cfg.engine), devices=rollout_devices(mesh))
+        except ValueError as e:
+            raise ConfigError(f"engine: {e}") from None
         self.data = sysm.train_data(cfg.prompts_per_step, cfg.seed)
         self.rng = np.random.default_rng([cfg.seed, 99])  # the ablation's permutations
         self.ckpts = RunCheckpoints(self.out / "checkpoints", cfg.keep_checkpoints,

@@ -56,3 +56,12 @@ def test_plan_rows_and_refusal(tmp_path):
     p = _plan(tmp_path, "--hbm-gib", "0.0001")
     assert p.returncode == 1 and "does not fit" in p.stdout + p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_engine_groups_split_the_kv_budget():
+    from memjax.engine import EngineConfig
+    from memjax.plan import engine_groups
+
+    assert engine_groups(EngineConfig(), 2, 4) == 1
+    assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1), 2, 4) == 8
+    assert engine_groups(EngineConfig(max_slots=16, prefill_slots=4, data_parallel=4), 1, 8) == 4

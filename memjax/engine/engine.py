@@ -29,7 +29,8 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
   each request to a group when it is submitted: a prefix-sharing group (identical prompts) and a
   continuation (its parent's pages) go where their pages are, anything else to the group with the fewest
   tokens (prompt + max_tokens) of live requests; a request stays in its group (also when preempted).
-  `device_stats[d]` holds group d's counters; `stats` their sums. D = 1 runs the single-device loop.
+  `device_stats[d]` holds group d's counters; `stats` their sums, and stats["wall_rounds"] the rounds of the
+  slowest group per call, summed (= rounds with one group). D = 1 runs the single-device loop.
 Counters: request and group ids wrap below 2**31 - 1 (unique among live requests); `stats` are Python
 ints summed from per-call device counters, so nothing overflows in a week-long run.
 Invariants: prompts are non-empty lists of ints < vocab; prompt_len < window unless
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -52,29 +52,10 @@ from ..model.qwen2 import Qwen2
 from .config import FINISH_NAMES, FINISH_PREEMPTED, Completion, EngineConfig, KVHandle, SamplingParams
 from .data_parallel import DataParallel
 from .loop import make_loop, make_run
+from .requests import Request, pack_queue
 from .state import Queue, init_pool, init_ring, init_slots, kv_bytes_per_page, release_row
 
 _ID_LIMIT = 2**31 - 1
-
-
-@dataclass
-class _Request:
-    rid: int
-    prompt: list[int]  # current prompt (original + generated before any preemption)
-    orig_len: int
-    params: SamplingParams
-    seed: int
-    group: int = -1
-    shared_pages: int = 0
-    truncated: int = 0
-    gen: list[int] = field(default_factory=list)
-    lps: list[float] = field(default_factory=list)
-    preemptions: int = 0
-    retain: bool = False
-    parent: KVHandle | None = None  # until admitted
-    prefix_pages: int = 0  # full parent pages mapped instead of prefilled
-    device: int = 0  # device group (data_parallel)
-    load: int = 0  # tokens counted in the group's load while live
 
 
 def default_num_pages(model: Qwen2, ecfg: EngineConfig) -> int:
@@ -137,8 +118,8 @@ class Engine:
         self._load = [0] * d  # per group: prompt + max_tokens of its live requests (the balance key)
         self.device_stats = [collections.Counter() for _ in range(d)]
         self.retained_pages = 0  # page references held by unreleased KVHandles
-        self._pending: collections.deque[_Request] = collections.deque()
-        self._live: dict[int, _Request] = {}  # rid -> request, queued or running
+        self._pending: collections.deque[Request] = collections.deque()
+        self._live: dict[int, Request] = {}  # rid -> request, queued or running
         self._groups: dict[tuple[int, ...], tuple[int, set[int]]] = {}  # prompt -> (group id, live rids)
         self._next_id = {"req": 0, "group": 0}  # wrap at 2**31 - 1 (device int32), skipping live ids
         self._live_gids: set[int] = set()
@@ -209,17 +190,17 @@ class Engine:
             self._live_gids.add(self._groups[tuple(prompt)][0])
         gid, members, dev = self._groups[tuple(prompt)]
         members.add(rid)
-        self._live[rid] = _Request(rid, prompt, len(prompt), params, seed, group=gid, truncated=truncated,
+        self._live[rid] = Request(rid, prompt, len(prompt), params, seed, group=gid, truncated=truncated,
                                    shared_pages=(len(prompt) - 1) // ecfg.page_size, retain=retain, device=dev)
         self._charge(self._live[rid])
         self._pending.append(self._live[rid])
         return rid
 
-    def _charge(self, req: _Request) -> None:
+    def _charge(self, req: Request) -> None:
         req.load = len(req.prompt) + req.params.max_tokens
         self._load[req.device] += req.load
 
-    def _discharge(self, req: _Request) -> None:
+    def _discharge(self, req: Request) -> None:
         self._load[req.device] -= req.load
         req.load = 0
 
@@ -242,7 +223,7 @@ class Engine:
         self._aborted |= targets - queued
         return len(targets)
 
-    def _forget(self, req: _Request) -> None:
+    def _forget(self, req: Request) -> None:
         if req.group < 0:
             return
         key = tuple(req.prompt[: req.orig_len])
@@ -264,7 +245,7 @@ class Engine:
         seed = params.seed if params.seed is not None else (ecfg.seed * 1_000_003 + rid) % (2**31 - 1)
         kv.holders += 1
         n_prefix = min(kv.n_cached // ecfg.page_size, (len(full) - 1) // ecfg.page_size, len(kv.pages))
-        self._live[rid] = _Request(rid, full, len(full), params, seed, group=-1, truncated=kv.truncated,
+        self._live[rid] = Request(rid, full, len(full), params, seed, group=-1, truncated=kv.truncated,
                                    retain=retain, parent=kv, prefix_pages=n_prefix, device=kv.device)
         self._charge(self._live[rid])
         self._pending.append(self._live[rid])
@@ -301,36 +282,13 @@ class Engine:
         return len(self._live)
 
     # -- device calls -------------------------------------------------------------------------------
-    def _queue(self) -> tuple[Queue, list[list[_Request]]]:
+    def _queue(self) -> tuple[Queue, list[list[Request]]]:
         """The device queue ([Q] arrays; [D, Q / D] with data_parallel) and its rows per device group."""
         ecfg, d = self.config, self.data_parallel
         q = ecfg.queue_len // d
-        wc, ns = ecfg.window + ecfg.prefill_chunk, ecfg.max_stop_ids
         rows = [list(itertools.islice((r for r in self._pending if r.device == g), q)) for g in range(d)] \
             if d > 1 else [list(itertools.islice(self._pending, q))]
-        a = {k: np.zeros((d, q), np.int32) for k in ("req", "prompt_len", "group", "shared_pages", "top_k", "max_new",
-                                                     "seed", "pos_offset", "n_prefix")}
-        prefix, retain = np.zeros((d, q, ecfg.pages_per_seq), np.int32), np.zeros((d, q), bool)
-        tokens, stop = np.zeros((d, q, wc), np.int32), np.full((d, q, ns), -1, np.int32)
-        temp, top_p = np.ones((d, q), np.float32), np.ones((d, q), np.float32)
-        valid, proc = np.zeros((d, q), bool), np.zeros((d, q), bool)
-        for g, i, r in ((g, i, r) for g in range(d) for i, r in enumerate(rows[g])):
-            p = r.params
-            valid[g, i] = True
-            tokens[g, i, : len(r.prompt)] = r.prompt
-            stop[g, i, : len(p.stop_token_ids)] = p.stop_token_ids
-            group = -1 if r.preemptions else r.group  # a requeued request recomputes its prompt
-            a["req"][g, i], a["prompt_len"][g, i], a["group"][g, i] = r.rid, len(r.prompt), group
-            a["shared_pages"][g, i] = r.shared_pages if group >= 0 else 0
-            a["top_k"][g, i], a["max_new"][g, i], a["seed"][g, i] = p.top_k, p.max_tokens - len(r.gen), r.seed
-            a["pos_offset"][g, i] = r.truncated
-            retain[g, i] = r.retain
-            if r.parent is not None:  # a requeued (preempted) continuation has dropped its parent: recompute
-                a["n_prefix"][g, i] = r.prefix_pages
-                prefix[g, i, : len(r.parent.pages)] = r.parent.pages
-            temp[g, i], top_p[g, i], proc[g, i] = p.temperature, p.top_p, p.logprobs == "processed"
-        queue = Queue(valid=valid, admitted=np.zeros((d, q), bool), tokens=tokens, stop=stop, temperature=temp,
-                      top_p=top_p, processed=proc, retain=retain, prefix_table=prefix, **a)
+        queue = pack_queue(rows, ecfg, q)
         if self._dp is not None:
             return self._dp.put(queue), rows
         return jax.tree.map(lambda x: jnp.asarray(x[0]), queue), rows
@@ -368,6 +326,7 @@ class Engine:
             self.stats[f] += int(v.sum())
             for g in range(self.data_parallel):
                 self.device_stats[g][f] += int(v[g])
+        self.stats["wall_rounds"] += int(cnt.rounds.max())  # groups run their rounds side by side
         done, requeue = [], []
         for g, i in ((g, i) for g in range(self.data_parallel) for i in range(int(ring.count[g]))):
             rid = int(ring.req[g, i])

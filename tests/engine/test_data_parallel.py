@@ -19,6 +19,8 @@ import numpy as np
 import jax
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.model import init_model, presets
+from memjax.parallel import MeshConfig, param_shardings, rollout_devices
+from flax import nnx
 
 assert jax.device_count() == 8
 model = init_model(presets.get("tiny"), seed=6)
@@ -32,7 +34,8 @@ one = Engine(model, EngineConfig(**CFG))  # one device, a pool large enough neve
 ref = one.generate(prompts, sp)
 T1 = time.time()
 # 8 groups of 2 slots, 14 pages each (12 per full window + 2): long pairs preempt
-dp = Engine(model, EngineConfig(**CFG, num_pages=8 * 14, data_parallel=8))
+mesh = MeshConfig().make()  # the trainer's default: every device on fsdp
+dp = Engine(model, EngineConfig(**CFG, num_pages=8 * 14, data_parallel=-1), devices=rollout_devices(mesh))
 rids = [dp.submit(p, s) for p, s in zip(prompts, sp)]
 groups = [dp._live[i].device for i in rids]
 done = {}
@@ -72,6 +75,17 @@ res.update(parent_dev=parent.kv.device, child_dev=child_dev, cont_equal=done[chi
            cont_lp_err=float(np.abs(np.subtract(done[child_rid].logprobs, want.logprobs)).max()),
            continued=dp.stats["continued_tokens"], n_free=np.asarray(dp._pool.n_free).tolist(),
            refcount=int(np.asarray(dp._pool.refcount).sum()), retained=dp.retained_pages)
+# weights handed over from the trainer's FSDP layout: resharded (replicated) without recompiling the loop
+state = nnx.state(model, nnx.Param)
+fsdp = jax.device_put(state, param_shardings(state, mesh))
+compiled = dp._run._cache_size()
+dp.update_weights(fsdp)
+again = dp.generate(prompts[1::2], sp[1::2])  # the greedy requests
+res.update(fsdp_sharded=any(a.addressable_shards[0].data.shape != a.shape for a in jax.tree.leaves(fsdp)),
+           params_replicated=all(a.sharding.is_fully_replicated and len(a.sharding.device_set) == 8
+                                 for a in jax.tree.leaves(dp._params)),
+           recompiled=dp._run._cache_size() - compiled,
+           after_update_equal=all(a.token_ids == b.token_ids for a, b in zip(again, ref[1::2])))
 res["times"] = [T1 - T0, T2 - T1, time.time() - T2]
 print("RESULT" + json.dumps(res))
 """
@@ -118,3 +132,8 @@ def test_totals_must_split_over_the_groups():
         EngineConfig(data_parallel=0)
     cfg = EngineConfig(max_slots=16, prefill_slots=8, window=256, num_pages=800, queue_size=64, data_parallel=8).per_device(8)
     assert (cfg.max_slots, cfg.prefill_slots, cfg.num_pages, cfg.queue_len, cfg.data_parallel) == (2, 1, 100, 8, 1)
+
+
+def test_weights_from_the_fsdp_layout_are_replicated_without_recompiling(res):
+    assert res["fsdp_sharded"] and res["params_replicated"] and res["recompiled"] == 0
+    assert res["after_update_equal"]
