@@ -109,6 +109,7 @@ def test_devices_decode_distinct_requests(res):
     assert all(n > 0 for n in res["device_decode"]), res["device_decode"]
     assert sum(res["device_decode"]) == res["stats"]["decode_tokens"] > 0
     assert sorted(set(res["groups"])) == list(range(8))  # every request was assigned to one group, all used
+    assert res["groups"][4] == res["groups"][5]  # identical prompts (a prefix-sharing group) share a device
 
 
 def test_outputs_equal_one_device_under_preemption(res):
