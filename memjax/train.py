@@ -10,7 +10,8 @@ Owns: TrainConfig and the loop
   checkpoint.
 Rollouts: `engine.data_parallel=-1` spreads the engine over the mesh's data x fsdp devices (one slot group and
 1/D of the KV pool each, weights replicated from the trainer's layout at every hand-off; engine.max_slots,
-prefill_slots, num_pages and kv_cache_bytes are then totals); the default 1 runs it on one device.
+prefill_slots, num_pages and kv_cache_bytes are then totals; it also applies when the system brings its own
+engine config); the default 1 runs it on one device.
 The system is chosen by `agent.name` from the registry in memjax/systems (memagent, tiny, ...); `--set
 agent.name=X` swaps the `agent` section for X's defaults. The sampling temperature has one source: the
 system's (`agent...temperature`); the trainer's log-probs use it (`update.temperature` must be left at
@@ -181,8 +182,11 @@ class Run:
         update = dataclasses.replace(cfg.update, temperature=sysm.temperature if sysm.temperature > 0 else 1.0)
         self.trainer = Trainer(self.model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
         self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed)
-        try:  # engine.data_parallel=-1: one slot group per device of the mesh's data x fsdp plane
-            self.engine = Engine(self.model, sysm.engine_config(cfg.engine), devices=rollout_devices(mesh))
+        try:  # engine.data_parallel=-1: one slot group per device of the mesh's data x fsdp plane (a deployment
+            ecfg = sysm.engine_config(cfg.engine)  # setting: it applies to systems with their own engine config too)
+            if cfg.engine.data_parallel != 1:
+                ecfg = dataclasses.replace(ecfg, data_parallel=cfg.engine.data_parallel)
+            self.engine = Engine(self.model, ecfg, devices=rollout_devices(mesh))
         except ValueError as e:
             raise ConfigError(f"engine: {e}") from None
         self.data = sysm.train_data(cfg.prompts_per_step, cfg.seed)
