@@ -15,7 +15,8 @@ Owns: `DataParallel(devices)`, the device side of an engine with EngineConfig.da
 The host (memjax/engine/engine.py) assigns each request to a group, so tokens, log-probs and seeds are
 those of a 1-device engine given the same requests: sampling depends only on (seed, position).
 Invariants: D divides max_slots, prefill_slots, num_pages and queue_size (EngineConfig.per_device).
-Limitation: idle_return (chained turns) is per group; the call returns when every group has stopped.
+Limitations: idle_return (chained turns) is per group, and the call returns when every group has stopped;
+one host only (the host reads every group's ring, so every device must be addressable by this process).
 """
 
 from __future__ import annotations
