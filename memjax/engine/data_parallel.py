@@ -40,6 +40,9 @@ def _stack(tree, d: int):
 class DataParallel:
     def __init__(self, devices):
         self.devices = list(devices)
+        if any(d.process_index != jax.process_index() for d in self.devices):
+            raise ValueError("EngineConfig.data_parallel: the engine's devices must all belong to this process "
+                             "(a data-parallel engine spans one host)")
         self.size = len(self.devices)
         self.mesh = Mesh(np.asarray(self.devices), (DATA,))
         self.sharded = NamedSharding(self.mesh, P(DATA))  # leading axis = device group
