@@ -18,7 +18,7 @@ Rows, per device:
 - rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (replicated on every device of a
   data-parallel engine; the engine does not shard weights);
 - kv_cache: EngineConfig.kv_cache_bytes when set (a total over the engine's data_parallel device groups, so
-  kv_cache_bytes / D per device; D = data x fsdp for data_parallel=-1), else everything left (the engine's
+  kv_cache_bytes / (D x tensor_parallel) per device; D = devices / tensor_parallel for data_parallel=-1), else everything left (the engine's
   default takes free memory on each device).
 The rows are summed (the trainer's and the engine's peaks are counted as coexisting: an upper bound).
 Fits when the sum <= devices' HBM and the KV cache >= min_kv_gib (default 16) per device.
@@ -75,11 +75,12 @@ def _bytes_per_device(tree, shardings=None) -> int:
     return total
 
 
-def engine_groups(ecfg, data: int, fsdp: int) -> int:
-    """Device groups of the rollout engine on a data x fsdp (x tensor) mesh: EngineConfig.data_parallel, with
-    -1 = one per data x fsdp device (memjax.parallel.rollout_devices); its KV budget is split over them."""
+def engine_groups(ecfg, data: int, fsdp: int, tensor: int = 1) -> int:
+    """Device groups of the rollout engine on a data x fsdp x tensor mesh: EngineConfig.data_parallel, with
+    -1 = all devices / tensor_parallel (memjax.parallel.rollout_devices); its KV budget is split over the
+    groups and, by KV heads, over each group's tensor_parallel devices."""
     groups = getattr(ecfg, "data_parallel", 1)
-    return data * fsdp if groups == -1 else groups
+    return data * fsdp * tensor // getattr(ecfg, "tensor_parallel", 1) if groups == -1 else groups
 
 
 def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int) -> dict:
@@ -124,8 +125,9 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     used = sum(out.values())
     kv_cfg = getattr(cfg.engine, "kv_cache_bytes", None)
     d, f, t = _mesh_cfg(cfg).sizes(devices)
-    groups = engine_groups(cfg.engine, d, f)
-    out["kv_cache"] = int(kv_cfg) // groups if kv_cfg else max(hbm - used, 0)
+    groups = engine_groups(cfg.engine, d, f, t)
+    shards = groups * getattr(cfg.engine, "tensor_parallel", 1)  # the pool is split over every engine device
+    out["kv_cache"] = int(kv_cfg) // shards if kv_cfg else max(hbm - used, 0)
     total = used + out["kv_cache"]
     res = {"model": mcfg.name, "devices": devices, "hbm_gib": hbm_gib, "mesh": {"data": d, "fsdp": f, "tensor": t},
            "engine_groups": groups,

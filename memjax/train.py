@@ -8,8 +8,9 @@ Owns: TrainConfig and the loop
   step-level ratios) -> in-process weight hand-off to the engine -> metrics (JSONL + TensorBoard +
   terminal) -> held-out evaluation (System.evaluate: before, every `eval_every` steps, after) -> orbax
   checkpoint.
-Rollouts: `engine.data_parallel=-1` spreads the engine over the mesh's data x fsdp devices (one slot group and
-1/D of the KV pool each, weights replicated from the trainer's layout at every hand-off; engine.max_slots,
+Rollouts: `engine.data_parallel=-1` spreads the engine over the mesh's devices (D groups of
+engine.tensor_parallel = T devices, T = mesh.tensor keeps the trainer's tensor groups; one slot group and 1/D of
+the KV pool each, weights resharded from the trainer's layout at every hand-off; engine.max_slots,
 prefill_slots, num_pages and kv_cache_bytes are then totals; it also applies when the system brings its own
 engine config); the default 1 runs it on one device.
 The system is chosen by `agent.name` from the registry in memjax/systems (memagent, tiny, ...); `--set
@@ -182,10 +183,10 @@ class Run:
         update = dataclasses.replace(cfg.update, temperature=sysm.temperature if sysm.temperature > 0 else 1.0)
         self.trainer = Trainer(self.model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
         self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed)
-        try:  # engine.data_parallel=-1: one slot group per device of the mesh's data x fsdp plane (a deployment
-            ecfg = sysm.engine_config(cfg.engine)  # setting: it applies to systems with their own engine config too)
-            if cfg.engine.data_parallel != 1:
-                ecfg = dataclasses.replace(ecfg, data_parallel=cfg.engine.data_parallel)
+        try:  # engine.data_parallel=-1: a slot group per engine.tensor_parallel devices of the mesh (deployment
+            ecfg = sysm.engine_config(cfg.engine)  # settings: they apply to systems with their own engine config too)
+            ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
+                                                if getattr(cfg.engine, f) != 1})
             self.engine = Engine(self.model, ecfg, devices=rollout_devices(mesh))
         except ValueError as e:
             raise ConfigError(f"engine: {e}") from None

@@ -64,4 +64,5 @@ def test_engine_groups_split_the_kv_budget():
 
     assert engine_groups(EngineConfig(), 2, 4) == 1
     assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1), 2, 4) == 8
+    assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1, tensor_parallel=2), 2, 2, 2) == 4
     assert engine_groups(EngineConfig(max_slots=16, prefill_slots=4, data_parallel=4), 1, 8) == 4

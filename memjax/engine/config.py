@@ -9,7 +9,8 @@ Data parallelism (`data_parallel` = D > 1, memjax/engine/data_parallel.py): max_
 kv_cache_bytes and queue_size are TOTALS over the engine, split evenly into D device groups (each must divide by
 D, kv_cache_bytes is rounded down; every group's pool has its own null page, so num_pages / D must itself hold a window + 2 pages);
 `per_device(D)` is the config one group's loop compiles for. window, page_size, prefill_chunk, seeds and the
-other fields are the same for every group.
+other fields are the same for every group. `tensor_parallel` = T devices per group split the heads and
+the pool's KV heads (each device holds 1/(D x T) of the pool).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class EngineConfig:
     # device groups the engine spans (one slot group + 1/D of the KV pool each, weights replicated);
     # 1 = one device (the default path); -1 = every device given to Engine (memjax.train: the data x fsdp plane)
     data_parallel: int = 1
+    # devices per group that split the attention heads, KV heads (the pool) and MLP columns (Megatron style)
+    tensor_parallel: int = 1
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -82,6 +85,9 @@ class EngineConfig:
         if not isinstance(self.data_parallel, int) or isinstance(self.data_parallel, bool) \
                 or not (self.data_parallel >= 1 or self.data_parallel == -1):
             raise ValueError(f"EngineConfig.data_parallel must be >= 1 or -1 (all devices), got {self.data_parallel!r}")
+        if not isinstance(self.tensor_parallel, int) or isinstance(self.tensor_parallel, bool) \
+                or self.tensor_parallel < 1:
+            raise ValueError(f"EngineConfig.tensor_parallel must be >= 1, got {self.tensor_parallel!r}")
         if self.data_parallel > 1:
             self.per_device(self.data_parallel)  # the totals must split into data_parallel groups
 

@@ -29,6 +29,7 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
   each request to a group when it is submitted: a prefix-sharing group (identical prompts) and a
   continuation (its parent's pages) go where their pages are, anything else to the group with the fewest
   tokens (prompt + max_tokens) of live requests; a request stays in its group (also when preempted).
+  With tensor_parallel = T each group spans T devices that split its heads and its pool's KV heads.
   `device_stats[d]` holds group d's counters; `stats` their sums, and stats["wall_rounds"] the rounds of the
   slowest group per call, summed (= rounds with one group). D = 1 runs the single-device loop.
 Counters: request and group ids wrap below 2**31 - 1 (unique among live requests); `stats` are Python
@@ -76,8 +77,9 @@ def default_num_pages(model: Qwen2, ecfg: EngineConfig) -> int:
 
 class Engine:
     def __init__(self, model: Qwen2, config: EngineConfig | None = None, devices=None):
-        """devices: those a data_parallel engine spans (default jax.devices(); data_parallel=-1 takes them
-        all, D > 1 the first D). Ignored when data_parallel = 1."""
+        """devices: those a data/tensor-parallel engine spans (default jax.devices(); D groups of T =
+        tensor_parallel consecutive devices; data_parallel=-1 takes len(devices) // T groups, D > 1 the first
+        D x T devices). Ignored when D x T = 1."""
         self.config = ecfg = config or EngineConfig()
         if ecfg.compilation_cache_dir:
             jax.config.update("jax_compilation_cache_dir", ecfg.compilation_cache_dir)
@@ -93,11 +95,17 @@ class Engine:
 
             attend = engine_attend(impl=ecfg.attention, num_splits=ecfg.decode_splits)
         devs = list(jax.devices() if devices is None else devices)
-        d = len(devs) if ecfg.data_parallel == -1 else ecfg.data_parallel
-        if d > len(devs):
-            raise ValueError(f"EngineConfig.data_parallel={d} but the engine was given {len(devs)} device(s)")
+        t, mc = ecfg.tensor_parallel, model.cfg
+        d = len(devs) // t if ecfg.data_parallel == -1 else ecfg.data_parallel
+        if d < 1 or d * t > len(devs):
+            raise ValueError(f"EngineConfig data_parallel={ecfg.data_parallel} x tensor_parallel={t} needs more than "
+                             f"the {len(devs)} device(s) the engine was given")
+        if (mc.num_heads % t or mc.num_kv_heads % t or mc.intermediate_size % t) and t > 1:
+            raise ValueError(f"EngineConfig.tensor_parallel={t} must divide the model's heads ({mc.num_heads}), KV "
+                             f"heads ({mc.num_kv_heads}) and MLP width ({mc.intermediate_size})")
+        ecfg.per_device(d)  # the totals must split into d groups (data_parallel=-1 is resolved only here)
         self.data_parallel = d
-        self._dp = DataParallel(devs[:d]) if d > 1 else None
+        self._dp = DataParallel(devs[: d * t], tensor=t) if d * t > 1 else None
         if self._dp is None:
             self._params = self._cast(master)  # the engine's own copy; the master is never kept
             self.num_pages = ecfg.num_pages or default_num_pages(model, ecfg)
@@ -109,7 +117,7 @@ class Engine:
             self._release_row = lambda pool, _, row, n: release(pool, jnp.asarray(row), jnp.int32(n))
         else:
             self.local_config = local = ecfg.per_device(d)  # one group's shapes (totals / d)
-            self._params = self._dp.replicate(self._cast(master))
+            self._params = self._dp.shard_params(self._cast(master))
             per_group = local.num_pages or default_num_pages(model, local)
             self.num_pages = d * per_group  # total over the groups (each has its own null page)
             self._slots, self._pool, self._ring = self._dp.init_state(model.cfg, local, per_group)
@@ -138,7 +146,7 @@ class Engine:
                 or not floats:
             raise ValueError("update_weights: parameter structure, shapes or dtypes differ from the engine's model")
         self._params = None  # drop the old copy first: peak memory is one rollout copy, not two
-        self._params = self._cast(new) if self._dp is None else self._dp.replicate(self._cast(new))
+        self._params = self._cast(new) if self._dp is None else self._dp.shard_params(self._cast(new))
 
     # -- submission ---------------------------------------------------------------------------------
     def submit(self, prompt, params: SamplingParams | None = None, *, parent: Completion | None = None,

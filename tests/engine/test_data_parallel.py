@@ -1,4 +1,5 @@
-"""memjax.engine data-parallel slot groups on 8 simulated CPU devices (EngineConfig.data_parallel=8):
+"""memjax.engine data-parallel slot groups on 8 simulated CPU devices (EngineConfig.data_parallel=8, and
+4 groups x tensor_parallel=2):
 each device holds 1/8 of the KV pool and its own slots, devices decode distinct requests, and tokens and
 log-probs equal a 1-device engine's for the same requests and seeds, also under preemption and for
 multi-turn continuations (which stay in their parent's device group). One subprocess runs every check."""
@@ -13,7 +14,8 @@ import pytest
 from memjax.engine import EngineConfig
 
 SCRIPT = r"""
-import json, time
+import json, re, time
+import jax.numpy as jnp
 T0 = time.time()
 import numpy as np
 import jax
@@ -86,6 +88,18 @@ res.update(fsdp_sharded=any(a.addressable_shards[0].data.shape != a.shape for a 
                                  for a in jax.tree.leaves(dp._params)),
            recompiled=dp._run._cache_size() - compiled,
            after_update_equal=all(a.token_ids == b.token_ids for a, b in zip(again, ref[1::2])))
+# tensor parallel: 4 groups x 2 devices splitting the heads and the pool's KV heads
+tp = Engine(model, EngineConfig(**CFG, num_pages=4 * 14, data_parallel=4, tensor_parallel=2))
+tp_out = tp.generate(prompts, sp)
+q = tp._queue()[0]
+qw = [a for pth, a in jax.tree_util.tree_flatten_with_path(tp._params)[0] if "q_w" in jax.tree_util.keystr(pth)][0]
+hlo = tp._run.lower(tp._params, tp._slots, tp._pool, q, tp._ring, jnp.int32(1), jnp.int32(0)).compile().as_text()
+res.update(tp_shards=sorted({tuple(s.data.shape) for s in tp._pool.k.addressable_shards}),
+           tp_pool=list(tp._pool.k.shape), tp_qw=[list(s.data.shape) for s in qw.addressable_shards][:1],
+           tp_equal=[a.token_ids == b.token_ids for a, b in zip(ref, tp_out)],
+           tp_lp_err=max(float(np.abs(np.subtract(a.logprobs, b.logprobs)).max()) for a, b in zip(ref, tp_out)),
+           tp_all_gather=len(re.findall(r" all-gather(-start)?\(", hlo)), tp_all_reduce=len(re.findall(r" all-reduce(-start)?\(", hlo)),
+           tp_decode=[s["decode_tokens"] for s in tp.device_stats])
 res["times"] = [T1 - T0, T2 - T1, time.time() - T2]
 print("RESULT" + json.dumps(res))
 """
@@ -96,7 +110,9 @@ def res():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
     p = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads(p.stdout.split("RESULT", 1)[1])
+    res = json.loads(p.stdout.split("RESULT", 1)[1])
+    print(json.dumps(res))  # the measured values (pytest -s)
+    return res
 
 
 def test_each_device_holds_an_eighth_of_the_pool_and_its_slots(res):
@@ -131,6 +147,13 @@ def test_totals_must_split_over_the_groups():
         EngineConfig(max_slots=16, prefill_slots=8, window=512, page_size=16, num_pages=160, data_parallel=8)
     with pytest.raises(ValueError, match="data_parallel must be >= 1 or -1"):
         EngineConfig(data_parallel=0)
+    with pytest.raises(ValueError, match="tensor_parallel must be >= 1"):
+        EngineConfig(tensor_parallel=0)
+    from memjax.engine import Engine
+    from memjax.model import init_model, presets
+
+    with pytest.raises(ValueError, match="tensor_parallel=2 needs more than the 1 device"):  # this process: 1 CPU
+        Engine(init_model(presets.get("tiny")), EngineConfig(max_slots=2, prefill_slots=1, window=64, tensor_parallel=2))
     cfg = EngineConfig(max_slots=16, prefill_slots=8, window=256, num_pages=800, queue_size=64, data_parallel=8).per_device(8)
     assert (cfg.max_slots, cfg.prefill_slots, cfg.num_pages, cfg.queue_len, cfg.data_parallel) == (2, 1, 100, 8, 1)
 
@@ -138,3 +161,13 @@ def test_totals_must_split_over_the_groups():
 def test_weights_from_the_fsdp_layout_are_replicated_without_recompiling(res):
     assert res["fsdp_sharded"] and res["params_replicated"] and res["recompiled"] == 0
     assert res["after_update_equal"]
+
+
+def test_tensor_parallel_groups_split_heads_and_the_pool(res):
+    L, kv, p = res["tp_pool"][1], res["tp_pool"][2], res["tp_pool"][3]
+    assert res["tp_pool"][0] == 4 and p == 14 and res["tp_shards"] == [[1, L, kv // 2, p, 4, 16]]
+    assert res["tp_qw"][0][-1] * 2 == 64  # q_w's output columns (4 heads x 16) split over 2 devices
+    assert all(n > 0 for n in res["tp_decode"]) and len(res["tp_decode"]) == 4
+    assert all(res["tp_equal"]) and res["tp_lp_err"] < 1e-5, res
+    # inside a group: no gather of weights or KV pages, only the partial sums of o and down are reduced
+    assert res["tp_all_gather"] == 0 and res["tp_all_reduce"] > 0
