@@ -5,8 +5,8 @@ and tensor_parallel = T, D x T > 1:
 - a mesh [D, T] over the devices, axes ("data", "tensor"): consecutive runs of T devices form one group;
 - the engine state (Slots, Pool, Ring; the per-call Queue and Counters) stacked on a leading device-group
   axis of size D and sharded on "data": group d's slots, its 1/D of the KV pool (pages 0..P/D-1 of its
-  own, page 0 its null page: page ids are local to a group), its queue rows and its ring live on device d
-  only. Pool.k / Pool.v are [D, L, KV, P/D, S, Dh], also sharded on "tensor" over the KV heads: every
+  own, page 0 its null page: page ids are local to a group), its queue rows and its ring live on group d's
+  device(s) only. Pool.k / Pool.v are [D, L, KV, P/D, S, Dh], also sharded on "tensor" over the KV heads: every
   device's addressable shard is [1, L, KV/T, P/D, S, Dh]. Everything else is replicated over "tensor".
 - `run(loop)`: `jax.shard_map` of the unjitted single-device loop (memjax/engine/loop.py `make_loop`,
   compiled for `EngineConfig.per_device(D)`) over "data", jitted with Slots, Pool and Ring donated.

@@ -59,13 +59,14 @@ from .state import Queue, init_pool, init_ring, init_slots, kv_bytes_per_page, r
 _ID_LIMIT = 2**31 - 1
 
 
-def default_num_pages(model: Qwen2, ecfg: EngineConfig) -> int:
+def default_num_pages(model: Qwen2, ecfg: EngineConfig, shards: int = 1) -> int:
+    """Pages of one pool; shards = devices that split each page by KV heads (tensor_parallel)."""
     per = kv_bytes_per_page(model.cfg, ecfg)
     budget = ecfg.kv_cache_bytes
     if budget is None:
         stats = jax.devices()[0].memory_stats() or {}
-        if "bytes_limit" in stats:
-            budget = int(0.9 * (stats["bytes_limit"] - stats.get("bytes_in_use", 0)))
+        if "bytes_limit" in stats:  # free memory of one device, on each of the pool's devices
+            budget = shards * int(0.9 * (stats["bytes_limit"] - stats.get("bytes_in_use", 0)))
         else:  # CPU: enough for every slot's full window, capped at 1 GiB
             budget = min(1 << 30, per * (ecfg.max_slots * ecfg.pages_per_seq + 1))
     pages = budget // per
@@ -118,7 +119,7 @@ class Engine:
         else:
             self.local_config = local = ecfg.per_device(d)  # one group's shapes (totals / d)
             self._params = self._dp.shard_params(self._cast(master))
-            per_group = local.num_pages or default_num_pages(model, local)
+            per_group = local.num_pages or default_num_pages(model, local, shards=t)
             self.num_pages = d * per_group  # total over the groups (each has its own null page)
             self._slots, self._pool, self._ring = self._dp.init_state(model.cfg, local, per_group)
             self._run = self._dp.run(make_loop(nnx.graphdef(model), model.cfg, local, attend=attend))
