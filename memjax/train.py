@@ -5,7 +5,8 @@ Owns: TrainConfig and the loop
   run_workflow) -> rewards (+ the system's shaping) -> [ablation] -> group filter / dynamic sampling
   (optional) -> credit assignment (memjax/rl/credit.py: GRPO, or GAE with the PPO critic; or the system's
   own) -> Trainer.update (old/ref log-probs, PPO epochs x mini-batches x micro-batches, AdamW; token- or
-  step-level ratios) -> in-process weight hand-off to the engine -> metrics (JSONL + TensorBoard +
+  step-level ratios; the engine sleeps through it, its KV pool and rollout weights freed, when
+  `engine_sleep`) -> in-process weight hand-off to the engine -> metrics (JSONL + TensorBoard +
   terminal) -> held-out evaluation (System.evaluate: before, every `eval_every` steps, after) -> orbax
   checkpoint.
 Rollouts: `engine.data_parallel=-1` spreads the engine over the mesh's devices (D groups of
@@ -88,6 +89,9 @@ class TrainConfig:
     filter_flat_groups: bool = False  # drop groups whose rewards are all equal (DAPO's filter without refill)
     ablation: str = "none"  # "shuffle_rewards": permute rewards over the batch; "zero_advantages": all equal
     mesh: MeshConfig = field(default_factory=MeshConfig)  # data x fsdp x tensor (default: all devices on fsdp)
+    # hybrid engine: free the engine's KV pool and rollout weights while the trainer updates, so that the
+    # two memory peaks do not add (memjax.plan counts the larger of the two phases)
+    engine_sleep: bool = True
     min_kv_gib: float = 16.0  # start-up memory plan (memjax.plan, on GPUs): refuse a config leaving less KV cache
     seed: int = 0
     out_dir: str = "out/train"
@@ -173,10 +177,11 @@ class Run:
             m = cfg.mesh
             raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
                               f"{jax.device_count()} device(s))") from None
+        planned = {}
         if cfg.min_kv_gib:  # on devices with a memory limit (GPUs): does the config fit? (a no-op on CPU)
             from .plan import check
 
-            check(cfg, min_kv_gib=cfg.min_kv_gib)
+            planned = check(cfg, min_kv_gib=cfg.min_kv_gib)
         self.model, self.tok = sysm.load_model(cfg.model)
         sysm.setup(self.model, self.tok)
         ref = nnx.state(self.model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)
@@ -187,6 +192,9 @@ class Run:
             ecfg = sysm.engine_config(cfg.engine)  # settings: they apply to systems with their own engine config too)
             ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
                                                 if getattr(cfg.engine, f) != 1})
+            if planned and ecfg.kv_budget_bytes is None and ecfg.num_pages is None:  # the pool the plan counted
+                per_device = planned["bytes"]["kv_cache"]  # kv_cache_bytes is a total over the engine devices
+                ecfg = dataclasses.replace(ecfg, kv_cache_bytes=per_device * planned.get("engine_devices", 1))
             self.engine = Engine(self.model, ecfg, devices=rollout_devices(mesh))
         except ValueError as e:
             raise ConfigError(f"engine: {e}") from None
@@ -332,6 +340,8 @@ class Run:
             else:
                 batch, cmetrics = self.credit.assign(batch)
                 metrics.update(cmetrics)
+            if self.cfg.engine_sleep:
+                metrics["engine_freed_gib"] = self.engine.sleep() / 2**30
             metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step, step=self.step))
             self.engine.update_weights(self.model)
         metrics["update_s"] = time.perf_counter() - t1

@@ -66,14 +66,17 @@ class DataParallel:
         self._release = None
 
     # -- state ------------------------------------------------------------------------------------------
-    def init_state(self, mcfg: ModelConfig, local: EngineConfig, pages_per_group: int):
-        """(Slots, Pool, Ring) with a leading [D] axis, each group's part created on its own device."""
+    def init_slots_ring(self, local: EngineConfig):
+        """(Slots, Ring) with a leading [D] axis, each group's part created on its own device(s)."""
         d = self.size
+        return jax.jit(lambda: (_stack(init_slots(local), d), _stack(init_ring(local), d)),
+                       out_shardings=self.sharded)()
+
+    def init_pool(self, mcfg: ModelConfig, local: EngineConfig, pages_per_group: int):
+        """An empty Pool per group, [D]-stacked, K/V also split over "tensor" by KV heads."""
         pool = jax.eval_shape(lambda: init_pool(mcfg, local, pages_per_group))
-        pool_sh = jax.tree.map(lambda _: self.sharded, pool).replace(k=self.kv_sharded, v=self.kv_sharded)
-        make = jax.jit(lambda: (_stack(init_slots(local), d), _stack(init_pool(mcfg, local, pages_per_group), d),
-                                _stack(init_ring(local), d)), out_shardings=(self.sharded, pool_sh, self.sharded))
-        return make()
+        sh = jax.tree.map(lambda _: self.sharded, pool).replace(k=self.kv_sharded, v=self.kv_sharded)
+        return jax.jit(lambda: _stack(init_pool(mcfg, local, pages_per_group), self.size), out_shardings=sh)()
 
     def put(self, tree):
         """Host arrays with a leading [D] axis -> sharded on "data" (row d on device d)."""

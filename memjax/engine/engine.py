@@ -3,6 +3,9 @@
 Owns: the request lifecycle on the host side (submit -> device queue -> completion), the page-pool
 size, weight swaps, and the public `generate` / `submit` + `step` API.
 - `generate(prompts, params)` returns one Completion per prompt, in input order.
+- Rounds (EngineConfig.schedule): "mixed" (default) packs every running sequence's decode token and
+  prefill chunks of pending prompts into one forward of at most token_budget tokens (memjax/engine/mixed.py);
+  "split" runs padded prefill rounds and pauses decoding while a prompt is pending. Same tokens either way.
 - Streaming form for agent workflows: `rid = submit(prompt, params)`; `step()` runs one device call
   (up to `rounds_per_sync` rounds) and returns the Completions that finished in it; the caller may
   submit follow-up turns before the next `step()`, so trajectories advance independently; with
@@ -20,6 +23,8 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
   retains every turn, continues it, then releases the parent. stats["continued_tokens"] = prefill saved.
 - `update_weights(params)` swaps in new policy weights of the same shapes without recompiling; the engine
   holds only its own copy in `EngineConfig.weight_dtype` (bf16 for real configs), never the fp32 master.
+- `sleep()` frees the KV pool and the rollout weights while the trainer updates (hybrid engine: the two
+  peaks do not add); the next device call allocates an empty pool again, after `update_weights`.
 - `abort(rids=None)` forgets requests (all when None): queued ones leave the queue at once; one already
   on the device runs to its end there and its completion is dropped (retained pages freed), so after an
   exception inside a workflow the engine serves the next caller with no orphan completions. `generate`
@@ -62,7 +67,7 @@ _ID_LIMIT = 2**31 - 1
 def default_num_pages(model: Qwen2, ecfg: EngineConfig, shards: int = 1) -> int:
     """Pages of one pool; shards = devices that split each page by KV heads (tensor_parallel)."""
     per = kv_bytes_per_page(model.cfg, ecfg)
-    budget = ecfg.kv_cache_bytes
+    budget = ecfg.kv_budget_bytes
     if budget is None:
         stats = jax.devices()[0].memory_stats() or {}
         if "bytes_limit" in stats:  # free memory of one device, on each of the pool's devices
@@ -110,9 +115,8 @@ class Engine:
         if self._dp is None:
             self._params = self._cast(master)  # the engine's own copy; the master is never kept
             self.num_pages = ecfg.num_pages or default_num_pages(model, ecfg)
-            self._slots = init_slots(ecfg)
-            self._pool = init_pool(model.cfg, ecfg, self.num_pages)
-            self._ring = init_ring(ecfg)
+            self._new_slots_ring = lambda: (init_slots(ecfg), init_ring(ecfg))
+            self._new_pool = lambda: init_pool(model.cfg, ecfg, self.num_pages)
             self._run = make_run(nnx.graphdef(model), model.cfg, ecfg, attend=attend)
             release = jax.jit(release_row, donate_argnums=0)
             self._release_row = lambda pool, _, row, n: release(pool, jnp.asarray(row), jnp.int32(n))
@@ -121,9 +125,12 @@ class Engine:
             self._params = self._dp.shard_params(self._cast(master))
             per_group = local.num_pages or default_num_pages(model, local, shards=t)
             self.num_pages = d * per_group  # total over the groups (each has its own null page)
-            self._slots, self._pool, self._ring = self._dp.init_state(model.cfg, local, per_group)
+            self._new_slots_ring = lambda: self._dp.init_slots_ring(local)
+            self._new_pool = lambda: self._dp.init_pool(model.cfg, local, per_group)
             self._run = self._dp.run(make_loop(nnx.graphdef(model), model.cfg, local, attend=attend))
             self._release_row = self._dp.release_row
+        self._slots, self._ring = self._new_slots_ring()
+        self._pool = self._new_pool()
         self._load = [0] * d  # per group: prompt + max_tokens of its live requests (the balance key)
         self.device_stats = [collections.Counter() for _ in range(d)]
         self.retained_pages = 0  # page references held by unreleased KVHandles
@@ -148,6 +155,46 @@ class Engine:
             raise ValueError("update_weights: parameter structure, shapes or dtypes differ from the engine's model")
         self._params = None  # drop the old copy first: peak memory is one rollout copy, not two
         self._params = self._cast(new) if self._dp is None else self._dp.shard_params(self._cast(new))
+
+    # -- hybrid-engine memory: free the pool while the trainer runs -----------------------------------
+    def sleep(self, weights: bool = True) -> int:
+        """Free the KV pool (and, with weights=True, the rollout copy of the weights) between rollouts, so
+        that the trainer's update and the engine's pool do not need memory at the same time (verl's hybrid
+        engine does the same). Refused while a request is live or a retained KVHandle is unreleased (their
+        pages live in the pool). The pool is allocated again, empty, by the next device call; after
+        weights=True, `update_weights` must come before it. Requests aborted while on the device are dropped
+        with their slots. Returns the bytes freed (0 when already asleep)."""
+        if self._live or self.retained_pages:
+            raise RuntimeError(f"Engine.sleep: {len(self._live)} unfinished requests and {self.retained_pages} "
+                               "retained pages live in the KV pool; finish, abort or release them first")
+        targets = [t for t in (self._pool, self._params if weights else None) if t is not None]
+        if not targets:
+            return 0
+        freed = 0
+        for a in jax.tree.leaves(targets):
+            freed += a.nbytes
+            a.delete()
+        if weights:
+            self._params = None
+        if self._pool is not None:
+            self._pool = None
+            # requests aborted while on the device lose their slots with the pool: fresh slots and ring
+            self._slots, self._ring = self._new_slots_ring()
+            self._aborted.clear()
+            self._groups.clear()
+            self._live_gids.clear()
+            self.stats["sleeps"] += 1
+        return freed
+
+    @property
+    def asleep(self) -> bool:
+        return self._pool is None
+
+    def _wake(self) -> None:
+        if self._params is None:
+            raise RuntimeError("Engine: the rollout weights were freed by sleep(); call update_weights first")
+        if self._pool is None:
+            self._pool = self._new_pool()
 
     # -- submission ---------------------------------------------------------------------------------
     def submit(self, prompt, params: SamplingParams | None = None, *, parent: Completion | None = None,
@@ -308,6 +355,7 @@ class Engine:
         its max_slots / D, with data_parallel). Returns finished requests."""
         if not self._live:
             return []
+        self._wake()
         queue, rows = self._queue()
         idle = self.config.idle_return if idle_return is None else idle_return
         if self._dp is not None:
