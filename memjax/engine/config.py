@@ -25,7 +25,7 @@ FINISH_NAMES = {FINISH_STOP: "stop", FINISH_LENGTH: "length", FINISH_WINDOW: "wi
 OVERLONG_POLICIES = ("error", "truncate_left")
 WEIGHT_DTYPES = ("compute", "bfloat16", "float16", "float32")
 LOGPROB_MODES = ("raw", "processed")
-SCHEDULES = ("split", "mixed")
+SCHEDULES = ("auto", "split", "mixed")
 AUTO_PREFILL_CAP = 8192  # prefill tokens per mixed round when token_budget = 0
 
 
@@ -59,9 +59,11 @@ class EngineConfig:
     # round shape (memjax/engine/mixed.py): "split" = a padded [prefill_slots, prefill_chunk] prefill round
     # whenever a prompt is pending, else a [max_slots, 1] decode round; "mixed" = token-budget batching:
     # one ragged forward of every running sequence's decode token plus prefill chunks up to token_budget.
-    # Default "mixed": on CPU (tiny, skewed workload, benchmarks/results/rollout_token_budget_tiny_cpu.json)
-    # it gave >= the split tokens/s, lower time-to-first-token and no decode stalls; GPU cost: mixed.py
-    schedule: str = "mixed"
+    # "auto" (default) = mixed on CPU, where it gave >= the split tokens/s, lower time-to-first-token and no
+    # decode stalls (benchmarks/results/rollout_token_budget_tiny_cpu.json), split on GPUs: there the mixed
+    # round's attention reads a prefill chunk's context once per token row (memory-bound for long prompts,
+    # mixed.py) until a ragged paged-attention kernel exists. The Engine resolves it when built.
+    schedule: str = "auto"
     # tokens per mixed round (>= max_slots); 0 -> max_slots + min(prefill_slots * prefill_chunk, 8192): every
     # decode token plus the split schedule's prefill round, capped (mixed rounds gather one page per token row)
     token_budget: int = 0

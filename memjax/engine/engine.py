@@ -3,7 +3,7 @@
 Owns: the request lifecycle on the host side (submit -> device queue -> completion), the page-pool
 size, weight swaps, and the public `generate` / `submit` + `step` API.
 - `generate(prompts, params)` returns one Completion per prompt, in input order.
-- Rounds (EngineConfig.schedule): "mixed" (default) packs every running sequence's decode token and
+- Rounds (EngineConfig.schedule; "auto" = mixed on CPU, split on GPUs): "mixed" packs every running sequence's decode token and
   prefill chunks of pending prompts into one forward of at most token_budget tokens (memjax/engine/mixed.py);
   "split" runs padded prefill rounds and pauses decoding while a prompt is pending. Same tokens either way.
 - Streaming form for agent workflows: `rid = submit(prompt, params)`; `step()` runs one device call
@@ -46,6 +46,7 @@ overlong_prompt="truncate_left" (keeps the last window - 1 tokens, recorded in C
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 
 import jax
@@ -86,7 +87,10 @@ class Engine:
         """devices: those a data/tensor-parallel engine spans (default jax.devices(); D groups of T =
         tensor_parallel consecutive devices; data_parallel=-1 takes len(devices) // T groups, D > 1 the first
         D x T devices). Ignored when D x T = 1."""
-        self.config = ecfg = config or EngineConfig()
+        ecfg = config or EngineConfig()
+        if ecfg.schedule == "auto":  # memjax/engine/config.py: mixed on CPU, split on GPUs (no ragged kernel yet)
+            ecfg = dataclasses.replace(ecfg, schedule="mixed" if jax.default_backend() == "cpu" else "split")
+        self.config = ecfg
         if ecfg.compilation_cache_dir:
             jax.config.update("jax_compilation_cache_dir", ecfg.compilation_cache_dir)
         self.model_config = model.cfg

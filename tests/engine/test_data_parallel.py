@@ -88,6 +88,12 @@ res.update(fsdp_sharded=any(a.addressable_shards[0].data.shape != a.shape for a 
                                  for a in jax.tree.leaves(dp._params)),
            recompiled=dp._run._cache_size() - compiled,
            after_update_equal=all(a.token_ids == b.token_ids for a, b in zip(again, ref[1::2])))
+# sleep (hybrid engine): pool and weights freed, rebuilt sharded on the next call
+freed = dp.sleep()
+dp.update_weights(state)
+woke = dp.generate(prompts[1::2], sp[1::2])
+res.update(sleep_freed=freed, wake_equal=all(a.token_ids == b.token_ids for a, b in zip(woke, ref[1::2])),
+           wake_shards=sorted({tuple(s.data.shape) for s in dp._pool.k.addressable_shards}) == res["shard_shapes"])
 # tensor parallel: 4 groups x 2 devices splitting the heads and the pool's KV heads
 tp = Engine(model, EngineConfig(**CFG, num_pages=4 * 14, data_parallel=4, tensor_parallel=2))
 tp_out = tp.generate(prompts, sp)
@@ -161,6 +167,7 @@ def test_totals_must_split_over_the_groups():
 def test_weights_from_the_fsdp_layout_are_replicated_without_recompiling(res):
     assert res["fsdp_sharded"] and res["params_replicated"] and res["recompiled"] == 0
     assert res["after_update_equal"]
+    assert res["sleep_freed"] > 0 and res["wake_equal"] and res["wake_shards"]
 
 
 def test_tensor_parallel_groups_split_heads_and_the_pool(res):
