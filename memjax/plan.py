@@ -15,9 +15,11 @@ Rows, per device:
   attention and log-prob temporaries (the max with the log-prob program's temporaries), plus the step's
   input arrays (`tt_buffers`: HLO values of both programs with a [..., T, T] shape, T the row length:
   0 with memory-efficient attention);
-- rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (the engine does not shard);
-- kv_cache: EngineConfig.kv_cache_gib / kv_cache_bytes when set, else 90% of what the rollout phase leaves
-  (the engine's default takes 90% of the free memory when it is built).
+- rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (replicated on every device of a
+  data-parallel engine; split over its tensor_parallel devices by the shardings it applies, not counted here);
+- kv_cache: EngineConfig.kv_cache_gib / kv_cache_bytes when set (a total over the engine's devices: / (D x
+  tensor_parallel) per device, D = data_parallel, -1 = all devices / tensor_parallel), else 90% of what the
+  rollout phase leaves (the engine's default takes 90% of the free memory when it is built).
 Two phases, per device: rollout = params + optimizer + reference + rollout_weights + kv_cache; update =
 params + optimizer + reference + train_temporaries. With TrainConfig.engine_sleep (default) the engine frees
 its pool and weights through the update, so the peak is the larger phase; without it the phases coexist and
@@ -76,6 +78,14 @@ def _bytes_per_device(tree, shardings=None) -> int:
     return total
 
 
+def engine_groups(ecfg, data: int, fsdp: int, tensor: int = 1) -> int:
+    """Device groups of the rollout engine on a data x fsdp x tensor mesh: EngineConfig.data_parallel, with
+    -1 = all devices / tensor_parallel (memjax.parallel.rollout_devices); its KV budget is split over the
+    groups and, by KV heads, over each group's tensor_parallel devices."""
+    groups = getattr(ecfg, "data_parallel", 1)
+    return data * fsdp * tensor // getattr(ecfg, "tensor_parallel", 1) if groups == -1 else groups
+
+
 def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int) -> dict:
     import jax
     import jax.numpy as jnp
@@ -115,12 +125,16 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     wd = jnp.dtype(mcfg.dtype if cfg.engine.weight_dtype == "compute" else cfg.engine.weight_dtype)
     out["rollout_weights"] = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, wd), aparams))
     hbm = int(hbm_gib * GIB)
+    d, f, t = _mesh_cfg(cfg).sizes(devices)
+    groups = engine_groups(cfg.engine, d, f, t)
+    shards = groups * getattr(cfg.engine, "tensor_parallel", 1)  # the pool is split over every engine device
+    kv_total = cfg.engine.kv_budget_bytes
     sleep = bool(getattr(cfg, "engine_sleep", False))
-    out["kv_cache"], phases = budget(out, hbm, sleep=sleep, kv_bytes=cfg.engine.kv_budget_bytes)
+    out["kv_cache"], phases = budget(out, hbm, sleep=sleep, kv_bytes=kv_total // shards if kv_total else None)
     used = phases["rollout"] - out["kv_cache"]
     total = max(phases.values())
-    d, f, t = _mesh_cfg(cfg).sizes(devices)
     res = {"model": mcfg.name, "devices": devices, "hbm_gib": hbm_gib, "mesh": {"data": d, "fsdp": f, "tensor": t},
+           "engine_groups": groups, "engine_devices": shards,
            "row_len": row_len, "micro_rows": u.micro_rows, "micro_batches": micro_batches,
            "backend": jax.default_backend(), "bytes": out, "total": total,
            "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),

@@ -9,6 +9,11 @@ Owns: TrainConfig and the loop
   `engine_sleep`) -> in-process weight hand-off to the engine -> metrics (JSONL + TensorBoard +
   terminal) -> held-out evaluation (System.evaluate: before, every `eval_every` steps, after) -> orbax
   checkpoint.
+Rollouts: `engine.data_parallel=-1` spreads the engine over the mesh's devices (D groups of
+engine.tensor_parallel = T devices, T = mesh.tensor keeps the trainer's tensor groups; one slot group and 1/D of
+the KV pool each, weights resharded from the trainer's layout at every hand-off; engine.max_slots,
+prefill_slots, num_pages and kv_cache_bytes are then totals; it also applies when the system brings its own
+engine config); the default 1 runs it on one device.
 The system is chosen by `agent.name` from the registry in memjax/systems (memagent, tiny, ...); `--set
 agent.name=X` swaps the `agent` section for X's defaults. The sampling temperature has one source: the
 system's (`agent...temperature`); the trainer's log-probs use it (`update.temperature` must be left at
@@ -55,7 +60,7 @@ from .config import ConfigError, run_cli
 from .curriculum import Curriculum, check_choices
 from .engine import Engine, EngineConfig
 from .modelsource import ModelSource
-from .parallel import MeshConfig, initialize
+from .parallel import MeshConfig, initialize, rollout_devices
 from .rl.advantages import AdvantageConfig
 from .rl.batch import unit_index
 from .rl.credit import Credit, CriticConfig
@@ -195,10 +200,16 @@ class Run:
         update = dataclasses.replace(cfg.update, temperature=sysm.temperature if sysm.temperature > 0 else 1.0)
         self.trainer = Trainer(self.model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
         self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed)
-        ecfg = sysm.engine_config(cfg.engine)
-        if planned and ecfg.kv_budget_bytes is None and ecfg.num_pages is None:  # the pool the plan counted
-            ecfg = dataclasses.replace(ecfg, kv_cache_bytes=planned["bytes"]["kv_cache"])
-        self.engine = Engine(self.model, ecfg)
+        try:  # engine.data_parallel=-1: a slot group per engine.tensor_parallel devices of the mesh (deployment
+            ecfg = sysm.engine_config(cfg.engine)  # settings: they apply to systems with their own engine config too)
+            ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
+                                                if getattr(cfg.engine, f) != 1})
+            if planned and ecfg.kv_budget_bytes is None and ecfg.num_pages is None:  # the pool the plan counted
+                per_device = planned["bytes"]["kv_cache"]  # kv_cache_bytes is a total over the engine devices
+                ecfg = dataclasses.replace(ecfg, kv_cache_bytes=per_device * planned.get("engine_devices", 1))
+            self.engine = Engine(self.model, ecfg, devices=rollout_devices(mesh))
+        except ValueError as e:
+            raise ConfigError(f"engine: {e}") from None
         self.data = sysm.train_data(cfg.prompts_per_step, cfg.seed)
         self.rng = np.random.default_rng([cfg.seed, 99])  # the ablation's permutations
         self.ckpts = RunCheckpoints(self.out / "checkpoints", cfg.keep_checkpoints,

@@ -73,3 +73,13 @@ def test_phases_with_and_without_engine_sleep():
     assert kv == int(0.9 * (40 - 16) * gib) and ph["rollout"] == ph["update"] == 16 * gib + kv
     kv, ph = budget(rows, 40 * gib, sleep=True, kv_bytes=5 * gib)  # engine.kv_cache_gib=5
     assert kv == 5 * gib and ph == {"rollout": 11 * gib, "update": 13 * gib}
+
+
+def test_engine_groups_split_the_kv_budget():
+    from memjax.engine import EngineConfig
+    from memjax.plan import engine_groups
+
+    assert engine_groups(EngineConfig(), 2, 4) == 1
+    assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1), 2, 4) == 8
+    assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1, tensor_parallel=2), 2, 2, 2) == 4
+    assert engine_groups(EngineConfig(max_slots=16, prefill_slots=4, data_parallel=4), 1, 8) == 4

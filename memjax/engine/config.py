@@ -5,10 +5,18 @@ Owns: `EngineConfig` (every static shape of the compiled generation loop: one co
 retained pages of a finished sequence, for multi-turn continuation).
 Invariants: window (max tokens per sequence, prompt + generation) is a multiple of page_size;
 the page pool holds at least one full window, one spare page and the null page, so any single request can always run.
+Data parallelism (`data_parallel` = D > 1, memjax/engine/data_parallel.py): max_slots, prefill_slots, num_pages,
+kv_cache_gib / kv_cache_bytes, queue_size and token_budget are TOTALS over the engine, split evenly into D device
+groups (each count must divide by D, kv_cache_bytes is rounded down; every group's pool has its own null
+page, so num_pages / D must itself hold a window + 2 pages);
+`per_device(D)` is the config one group's loop compiles for. window, page_size, prefill_chunk, seeds and the
+other fields are the same for every group. `tensor_parallel` = T devices per group split the heads and
+the pool's KV heads (each device holds 1/(D x T) of the pool).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -59,7 +67,11 @@ class EngineConfig:
     # tokens per mixed round (>= max_slots); 0 -> max_slots + min(prefill_slots * prefill_chunk, 8192): every
     # decode token plus the split schedule's prefill round, capped (mixed rounds gather one page per token row)
     token_budget: int = 0
-
+    # device groups the engine spans (one slot group + 1/D of the KV pool each, weights replicated);
+    # 1 = one device (the default path); -1 = every device given to Engine (memjax.train: the mesh's)
+    data_parallel: int = 1
+    # devices per group that split the attention heads, KV heads (the pool) and MLP columns (Megatron style)
+    tensor_parallel: int = 1
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -98,6 +110,14 @@ class EngineConfig:
                 raise ValueError(f"EngineConfig.{f} must be a positive number (or None), got {v!r}")
         if self.queue_size < 0:
             raise ValueError(f"EngineConfig.queue_size must be >= 0, got {self.queue_size}")
+        if not isinstance(self.data_parallel, int) or isinstance(self.data_parallel, bool) \
+                or not (self.data_parallel >= 1 or self.data_parallel == -1):
+            raise ValueError(f"EngineConfig.data_parallel must be >= 1 or -1 (all devices), got {self.data_parallel!r}")
+        if not isinstance(self.tensor_parallel, int) or isinstance(self.tensor_parallel, bool) \
+                or self.tensor_parallel < 1:
+            raise ValueError(f"EngineConfig.tensor_parallel must be >= 1, got {self.tensor_parallel!r}")
+        if self.data_parallel > 1:
+            self.per_device(self.data_parallel)  # the totals must split into data_parallel groups
 
     @property
     def kv_budget_bytes(self) -> int | None:
@@ -129,6 +149,27 @@ class EngineConfig:
     @property
     def queue_len(self) -> int:
         return self.queue_size or 2 * self.max_slots
+
+    def per_device(self, d: int) -> "EngineConfig":
+        """The config of one of `d` device groups: the totals (max_slots, prefill_slots, num_pages, queue_size,
+        token_budget; kv_cache_bytes rounded down, kv_cache_gib) divided by d; ValueError naming a total d
+        does not divide."""
+        if d == 1:
+            return self
+        for f in ("max_slots", "prefill_slots", "num_pages", "queue_size", "token_budget"):
+            v = getattr(self, f)
+            if v and v % d:
+                raise ValueError(f"EngineConfig.{f}={v} is a total over data_parallel={d} device groups and must "
+                                 f"be divisible by {d}")
+        if self.num_pages is not None and self.num_pages // d < self.pages_per_seq + 2:
+            raise ValueError(f"EngineConfig.num_pages={self.num_pages} over {d} device groups leaves "
+                             f"{self.num_pages // d} pages per group < window/page_size + 2 = {self.pages_per_seq + 2}")
+        div = lambda v: v // d if v else v
+        return dataclasses.replace(
+            self, max_slots=self.max_slots // d, prefill_slots=self.prefill_slots // d, num_pages=div(self.num_pages),
+            queue_size=div(self.queue_size), kv_cache_bytes=div(self.kv_cache_bytes),
+            token_budget=div(self.token_budget), kv_cache_gib=None if self.kv_cache_gib is None else self.kv_cache_gib / d, data_parallel=1,
+            idle_return=min(self.idle_return, self.max_slots // d))
 
 
 @dataclass(frozen=True)
@@ -179,6 +220,7 @@ class KVHandle:
     truncated: int = 0
     holders: int = 0  # children submitted but not yet admitted
     released: bool = False  # Engine.release was called
+    device: int = 0  # the device group whose pool holds the pages (data_parallel engines)
     freed: bool = False  # the references were dropped on the device
 
 

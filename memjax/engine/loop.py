@@ -1,6 +1,6 @@
 """The jitted generation loop: many prefill/decode rounds per host sync, in one `lax.while_loop`.
 
-Owns: `make_run(graphdef, mcfg, ecfg)` -> run(params, slots, pool, queue, ring, max_rounds, idle_return) ->
+Owns: `make_run(graphdef, mcfg, ecfg)` -> the jitted run(params, slots, pool, queue, ring, max_rounds, idle_return) ->
 (slots, pool, queue, ring, counters) that loops rounds until `max_rounds`, until the ring may not hold another
 round's releases, until nothing is running or admissible, or (idle_return > 0: chained agent turns) as soon as
 a sequence has finished in this call, at least idle_return slots are free and no queued row is waiting:
@@ -17,6 +17,8 @@ Stops: a stop id (the token is kept), max_tokens, or the window (prompt + genera
 Slots, Pool and Ring are donated: the KV pool is updated in place. The Counters are those of this call only
 (they start at zero; the host accumulates them in Python ints), so int32 cannot overflow in a long run:
 one call counts at most rounds_per_sync * max(max_slots * prefill_chunk, token_budget) tokens.
+`make_loop` returns the same function unjitted: memjax/engine/data_parallel.py runs it per device group
+inside `jax.shard_map` (each group's while loop has its own trip count; no collective crosses groups).
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ def _finish_code(tok, n_gen, index, stop, max_new, window):
 
 
 def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
+    """The generation loop, jitted, with Slots, Pool and Ring donated."""
+    return jax.jit(make_loop(graphdef, mcfg, ecfg, attend), donate_argnums=(1, 2, 4))
+
+
+def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
+    """The generation loop of one device (group), unjitted."""
     S, C, BP, W = ecfg.page_size, ecfg.prefill_chunk, ecfg.prefill_slots, ecfg.window
     attn_kw = {} if attend is None else {"attend": attend}
 
@@ -110,7 +118,6 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
 
     one_round = mixed_round if ecfg.schedule == "mixed" else split_round
 
-    @partial(jax.jit, donate_argnums=(1, 2, 4))
     def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, max_rounds, idle_return):
         b = slots.active.shape[0]
         slots, cnt = rebase_order(slots), init_counters()
