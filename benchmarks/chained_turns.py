@@ -9,7 +9,7 @@ runs up to rounds_per_sync rounds, so a slot freed early idles until the call en
 A third run syncs after every round (step(max_rounds=1)): the utilisation no sync policy can beat on this
 workload (what remains idle is the tail: conversations of different total length).
 Slot utilisation = decode tokens / (decode rounds x slots) (EngineConfig docs: a decode round feeds every
-running slot one token). Both settings run on the same compiled engine (idle_return is a runtime
+running slot one token; with schedule="mixed" every round is a decode round, prefill rides along). Both settings run on the same compiled engine (idle_return is a runtime
 argument), produce identical tokens (checked), and are timed alternately (--repeats), median wall time.
 Result: benchmarks/results/chained_turns_<preset>_<device>.json.
 
@@ -53,7 +53,9 @@ def run_chained(eng: Engine, turns, idle_return: int, max_rounds: int | None = N
                 owner[eng.submit(*turns[c][nxt[c]])] = c
     secs = time.perf_counter() - t0
     d = {k: eng.stats[k] - before.get(k, 0) for k in ("rounds", "prefill_rounds", "decode_tokens")}
-    util = d["decode_tokens"] / ((d["rounds"] - d["prefill_rounds"]) * eng.config.max_slots)
+    # split: decode rounds are the rounds without prefill; mixed: every round feeds every decoding slot
+    decode_rounds = d["rounds"] - (d["prefill_rounds"] if eng.config.schedule == "split" else 0)
+    util = d["decode_tokens"] / (decode_rounds * eng.config.max_slots)
     return dict(tokens=out, utilisation=util, syncs=syncs, seconds=secs, **d)
 
 

@@ -6,6 +6,13 @@ Modes:
          one batch of max_slots requests at a time, each batch waiting for its longest member (what a
          static-batch rollout does); continuous batching refills a slot as soon as it frees. Reports
          generated tokens/s of both and their ratio, from one run.
+  token_budget (CPU-friendly) split vs mixed rounds (EngineConfig.schedule) on a skewed workload: --decoders
+         requests with short prompts decode --decode-tokens tokens each while --long-requests requests with
+         --long-prompt-len-token prompts arrive, one each time the slowest decoder has produced another
+         --arrive-every tokens (arrivals keyed to decode progress, so both schedules see the same workload).
+         The host syncs every round (step(max_rounds=1), same for both) and timestamps every token from the
+         device's slot counters. Reports generated tokens/s, time-to-first-token (median, p90) of the
+         long-prompt requests, and the decoders' inter-token gaps (median, p90, max; seconds and rounds).
   sweep  (GPU) decode tokens/s at several batch sizes and prefill tokens/s for a preset with random
          weights, each against its roofline: decode = (weight bytes + KV bytes read per step) / HBM
          bandwidth; prefill = MFU from memjax.flops.estimate(training=False).
@@ -69,6 +76,77 @@ def skew(args) -> dict:
                 long_tokens=args.long_tokens, prompt_len=args.prompt_len)
 
 
+def _pct(xs, q) -> float:
+    return float(np.percentile(np.asarray(xs, np.float64), q)) if len(xs) else float("nan")
+
+
+def _budget_run(eng: Engine, vocab: int, args, seed: int = 0) -> dict:
+    """One instrumented run of the token-budget workload; token timestamps from the slot counters."""
+    rng = np.random.default_rng(seed)
+    dec = [eng.submit(rng.integers(0, vocab, args.prompt_len).tolist(),
+                      SamplingParams(temperature=1.0, max_tokens=args.decode_tokens, seed=i))
+           for i in range(args.decoders)]
+    longs = [(rng.integers(0, vocab, args.long_prompt_len).tolist(),
+              SamplingParams(temperature=1.0, max_tokens=args.long_gen, seed=1000 + i)) for i in range(args.long_requests)]
+    t0 = time.perf_counter()
+    submit_t, first_t, stamps, rounds_at = {r: t0 for r in dec}, {}, {r: [] for r in dec}, {r: [] for r in dec}
+    seen, n_tok, outs, rnd, nxt = {}, 0, {}, 0, 0
+    while eng.num_unfinished:
+        progress = min((len(stamps[r]) for r in dec), default=0)
+        while nxt < len(longs) and progress >= (nxt + 1) * args.arrive_every:
+            rid = eng.submit(*longs[nxt])
+            submit_t[rid], nxt = time.perf_counter(), nxt + 1
+        comps = eng.step(max_rounds=1)
+        rnd += 1
+        now = time.perf_counter()
+        req, ngen, act = jax.device_get((eng._slots.req, eng._slots.n_gen, eng._slots.active))
+        counts = {int(r): int(g) for r, g, a in zip(req, ngen, act) if a}
+        counts.update({c.request_id: len(c.token_ids) for c in comps})
+        for rid, g in counts.items():
+            new = g - seen.get(rid, 0)
+            if new > 0:
+                seen[rid] = g
+                first_t.setdefault(rid, now)
+                if rid in stamps:
+                    stamps[rid] += [now] * new
+                    rounds_at[rid] += [rnd] * new
+        n_tok += sum(len(c.token_ids) for c in comps)
+        outs.update({c.request_id: c.token_ids for c in comps})
+    secs = time.perf_counter() - t0
+    long_ids = [r for r in submit_t if r not in stamps]
+    ttft = [first_t[r] - submit_t[r] for r in long_ids]
+    gaps = [b - a for r in dec for a, b in zip(stamps[r], stamps[r][1:]) if b > a]  # one gap per round step
+    rgaps = [b - a for r in dec for a, b in zip(rounds_at[r], rounds_at[r][1:]) if b > a]
+    return dict(seconds=secs, tokens=n_tok, tok_s=n_tok / secs, rounds=rnd, ttft_median_s=_pct(ttft, 50),
+                ttft_p90_s=_pct(ttft, 90), gap_median_s=_pct(gaps, 50), gap_p90_s=_pct(gaps, 90),
+                gap_max_s=max(gaps), gap_max_rounds=max(rgaps), gap_mean_rounds=float(np.mean(rgaps)),
+                prefill_tokens=int(eng.stats["prefill_tokens"]), decode_tokens=int(eng.stats["decode_tokens"]),
+                outputs=[outs[r] for r in sorted(outs)])
+
+
+def token_budget(args) -> dict:
+    model = make_model(args.preset, args.dtype)
+    runs, toks = {}, {}
+    for name, sched, budget in (("split", "split", 0), *((f"mixed_{b}", "mixed", b) for b in args.budgets)):
+        ecfg = EngineConfig(max_slots=args.slots, page_size=16, window=args.window, prefill_slots=min(4, args.slots),
+                            prefill_chunk=64, rounds_per_sync=64, progress=False, schedule=sched, token_budget=budget)
+        eng = Engine(model, ecfg)
+        warm = argparse.Namespace(**{**vars(args), "decode_tokens": 2 * args.arrive_every, "long_requests": 1})
+        _budget_run(eng, model.cfg.vocab_size, warm, seed=1)  # compile every round shape
+        eng.stats.clear()
+        runs[name] = {"schedule": sched, "token_budget": ecfg.round_tokens if sched == "mixed" else None,
+                      **_budget_run(eng, model.cfg.vocab_size, args)}
+        toks[name] = runs[name].pop("outputs")
+        Console().print(name, runs[name])
+    same = all(t == toks["split"] for t in toks.values())  # batch-independent sampling: same tokens
+    if not same:
+        raise AssertionError("token_budget: the schedules generated different tokens")
+    return dict(mode="token_budget", runs=runs, slots=args.slots, prefill_slots=min(4, args.slots), prefill_chunk=64,
+                decoders=args.decoders, prompt_len=args.prompt_len, decode_tokens=args.decode_tokens,
+                long_requests=args.long_requests, long_prompt_len=args.long_prompt_len, long_gen=args.long_gen,
+                arrive_every=args.arrive_every, window=args.window, same_tokens=same)
+
+
 def sweep(args) -> dict:
     model = make_model(args.preset, args.dtype)
     cfg = model.cfg
@@ -101,7 +179,7 @@ def sweep(args) -> dict:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", choices=["skew", "sweep"], default="skew")
+    ap.add_argument("--mode", choices=["skew", "sweep", "token_budget"], default="skew")
     ap.add_argument("--preset", default="tiny")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--slots", type=int, default=16)
@@ -113,8 +191,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--window", type=int, default=512)
     ap.add_argument("--batches", type=int, nargs="+", default=[32, 64, 128, 256])
     ap.add_argument("--decode-tokens", type=int, default=128)
+    ap.add_argument("--decoders", type=int, default=8, help="token_budget: requests decoding throughout")
+    ap.add_argument("--long-requests", type=int, default=6, help="token_budget: long prompts arriving")
+    ap.add_argument("--long-prompt-len", type=int, default=448)
+    ap.add_argument("--long-gen", type=int, default=16)
+    ap.add_argument("--arrive-every", type=int, default=16, help="token_budget: decoder tokens between arrivals")
+    ap.add_argument("--budgets", type=int, nargs="+", default=[0], help="token_budget: mixed budgets (0 = auto)")
     args = ap.parse_args(argv)
-    res = skew(args) if args.mode == "skew" else sweep(args)
+    res = {"skew": skew, "sweep": sweep, "token_budget": token_budget}[args.mode](args)
     kind = flops.device_kind()
     res.update(device=kind, preset=args.preset, dtype=args.dtype, jax=jax.__version__)
     RESULTS.mkdir(exist_ok=True)
@@ -122,7 +206,15 @@ def main(argv=None) -> dict:
     out.write_text(json.dumps(res, indent=2))
     con = Console()
     t = Table(title=f"rollout throughput ({args.mode}, {args.preset}, {kind})")
-    if args.mode == "skew":
+    if args.mode == "token_budget":
+        for c in ("run", "tok/s", "TTFT median s", "TTFT p90 s", "gap median s", "gap p90 s", "gap max s",
+                  "max gap rounds"):
+            t.add_column(c, justify="right")
+        for name, r in res["runs"].items():
+            t.add_row(name, f"{r['tok_s']:.0f}", f"{r['ttft_median_s']:.3f}", f"{r['ttft_p90_s']:.3f}",
+                      f"{r['gap_median_s']:.4f}", f"{r['gap_p90_s']:.4f}", f"{r['gap_max_s']:.4f}",
+                      str(r["gap_max_rounds"]))
+    elif args.mode == "skew":
         for c in ("continuous tok/s", "static tok/s", "speedup"):
             t.add_column(c, justify="right")
         t.add_row(f"{res['continuous_tok_s']:.0f}", f"{res['static_tok_s']:.0f}", f"{res['speedup']:.2f}x")

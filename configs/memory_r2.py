@@ -10,8 +10,10 @@ ratios (mean log-ratio clamped at 3) with clip 0.2 and dual clip 3, entropy 1e-3
 value; the curriculum script uses 1e-2); lr 2e-6 constant, gradient clip 1.0, 2 PPO epochs, mini-batches of
 16 trajectories (the 2 training conversations x 16 rollouts = 32 trajectories per step -> 2 optimizer steps
 per epoch); temperature 1 for training, greedy evaluation on conv-44 (validation) with all sessions.
-Curriculum 8 -> 16 -> 32 sessions by step (agent.curriculum_steps / curriculum_sessions; the paper restarts
-each stage from the previous stage's best validation checkpoint, which this loop does not do: it continues).
+Curriculum 8 -> 16 -> 32 sessions by step (agent.curriculum_steps / curriculum_sessions); each stage starts
+from the previous stage's best validation checkpoint (select_metric f1/all on conv-44, all sessions,
+evaluated every 5 steps as the public curriculum script's test_freq and at each stage's end; fresh optimizer
+state and KL reference = the restored weights, as that script's new launch per stage: memjax/curriculum.py).
 Paper-silent choices are MemoryR2Section fields (docs/memory_r2.md). The answer agent is a frozen copy of the
 initial policy on its own engine (the paper serves GPT-OSS-120B separately); the embedder is wordllama
 (the paper uses OpenAI text-embedding-3-small, not available offline).
@@ -41,7 +43,11 @@ config = TrainConfig(
     optim=OptimConfig(lr=2e-6, warmup_steps=0, grad_clip=1.0),
     update=UpdateConfig(ppo_epochs=2, mini_batches=2, micro_rows=1, pad_tokens=512, remat=True),
     steps=30,
-    eval_every=10,
+    eval_every=5,
+    select_metric="f1/all",
+    stage_restart="best",
+    stage_optimizer="reset",
+    stage_reference="best",
     checkpoint_every=1,
     out_dir="out/memory_r2",
 )

@@ -3,7 +3,8 @@ with the Qwen2.5 vocabulary (`tiny-qwen-vocab`), one training conversation trunc
 K = 2 chunks, n = 2 rollouts, every session re-rolled locally (m = 2), 8-token responses, the rule-based
 answer agent and the hashed bag-of-words embedder. NOT a learning run: random weights write no valid JSON
 (every fact / operation output is a counted no-op), so rewards are flat; it exercises rollout (global and
-local, continued chats), LoGo credit, the step-level update with entropy and KL, evaluation and checkpoints.
+local, continued chats), LoGo credit, the step-level update with entropy and KL, evaluation, checkpoints and
+the curriculum stage restart (stages of 1 and 2 sessions, one step each).
 
   python -m memjax.train configs/memory_r2_smoke.py --set agent.locomo_path=/path/to/locomo10.json
 """
@@ -29,6 +30,7 @@ config = TrainConfig(
     optim=OptimConfig(lr=2e-6, warmup_steps=0, grad_clip=1.0),
     update=UpdateConfig(ppo_epochs=1, mini_batches=1, micro_rows=4, pad_tokens=256),
     steps=2,
+    select_metric="f1/all",  # stage 1 starts from stage 0's best (here its only evaluation, step 1)
     checkpoint_every=1,
     out_dir="out/memory_r2_smoke",
 )

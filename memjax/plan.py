@@ -15,10 +15,15 @@ Rows, per device:
   attention and log-prob temporaries (the max with the log-prob program's temporaries), plus the step's
   input arrays (`tt_buffers`: HLO values of both programs with a [..., T, T] shape, T the row length:
   0 with memory-efficient attention);
-- rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (the engine does not shard);
-- kv_cache: EngineConfig.kv_cache_bytes when set, else everything left (the engine's default takes free memory).
-The rows are summed (the trainer's and the engine's peaks are counted as coexisting: an upper bound).
-Fits when the sum <= devices' HBM and the KV cache >= min_kv_gib (default 16) per device.
+- rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (replicated on every device of a
+  data-parallel engine; split over its tensor_parallel devices by the shardings it applies, not counted here);
+- kv_cache: EngineConfig.kv_cache_gib / kv_cache_bytes when set (a total over the engine's devices: / (D x
+  tensor_parallel) per device, D = data_parallel, -1 = all devices / tensor_parallel), else 90% of what the
+  rollout phase leaves (the engine's default takes 90% of the free memory when it is built).
+Two phases, per device: rollout = params + optimizer + reference + rollout_weights + kv_cache; update =
+params + optimizer + reference + train_temporaries. With TrainConfig.engine_sleep (default) the engine frees
+its pool and weights through the update, so the peak is the larger phase; without it the phases coexist and
+every row is summed. Fits when the peak <= HBM and the KV cache >= min_kv_gib (default 16) per device.
 The program is compiled for the devices this process sees when there are exactly `devices` of them;
 otherwise in a child process on `devices` simulated CPU devices (XLA:CPU temporaries: no GPU fusion, so
 the GPU program's are expected smaller; bf16 matmuls may be kept in f32 on CPU).
@@ -40,6 +45,7 @@ import tempfile
 from .config import RunError, apply_overrides, load_config_file
 
 GIB = 1 << 30
+KV_DEFAULT_FRACTION = 0.9  # the engine's default pool: 90% of the free memory (memjax/engine/engine.py)
 ROWS = ("params", "optimizer", "reference", "train_temporaries", "rollout_weights", "kv_cache")
 
 
@@ -70,6 +76,14 @@ def _bytes_per_device(tree, shardings=None) -> int:
         shape = s.shard_shape(a.shape) if s is not None else a.shape
         total += math.prod(shape) * a.dtype.itemsize
     return total
+
+
+def engine_groups(ecfg, data: int, fsdp: int, tensor: int = 1) -> int:
+    """Device groups of the rollout engine on a data x fsdp x tensor mesh: EngineConfig.data_parallel, with
+    -1 = all devices / tensor_parallel (memjax.parallel.rollout_devices); its KV budget is split over the
+    groups and, by KV heads, over each group's tensor_parallel devices."""
+    groups = getattr(ecfg, "data_parallel", 1)
+    return data * fsdp * tensor // getattr(ecfg, "tensor_parallel", 1) if groups == -1 else groups
 
 
 def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int) -> dict:
@@ -111,26 +125,42 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     wd = jnp.dtype(mcfg.dtype if cfg.engine.weight_dtype == "compute" else cfg.engine.weight_dtype)
     out["rollout_weights"] = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, wd), aparams))
     hbm = int(hbm_gib * GIB)
-    used = sum(out.values())
-    kv_cfg = getattr(cfg.engine, "kv_cache_bytes", None)
-    out["kv_cache"] = int(kv_cfg) if kv_cfg else max(hbm - used, 0)
-    total = used + out["kv_cache"]
     d, f, t = _mesh_cfg(cfg).sizes(devices)
+    groups = engine_groups(cfg.engine, d, f, t)
+    shards = groups * getattr(cfg.engine, "tensor_parallel", 1)  # the pool is split over every engine device
+    kv_total = cfg.engine.kv_budget_bytes
+    sleep = bool(getattr(cfg, "engine_sleep", False))
+    out["kv_cache"], phases = budget(out, hbm, sleep=sleep, kv_bytes=kv_total // shards if kv_total else None)
+    used = phases["rollout"] - out["kv_cache"]
+    total = max(phases.values())
     res = {"model": mcfg.name, "devices": devices, "hbm_gib": hbm_gib, "mesh": {"data": d, "fsdp": f, "tensor": t},
+           "engine_groups": groups, "engine_devices": shards,
            "row_len": row_len, "micro_rows": u.micro_rows, "micro_batches": micro_batches,
            "backend": jax.default_backend(), "bytes": out, "total": total,
            "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),
                               "output": int(ma.output_size_in_bytes), "alias": int(ma.alias_size_in_bytes)},
            "logprob_program_temp": int(lp.temp_size_in_bytes), "min_kv_gib": min_kv_gib,
-           "tt_buffers": n_square}
+           "tt_buffers": n_square, "engine_sleep": sleep, "phases": phases}
     if total > hbm:
-        res["reason"] = (f"needs {total / GIB:.1f} GiB per device > {hbm_gib:g} GiB "
+        worst = max(phases, key=phases.get)
+        res["reason"] = (f"the {worst} phase needs {total / GIB:.1f} GiB per device > {hbm_gib:g} GiB "
                          f"(largest: {max(out, key=out.get)} {max(out.values()) / GIB:.1f} GiB)")
     elif out["kv_cache"] < min_kv_gib * GIB:
         res["reason"] = (f"leaves {out['kv_cache'] / GIB:.1f} GiB of KV cache per device < {min_kv_gib:g} GiB "
                          f"(trainer and weights take {used / GIB:.1f} of {hbm_gib:g} GiB)")
     res["fits"] = "reason" not in res
     return res
+
+
+def budget(rows: dict, hbm: int, *, sleep: bool, kv_bytes: int | None) -> tuple[int, dict]:
+    """(kv_cache bytes, {"rollout": bytes, "update": bytes}) per device from the other rows (module docstring).
+    With sleep the update's temporaries are not live while the pool is (the engine frees the pool and its
+    weights through the update); without it everything coexists."""
+    resident = rows["params"] + rows["optimizer"] + rows["reference"]
+    used = resident + rows["rollout_weights"] + (0 if sleep else rows["train_temporaries"])
+    kv = int(kv_bytes) if kv_bytes else int(KV_DEFAULT_FRACTION * max(hbm - used, 0))
+    update = resident + rows["train_temporaries"] + (0 if sleep else rows["rollout_weights"] + kv)
+    return kv, {"rollout": used + kv, "update": update}
 
 
 def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_batches: int | None = None) -> dict:
@@ -182,7 +212,9 @@ def table(res: dict) -> str:
              f"{'component':<20}{'GiB/device':>12}"]
     for k in ROWS:
         lines.append(f"{k:<20}{res['bytes'][k] / GIB:>12.2f}")
-    lines.append(f"{'total':<20}{res['total'] / GIB:>12.2f}")
+    for ph, b in res.get("phases", {}).items():
+        lines.append(f"{ph + ' phase':<20}{b / GIB:>12.2f}")
+    lines.append(f"{'peak' if res.get('engine_sleep') else 'total (no engine_sleep)':<20}{res['total'] / GIB:>12.2f}")
     lines.append("fits" if res["fits"] else f"DOES NOT FIT: {res['reason']}")
     return "\n".join(lines)
 

@@ -5,9 +5,15 @@ Owns: TrainConfig and the loop
   run_workflow) -> rewards (+ the system's shaping) -> [ablation] -> group filter / dynamic sampling
   (optional) -> credit assignment (memjax/rl/credit.py: GRPO, or GAE with the PPO critic; or the system's
   own) -> Trainer.update (old/ref log-probs, PPO epochs x mini-batches x micro-batches, AdamW; token- or
-  step-level ratios) -> in-process weight hand-off to the engine -> metrics (JSONL + TensorBoard +
+  step-level ratios; the engine sleeps through it, its KV pool and rollout weights freed, when
+  `engine_sleep`) -> in-process weight hand-off to the engine -> metrics (JSONL + TensorBoard +
   terminal) -> held-out evaluation (System.evaluate: before, every `eval_every` steps, after) -> orbax
   checkpoint.
+Rollouts: `engine.data_parallel=-1` spreads the engine over the mesh's devices (D groups of
+engine.tensor_parallel = T devices, T = mesh.tensor keeps the trainer's tensor groups; one slot group and 1/D of
+the KV pool each, weights resharded from the trainer's layout at every hand-off; engine.max_slots,
+prefill_slots, num_pages and kv_cache_bytes are then totals; it also applies when the system brings its own
+engine config); the default 1 runs it on one device.
 The system is chosen by `agent.name` from the registry in memjax/systems (memagent, tiny, ...); `--set
 agent.name=X` swaps the `agent` section for X's defaults. The sampling temperature has one source: the
 system's (`agent...temperature`); the trainer's log-probs use it (`update.temperature` must be left at
@@ -26,6 +32,9 @@ non-finite loss or gradient stops the run before the update is applied (OptimCon
 the last good checkpoint as the latest and no hf/ export. Outputs in out_dir: metrics.jsonl, evals.jsonl,
 TensorBoard events (tb/), traces.jsonl, result.json (config, evaluations before/after, per-step history),
 reward_curve.png, checkpoints/, and hf/ (the final policy as a Hugging Face checkpoint).
+Curriculum stages (System.stage; memjax/curriculum.py): each stage ends with an evaluation and a checkpoint;
+with `select_metric` each stage's best evaluated weights go to checkpoints_best/, and `stage_restart="best"`
+starts each stage from the previous stage's best (`stage_optimizer`, `stage_reference`: what else restarts).
 """
 
 from __future__ import annotations
@@ -46,11 +55,12 @@ from rich.console import Console
 from . import flops
 from .agents.workflow import run_workflow
 from .checkpoint import save_hf
-from .checkpoint.run_checkpoints import RunCheckpoints, one_line
+from .checkpoint.run_checkpoints import RunCheckpoints, one_line, placed_like
 from .config import ConfigError, run_cli
+from .curriculum import Curriculum, check_choices
 from .engine import Engine, EngineConfig
 from .modelsource import ModelSource
-from .parallel import MeshConfig, initialize
+from .parallel import MeshConfig, initialize, rollout_devices
 from .rl.advantages import AdvantageConfig
 from .rl.batch import unit_index
 from .rl.credit import Credit, CriticConfig
@@ -77,18 +87,27 @@ class TrainConfig:
     update: UpdateConfig = field(default_factory=UpdateConfig)
     prompts_per_step: int = 4  # samples (questions) per generation batch, x agent group_size trajectories
     steps: int = 10
-    eval_every: int = 0  # held-out evaluation every N steps (0 = only before and after training)
+    eval_every: int = 0  # held-out evaluation every N steps (0 = only before and after training and at stage ends)
     dynamic_sampling: bool = False  # DAPO: refill from more generation batches until prompts_per_step groups vary
     max_gen_batches: int = 3
     filter_flat_groups: bool = False  # drop groups whose rewards are all equal (DAPO's filter without refill)
     ablation: str = "none"  # "shuffle_rewards": permute rewards over the batch; "zero_advantages": all equal
     mesh: MeshConfig = field(default_factory=MeshConfig)  # data x fsdp x tensor (default: all devices on fsdp)
+    # hybrid engine: free the engine's KV pool and rollout weights while the trainer updates, so that the
+    # two memory peaks do not add (memjax.plan counts the larger of the two phases)
+    engine_sleep: bool = True
     min_kv_gib: float = 16.0  # start-up memory plan (memjax.plan, on GPUs): refuse a config leaving less KV cache
     seed: int = 0
     out_dir: str = "out/train"
     checkpoint_every: int = 5
     keep_checkpoints: int = 2
     resume: bool = True
+    # curriculum stages (System.stage; memjax/curriculum.py)
+    select_metric: str = ""  # evaluation metric that picks each stage's best checkpoint ("" = no selection)
+    select_mode: str = "max"  # "max" | "min"
+    stage_restart: str = "best"  # "best": a stage starts from the previous stage's best; "none": continues
+    stage_optimizer: str = "reset"  # at a restart: "reset" optimizer state and lr schedule, or "keep" them
+    stage_reference: str = "best"  # at a restart the KL reference becomes the restored weights, or "initial"
 
     def __post_init__(self):
         for f in ("steps", "checkpoint_every", "max_gen_batches", "keep_checkpoints", "prompts_per_step"):
@@ -104,6 +123,7 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.min_kv_gib must be >= 0, got {self.min_kv_gib}")
         if not isinstance(self.agent, AgentSection) or not self.agent.name:
             raise ValueError(f"TrainConfig.agent must be a system section (agent.name), got {self.agent!r}")
+        check_choices(self)
         if self.dynamic_sampling and self.filter_flat_groups:
             raise ValueError("TrainConfig: dynamic_sampling already drops flat groups; unset filter_flat_groups")
 
@@ -144,6 +164,7 @@ class Run:
             self.system = build_system(cfg.agent, seed=cfg.seed)  # validates the system's inputs (data paths)
         except KeyError as e:
             raise ConfigError(str(e.args[0])) from None
+        self.curriculum = Curriculum(cfg, self.system)
         t = self.system.temperature
         if cfg.update.temperature not in (1.0, t):
             raise ConfigError(f"update.temperature={cfg.update.temperature} but the rollouts sample at "
@@ -168,27 +189,40 @@ class Run:
             m = cfg.mesh
             raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
                               f"{jax.device_count()} device(s))") from None
+        planned = {}
         if cfg.min_kv_gib:  # on devices with a memory limit (GPUs): does the config fit? (a no-op on CPU)
             from .plan import check
 
-            check(cfg, min_kv_gib=cfg.min_kv_gib)
+            planned = check(cfg, min_kv_gib=cfg.min_kv_gib)
         self.model, self.tok = sysm.load_model(cfg.model)
         sysm.setup(self.model, self.tok)
         ref = nnx.state(self.model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)
         update = dataclasses.replace(cfg.update, temperature=sysm.temperature if sysm.temperature > 0 else 1.0)
         self.trainer = Trainer(self.model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
         self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed)
-        self.engine = Engine(self.model, sysm.engine_config(cfg.engine))
+        try:  # engine.data_parallel=-1: a slot group per engine.tensor_parallel devices of the mesh (deployment
+            ecfg = sysm.engine_config(cfg.engine)  # settings: they apply to systems with their own engine config too)
+            ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
+                                                if getattr(cfg.engine, f) != 1})
+            if planned and ecfg.kv_budget_bytes is None and ecfg.num_pages is None:  # the pool the plan counted
+                per_device = planned["bytes"]["kv_cache"]  # kv_cache_bytes is a total over the engine devices
+                ecfg = dataclasses.replace(ecfg, kv_cache_bytes=per_device * planned.get("engine_devices", 1))
+            self.engine = Engine(self.model, ecfg, devices=rollout_devices(mesh))
+        except ValueError as e:
+            raise ConfigError(f"engine: {e}") from None
         self.data = sysm.train_data(cfg.prompts_per_step, cfg.seed)
         self.rng = np.random.default_rng([cfg.seed, 99])  # the ablation's permutations
         self.ckpts = RunCheckpoints(self.out / "checkpoints", cfg.keep_checkpoints,
                                     warn=lambda m: self.con.print(m, style="yellow", markup=False))
-        self.step, self.evals, self.history = 0, [], []
+        self.step, self.evals, self.history, self._best_meta = 0, [], [], None
+        self.curriculum.open(self.out / "checkpoints_best", warn=lambda m: self.con.print(m, style="yellow",
+                                                                                           markup=False))
         if cfg.resume:
             self.ckpts.restore_latest(lambda _, step: self._restore(step))
         elif self.ckpts.all_steps():
             raise ConfigError(f"out_dir={cfg.out_dir}: holds checkpoints {self.ckpts.all_steps()} and resume=false; "
                               "use a new out_dir (or resume=true)")
+        self.curriculum.resumed(self._best_meta, self.step, self.model, self.trainer)
         self.metrics_log, self.traces_log = JsonlLog(self.out / "metrics.jsonl"), JsonlLog(self.out / "traces.jsonl")
         self.evals_log = JsonlLog(self.out / "evals.jsonl")
         for log in (self.metrics_log, self.traces_log, self.evals_log):  # lines past the restored step were never
@@ -206,9 +240,10 @@ class Run:
         return state
 
     def save(self) -> None:
+        best = self.curriculum.sync(self.ckpts)  # the bests this checkpoint records are on disk
         meta = {"step": self.step, "seed": self.cfg.seed, "data": self.data.get_state(),
                 "optimizer_steps": self.trainer.optimizer_steps, "evals": self.evals, "history": self.history,
-                "config": dataclasses.asdict(self.cfg)}
+                "config": dataclasses.asdict(self.cfg), "best": best}
         self.ckpts.save(self.step, args=ocp.args.Composite(  # waits for (and verifies) the previous save
             state=ocp.args.StandardSave(self._state()), meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
 
@@ -216,12 +251,17 @@ class Run:
         """Finish (and verify) the save in flight, close the checkpoint manager, release out_dir's lock."""
         try:
             if getattr(self, "ckpts", None) is not None:
-                self.ckpts.close()
-                self.ckpts = None
+                try:
+                    self.curriculum.sync(self.ckpts)
+                finally:
+                    self.ckpts.close()
+                    self.ckpts = None
             if getattr(self, "_tb", None) is not None:
                 self._tb.close()
                 self._tb = None
         finally:
+            if getattr(self, "curriculum", None) is not None:
+                self.curriculum.close()
             if getattr(self, "_lock", None) is not None:
                 self._lock.release()
                 self._lock = None
@@ -236,9 +276,9 @@ class Run:
             raise
         try:  # the checkpoint read back: failing to apply it is a config mismatch, not corruption
             params = nnx.state(self.model, nnx.Param)
-            params.replace_by_pure_dict(got["state"]["model"])
+            params.replace_by_pure_dict(placed_like(got["state"]["model"], params.to_pure_dict()))
             opt = nnx.state(self.trainer.optimizer)
-            opt.replace_by_pure_dict(got["state"]["opt"])
+            opt.replace_by_pure_dict(placed_like(got["state"]["opt"], opt.to_pure_dict()))
             self.data.set_state(got["meta"]["data"])
             if "critic" in got["state"]:
                 self.credit.load_state(got["state"]["critic"])
@@ -250,6 +290,7 @@ class Run:
         self.step = int(got["meta"]["step"])
         self.trainer.optimizer_steps = int(got["meta"].get("optimizer_steps", 0))
         self.evals, self.history = list(got["meta"].get("evals", [])), list(got["meta"].get("history", []))
+        self._best_meta = got["meta"].get("best")
         self.engine.update_weights(self.model)
         self.con.print(f"resumed from {self.out / 'checkpoints'} at step {self.step}")
 
@@ -321,7 +362,10 @@ class Run:
             else:
                 batch, cmetrics = self.credit.assign(batch)
                 metrics.update(cmetrics)
-            metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step, step=self.step))
+            if self.cfg.engine_sleep:
+                metrics["engine_freed_gib"] = self.engine.sleep() / 2**30
+            metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step,
+                                               step=self.curriculum.schedule_step(self.step)))
             self.engine.update_weights(self.model)
         metrics["update_s"] = time.perf_counter() - t1
         if conv_lens:
@@ -338,11 +382,13 @@ class Run:
         self.metrics_log.write(metrics)
         self.history.append(metrics)
         self.traces_log.write(*({"step": self.step, **t} for t in traces[:4]))
-        if self.cfg.eval_every and self.step % self.cfg.eval_every == 0 and self.step < self.cfg.steps:
-            self.evaluate()
-        if self.step % self.cfg.checkpoint_every == 0 or self.step == self.cfg.steps:
-            if self.step == self.cfg.steps:
-                self.evaluate()
+        cur, end = self.curriculum, self.curriculum.is_end(self.step)  # end: the last step of a stage
+        if end or (self.cfg.eval_every and self.step % self.cfg.eval_every == 0):
+            if cur.evaluated(self.step, self.evaluate(), self.model):
+                self.con.print(f"best of stage {cur.stages[self.step - 1]} so far: step {self.step}")
+        if end and self.step < self.cfg.steps and cur.restarts:
+            self.con.print(cur.start_stage(self.step, self.model, self.trainer, self.engine))
+        if end or self.step % self.cfg.checkpoint_every == 0:
             self.save()
         return metrics
 
@@ -371,7 +417,8 @@ class Run:
         """The run's summary (result.json): config, evaluations before/after and on the way, per-step history."""
         first, last = (self.evals[0], self.evals[-1]) if self.evals else ({}, {})
         out = {"config": dataclasses.asdict(self.cfg), "system": self.system.name, "before": first, "after": last,
-               "evals": self.evals, "history": self.history, "seconds": seconds}
+               "evals": self.evals, "history": self.history, "seconds": seconds,
+               "stage_best": self.curriculum.summary()}
         for when, row in (("before", first), ("after", last)):
             extra = self._eval_extra.get(row.get("step", -1), {})
             out[f"traces_{when}"] = extra.get("traces", [])
@@ -388,7 +435,7 @@ class Run:
         t_start = time.perf_counter()
         try:
             if self.step == 0 and not self.evals:
-                self.evaluate()
+                self.curriculum.check_metric(self.evaluate())  # a select_metric it lacks fails now
             with Progress(transient=True, console=self.con) as bar:
                 task = bar.add_task("training", total=self.cfg.steps, completed=self.step)
                 while self.step < self.cfg.steps:

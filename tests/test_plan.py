@@ -52,7 +52,34 @@ def test_plan_rows_and_refusal(tmp_path):
     assert abs(b["optimizer"] / (2 * b["params"]) - 1) < 0.01, b
     assert abs(b["reference"] / (b["params"] / 2) - 1) < 0.01, b
     assert b["train_temporaries"] > 0 and r["update_program"]["temp"] > 0
-    assert b["kv_cache"] == 1 * 2**30 - sum(v for k, v in b.items() if k != "kv_cache")
+    # no engine_sleep field in this config: the phases coexist, the pool takes 90% of what is left
+    assert not r["engine_sleep"]
+    assert b["kv_cache"] == int(0.9 * (1 * 2**30 - sum(v for k, v in b.items() if k != "kv_cache")))
+    assert r["total"] == sum(b.values()) == r["phases"]["rollout"] == r["phases"]["update"]
     p = _plan(tmp_path, "--hbm-gib", "0.0001")
     assert p.returncode == 1 and "does not fit" in p.stdout + p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_phases_with_and_without_engine_sleep():
+    from memjax.plan import budget
+    gib = 2**30
+    rows = {"params": 1 * gib, "optimizer": 2 * gib, "reference": 0, "train_temporaries": 10 * gib,
+            "rollout_weights": 3 * gib}
+    kv, ph = budget(rows, 40 * gib, sleep=True, kv_bytes=None)
+    assert kv == int(0.9 * (40 - 6) * gib)  # the pool shares the device with params, moments and its weights
+    assert ph == {"rollout": 6 * gib + kv, "update": 13 * gib}
+    kv, ph = budget(rows, 40 * gib, sleep=False, kv_bytes=None)
+    assert kv == int(0.9 * (40 - 16) * gib) and ph["rollout"] == ph["update"] == 16 * gib + kv
+    kv, ph = budget(rows, 40 * gib, sleep=True, kv_bytes=5 * gib)  # engine.kv_cache_gib=5
+    assert kv == 5 * gib and ph == {"rollout": 11 * gib, "update": 13 * gib}
+
+
+def test_engine_groups_split_the_kv_budget():
+    from memjax.engine import EngineConfig
+    from memjax.plan import engine_groups
+
+    assert engine_groups(EngineConfig(), 2, 4) == 1
+    assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1), 2, 4) == 8
+    assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1, tensor_parallel=2), 2, 2, 2) == 4
+    assert engine_groups(EngineConfig(max_slots=16, prefill_slots=4, data_parallel=4), 1, 8) == 4

@@ -13,6 +13,9 @@ temporary directory and commits it by rename, so a step directory is all-or-noth
   step and can save the steps it retrains; retention never deletes a good step because of a corrupt one.
   A ConfigError raised by the restore function (a checkpoint of another model) is not corruption: it
   propagates and nothing is moved.
+- `placed_like(restored, like)`: restored arrays placed as the live ones (no recompilation after a restore).
+- `keep=None` keeps every step (no retention); the owner removes steps itself with `delete(step)` (the
+  per-stage best store, memjax.checkpoint.stage_best).
 """
 
 from __future__ import annotations
@@ -22,10 +25,21 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 
 from ..config import ConfigError
 from .errors import CheckpointError
+
+
+def placed_like(restored, like):
+    """`restored` (a tree orbax read back, as committed arrays) placed as the live tree `like`: leaves whose
+    live array is uncommitted (single device, no mesh) become uncommitted too, so every jitted program taking
+    them sees the inputs it was compiled for and does not compile again (on a mesh both are committed)."""
+    return jax.tree.map(lambda x, ref: x if getattr(ref, "committed", True) else jnp.asarray(np.asarray(x)),
+                        restored, like)
 
 
 def one_line(e: BaseException, limit: int = 300) -> str:
@@ -56,8 +70,8 @@ def quiet_orbax_logs() -> None:
 class RunCheckpoints:
     ITEMS = ("state", "meta")
 
-    def __init__(self, directory: str | Path, keep: int, warn: Callable[[str], None] = print):
-        if keep < 1:
+    def __init__(self, directory: str | Path, keep: int | None, warn: Callable[[str], None] = print):
+        if keep is not None and keep < 1:
             raise ValueError(f"keep_checkpoints must be >= 1, got {keep}")
         self.dir = Path(directory).absolute()
         self.quarantine_dir = self.dir.with_name(self.dir.name + "_corrupt")
@@ -141,6 +155,15 @@ class RunCheckpoints:
             raise CheckpointError(f"{where}: checkpoint {step} does not read back ({one_line(e)})") from None
         if int(meta.get("step", -1)) != step:
             raise CheckpointError(f"{where}: checkpoint {step} reads back as step {meta.get('step')}")
+
+    def delete(self, step: int) -> None:
+        """Remove a committed step (after the save in flight has finished and been verified)."""
+        self.finish()
+        try:
+            self.mgr.delete(step)
+        except Exception as e:
+            raise CheckpointError(f"{self.dir}: cannot delete step {step} ({one_line(e)})") from None
+        self.mgr.reload()
 
     def close(self) -> None:
         try:

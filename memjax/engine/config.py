@@ -5,10 +5,18 @@ Owns: `EngineConfig` (every static shape of the compiled generation loop: one co
 retained pages of a finished sequence, for multi-turn continuation).
 Invariants: window (max tokens per sequence, prompt + generation) is a multiple of page_size;
 the page pool holds at least one full window, one spare page and the null page, so any single request can always run.
+Data parallelism (`data_parallel` = D > 1, memjax/engine/data_parallel.py): max_slots, prefill_slots, num_pages,
+kv_cache_gib / kv_cache_bytes, queue_size and token_budget are TOTALS over the engine, split evenly into D device
+groups (each count must divide by D, kv_cache_bytes is rounded down; every group's pool has its own null
+page, so num_pages / D must itself hold a window + 2 pages);
+`per_device(D)` is the config one group's loop compiles for. window, page_size, prefill_chunk, seeds and the
+other fields are the same for every group. `tensor_parallel` = T devices per group split the heads and
+the pool's KV heads (each device holds 1/(D x T) of the pool).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -17,6 +25,8 @@ FINISH_NAMES = {FINISH_STOP: "stop", FINISH_LENGTH: "length", FINISH_WINDOW: "wi
 OVERLONG_POLICIES = ("error", "truncate_left")
 WEIGHT_DTYPES = ("compute", "bfloat16", "float16", "float32")
 LOGPROB_MODES = ("raw", "processed")
+SCHEDULES = ("auto", "split", "mixed")
+AUTO_PREFILL_CAP = 8192  # prefill tokens per mixed round when token_budget = 0
 
 
 @dataclass(frozen=True)
@@ -26,8 +36,11 @@ class EngineConfig:
     window: int = 2048  # max tokens per sequence (prompt + generated)
     prefill_slots: int = 4  # sequences advanced together in a prefill round
     prefill_chunk: int = 256  # prompt tokens per sequence per prefill round
-    num_pages: int | None = None  # KV pages in the pool (incl. the null page); None -> from kv_cache_bytes
-    kv_cache_bytes: int | None = None  # pool budget; None -> 90% of free device memory (GPU) or 1 GiB (CPU)
+    num_pages: int | None = None  # KV pages in the pool (incl. the null page); None -> from kv_cache_gib / kv_cache_bytes
+    # the KV pool's budget per engine, in GiB (kv_cache_gib) or bytes (kv_cache_bytes; set at most one).
+    # Neither -> 90% of the device's free memory when the engine is built (GPU), or 1 GiB at most (CPU)
+    kv_cache_gib: float | None = None
+    kv_cache_bytes: int | None = None
     queue_size: int = 0  # waiting requests visible to the device per call; 0 -> 2 * max_slots
     max_stop_ids: int = 4  # stop-token ids per request
     rounds_per_sync: int = 64  # device rounds between host syncs (upper bound)
@@ -43,6 +56,22 @@ class EngineConfig:
     # dtype of the engine's own copy of the weights. "compute" = the model's compute dtype (bf16 for the
     # real configs, fp32 for tiny): bit-identical to casting the master at use, at half the bytes for bf16
     weight_dtype: str = "compute"
+    # round shape (memjax/engine/mixed.py): "split" = a padded [prefill_slots, prefill_chunk] prefill round
+    # whenever a prompt is pending, else a [max_slots, 1] decode round; "mixed" = token-budget batching:
+    # one ragged forward of every running sequence's decode token plus prefill chunks up to token_budget.
+    # "auto" (default) = mixed on CPU, where it gave >= the split tokens/s, lower time-to-first-token and no
+    # decode stalls (benchmarks/results/rollout_token_budget_tiny_cpu.json), split on GPUs: there the mixed
+    # round's attention reads a prefill chunk's context once per token row (memory-bound for long prompts,
+    # mixed.py) until a ragged paged-attention kernel exists. The Engine resolves it when built.
+    schedule: str = "auto"
+    # tokens per mixed round (>= max_slots); 0 -> max_slots + min(prefill_slots * prefill_chunk, 8192): every
+    # decode token plus the split schedule's prefill round, capped (mixed rounds gather one page per token row)
+    token_budget: int = 0
+    # device groups the engine spans (one slot group + 1/D of the KV pool each, weights replicated);
+    # 1 = one device (the default path); -1 = every device given to Engine (memjax.train: the mesh's)
+    data_parallel: int = 1
+    # devices per group that split the attention heads, KV heads (the pool) and MLP columns (Megatron style)
+    tensor_parallel: int = 1
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -68,16 +97,79 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.weight_dtype must be one of {WEIGHT_DTYPES}, got {self.weight_dtype!r}")
         if not 0 <= self.idle_return <= self.max_slots:
             raise ValueError(f"EngineConfig.idle_return must be in [0, max_slots={self.max_slots}], got {self.idle_return}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"EngineConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.token_budget and (not isinstance(self.token_budget, int) or self.token_budget < self.max_slots):
+            raise ValueError(f"EngineConfig.token_budget={self.token_budget!r} must be 0 (auto) or an int >= "
+                             f"max_slots={self.max_slots} (every running sequence's decode token fits a round)")
+        if self.kv_cache_gib is not None and self.kv_cache_bytes is not None:
+            raise ValueError("EngineConfig: set kv_cache_gib or kv_cache_bytes, not both")
+        for f in ("kv_cache_gib", "kv_cache_bytes"):
+            v = getattr(self, f)
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+                raise ValueError(f"EngineConfig.{f} must be a positive number (or None), got {v!r}")
         if self.queue_size < 0:
             raise ValueError(f"EngineConfig.queue_size must be >= 0, got {self.queue_size}")
+        if not isinstance(self.data_parallel, int) or isinstance(self.data_parallel, bool) \
+                or not (self.data_parallel >= 1 or self.data_parallel == -1):
+            raise ValueError(f"EngineConfig.data_parallel must be >= 1 or -1 (all devices), got {self.data_parallel!r}")
+        if not isinstance(self.tensor_parallel, int) or isinstance(self.tensor_parallel, bool) \
+                or self.tensor_parallel < 1:
+            raise ValueError(f"EngineConfig.tensor_parallel must be >= 1, got {self.tensor_parallel!r}")
+        if self.data_parallel > 1:
+            self.per_device(self.data_parallel)  # the totals must split into data_parallel groups
+
+    @property
+    def kv_budget_bytes(self) -> int | None:
+        """The configured KV pool budget in bytes (kv_cache_gib or kv_cache_bytes), None when unset."""
+        if self.kv_cache_gib is not None:
+            return int(self.kv_cache_gib * (1 << 30))
+        return None if self.kv_cache_bytes is None else int(self.kv_cache_bytes)
 
     @property
     def pages_per_seq(self) -> int:
         return self.window // self.page_size
 
     @property
+    def round_tokens(self) -> int:
+        """Tokens per mixed round: token_budget, or max_slots + min(prefill_slots * prefill_chunk, 8192) when 0."""
+        return self.token_budget or self.max_slots + min(self.prefill_slots * self.prefill_chunk, AUTO_PREFILL_CAP)
+
+    @property
+    def round_sizes(self) -> tuple[int, ...]:
+        """Row counts a mixed round is compiled for (ascending): max_slots (decode only), round_tokens, and
+        round_tokens / 8**k while that stays >= 2 * max_slots (a short prefill does not pay the full budget;
+        each size is one more compiled forward)."""
+        sizes, x = {self.max_slots, self.round_tokens}, self.round_tokens
+        while x // 8 >= 2 * self.max_slots:
+            x //= 8
+            sizes.add(x)
+        return tuple(sorted(sizes))
+
+    @property
     def queue_len(self) -> int:
         return self.queue_size or 2 * self.max_slots
+
+    def per_device(self, d: int) -> "EngineConfig":
+        """The config of one of `d` device groups: the totals (max_slots, prefill_slots, num_pages, queue_size,
+        token_budget; kv_cache_bytes rounded down, kv_cache_gib) divided by d; ValueError naming a total d
+        does not divide."""
+        if d == 1:
+            return self
+        for f in ("max_slots", "prefill_slots", "num_pages", "queue_size", "token_budget"):
+            v = getattr(self, f)
+            if v and v % d:
+                raise ValueError(f"EngineConfig.{f}={v} is a total over data_parallel={d} device groups and must "
+                                 f"be divisible by {d}")
+        if self.num_pages is not None and self.num_pages // d < self.pages_per_seq + 2:
+            raise ValueError(f"EngineConfig.num_pages={self.num_pages} over {d} device groups leaves "
+                             f"{self.num_pages // d} pages per group < window/page_size + 2 = {self.pages_per_seq + 2}")
+        div = lambda v: v // d if v else v
+        return dataclasses.replace(
+            self, max_slots=self.max_slots // d, prefill_slots=self.prefill_slots // d, num_pages=div(self.num_pages),
+            queue_size=div(self.queue_size), kv_cache_bytes=div(self.kv_cache_bytes),
+            token_budget=div(self.token_budget), kv_cache_gib=None if self.kv_cache_gib is None else self.kv_cache_gib / d, data_parallel=1,
+            idle_return=min(self.idle_return, self.max_slots // d))
 
 
 @dataclass(frozen=True)
@@ -128,6 +220,7 @@ class KVHandle:
     truncated: int = 0
     holders: int = 0  # children submitted but not yet admitted
     released: bool = False  # Engine.release was called
+    device: int = 0  # the device group whose pool holds the pages (data_parallel engines)
     freed: bool = False  # the references were dropped on the device
 
 

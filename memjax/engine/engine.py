@@ -3,6 +3,9 @@
 Owns: the request lifecycle on the host side (submit -> device queue -> completion), the page-pool
 size, weight swaps, and the public `generate` / `submit` + `step` API.
 - `generate(prompts, params)` returns one Completion per prompt, in input order.
+- Rounds (EngineConfig.schedule; "auto" = mixed on CPU, split on GPUs): "mixed" packs every running sequence's decode token and
+  prefill chunks of pending prompts into one forward of at most token_budget tokens (memjax/engine/mixed.py);
+  "split" runs padded prefill rounds and pauses decoding while a prompt is pending. Same tokens either way.
 - Streaming form for agent workflows: `rid = submit(prompt, params)`; `step()` runs one device call
   (up to `rounds_per_sync` rounds) and returns the Completions that finished in it; the caller may
   submit follow-up turns before the next `step()`, so trajectories advance independently; with
@@ -20,10 +23,20 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
   retains every turn, continues it, then releases the parent. stats["continued_tokens"] = prefill saved.
 - `update_weights(params)` swaps in new policy weights of the same shapes without recompiling; the engine
   holds only its own copy in `EngineConfig.weight_dtype` (bf16 for real configs), never the fp32 master.
+- `sleep()` frees the KV pool and the rollout weights while the trainer updates (hybrid engine: the two
+  peaks do not add); the next device call allocates an empty pool again, after `update_weights`.
 - `abort(rids=None)` forgets requests (all when None): queued ones leave the queue at once; one already
   on the device runs to its end there and its completion is dropped (retained pages freed), so after an
   exception inside a workflow the engine serves the next caller with no orphan completions. `generate`
   validates every prompt before enqueueing any and aborts its own requests if it is interrupted.
+- Data parallel (EngineConfig.data_parallel = D > 1, memjax/engine/data_parallel.py): the slots, KV pool,
+  queue and ring are split into D device groups (one per device, weights replicated). The host assigns
+  each request to a group when it is submitted: a prefix-sharing group (identical prompts) and a
+  continuation (its parent's pages) go where their pages are, anything else to the group with the fewest
+  tokens (prompt + max_tokens) of live requests; a request stays in its group (also when preempted).
+  With tensor_parallel = T each group spans T devices that split its heads and its pool's KV heads.
+  `device_stats[d]` holds group d's counters; `stats` their sums, and stats["wall_rounds"] the rounds of the
+  slowest group per call, summed (= rounds with one group). D = 1 runs the single-device loop.
 Counters: request and group ids wrap below 2**31 - 1 (unique among live requests); `stats` are Python
 ints summed from per-call device counters, so nothing overflows in a week-long run.
 Invariants: prompts are non-empty lists of ints < vocab; prompt_len < window unless
@@ -33,8 +46,8 @@ overlong_prompt="truncate_left" (keeps the last window - 1 tokens, recorded in C
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
-from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -44,37 +57,22 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..model.qwen2 import Qwen2
 from .config import FINISH_NAMES, FINISH_PREEMPTED, Completion, EngineConfig, KVHandle, SamplingParams
-from .loop import make_run
+from .data_parallel import DataParallel
+from .loop import make_loop, make_run
+from .requests import Request, pack_queue
 from .state import Queue, init_pool, init_ring, init_slots, kv_bytes_per_page, release_row
 
 _ID_LIMIT = 2**31 - 1
 
 
-@dataclass
-class _Request:
-    rid: int
-    prompt: list[int]  # current prompt (original + generated before any preemption)
-    orig_len: int
-    params: SamplingParams
-    seed: int
-    group: int = -1
-    shared_pages: int = 0
-    truncated: int = 0
-    gen: list[int] = field(default_factory=list)
-    lps: list[float] = field(default_factory=list)
-    preemptions: int = 0
-    retain: bool = False
-    parent: KVHandle | None = None  # until admitted
-    prefix_pages: int = 0  # full parent pages mapped instead of prefilled
-
-
-def default_num_pages(model: Qwen2, ecfg: EngineConfig) -> int:
+def default_num_pages(model: Qwen2, ecfg: EngineConfig, shards: int = 1) -> int:
+    """Pages of one pool; shards = devices that split each page by KV heads (tensor_parallel)."""
     per = kv_bytes_per_page(model.cfg, ecfg)
-    budget = ecfg.kv_cache_bytes
+    budget = ecfg.kv_budget_bytes
     if budget is None:
         stats = jax.devices()[0].memory_stats() or {}
-        if "bytes_limit" in stats:
-            budget = int(0.9 * (stats["bytes_limit"] - stats.get("bytes_in_use", 0)))
+        if "bytes_limit" in stats:  # free memory of one device, on each of the pool's devices
+            budget = shards * int(0.9 * (stats["bytes_limit"] - stats.get("bytes_in_use", 0)))
         else:  # CPU: enough for every slot's full window, capped at 1 GiB
             budget = min(1 << 30, per * (ecfg.max_slots * ecfg.pages_per_seq + 1))
     pages = budget // per
@@ -85,8 +83,14 @@ def default_num_pages(model: Qwen2, ecfg: EngineConfig) -> int:
 
 
 class Engine:
-    def __init__(self, model: Qwen2, config: EngineConfig | None = None):
-        self.config = ecfg = config or EngineConfig()
+    def __init__(self, model: Qwen2, config: EngineConfig | None = None, devices=None):
+        """devices: those a data/tensor-parallel engine spans (default jax.devices(); D groups of T =
+        tensor_parallel consecutive devices; data_parallel=-1 takes len(devices) // T groups, D > 1 the first
+        D x T devices). Ignored when D x T = 1."""
+        ecfg = config or EngineConfig()
+        if ecfg.schedule == "auto":  # memjax/engine/config.py: mixed on CPU, split on GPUs (no ragged kernel yet)
+            ecfg = dataclasses.replace(ecfg, schedule="mixed" if jax.default_backend() == "cpu" else "split")
+        self.config = ecfg
         if ecfg.compilation_cache_dir:
             jax.config.update("jax_compilation_cache_dir", ecfg.compilation_cache_dir)
         self.model_config = model.cfg
@@ -95,21 +99,47 @@ class Engine:
         self._cast = jax.jit(lambda p: jax.tree.map(
             lambda a: a.astype(wd) if jnp.issubdtype(a.dtype, jnp.floating) else a, p))
         self._master_shapes = jax.tree.map(lambda a: a.shape, master)
-        self._params = self._cast(master)  # the engine's own copy; the master is never kept
-        self.num_pages = ecfg.num_pages or default_num_pages(model, ecfg)
-        self._slots = init_slots(ecfg)
-        self._pool = init_pool(model.cfg, ecfg, self.num_pages)
-        self._ring = init_ring(ecfg)
         attend = None
         if ecfg.attention != "reference":
             from ..kernels import engine_attend
 
             attend = engine_attend(impl=ecfg.attention, num_splits=ecfg.decode_splits)
-        self._run = make_run(nnx.graphdef(model), model.cfg, ecfg, attend=attend)
-        self._release_row = jax.jit(release_row, donate_argnums=0)
+        devs = list(jax.devices() if devices is None else devices)
+        t, mc = ecfg.tensor_parallel, model.cfg
+        d = len(devs) // t if ecfg.data_parallel == -1 else ecfg.data_parallel
+        if d < 1 or d * t > len(devs):
+            raise ValueError(f"EngineConfig data_parallel={ecfg.data_parallel} x tensor_parallel={t} needs more than "
+                             f"the {len(devs)} device(s) the engine was given")
+        if (mc.num_heads % t or mc.num_kv_heads % t or mc.intermediate_size % t) and t > 1:
+            raise ValueError(f"EngineConfig.tensor_parallel={t} must divide the model's heads ({mc.num_heads}), KV "
+                             f"heads ({mc.num_kv_heads}) and MLP width ({mc.intermediate_size})")
+        ecfg.per_device(d)  # the totals must split into d groups (data_parallel=-1 is resolved only here)
+        self.data_parallel = d
+        self._dp = DataParallel(devs[: d * t], tensor=t) if d * t > 1 else None
+        if self._dp is None:
+            self._params = self._cast(master)  # the engine's own copy; the master is never kept
+            self.num_pages = ecfg.num_pages or default_num_pages(model, ecfg)
+            self._new_slots_ring = lambda: (init_slots(ecfg), init_ring(ecfg))
+            self._new_pool = lambda: init_pool(model.cfg, ecfg, self.num_pages)
+            self._run = make_run(nnx.graphdef(model), model.cfg, ecfg, attend=attend)
+            release = jax.jit(release_row, donate_argnums=0)
+            self._release_row = lambda pool, _, row, n: release(pool, jnp.asarray(row), jnp.int32(n))
+        else:
+            self.local_config = local = ecfg.per_device(d)  # one group's shapes (totals / d)
+            self._params = self._dp.shard_params(self._cast(master))
+            per_group = local.num_pages or default_num_pages(model, local, shards=t)
+            self.num_pages = d * per_group  # total over the groups (each has its own null page)
+            self._new_slots_ring = lambda: self._dp.init_slots_ring(local)
+            self._new_pool = lambda: self._dp.init_pool(model.cfg, local, per_group)
+            self._run = self._dp.run(make_loop(nnx.graphdef(model), model.cfg, local, attend=attend))
+            self._release_row = self._dp.release_row
+        self._slots, self._ring = self._new_slots_ring()
+        self._pool = self._new_pool()
+        self._load = [0] * d  # per group: prompt + max_tokens of its live requests (the balance key)
+        self.device_stats = [collections.Counter() for _ in range(d)]
         self.retained_pages = 0  # page references held by unreleased KVHandles
-        self._pending: collections.deque[_Request] = collections.deque()
-        self._live: dict[int, _Request] = {}  # rid -> request, queued or running
+        self._pending: collections.deque[Request] = collections.deque()
+        self._live: dict[int, Request] = {}  # rid -> request, queued or running
         self._groups: dict[tuple[int, ...], tuple[int, set[int]]] = {}  # prompt -> (group id, live rids)
         self._next_id = {"req": 0, "group": 0}  # wrap at 2**31 - 1 (device int32), skipping live ids
         self._live_gids: set[int] = set()
@@ -128,7 +158,47 @@ class Engine:
                 or not floats:
             raise ValueError("update_weights: parameter structure, shapes or dtypes differ from the engine's model")
         self._params = None  # drop the old copy first: peak memory is one rollout copy, not two
-        self._params = self._cast(new)
+        self._params = self._cast(new) if self._dp is None else self._dp.shard_params(self._cast(new))
+
+    # -- hybrid-engine memory: free the pool while the trainer runs -----------------------------------
+    def sleep(self, weights: bool = True) -> int:
+        """Free the KV pool (and, with weights=True, the rollout copy of the weights) between rollouts, so
+        that the trainer's update and the engine's pool do not need memory at the same time (verl's hybrid
+        engine does the same). Refused while a request is live or a retained KVHandle is unreleased (their
+        pages live in the pool). The pool is allocated again, empty, by the next device call; after
+        weights=True, `update_weights` must come before it. Requests aborted while on the device are dropped
+        with their slots. Returns the bytes freed (0 when already asleep)."""
+        if self._live or self.retained_pages:
+            raise RuntimeError(f"Engine.sleep: {len(self._live)} unfinished requests and {self.retained_pages} "
+                               "retained pages live in the KV pool; finish, abort or release them first")
+        targets = [t for t in (self._pool, self._params if weights else None) if t is not None]
+        if not targets:
+            return 0
+        freed = 0
+        for a in jax.tree.leaves(targets):
+            freed += a.nbytes
+            a.delete()
+        if weights:
+            self._params = None
+        if self._pool is not None:
+            self._pool = None
+            # requests aborted while on the device lose their slots with the pool: fresh slots and ring
+            self._slots, self._ring = self._new_slots_ring()
+            self._aborted.clear()
+            self._groups.clear()
+            self._live_gids.clear()
+            self.stats["sleeps"] += 1
+        return freed
+
+    @property
+    def asleep(self) -> bool:
+        return self._pool is None
+
+    def _wake(self) -> None:
+        if self._params is None:
+            raise RuntimeError("Engine: the rollout weights were freed by sleep(); call update_weights first")
+        if self._pool is None:
+            self._pool = self._new_pool()
 
     # -- submission ---------------------------------------------------------------------------------
     def submit(self, prompt, params: SamplingParams | None = None, *, parent: Completion | None = None,
@@ -174,15 +244,25 @@ class Engine:
         ecfg = self.config
         rid = self._fresh_id("req", self._live.keys() | self._aborted)
         seed = params.seed if params.seed is not None else (ecfg.seed * 1_000_003 + rid) % (2**31 - 1)
-        if tuple(prompt) not in self._groups:
-            self._groups[tuple(prompt)] = (self._fresh_id("group", self._live_gids), set())
+        if tuple(prompt) not in self._groups:  # a prefix-sharing group stays in one device group
+            self._groups[tuple(prompt)] = (self._fresh_id("group", self._live_gids), set(),
+                                           int(np.argmin(self._load)))
             self._live_gids.add(self._groups[tuple(prompt)][0])
-        gid, members = self._groups[tuple(prompt)]
+        gid, members, dev = self._groups[tuple(prompt)]
         members.add(rid)
-        self._live[rid] = _Request(rid, prompt, len(prompt), params, seed, group=gid, truncated=truncated,
-                                   shared_pages=(len(prompt) - 1) // ecfg.page_size, retain=retain)
+        self._live[rid] = Request(rid, prompt, len(prompt), params, seed, group=gid, truncated=truncated,
+                                   shared_pages=(len(prompt) - 1) // ecfg.page_size, retain=retain, device=dev)
+        self._charge(self._live[rid])
         self._pending.append(self._live[rid])
         return rid
+
+    def _charge(self, req: Request) -> None:
+        req.load = len(req.prompt) + req.params.max_tokens
+        self._load[req.device] += req.load
+
+    def _discharge(self, req: Request) -> None:
+        self._load[req.device] -= req.load
+        req.load = 0
 
     def abort(self, rids=None) -> int:
         """Forget the given requests (every unfinished one when None); returns how many were live.
@@ -194,6 +274,7 @@ class Engine:
         self._pending = collections.deque(r for r in self._pending if r.rid not in targets)
         for rid in targets:
             req = self._live.pop(rid)
+            self._discharge(req)
             self._forget(req)
             if req.parent is not None:  # a continuation never admitted: its parent's pages are not needed
                 req.parent.holders -= 1
@@ -202,7 +283,7 @@ class Engine:
         self._aborted |= targets - queued
         return len(targets)
 
-    def _forget(self, req: _Request) -> None:
+    def _forget(self, req: Request) -> None:
         if req.group < 0:
             return
         key = tuple(req.prompt[: req.orig_len])
@@ -224,8 +305,9 @@ class Engine:
         seed = params.seed if params.seed is not None else (ecfg.seed * 1_000_003 + rid) % (2**31 - 1)
         kv.holders += 1
         n_prefix = min(kv.n_cached // ecfg.page_size, (len(full) - 1) // ecfg.page_size, len(kv.pages))
-        self._live[rid] = _Request(rid, full, len(full), params, seed, group=-1, truncated=kv.truncated,
-                                   retain=retain, parent=kv, prefix_pages=n_prefix)
+        self._live[rid] = Request(rid, full, len(full), params, seed, group=-1, truncated=kv.truncated,
+                                   retain=retain, parent=kv, prefix_pages=n_prefix, device=kv.device)
+        self._charge(self._live[rid])
         self._pending.append(self._live[rid])
         return rid
 
@@ -243,7 +325,7 @@ class Engine:
             kv.freed = True
             row = np.zeros(self.config.pages_per_seq, np.int32)
             row[: len(kv.pages)] = kv.pages
-            self._pool = self._release_row(self._pool, jnp.asarray(row), jnp.int32(len(kv.pages)))
+            self._pool = self._release_row(self._pool, kv.device, row, len(kv.pages))
             self.retained_pages -= len(kv.pages)
 
     def _fresh_id(self, kind: str, taken) -> int:
@@ -260,53 +342,40 @@ class Engine:
         return len(self._live)
 
     # -- device calls -------------------------------------------------------------------------------
-    def _queue(self) -> tuple[Queue, list[_Request]]:
-        ecfg = self.config
-        q, wc, ns = ecfg.queue_len, ecfg.window + ecfg.prefill_chunk, ecfg.max_stop_ids
-        rows = list(itertools.islice(self._pending, q))
-        a = {k: np.zeros(q, np.int32) for k in ("req", "prompt_len", "group", "shared_pages", "top_k", "max_new",
-                                                "seed", "pos_offset", "n_prefix")}
-        prefix, retain = np.zeros((q, ecfg.pages_per_seq), np.int32), np.zeros(q, bool)
-        tokens, stop = np.zeros((q, wc), np.int32), np.full((q, ns), -1, np.int32)
-        temp, top_p, valid, proc = np.ones(q, np.float32), np.ones(q, np.float32), np.zeros(q, bool), np.zeros(q, bool)
-        for i, r in enumerate(rows):
-            p = r.params
-            valid[i] = True
-            tokens[i, : len(r.prompt)] = r.prompt
-            stop[i, : len(p.stop_token_ids)] = p.stop_token_ids
-            group = -1 if r.preemptions else r.group  # a requeued request recomputes its prompt
-            a["req"][i], a["prompt_len"][i], a["group"][i] = r.rid, len(r.prompt), group
-            a["shared_pages"][i] = r.shared_pages if group >= 0 else 0
-            a["top_k"][i], a["max_new"][i], a["seed"][i] = p.top_k, p.max_tokens - len(r.gen), r.seed
-            a["pos_offset"][i] = r.truncated
-            retain[i] = r.retain
-            if r.parent is not None:  # a requeued (preempted) continuation has dropped its parent: recompute
-                a["n_prefix"][i] = r.prefix_pages
-                prefix[i, : len(r.parent.pages)] = r.parent.pages
-            temp[i], top_p[i], proc[i] = p.temperature, p.top_p, p.logprobs == "processed"
-        queue = Queue(valid=jnp.asarray(valid), admitted=jnp.zeros(q, bool), tokens=jnp.asarray(tokens),
-                      stop=jnp.asarray(stop), temperature=jnp.asarray(temp), top_p=jnp.asarray(top_p),
-                      processed=jnp.asarray(proc), retain=jnp.asarray(retain), prefix_table=jnp.asarray(prefix),
-                      **{k: jnp.asarray(v) for k, v in a.items()})
-        return queue, rows
+    def _queue(self) -> tuple[Queue, list[list[Request]]]:
+        """The device queue ([Q] arrays; [D, Q / D] with data_parallel) and its rows per device group."""
+        ecfg, d = self.config, self.data_parallel
+        q = ecfg.queue_len // d
+        rows = [list(itertools.islice((r for r in self._pending if r.device == g), q)) for g in range(d)] \
+            if d > 1 else [list(itertools.islice(self._pending, q))]
+        queue = pack_queue(rows, ecfg, q)
+        if self._dp is not None:
+            return self._dp.put(queue), rows
+        return jax.tree.map(lambda x: jnp.asarray(x[0]), queue), rows
 
     def step(self, max_rounds: int | None = None, idle_return: int | None = None) -> list[Completion]:
         """One device call: up to max_rounds (default rounds_per_sync) rounds, or fewer when idle_return
-        (default EngineConfig.idle_return; 0 = off) slots go idle after a finish. Returns finished requests."""
+        (default EngineConfig.idle_return; 0 = off) slots go idle after a finish (per device group, at most
+        its max_slots / D, with data_parallel). Returns finished requests."""
         if not self._live:
             return []
+        self._wake()
         queue, rows = self._queue()
+        idle = self.config.idle_return if idle_return is None else idle_return
+        if self._dp is not None:
+            idle = min(idle, self.local_config.max_slots)
         self._slots, self._pool, queue, self._ring, counters = self._run(
             self._params, self._slots, self._pool, queue, self._ring,
-            jnp.int32(max_rounds or self.config.rounds_per_sync),
-            jnp.int32(self.config.idle_return if idle_return is None else idle_return))
+            jnp.int32(max_rounds or self.config.rounds_per_sync), jnp.int32(idle))
         admitted, ring, cnt = jax.device_get((queue.admitted, self._ring, counters))
-        if int(cnt.rounds) == 0:
+        if self._dp is None:  # one group: the same [D = 1] view as a data-parallel engine's
+            admitted, ring, cnt = jax.tree.map(lambda x: np.asarray(x)[None], (admitted, ring, cnt))
+        if int(cnt.rounds.sum()) == 0:
             raise RuntimeError(f"Engine.step: no progress with {len(self._live)} unfinished requests "
-                               f"({len(self._pending)} queued, {int(self._pool.n_free)} free pages, "
+                               f"({len(self._pending)} queued, {int(np.sum(self._pool.n_free))} free pages, "
                                f"{self.retained_pages} held by unreleased KVHandles: Engine.release them)")
-        taken = {r.rid for r, ok in zip(rows, admitted[: len(rows)]) if ok}
-        for r in rows:
+        taken = {r.rid for g in range(self.data_parallel) for r, ok in zip(rows[g], admitted[g, : len(rows[g])]) if ok}
+        for r in (r for rs in rows for r in rs):
             if r.rid in taken and r.parent is not None:  # the child now holds its own page references
                 self.stats["continued_tokens"] += r.prefix_pages * self.config.page_size
                 r.parent.holders -= 1
@@ -314,40 +383,48 @@ class Engine:
                 r.parent = None
         self._pending = collections.deque(r for r in self._pending if r.rid not in taken)
         for f in ("rounds", "prefill_rounds", "preemptions", "prefill_tokens", "decode_tokens", "shared_pages"):
-            self.stats[f] += int(getattr(cnt, f))  # this call's counts; Python ints never overflow
+            v = getattr(cnt, f)  # this call's counts; Python ints never overflow
+            self.stats[f] += int(v.sum())
+            for g in range(self.data_parallel):
+                self.device_stats[g][f] += int(v[g])
+        self.stats["wall_rounds"] += int(cnt.rounds.max())  # groups run their rounds side by side
         done, requeue = [], []
-        for i in range(int(ring.count)):
-            rid = int(ring.req[i])
+        for g, i in ((g, i) for g in range(self.data_parallel) for i in range(int(ring.count[g]))):
+            rid = int(ring.req[g, i])
             if rid not in self._live:  # aborted while on the device (finished or preempted: it has left it)
                 self._aborted.discard(rid)
-                if ring.retained[i] and int(ring.reason[i]) != FINISH_PREEMPTED:  # nobody will release them
-                    orphan = KVHandle(pages=tuple(ring.page_table[i, : int(ring.n_pages[i])].tolist()),
-                                      n_cached=0, tokens=[], released=True)
+                if ring.retained[g, i] and int(ring.reason[g, i]) != FINISH_PREEMPTED:  # nobody will release them
+                    orphan = KVHandle(pages=tuple(ring.page_table[g, i, : int(ring.n_pages[g, i])].tolist()),
+                                      n_cached=0, tokens=[], released=True, device=g)
                     self.retained_pages += len(orphan.pages)
                     self._maybe_free(orphan)
                 continue
             req = self._live[rid]
-            p, g = int(ring.prompt_len[i]), int(ring.n_gen[i])
-            req.gen += ring.tokens[i, p: p + g].tolist()
-            req.lps += ring.logprobs[i, p: p + g].tolist()
-            if int(ring.reason[i]) == FINISH_PREEMPTED:
+            p, n = int(ring.prompt_len[g, i]), int(ring.n_gen[g, i])
+            new = ring.tokens[g, i, p: p + n].tolist()
+            req.gen += new
+            req.lps += ring.logprobs[g, i, p: p + n].tolist()
+            if int(ring.reason[g, i]) == FINISH_PREEMPTED:
                 req.preemptions += 1
-                req.prompt = req.prompt[:p] + ring.tokens[i, p: p + g].tolist()
+                req.prompt = req.prompt[:p] + new
                 requeue.append(req)
                 continue
             del self._live[req.rid]
+            self._discharge(req)
             self._forget(req)
             kv = None
-            if ring.retained[i]:
-                kv = KVHandle(pages=tuple(ring.page_table[i, : int(ring.n_pages[i])].tolist()),
-                              n_cached=int(ring.seq_len[i]), tokens=ring.tokens[i, : p + g].tolist(),
-                              truncated=req.truncated)
+            if ring.retained[g, i]:
+                kv = KVHandle(pages=tuple(ring.page_table[g, i, : int(ring.n_pages[g, i])].tolist()),
+                              n_cached=int(ring.seq_len[g, i]), tokens=ring.tokens[g, i, : p + n].tolist(),
+                              truncated=req.truncated, device=g)
                 self.retained_pages += len(kv.pages)
-            done.append(Completion(token_ids=req.gen, logprobs=req.lps, finish_reason=FINISH_NAMES[int(ring.reason[i])],
-                                   prompt_len=req.orig_len, request_id=req.rid, preemptions=req.preemptions,
-                                   prompt_truncated=req.truncated, kv=kv))
+            done.append(Completion(token_ids=req.gen, logprobs=req.lps,
+                                   finish_reason=FINISH_NAMES[int(ring.reason[g, i])], prompt_len=req.orig_len,
+                                   request_id=req.rid, preemptions=req.preemptions, prompt_truncated=req.truncated,
+                                   kv=kv))
         self._pending.extendleft(reversed(requeue))
-        self._ring = self._ring.replace(count=jnp.int32(0))
+        self._ring = self._ring.replace(count=jnp.int32(0) if self._dp is None
+                                        else self._dp.put(np.zeros(self.data_parallel, np.int32)))
         return done
 
     def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[Completion]:

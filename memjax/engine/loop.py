@@ -1,11 +1,13 @@
 """The jitted generation loop: many prefill/decode rounds per host sync, in one `lax.while_loop`.
 
-Owns: `make_run(graphdef, mcfg, ecfg)` -> run(params, slots, pool, queue, ring, max_rounds, idle_return) ->
+Owns: `make_run(graphdef, mcfg, ecfg)` -> the jitted run(params, slots, pool, queue, ring, max_rounds, idle_return) ->
 (slots, pool, queue, ring, counters) that loops rounds until `max_rounds`, until the ring may not hold another
 round's releases, until nothing is running or admissible, or (idle_return > 0: chained agent turns) as soon as
 a sequence has finished in this call, at least idle_return slots are free and no queued row is waiting:
-the host then has follow-up turns to submit, so running on with idle slots would only waste them. A round is: admit -> (prefill round if any running sequence
-still has prompt tokens to cache, else decode round) -> release finished sequences.
+the host then has follow-up turns to submit, so running on with idle slots would only waste them.
+A round is: admit -> forward -> release finished sequences. EngineConfig.schedule picks the forward:
+"mixed" = one token-budget round of decode tokens and prefill chunks (memjax/engine/mixed.py); "split" =
+(prefill round if any running sequence still has prompt tokens to cache, else decode round):
 - Prefill round: up to `prefill_slots` sequences each cache up to `prefill_chunk` prompt tokens
   ([prefill_slots, prefill_chunk] forward); a sequence whose prompt completes samples its first token
   from the logits at its last prompt position (LM head only on those rows).
@@ -14,7 +16,9 @@ still has prompt tokens to cache, else decode round) -> release finished sequenc
 Stops: a stop id (the token is kept), max_tokens, or the window (prompt + generated == window).
 Slots, Pool and Ring are donated: the KV pool is updated in place. The Counters are those of this call only
 (they start at zero; the host accumulates them in Python ints), so int32 cannot overflow in a long run:
-one call counts at most rounds_per_sync * max_slots * prefill_chunk tokens.
+one call counts at most rounds_per_sync * max(max_slots * prefill_chunk, token_budget) tokens.
+`make_loop` returns the same function unjitted: memjax/engine/data_parallel.py runs it per device group
+inside `jax.shard_map` (each group's while loop has its own trip count; no collective crosses groups).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from flax import nnx
 
 from ..model.config import ModelConfig
 from .config import FINISH_LENGTH, FINISH_STOP, FINISH_WINDOW, EngineConfig
+from .mixed import make_mixed_round
 from .paged_attention import PagedAttention
 from .sampler import sample
 from .scheduler import admit, ensure_decode_pages, rebase_order, release_finished
@@ -40,6 +45,12 @@ def _finish_code(tok, n_gen, index, stop, max_new, window):
 
 
 def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
+    """The generation loop, jitted, with Slots, Pool and Ring donated."""
+    return jax.jit(make_loop(graphdef, mcfg, ecfg, attend), donate_argnums=(1, 2, 4))
+
+
+def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
+    """The generation loop of one device (group), unjitted."""
     S, C, BP, W = ecfg.page_size, ecfg.prefill_chunk, ecfg.prefill_slots, ecfg.window
     attn_kw = {} if attend is None else {"attend": attend}
 
@@ -98,7 +109,15 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
         cnt = cnt.replace(preemptions=cnt.preemptions + n_pre, decode_tokens=cnt.decode_tokens + live.sum())
         return slots, pool, ring, cnt
 
-    @partial(jax.jit, donate_argnums=(1, 2, 4))
+    mixed_round = make_mixed_round(forward, emit, ecfg)
+
+    def split_round(params, slots, pool, ring, cnt):
+        any_prefill = (slots.active & (slots.seq_len < slots.prompt_len)).any()
+        return jax.lax.cond(any_prefill, partial(prefill_round, params), partial(decode_round, params),
+                            slots, pool, ring, cnt)
+
+    one_round = mixed_round if ecfg.schedule == "mixed" else split_round
+
     def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, max_rounds, idle_return):
         b = slots.active.shape[0]
         slots, cnt = rebase_order(slots), init_counters()
@@ -118,12 +137,9 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
             slots, pool, queue, ring, cnt, i = c
             slots, pool, queue, adm = admit(slots, pool, queue, cnt.rounds * b, S)
             cnt = cnt.replace(shared_pages=cnt.shared_pages + adm[1])
-            any_prefill = (slots.active & (slots.seq_len < slots.prompt_len)).any()
             any_running = (slots.active & (slots.finish < 0)).any()
-            slots, pool, ring, cnt = jax.lax.cond(
-                any_prefill, partial(prefill_round, params),
-                lambda *a: jax.lax.cond(any_running, partial(decode_round, params), lambda *x: x, *a),
-                slots, pool, ring, cnt)
+            slots, pool, ring, cnt = jax.lax.cond(any_running, partial(one_round, params), lambda *x: x,
+                                                  slots, pool, ring, cnt)
             slots, pool, ring = release_finished(slots, pool, ring)
             return slots, pool, queue, ring, cnt.replace(rounds=cnt.rounds + 1), i + 1
 

@@ -2,7 +2,7 @@
 
 from .fsdp import FsdpLayerSharding, layer_sharding
 from .mesh import (DATA, FSDP, MODEL, TENSOR, MeshConfig, data_size, initialize, make_mesh, param_shardings, param_spec,
-                   replicated, rows_sharding)
+                   replicated, rollout_devices, rows_sharding)
 
 __all__ = ["DATA", "FSDP", "FsdpLayerSharding", "layer_sharding", "MODEL", "MeshConfig", "TENSOR", "data_size", "initialize", "make_mesh", "param_shardings",
-           "param_spec", "replicated", "rows_sharding"]
+           "param_spec", "replicated", "rollout_devices", "rows_sharding"]

@@ -8,7 +8,8 @@ Owns: `make_mesh(data=-1, fsdp=1, tensor=1)` over the visible devices (multi-hos
   tensor parallelism (optional) shards q/k/v/gate/up outputs and o/down inputs over "tensor" (Megatron
   style), the vocabulary of the LM head too. An axis is dropped from a dimension it does not divide, and
   norms are replicated. Optimizer state follows the parameters. XLA inserts the collectives.
-Row counts given to the trainer are padded to a multiple of data x fsdp.
+Row counts given to the trainer are padded to a multiple of data x fsdp. `rollout_devices(mesh)`: the devices of a
+data-parallel rollout engine (all of them, tensor fastest).
 `MeshConfig(data, fsdp, tensor)` is the config section (`--set mesh.fsdp=8`): one axis may be -1 (all
 remaining devices); the default puts every device on fsdp (ZeRO-3), the right layout for 7B/14B on one node.
 """
@@ -105,6 +106,13 @@ def rows_sharding(mesh: Mesh) -> NamedSharding:
 
 def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P())
+
+
+def rollout_devices(mesh: Mesh) -> list:
+    """Every device of the mesh in (data, fsdp, tensor) order, tensor fastest: the devices a data-parallel
+    rollout engine (EngineConfig.data_parallel = -1) spans; its groups of tensor_parallel = T consecutive
+    devices are the trainer's tensor groups when T = the mesh's tensor size (one group per device at T = 1)."""
+    return list(np.asarray(mesh.devices).reshape(-1))
 
 
 def data_size(mesh: Mesh) -> int:

@@ -30,6 +30,8 @@ Invariants:
   them gets the MemAgent rule configured by `advantage` (so existing callers keep their behaviour).
 - Optimizer state: `trainer.opt_state` (optax pytree); `trainer.optimizer` holds it as an nnx Module, so
   checkpoints use nnx.state(trainer.optimizer) / nnx.update(trainer.optimizer, ...) unchanged.
+  `reset_optimizer()` gives fresh state and `set_reference(params)` a new KL reference (curriculum stage
+  restarts in memjax/train.py).
 """
 
 from __future__ import annotations
@@ -238,13 +240,27 @@ class Trainer:
         nnx.update(model, params)
         self.ref_params = None  # the reference policy: bf16 params, only when the KL term needs it
         if loss.kl_coef:
-            rd = jnp.dtype(update.ref_dtype)
-            ref = nnx.state(ref_model, nnx.Param) if isinstance(ref_model, nnx.Module) else ref_model
-            self.ref_params = self._placed(jax.tree.map(  # always a copy: the policy's arrays get donated
-                lambda a: jnp.array(a, dtype=rd if jnp.issubdtype(a.dtype, jnp.floating) else a.dtype, copy=True),
-                ref))
+            self.ref_params = self._ref_copy(ref_model)
         self.optimizer = OptimizerState(self.step_fn.init_opt(params))
         self.optimizer_steps = 0  # applied updates (this process)
+
+    def _ref_copy(self, ref):
+        rd = jnp.dtype(self.update_cfg.ref_dtype)
+        ref = nnx.state(ref, nnx.Param) if isinstance(ref, nnx.Module) else ref
+        return self._placed(jax.tree.map(  # always a copy: the policy's arrays get donated
+            lambda a: jnp.array(a, dtype=rd if jnp.issubdtype(a.dtype, jnp.floating) else a.dtype, copy=True), ref))
+
+    def set_reference(self, ref) -> None:
+        """Make `ref` (a module or an nnx.State of its Params) the KL reference policy, copied in ref_dtype; a
+        no-op without a KL term. The loop calls it when a curriculum stage restarts from a checkpoint."""
+        if self.ref_params is not None:
+            self.ref_params = None  # drop the old copy first
+            self.ref_params = self._ref_copy(ref)
+
+    def reset_optimizer(self) -> None:
+        """Fresh optimizer state for the current parameters (AdamW moments and its count at zero), as a new run
+        starting from these weights has; `train_steps` is kept."""
+        self.optimizer.set(self.step_fn.init_opt(nnx.state(self.model, nnx.Param)))
 
     # -- state ----------------------------------------------------------------------------------------
     def _placed(self, params):

@@ -14,6 +14,8 @@ Invariants:
 - `train_data` is a stateful stream: `next()` gives one generation batch (a list of samples),
   `get_state()` a JSON-able state saved in every checkpoint, `set_state()` restores it; the stream depends
   only on (section, seed), so a resumed run sees the same samples as an uninterrupted one.
+- `stage(step)` splits training into curriculum stages (default one); a stage's data may depend on it (the
+  stream is a function of the position, so the system derives the step from it, as Memory-R2 does).
 - `workflow(...)` returns a fresh memjax.agents.Workflow; the loop runs it with
   `run_workflow(engine, wf, samples, group_size=system.group_size, seed=<derived from (seed, step)>)`.
 """
@@ -104,6 +106,12 @@ class System(abc.ABC):
     @abc.abstractmethod
     def workflow(self, engine, tokenizer, *, train: bool = True):
         """A fresh Workflow for training rollouts (train=True: sampled at `temperature`) or evaluation."""
+
+    def stage(self, step: int) -> int:
+        """The curriculum stage (0, 1, ...) of 0-based training step `step`: 0 at step 0, growing by 0 or 1 per
+        step. The loop evaluates at each stage's end and, with TrainConfig.stage_restart="best", starts the
+        next stage from this one's best evaluated checkpoint (memjax/curriculum.py). Default: one stage."""
+        return 0
 
     # -- rewards ----------------------------------------------------------------------------------------
     def shape(self, batch, traces: list[dict]):

@@ -10,10 +10,12 @@ one, or a constant group, gets advantage 0. Every row (= one extractor / manager
 unit's advantage: `row_advantage` [N], and `advantages` [N, T] = that value on the row's loss-mask tokens
 (the step-level loss averages it back to the same value; rows with an empty mask contribute nothing).
 With `loss.level = "step"` the trainer's step_ratio_loss gives every call one length-normalised ratio.
-Curriculum: training conversations are truncated to `curriculum_sessions[k]` sessions from step
-`curriculum_steps[k]` on (paper: 8 -> 16 -> 32); the stage is a pure function of the stream position, so a
-resumed run continues in the right stage. Starting each stage from the previous stage's best validation
-checkpoint is not implemented here (the loop restores the latest checkpoint).
+Curriculum: training conversations are truncated to `curriculum_sessions[k]` sessions from 0-based step
+`curriculum_steps[k]` on (paper: 8 -> 16 -> 32); the stream derives the step from its position (no dynamic
+sampling: one generation batch per step), so a resumed run continues in the right stage. `stage(step)` gives
+the loop the same stages: it evaluates at each stage's end (`evaluate`, the validation conversation conv-44
+with all sessions) and, with TrainConfig.stage_restart="best" and select_metric (configs: "f1/all"), starts
+each stage from the previous stage's best validation checkpoint (memjax/curriculum.py).
 Answer agent (frozen, never trained): "policy_copy" = the initial policy's weights copied at setup into a
 second Engine, prompted with qa.txt (the paper uses a separate served model); "overlap" = the rule-based
 OverlapAnswerAgent (not a model; tests and CPU runs).
@@ -106,10 +108,13 @@ class MemoryR2Section(AgentSection):
     def episode(self, **changes) -> MemoryR2Config:
         return MemoryR2Config(**{**{f: getattr(self, f) for f in _EPISODE}, **changes})
 
-    def stage(self, step: int) -> int:
+    def stage_index(self, step: int) -> int:
+        """The curriculum stage (0, 1, ...) that 0-based training step `step` is in."""
+        return int(np.searchsorted(np.asarray(self.curriculum_steps), step, side="right")) - 1
+
+    def stage_sessions(self, step: int) -> int:
         """Max sessions of the curriculum stage that `step` is in."""
-        k = int(np.searchsorted(np.asarray(self.curriculum_steps), step, side="right")) - 1
-        return int(self.curriculum_sessions[k])
+        return int(self.curriculum_sessions[self.stage_index(step)])
 
 
 def logo_unit_advantages(batch, *, ddof: int = 1, eps: float = 1e-6):
@@ -172,7 +177,7 @@ class MemoryR2System(System):
         def make(start: int, n: int) -> list[R2Sample]:
             step = start // max(batch_size, 1)
             return [R2Sample(convs[i % len(convs)], qs.get(convs[i % len(convs)].sample_id, ()),
-                             max_sessions=self.cfg.stage(step), seed=_seed(seed, i), local=self.cfg.logo)
+                             max_sessions=self.cfg.stage_sessions(step), seed=_seed(seed, i), local=self.cfg.logo)
                     for i in range(start, start + n)]
 
         return CountingStream(make, batch_size)
@@ -222,6 +227,9 @@ class MemoryR2System(System):
         ep = c.episode() if train else c.episode(group_size=1, temperature=0.0, local_rollouts=0,
                                                   questions_global=0)
         return MemoryR2(tokenizer, ep, self.embedder, self._answer_agent())
+
+    def stage(self, step: int) -> int:
+        return self.cfg.stage_index(step)
 
     def advantages(self, batch, cfg):
         return logo_unit_advantages(batch, eps=self.cfg.adv_eps)

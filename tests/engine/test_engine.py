@@ -94,11 +94,14 @@ def test_shared_prefix_equals_unshared(engine):
     before = dict(engine.stats)
     shared = engine.generate([p] * 6, group)
     used = {k: engine.stats[k] - before.get(k, 0) for k in ("shared_pages", "prefill_tokens")}
-    # 6 members, 4 slots: the first wave (1 source + 3 sharers) finishes together (same max_tokens, no
-    # stop ids) and frees its pages, so the second wave has one source again and one sharer.
+    # 6 members, 4 slots. split: the first wave (1 source + 3 sharers) finishes together (same max_tokens,
+    # no stop ids; the source's decoding pauses while its sharers prefill) and frees its pages, so the second
+    # wave has one source again and one sharer. mixed: the source decodes while its sharers prefill, so it
+    # finishes a round early and members 5 and 6 share from running members: 5 sharers, one source.
     k = (len(p) - 1) // 4
-    assert used["shared_pages"] == 4 * k
-    assert used["prefill_tokens"] == 2 * len(p) + 4 * (len(p) - 4 * k)
+    sharers = {"split": 4, "mixed": 5}[engine.config.schedule]
+    assert used["shared_pages"] == sharers * k
+    assert used["prefill_tokens"] == (6 - sharers) * len(p) + sharers * (len(p) - 4 * k)
     alone = [engine.generate([p], [sp])[0] for sp in group]
     for a, b in zip(shared, alone):
         assert a.token_ids == b.token_ids

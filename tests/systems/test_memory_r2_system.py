@@ -92,7 +92,9 @@ def test_section_validation_and_curriculum():
     s = MemoryR2Section()
     assert (s.group_size, s.local_rollouts, s.local_prob, s.chunks_per_session, s.local_decoding) == (16, 4, 0.5, 6,
                                                                                                        "sample")
-    assert [s.stage(k) for k in (0, 9, 10, 19, 20, 1000)] == [8, 8, 16, 16, 32, 32]
+    steps = (0, 9, 10, 19, 20, 1000)
+    assert [s.stage_sessions(k) for k in steps] == [8, 8, 16, 16, 32, 32]
+    assert [s.stage_index(k) for k in steps] == [build(s).stage(k) for k in steps] == [0, 0, 1, 1, 2, 2]
     for bad in (dict(curriculum_steps=(1, 10, 20)), dict(curriculum_steps=(0, 10)), dict(local_prob=1.5),
                 dict(local_decoding="beam"), dict(judge="openai"), dict(embedder="bert"), dict(group_size=0)):
         with pytest.raises(ValueError):

@@ -1,0 +1,139 @@
+"""Token-budget batching (`EngineConfig.schedule="mixed"`): one ragged forward per round holding every running
+sequence's decode token plus prefill chunks of pending prompts, as vLLM's and SGLang's schedulers do.
+
+Owns: `plan_round(slots, n_rows)` (which token of which sequence goes in which row) and
+`make_mixed_round(forward, emit, ecfg)` (the round the generation loop runs instead of its split
+prefill / decode rounds).
+
+Round plan. Every running slot has `need` = tokens known but not yet cached: 1 for a decoding sequence
+(its newest generated token), prompt_len - seq_len for a prefilling one. Slots are ranked decoding first
+(so a pending prefill never pauses decoding), then prefilling ones in admission order (FCFS: the oldest
+prompt finishes first, which is what minimises time-to-first-token under a budget), and the ranked needs
+are cut at the round's token budget: `take` = the slot's share (a prefix of its remaining prompt:
+chunked prefill, the chunk is whatever budget is left, no fixed prefill_chunk and no padding to
+[prefill_slots, prefill_chunk]). A slot whose take completes its known tokens samples its next token
+from the hidden state of its last row (LM head on max_slots rows only), with the PRNG position
+prompt_len + n_gen (+ pos_offset), exactly the position the split schedule uses, so sampling stays
+batch-independent and both schedules return the same tokens (log-probs equal to fp32 rounding).
+
+Layout: token rows. The round is a [n_rows, 1] forward: row r carries one token with its own slot, position,
+page-table row (its slot's), start = position and n_valid = 1 (padding rows: n_valid = 0, null page).
+`PagedAttention` writes every row's K/V into its page first, then each row attends through the pool to
+kv_len = position + 1, so a prefill chunk is causal within itself and over the cached prefix with the
+existing paged attention, unchanged. The alternative, a packed [1, n_rows] layout with segment ids, needs
+a new attention (per-token page tables inside one sequence row) and gains nothing on CPU.
+Row buckets: a round runs at the smallest of `EngineConfig.round_sizes` (max_slots, token_budget and
+token_budget / 8**k down to 2 * max_slots) that holds its total need, capped at token_budget (one
+`lax.switch`; each size is one compiled forward): a decode-only round costs what the split decode round
+costs, and a short prefill (a follower's partial page) does not pay for the whole budget.
+
+Cost on a GPU and what the kernel would need. Dense work (projections, MLP, LM head) is ragged-exact: at
+most token_budget rows, no [prefill_slots, prefill_chunk] padding. Attention is not: the reference
+`paged_attention` (and the Pallas kernel, same signature, run here as its t = 1 decode kernel) treats every
+row as its own sequence, so a prefill chunk of c tokens over a context of n pages reads those pages c
+times (c * n page reads instead of n) as c GEMVs instead of one [c, S] tile, and the bucketed page loop
+runs to max(kv_len) for every row. Per page step the reference gathers [n_rows, KV, S, D]: with the
+MemAgent 7B config's auto budget (8448 rows, KV 4, S 64, D 128, f32 in the loop) that is 1.1 GB for K and
+again for V, against 16 pages for the split prefill round. On CPU (tiny preset) the mixed rounds were
+no slower overall than split ones (benchmarks/results/rollout_token_budget_tiny_cpu.json); on a GPU,
+long-prompt prefill becomes memory-bound, so prefill-heavy GPU runs should set schedule="split" (or a
+smaller token_budget) until the kernel below exists. The kernel that removes it is a ragged paged-attention kernel (vLLM v1's, the TPU
+ragged_paged_attention): inputs cu_q_lens [B + 1] (offsets of each sequence's rows in the packed query),
+kv_lens [B] and the page table [B, MP]; the grid walks (sequence, query block of <= 128 rows, KV page
+block), loads each page once per query block with a causal mask inside the block, and packs several
+decode sequences (q_len = 1) per block. `plan_round` already produces those offsets (take, row_start:
+rows are contiguous per slot), so only the attention call would change.
+
+Invariants: token_budget >= max_slots (every decoding sequence fits, and a pending prompt always gets >= 1
+token because it occupies a slot no decode token uses); rows are contiguous per slot and in position
+order; slots with take = 0 are untouched; pages: `ensure_decode_pages` runs first (prefill tokens already
+have their pages from admission), so preemption is the split schedule's.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from .config import EngineConfig
+from .sampler import sample
+from .scheduler import ensure_decode_pages
+from .state import Counters, Pool, Ring, Slots
+
+
+@struct.dataclass
+class RoundPlan:
+    take: jax.Array  # int32 [B] tokens of each slot in this round
+    row_start: jax.Array  # int32 [B] first row of each slot's tokens
+    decoding: jax.Array  # bool [B] running with its prompt cached (take = 1)
+    slot: jax.Array  # int32 [N] slot of each row (padding: 0)
+    pos: jax.Array  # int32 [N] position of each row's token (padding: 0)
+    valid: jax.Array  # bool [N]
+
+
+def round_need(slots: Slots) -> jax.Array:
+    """int32 [B]: tokens each running slot has but has not cached (1 when decoding, rest of prompt when prefilling)."""
+    live = slots.active & (slots.finish < 0)
+    return jnp.where(live, slots.prompt_len + slots.n_gen - slots.seq_len, 0)
+
+
+def plan_round(slots: Slots, n_rows: int) -> RoundPlan:
+    b = slots.active.shape[0]
+    live = slots.active & (slots.finish < 0)
+    need = round_need(slots)
+    decoding = live & (slots.seq_len >= slots.prompt_len)
+    cls = jnp.where(live, jnp.where(decoding, 0, 1), 2)
+    perm = jnp.lexsort((slots.order, cls))  # decoding, then prefilling by admission order, then idle
+    need_s = need[perm]
+    before = jnp.cumsum(need_s) - need_s
+    take_s = jnp.clip(n_rows - before, 0, need_s)
+    cum = jnp.cumsum(take_s)
+    start_s = cum - take_s
+    r = jnp.arange(n_rows, dtype=jnp.int32)
+    seg = jnp.minimum(jnp.searchsorted(cum, r, side="right"), b - 1)
+    valid = r < cum[-1]
+    slot = jnp.where(valid, perm[seg], 0).astype(jnp.int32)
+    pos = jnp.where(valid, slots.seq_len[slot] + r - start_s[seg], 0)
+    take = jnp.zeros(b, jnp.int32).at[perm].set(take_s)
+    row_start = jnp.zeros(b, jnp.int32).at[perm].set(start_s)
+    return RoundPlan(take=take, row_start=row_start, decoding=decoding, slot=slot, pos=pos, valid=valid)
+
+
+def make_mixed_round(forward, emit, ecfg: EngineConfig):
+    """forward(params, ids [N,1], pos [N,1], page_table [N,MP], start [N], n_valid [N], pool) -> (model,
+    hidden [N,1,h], pool); emit(slots, rows, tok, lp, mask) -> slots (both from loop.make_run)."""
+    S, B, sizes = ecfg.page_size, ecfg.max_slots, ecfg.round_sizes
+
+    def rows_round(n_rows, params, slots: Slots, pool: Pool):
+        plan = plan_round(slots, n_rows)
+        ids = slots.tokens[plan.slot, plan.pos][:, None]
+        pt = jnp.where(plan.valid[:, None], slots.page_table[plan.slot], 0)
+        model, hidden, pool = forward(params, ids, plan.pos[:, None], pt, plan.pos, plan.valid.astype(jnp.int32),
+                                      pool)
+        last = jnp.clip(plan.row_start + plan.take - 1, 0, n_rows - 1)
+        logits = model.logits(hidden[last, 0])  # [B, V]: LM head on each slot's last row only
+        target = slots.prompt_len + slots.n_gen  # index of the token sampled this round
+        tok, lp = sample(logits, slots.temperature, slots.top_p, slots.top_k, slots.seed,
+                         target + slots.pos_offset, slots.processed)
+        done = (plan.take > 0) & (slots.seq_len + plan.take == target)
+        slots = slots.replace(seq_len=slots.seq_len + plan.take)
+        slots = emit(slots, jnp.arange(B), tok, lp, done)
+        return slots, pool, (plan.take, plan.decoding)
+
+    def mixed_round(params, slots: Slots, pool: Pool, ring: Ring, cnt: Counters):
+        slots, pool, ring, n_pre = ensure_decode_pages(slots, pool, ring, S)
+        need = round_need(slots).sum()
+        which = jnp.minimum(jnp.searchsorted(jnp.asarray(sizes, jnp.int32), need), len(sizes) - 1)
+        slots, pool, (take, decoding) = jax.lax.switch(
+            which, [partial(rows_round, n) for n in sizes], params, slots, pool)
+        n_prefill = jnp.where(decoding, 0, take).sum()
+        cnt = cnt.replace(preemptions=cnt.preemptions + n_pre,
+                          prefill_rounds=cnt.prefill_rounds + (n_prefill > 0),
+                          prefill_tokens=cnt.prefill_tokens + n_prefill,
+                          decode_tokens=cnt.decode_tokens + jnp.where(decoding, take, 0).sum())
+        return slots, pool, ring, cnt
+
+    return mixed_round
