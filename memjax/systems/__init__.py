@@ -7,9 +7,10 @@ from .memagent import HotpotQAData, MemAgentSection, MemAgentSystem
 from .memory_r1 import MemoryR1AnswerSection, MemoryR1AnswerSystem, MemoryR1ManagerSection, MemoryR1ManagerSystem
 from .memory_r1_tiny import MemoryR1TinySection, MemoryR1TinySystem
 from .memory_r2 import MemoryR2Section, MemoryR2System
+from .memory_r2_tiny import MemoryR2TinySection, MemoryR2TinySystem
 from .tiny import TinySection, TinySystem
 
 __all__ = ["AgentSection", "CountingStream", "DataStream", "System", "build", "get", "names", "register",
            "HotpotQAData", "MemAgentSection", "MemAgentSystem", "MemoryR2Section", "MemoryR2System", "TinySection",
            "TinySystem", "MemoryR1ManagerSection", "MemoryR1ManagerSystem", "MemoryR1AnswerSection",
-           "MemoryR1AnswerSystem", "MemoryR1TinySection", "MemoryR1TinySystem"]
+           "MemoryR1AnswerSystem", "MemoryR1TinySection", "MemoryR1TinySystem", "MemoryR2TinySection", "MemoryR2TinySystem"]

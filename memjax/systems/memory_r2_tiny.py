@@ -1,0 +1,89 @@
+"""`memory_r2_tiny`: the tiny Memory-R2 task (memjax/tiny/r2_task.py) as a System of the one training loop.
+
+Owns the section and the System: the model is the shipped noisy-teacher warm start (memjax/tiny/r2_warmstart.py)
+with the task's word tokenizer, the tiny engine, a training stream of fresh episodes (data seed
+`RL_DATA_SEED + 1000 * seed`, disjoint from the warm start's and the held-out seeds), LoGo-GRPO credit through
+the LoCoMo system's `logo_unit_advantages` (per credit unit = one session of one chain; global units
+standardised over the n rollouts per (episode, session), local units within their m re-rollouts), and
+held-out evaluation (`evaluate_r2`: greedy, one rollout, every question on the final bank, mean F1).
+`logo = False` is plain GRPO at the session level: no local branch, the same per-session global credit.
+Budget: rollout calls per episode = group_size * sessions + (sessions chosen for a local branch) *
+local_rollouts; `rollout_calls_per_episode` gives the expected number, so a plain-GRPO run can raise its
+group_size to match a LoGo run's calls.
+Invariants: the stream's episode i depends only on (task, seed, i) (CountingStream), so a resumed run sees the
+same episodes; evaluation is deterministic for fixed weights.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..tiny.agent import engine_config
+from ..tiny.r2_task import HELDOUT_SEED, R2TaskConfig, TinyR2Workflow, evaluate_r2, make_r2_split, r2_tokenizer
+from ..tiny.r2_warmstart import load_r2_warmstart
+from .base import AgentSection, CountingStream, System, register
+from .memory_r2 import logo_unit_advantages
+
+RL_DATA_SEED = 27
+
+
+@dataclass(frozen=True)
+class MemoryR2TinySection(AgentSection):
+    name: str = "memory_r2_tiny"
+    task: R2TaskConfig = field(default_factory=R2TaskConfig)
+    warmstart: str = ""  # directory from memjax.tiny.r2_warmstart; "" = the shipped one
+    logo: bool = True  # False: plain GRPO (no local branch)
+    group_size: int = 8
+    temperature: float = 1.0
+    heldout_size: int = 128
+    adv_eps: float = 1e-6
+    max_slots: int = 64
+
+    def __post_init__(self):
+        for f in ("group_size", "heldout_size", "max_slots"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"MemoryR2TinySection.{f} must be > 0, got {getattr(self, f)}")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ValueError(f"MemoryR2TinySection.temperature must be finite and >= 0, got {self.temperature}")
+        if self.adv_eps <= 0:
+            raise ValueError(f"MemoryR2TinySection.adv_eps must be > 0, got {self.adv_eps}")
+
+    def rollout_calls_per_episode(self) -> float:
+        t = self.task
+        local = t.sessions * t.local_prob * t.local_rollouts if self.logo else 0.0
+        return self.group_size * t.sessions + local
+
+
+@register
+class MemoryR2TinySystem(System):
+    name = "memory_r2_tiny"
+    section = MemoryR2TinySection
+
+    def __init__(self, cfg, *, seed: int = 0):
+        super().__init__(cfg, seed=seed)
+        self.heldout = make_r2_split(cfg.task, HELDOUT_SEED, cfg.heldout_size)
+
+    def load_model(self, source):
+        model, _ = load_r2_warmstart(self.cfg.warmstart or None)
+        return model, r2_tokenizer()
+
+    def engine_config(self, default):
+        return engine_config(max_slots=self.cfg.max_slots)
+
+    def train_data(self, batch_size: int, seed: int):
+        task = self.cfg.task
+        return CountingStream(lambda start, n: make_r2_split(task, RL_DATA_SEED + 1000 * seed, n, start), batch_size)
+
+    def workflow(self, engine, tokenizer, *, train: bool = True):
+        c = self.cfg
+        if train:
+            return TinyR2Workflow(tokenizer, c.task, group_size=c.group_size, temperature=c.temperature, local=c.logo)
+        return TinyR2Workflow(tokenizer, c.task, group_size=1, temperature=0.0, local=False)
+
+    def advantages(self, batch, cfg):
+        return logo_unit_advantages(batch, eps=self.cfg.adv_eps)
+
+    def evaluate(self, engine, tokenizer) -> dict[str, Any]:
+        return evaluate_r2(engine, tokenizer, self.cfg.task, self.heldout)

@@ -1,0 +1,115 @@
+"""Warm start of the tiny Memory-R2 policy: supervised training on a NOISY teacher, so RL starts partly right.
+
+    python -m memjax.tiny.r2_warmstart [--out memjax/assets/tiny/r2_warmstart] [--steps 200] [--seed 0]
+
+Owns the SFT arrays (per session of a teacher trace: the exact prompt TinyR2Workflow builds for the teacher's
+bank + the teacher's ops + `<end>`), the loop (AdamW on the response NLL through `warmstart.sft_step`) and the
+files (memjax.save_hf + r2_warmstart.json).
+Why a noisy teacher: per fact the teacher's op is correct with probability `teacher_correct` (0.4) and
+otherwise the case's classic mistake (skip a new person, add a move, add chit-chat), so the imitating policy
+puts roughly that much mass on the right op; greedy decoding follows the majority (the mistake) and outcome
+reward has to find the right ops. A fixed number of steps (the policy is meant to match the teacher's mixture,
+which its loss shows). Deterministic for a given seed on one device kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from ..checkpoint import load_hf, save_hf
+from ..engine import Engine
+from ..model import init_model
+from .agent import WINDOW, engine_config, model_config
+from .r2_task import DEV_SEED, TRAIN_SEED, R2TaskConfig, evaluate_r2, make_r2_split, r2_tokenizer, teacher_trace
+from .warmstart import sft_step
+
+DEFAULT_DIR = "r2_warmstart"
+
+
+def sft_arrays(tok, task: R2TaskConfig, samples: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    rows = [(tok.apply_chat_template([{"role": "user", "content": p}]), tok.encode(r) + [tok.eos_id])
+            for s in samples for p, r in teacher_trace(task, s)]
+    ids = np.full((len(rows), WINDOW), tok.pad_id, np.int32)
+    mask = np.zeros((len(rows), WINDOW), np.float32)
+    for i, (p, r) in enumerate(rows):
+        ids[i, :len(p) + len(r)] = p + r
+        mask[i, len(p):len(p) + len(r)] = 1.0
+    return ids, mask
+
+
+def train(task: R2TaskConfig = R2TaskConfig(), *, seed: int = 0, steps: int = 200, lr: float = 2e-3,
+          batch: int = 32, eval_every: int = 100, dev_size: int = 128, log=print) -> tuple[Any, dict]:
+    tok = r2_tokenizer()
+    mcfg = model_config()
+    model = init_model(mcfg, seed)
+    opt = nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, lr, 50), weight_decay=0.0), wrt=nnx.Param)
+    engine = Engine(model, engine_config())
+    dev = make_r2_split(task, DEV_SEED, dev_size)
+    t0, history = time.perf_counter(), []
+    for step in range(1, steps + 1):
+        ids, mask = sft_arrays(tok, task, make_r2_split(task, TRAIN_SEED + 1000 * seed, batch, start=step * batch))
+        loss = float(sft_step(model, opt, jnp.asarray(ids), jnp.asarray(mask)))
+        if step % eval_every == 0 or step == steps:
+            engine.update_weights(model)
+            ev = evaluate_r2(engine, tok, task, dev)
+            row = {"step": step, "loss": loss, **{k: v for k, v in ev.items() if k != "traces"}}
+            history.append(row)
+            log(f"sft step {step}: loss {loss:.3f}  dev greedy F1 {ev['f1']:.3f}  correct op {ev['correct_op']:.3f}  "
+                f"bad {ev['bad_output']:.0f}  ({time.perf_counter() - t0:.0f}s)")
+    info = {"steps": steps, "seed": seed, "lr": lr, "batch": batch, "task": dataclasses.asdict(task),
+            "model": dataclasses.asdict(mcfg), "seconds": time.perf_counter() - t0, "history": history,
+            "dev": history[-1] if history else {}}
+    return model, info
+
+
+def default_path() -> Path:
+    return Path(str(resources.files("memjax") / "assets" / "tiny" / DEFAULT_DIR))
+
+
+def save(model, info: dict, out: str | Path) -> Path:
+    out = Path(out)
+    save_hf(model, out)
+    (out / "r2_warmstart.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
+    return out
+
+
+def load_r2_warmstart(path: str | Path | None = None, *, log=print):
+    """The shipped warm start (or `path`); if absent, train it and cache it there."""
+    path = Path(path) if path else default_path()
+    if not (path / "config.json").is_file():
+        log(f"no tiny Memory-R2 warm start at {path}: training one (supervised, noisy teacher)")
+        model, info = train(log=log)
+        save(model, info, path)
+    info = json.loads((path / "r2_warmstart.json").read_text()) if (path / "r2_warmstart.json").is_file() else {}
+    return load_hf(path), info
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memjax.tiny.r2_warmstart", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(default_path()))
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    args = ap.parse_args(argv)
+    model, info = train(seed=args.seed, steps=args.steps, lr=args.lr, eval_every=args.eval_every)
+    out = save(model, info, args.out)
+    print(f"saved tiny Memory-R2 warm start ({info['steps']} steps, dev {info['dev']}) to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
