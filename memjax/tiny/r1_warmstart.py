@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +26,9 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ..checkpoint import load_hf, save_hf
 from ..engine import Engine
 from ..model import init_model
-from .warmstart import sft_step
+from .warmstart import asset_dir, load_or_train, save_model, sft_step
 from .agent import WINDOW, engine_config, model_config
 from .r1_task import DEV_SEED, TRAIN_SEED, R1TaskConfig, evaluate_r1, make_r1_split, prompt_text, r1_tokenizer
 
@@ -75,25 +72,17 @@ def train(task: R1TaskConfig = R1TaskConfig(), *, seed: int = 0, steps: int = 30
 
 
 def default_path() -> Path:
-    return Path(str(resources.files("memjax") / "assets" / "tiny" / DEFAULT_DIR))
+    return asset_dir(DEFAULT_DIR)
 
 
 def save(model, info: dict, out: str | Path) -> Path:
-    out = Path(out)
-    save_hf(model, out)
-    (out / "r1_warmstart.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
-    return out
+    return save_model(model, info, out, "r1_warmstart.json")
 
 
 def load_r1_warmstart(path: str | Path | None = None, *, log=print):
     """The shipped warm start (or `path`); if absent, train it (about a minute on CPU) and cache it there."""
-    path = Path(path) if path else default_path()
-    if not (path / "config.json").is_file():
-        log(f"no tiny Memory-R1 warm start at {path}: training one (supervised, noisy teacher)")
-        model, info = train(log=log)
-        save(model, info, path)
-    info = json.loads((path / "r1_warmstart.json").read_text()) if (path / "r1_warmstart.json").is_file() else {}
-    return load_hf(path), info
+    return load_or_train(Path(path) if path else default_path(), "r1_warmstart.json", train, save,
+                         what="tiny Memory-R1 warm start (supervised, noisy teacher)", log=log)
 
 
 def main(argv: list[str] | None = None) -> int:

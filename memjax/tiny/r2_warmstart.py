@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +26,11 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ..checkpoint import load_hf, save_hf
 from ..engine import Engine
 from ..model import init_model
 from .agent import WINDOW, engine_config, model_config
 from .r2_task import DEV_SEED, TRAIN_SEED, R2TaskConfig, evaluate_r2, make_r2_split, r2_tokenizer, teacher_trace
-from .warmstart import sft_step
+from .warmstart import asset_dir, load_or_train, save_model, sft_step
 
 DEFAULT_DIR = "r2_warmstart"
 
@@ -75,25 +72,17 @@ def train(task: R2TaskConfig = R2TaskConfig(), *, seed: int = 0, steps: int = 20
 
 
 def default_path() -> Path:
-    return Path(str(resources.files("memjax") / "assets" / "tiny" / DEFAULT_DIR))
+    return asset_dir(DEFAULT_DIR)
 
 
 def save(model, info: dict, out: str | Path) -> Path:
-    out = Path(out)
-    save_hf(model, out)
-    (out / "r2_warmstart.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
-    return out
+    return save_model(model, info, out, "r2_warmstart.json")
 
 
 def load_r2_warmstart(path: str | Path | None = None, *, log=print):
     """The shipped warm start (or `path`); if absent, train it and cache it there."""
-    path = Path(path) if path else default_path()
-    if not (path / "config.json").is_file():
-        log(f"no tiny Memory-R2 warm start at {path}: training one (supervised, noisy teacher)")
-        model, info = train(log=log)
-        save(model, info, path)
-    info = json.loads((path / "r2_warmstart.json").read_text()) if (path / "r2_warmstart.json").is_file() else {}
-    return load_hf(path), info
+    return load_or_train(Path(path) if path else default_path(), "r2_warmstart.json", train, save,
+                         what="tiny Memory-R2 warm start (supervised, noisy teacher)", log=log)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +31,9 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ..checkpoint import load_hf, save_hf
 from ..engine import Engine
 from ..model import init_model
-from .warmstart import sft_step
+from .warmstart import asset_dir, load_or_train, save_model, sft_step
 from .sumer_agent import engine_config, evaluate, model_config
 from .sumer_task import DEV_SEED, TRAIN_SEED, WINDOW, TinySumerFormat, TinySumerTask, make_split, teacher_turns
 
@@ -99,25 +96,17 @@ def train(task: TinySumerTask = TinySumerTask(), *, seed: int = 0, target: float
 
 
 def default_path() -> Path:
-    return Path(str(resources.files("memjax") / "assets" / "tiny" / "sumer_warmstart"))
+    return asset_dir("sumer_warmstart")
 
 
 def save(model, info: dict, out: str | Path) -> Path:
-    out = Path(out)
-    save_hf(model, out)
-    (out / INFO).write_text(json.dumps(info, indent=1, default=str) + "\n")
-    return out
+    return save_model(model, info, out, INFO)
 
 
 def load_warmstart(path: str | Path | None = None, *, log=print):
     """The shipped warm start (or `path`); if absent, train it (about a minute on CPU) and cache it there."""
-    path = Path(path) if path else default_path()
-    if not (path / "config.json").is_file():
-        log(f"no warm start at {path}: training one (supervised, on correct episodes)")
-        model, info = train(log=log)
-        save(model, info, path)
-    info = json.loads((path / INFO).read_text()) if (path / INFO).is_file() else {}
-    return load_hf(path), info
+    return load_or_train(Path(path) if path else default_path(), INFO, train, save,
+                         what="warm start (supervised, on correct episodes)", log=log)
 
 
 def main(argv: list[str] | None = None) -> int:

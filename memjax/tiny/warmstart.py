@@ -114,26 +114,42 @@ def train(task: TaskConfig = TaskConfig(), *, seed: int = 0, target: float = 0.4
     return model, info
 
 
+def asset_dir(name: str) -> Path:
+    """memjax/assets/tiny/<name>: where a tiny warm start ships."""
+    return Path(str(resources.files("memjax") / "assets" / "tiny" / name))
+
+
+def save_model(model, info: dict, out: str | Path, info_name: str) -> Path:
+    """A warm start's files: memjax.save_hf + `info_name` (JSON: steps, dev metrics, history)."""
+    out = Path(out)
+    save_hf(model, out)
+    (out / info_name).write_text(json.dumps(info, indent=1, default=str) + "\n")
+    return out
+
+
+def load_or_train(path: Path, info_name: str, train_fn, save_fn, *, what: str, log=print):
+    """(model, info) of the warm start at `path`; if absent, train it with train_fn(log=log) and save it there
+    with save_fn(model, info, path) first (every tiny warm start: this one, r1_, r2_, sumer_warmstart)."""
+    if not (path / "config.json").is_file():
+        log(f"no {what} at {path}: training one")
+        model, info = train_fn(log=log)
+        save_fn(model, info, path)
+    info = json.loads((path / info_name).read_text()) if (path / info_name).is_file() else {}
+    return load_hf(path), info
+
+
 def default_path() -> Path:
-    return Path(str(resources.files("memjax") / "assets" / "tiny" / DEFAULT_DIR))
+    return asset_dir(DEFAULT_DIR)
 
 
 def save(model, info: dict, out: str | Path) -> Path:
-    out = Path(out)
-    save_hf(model, out)
-    (out / "warmstart.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
-    return out
+    return save_model(model, info, out, "warmstart.json")
 
 
 def load_warmstart(path: str | Path | None = None, *, log=print):
     """The shipped warm start (or `path`); if absent, train it (a few minutes on CPU) and cache it there."""
-    path = Path(path) if path is not None else default_path()
-    if not (path / "config.json").is_file():
-        log(f"no warm start at {path}: training one (supervised, on correct traces)")
-        model, info = train(log=log)
-        save(model, info, path)
-    info = json.loads((path / "warmstart.json").read_text()) if (path / "warmstart.json").is_file() else {}
-    return load_hf(path), info
+    return load_or_train(Path(path) if path is not None else default_path(), "warmstart.json", train, save,
+                         what="warm start (supervised, on correct traces)", log=log)
 
 
 def main(argv: list[str] | None = None) -> int:
