@@ -155,7 +155,7 @@ MIN_RISE_SAMPLED, MIN_RISE_GREEDY, MIN_GAP_SAMPLED = 0.04, 0.02, 0.10
 MAX_ABLATION_RISE = 0.0
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=430)
 def test_rl_rises_and_shuffled_rewards_do_not(tmp_path):
     cfg = tiny_config(steps=STEPS, seed=0, eval_every=0, out_dir=str(tmp_path / "rl"))
     real = train(cfg)
