@@ -5,7 +5,8 @@ with the task's word tokenizer, the tiny engine, a training stream of fresh epis
 `RL_DATA_SEED + 1000 * seed`, disjoint from the warm start's and the held-out seeds), LoGo-GRPO credit through
 the LoCoMo system's `logo_unit_advantages` (per credit unit = one session of one chain; global units
 standardised over the n rollouts per (episode, session), local units within their m re-rollouts), and
-held-out evaluation (`evaluate_r2`: greedy, one rollout, every question on the final bank, mean F1).
+held-out evaluation (`evaluate_r2`: greedy, one rollout, every question on the final bank, mean F1; with
+`eval_samples` > 0 also the sampled F1).
 `logo = False` is plain GRPO at the session level: no local branch, the same per-session global credit.
 Budget: rollout calls per episode = group_size * sessions + (sessions chosen for a local branch) *
 local_rollouts; `rollout_calls_per_episode` gives the expected number, so a plain-GRPO run can raise its
@@ -38,6 +39,7 @@ class MemoryR2TinySection(AgentSection):
     group_size: int = 8
     temperature: float = 1.0
     heldout_size: int = 128
+    eval_samples: int = 0  # > 0: held-out evaluation adds f1_sampled over this many temperature-1 rollouts
     adv_eps: float = 1e-6
     max_slots: int = 64
 
@@ -45,6 +47,8 @@ class MemoryR2TinySection(AgentSection):
         for f in ("group_size", "heldout_size", "max_slots"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"MemoryR2TinySection.{f} must be > 0, got {getattr(self, f)}")
+        if self.eval_samples < 0:
+            raise ValueError(f"MemoryR2TinySection.eval_samples must be >= 0, got {self.eval_samples}")
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
             raise ValueError(f"MemoryR2TinySection.temperature must be finite and >= 0, got {self.temperature}")
         if self.adv_eps <= 0:
@@ -86,4 +90,4 @@ class MemoryR2TinySystem(System):
         return logo_unit_advantages(batch, eps=self.cfg.adv_eps)
 
     def evaluate(self, engine, tokenizer) -> dict[str, Any]:
-        return evaluate_r2(engine, tokenizer, self.cfg.task, self.heldout)
+        return evaluate_r2(engine, tokenizer, self.cfg.task, self.heldout, sampled=self.cfg.eval_samples)

@@ -1,15 +1,19 @@
 """Warm start of the tiny Memory-R2 policy: supervised training on a NOISY teacher, so RL starts partly right.
 
-    python -m memjax.tiny.r2_warmstart [--out memjax/assets/tiny/r2_warmstart] [--steps 200] [--seed 0]
+    python -m memjax.tiny.r2_warmstart [--out memjax/assets/tiny/r2_warmstart] [--steps 400] [--seed 0]
 
 Owns the SFT arrays (per session of a teacher trace: the exact prompt TinyR2Workflow builds for the teacher's
 bank + the teacher's ops + `<end>`), the loop (AdamW on the response NLL through `warmstart.sft_step`) and the
 files (memjax.save_hf + r2_warmstart.json).
-Why a noisy teacher: per fact the teacher's op is correct with probability `teacher_correct` (0.4) and
+Why a noisy teacher: per fact the teacher's op is right with probability `teacher_correct` (0.3) and
 otherwise the case's classic mistake (skip a new person, add a move, add chit-chat), so the imitating policy
 puts roughly that much mass on the right op; greedy decoding follows the majority (the mistake) and outcome
 reward has to find the right ops. A fixed number of steps (the policy is meant to match the teacher's mixture,
-which its loss shows). Deterministic for a given seed on one device kind.
+which its loss shows: the mixture's entropy is 0.41 nats per response token at 0.3; the shipped run ends at
+0.39-0.44 from step 200 on). Measured (CPU, the shipped files, 128 dev episodes): greedy F1 0.228, correct op
+0.15 (new 0.27, move 0.00, chit-chat 0.00). At 0.4 the greedy decode sat on near-ties and flipped between
+evaluations (add-all, skip-all), so 0.3 leaves the mistake a clear majority. Deterministic for a given seed on
+one device kind.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def sft_arrays(tok, task: R2TaskConfig, samples: list[dict[str, Any]]) -> tuple[
     return ids, mask
 
 
-def train(task: R2TaskConfig = R2TaskConfig(), *, seed: int = 0, steps: int = 200, lr: float = 2e-3,
+def train(task: R2TaskConfig = R2TaskConfig(), *, seed: int = 0, steps: int = 400, lr: float = 2e-3,
           batch: int = 32, eval_every: int = 100, dev_size: int = 128, log=print) -> tuple[Any, dict]:
     tok = r2_tokenizer()
     mcfg = model_config()
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.tiny.r2_warmstart", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(default_path()))
-    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=2e-3)

@@ -10,20 +10,21 @@ from memjax.agents.memory_r2 import SESSION_STRIDE
 from memjax.memory import MemoryBank
 from memjax.systems.memory_r2 import logo_unit_advantages
 from memjax.tiny.agent import WINDOW
-from memjax.tiny.r2_task import (R2_WORDS, R2TaskConfig, TinyR2Workflow, apply_ops, case_of, correct_op,
-                                 make_r2_sample, parse_ops, prompt_text, r2_tokenizer, read, teacher_trace)
+from memjax.tiny.r2_task import (LOCATION_RELS, R2_WORDS, R2TaskConfig, TinyR2Workflow, apply_ops, bank_text,
+                                 case_of, correct_op, make_r2_sample, parse_ops, prompt_text, r2_tokenizer, read,
+                                 teacher_trace)
 
 from scripted_engine import ScriptedEngine
 
 
-def _fact(text):
+def _fact(text, case="new"):
     k, rel, p, _ = text.split()
-    return {"text": text, "subject": k, "rel": rel, "place": p}
+    return {"text": text, "subject": k, "rel": rel, "place": p, "case": case}
 
 
 # Two sessions: ann is located, chit-chat about bob; then ann moves and cal is new.
-EPISODE = {"sessions": [[_fact("ann in rome ."), _fact("bob likes oslo .")],
-                        [_fact("ann in lima ."), _fact("cal in kiev .")]],
+EPISODE = {"sessions": [[_fact("ann in rome ."), _fact("bob likes oslo .", "noise")],
+                        [_fact("ann in lima .", "move"), _fact("cal in kiev .")]],
            "questions": [{"question": "where is ann ?", "key": "ann", "answer": "lima", "session": 1},
                          {"question": "where is cal ?", "key": "cal", "answer": "kiev", "session": 1}],
            "coins": [[0.0, 0.0], [0.0, 0.0]], "seed": 5, "index": 0}
@@ -36,11 +37,16 @@ def test_vocabulary_and_samples():
     samples = [make_r2_sample(cfg, 1, i) for i in range(300)]
     assert make_r2_sample(cfg, 1, 7) == samples[7] and make_r2_sample(cfg, 2, 7) != samples[7]
     right = total = 0
+    rels = {"in": 0, "to": 0, "likes": 0}
     for s in samples:
         last = {}
         for t, facts in enumerate(s["sessions"]):
             for f in facts:
-                if f["rel"] == "in":
+                rels[f["rel"]] += 1
+                assert f["case"] == ("noise" if f["rel"] == "likes" else "move" if f["subject"] in last else "new")
+                if f["rel"] in LOCATION_RELS:
+                    # a move (`to`) is about someone located before; `in` introduces a new person
+                    assert (f["subject"] in last) == (f["rel"] == "to")
                     last[f["subject"]] = (f["place"], t)
         assert {q["key"]: (q["answer"], q["session"]) for q in s["questions"]} == last
         bank = MemoryBank(seed=0)
@@ -58,7 +64,13 @@ def test_vocabulary_and_samples():
             assert tok.decode(tok.encode(p)) == p and parse_ops(ops, cfg.facts_per_session) is not None
         right += sum(c < cfg.teacher_correct for row in s["coins"] for c in row)
         total += cfg.sessions * cfg.facts_per_session
-    assert 0.33 < right / total < 0.47
+    assert 0.23 < right / total < 0.37  # teacher_correct 0.3
+    assert min(rels.values()) > 0.1 * sum(rels.values())
+    # move_rel = "in": a move reads like a new person; only the bank tells them apart
+    assert all(f["rel"] in ("in", "likes") for i in range(50)
+               for ss in make_r2_sample(R2TaskConfig(move_rel="in"), 1, i)["sessions"] for f in ss)
+    with pytest.raises(ValueError, match="move_rel"):
+        R2TaskConfig(move_rel="likes")
     with pytest.raises(ValueError, match="noise_prob"):
         R2TaskConfig(noise_prob=1.5)
     with pytest.raises(ValueError, match="window"):
@@ -82,7 +94,15 @@ def test_ops_reader_and_cases_by_hand():
     # the teacher with every coin below teacher_correct is the correct policy
     assert [ops for _, ops in teacher_trace(R2TaskConfig(), EPISODE)] == ["add skip", "update add"]
     bad = dict(EPISODE, coins=[[0.9, 0.9], [0.9, 0.9]])
-    assert [ops for _, ops in teacher_trace(R2TaskConfig(), bad)] == ["skip add", "skip skip"]  # ann is new again
+    # the teacher's mistakes follow the episode's case: ann's move is `add`ed although the bank lacks ann
+    assert [ops for _, ops in teacher_trace(R2TaskConfig(), bad)] == ["skip add", "add skip"]
+    # a move worded `K to P .`: updates a location record of either wording, and is read as a location
+    to = _fact("ann to oslo .")
+    assert case_of(bank, to) == "move" and case_of(MemoryBank(seed=0), to) == "new"
+    apply_ops(bank, [to], ["update"])
+    assert read(bank, "ann") == "oslo" and bank_text(bank) == "ann to oslo ."
+    apply_ops(bank, [_fact("ann in rome .")], ["update"])  # and an `in` fact updates a `to` record
+    assert read(bank, "ann") == "rome" and bank.words() == 3
 
 
 def _run(replies, *, local, n=2, m=2, **cfg):
@@ -176,7 +196,7 @@ def test_shipped_warm_start_and_sft_rows():
 
     model, info = load_r2_warmstart(log=lambda *_: None)
     assert model.cfg.vocab_size == 64 and model.cfg.max_position_embeddings == WINDOW
-    assert info["task"]["teacher_correct"] == 0.4 and info["dev"]["bad_output"] == 0.0
+    assert info["task"]["teacher_correct"] == 0.3 and info["dev"]["bad_output"] == 0.0
     tok = r2_tokenizer()
     ids, mask = sft_arrays(tok, R2TaskConfig(), [EPISODE])
     assert ids.shape == (2, WINDOW)  # one row per session
