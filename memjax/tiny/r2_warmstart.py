@@ -11,8 +11,9 @@ puts roughly that much mass on the right op; greedy decoding follows the majorit
 reward has to find the right ops. A fixed number of steps (the policy is meant to match the teacher's mixture,
 which its loss shows: the mixture's entropy is 0.41 nats per response token at 0.3; the shipped run ends at
 0.39-0.44 from step 200 on). Measured (CPU, the shipped files, 128 dev episodes): greedy F1 0.228, correct op
-0.15 (new 0.27, move 0.00, chit-chat 0.00). At 0.4 the greedy decode sat on near-ties and flipped between
-evaluations (add-all, skip-all), so 0.3 leaves the mistake a clear majority. Deterministic for a given seed on
+0.15 (new 0.27, move 0.00, chit-chat 0.00). At 0.4 the greedy decode sat on near-ties and changed from one
+evaluation to the next (every output malformed at step 100, add-all at 200, add 0.68 / skip 0.32 at 300), so 0.3
+leaves the mistake a clear majority. Deterministic for a given seed on
 one device kind.
 """
 
