@@ -337,7 +337,7 @@ class TinyR2Workflow(Workflow):
             probe = chain.bank.copy()
             for f, op in zip(facts, ops):
                 case = case_of(probe, f)
-                right = op == correct_op(probe, f)
+                right = op == RIGHT[case]
                 st.correct += right
                 st.case_right[case] += right
                 st.case_count[case] += 1
