@@ -139,12 +139,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--final-tokens", type=int, default=8)
     ap.add_argument("--window", type=int, default=1536)
     ap.add_argument("--prefill-chunk", type=int, default=512)
+    ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     res = run(args)
-    RESULTS.mkdir(exist_ok=True)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"memagent_linearity_{args.preset}_{device_slug(res['device'])}"
-    (RESULTS / f"{stem}.json").write_text(json.dumps(res, indent=2))
-    plot(res, RESULTS / f"{stem}.png")
+    (args.out_dir / f"{stem}.json").write_text(json.dumps(res, indent=2))
+    plot(res, args.out_dir / f"{stem}.png")
     t = Table(title=f"MemAgent measured cost vs document length ({res['preset']}, {res['device']})")
     for c in ("doc tokens", "conversations", "seconds", "doc tok/s", "µs / doc token", "full-context µs / token"):
         t.add_column(c, justify="right")

@@ -154,8 +154,9 @@ def sweep(args) -> dict:
     weight_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
     rows = []
     for b in args.batches:
-        ecfg = EngineConfig(max_slots=b, page_size=64, window=args.window, prefill_slots=min(8, b),
-                            prefill_chunk=min(2048, args.window), rounds_per_sync=256, progress=False)
+        ecfg = EngineConfig(max_slots=b, page_size=args.page_size, window=args.window, prefill_slots=min(8, b),
+                            prefill_chunk=min(2048, args.window), rounds_per_sync=256, progress=False,
+                            attention=args.attention, decode_splits=args.decode_splits)
         eng = Engine(model, ecfg)
         rng = np.random.default_rng(b)
         prompts = [rng.integers(0, cfg.vocab_size, args.prompt_len).tolist() for _ in range(b)]
@@ -174,7 +175,8 @@ def sweep(args) -> dict:
                          decode_tok_s=b * steps / dec_s, decode_roofline_frac=roof_s / dec_s,
                          decode_step_ms=1e3 * dec_s / steps))
     return dict(mode="sweep", hbm_tbps=bw, weight_bytes=weight_bytes, prompt_len=args.prompt_len,
-                decode_tokens=args.decode_tokens, rows=rows)
+                decode_tokens=args.decode_tokens, window=args.window, page_size=args.page_size,
+                attention=args.attention, decode_splits=args.decode_splits, rows=rows)
 
 
 def main(argv=None) -> dict:
@@ -197,12 +199,18 @@ def main(argv=None) -> dict:
     ap.add_argument("--long-gen", type=int, default=16)
     ap.add_argument("--arrive-every", type=int, default=16, help="token_budget: decoder tokens between arrivals")
     ap.add_argument("--budgets", type=int, nargs="+", default=[0], help="token_budget: mixed budgets (0 = auto)")
+    ap.add_argument("--attention", default="reference", choices=["reference", "pallas", "auto"],
+                    help="sweep: EngineConfig.attention")
+    ap.add_argument("--decode-splits", type=int, default=1, help="sweep: EngineConfig.decode_splits")
+    ap.add_argument("--page-size", type=int, default=64, help="sweep: EngineConfig.page_size")
+    ap.add_argument("--tag", default="", help="suffix of the result file name")
+    ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     res = {"skew": skew, "sweep": sweep, "token_budget": token_budget}[args.mode](args)
     kind = flops.device_kind()
     res.update(device=kind, preset=args.preset, dtype=args.dtype, jax=jax.__version__)
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"rollout_{args.mode}_{args.preset}_{device_slug(kind)}.json"
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    out = args.out_dir / f"rollout_{args.mode}_{args.preset}{args.tag}_{device_slug(kind)}.json"
     out.write_text(json.dumps(res, indent=2))
     con = Console()
     t = Table(title=f"rollout throughput ({args.mode}, {args.preset}, {kind})")

@@ -17,14 +17,25 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import grain
+from typing import TYPE_CHECKING, Any
 
 from .hotpotqa import HotpotQACorpus, RulerHotpotQAConfig, synthesize
 from .ruler import RulerGenerator
 
+if TYPE_CHECKING:
+    import grain
+
 Record = dict[str, Any]
+
+
+def _grain():
+    """grain, imported where a pipeline is built: the engine, trainer and benchmarks import without it (the GPU
+    image has no grain)."""
+    try:
+        import grain
+    except ImportError as e:
+        raise ImportError("memjax.data pipelines need grain: pip install 'grain>=0.2.10' (a memjax dependency)") from e
+    return grain
 
 
 class HotpotQASource:
@@ -99,6 +110,7 @@ def make_pipeline(source: HotpotQASource | RulerSource, *, batch_size: int, seed
         raise ValueError(f"make_pipeline: batch_size must be >= 1, got {batch_size}")
     if read_threads < 0 or (prefetch is not None and prefetch < 0):
         raise ValueError(f"make_pipeline: read_threads and prefetch must be >= 0, got {read_threads}, {prefetch}")
+    grain = _grain()
     ds = grain.MapDataset.source(source)
     if shuffle:
         ds = ds.shuffle(seed=seed)
@@ -122,6 +134,7 @@ def make_dataloader(source: HotpotQASource | RulerSource, *, batch_size: int, se
 
         if not flags.FLAGS.is_parsed():
             flags.FLAGS.mark_as_parsed()
+    grain = _grain()
     sampler = grain.samplers.IndexSampler(num_records=len(source), shuffle=shuffle, seed=seed,
                                           num_epochs=num_epochs)
     return grain.DataLoader(data_source=source, sampler=sampler, worker_count=worker_count,

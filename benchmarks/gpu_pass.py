@@ -1,0 +1,183 @@
+"""Every GPU row of BUILD.md in one command, in order of value, within a time budget.
+
+  python -m benchmarks.gpu_pass --out DIR [--minutes M] [--only NAME ...] [--skip NAME ...] [--smoke]
+
+Owns the list of GPU measurements (`ITEMS`: name, the benchmark module and its arguments at GPU scale and at
+smoke scale, an estimate of its seconds and a time limit) and their driver. Each item runs as its own
+`python -m benchmarks.<module>` subprocess (a crash or an out-of-memory in one item cannot take the others
+down, and each starts with the whole device), writing its JSON result into DIR; its output goes to
+DIR/logs/<name>.log. An item whose estimate no longer fits the remaining budget is skipped and recorded as
+such; a failing item's exit code and last error line are recorded and the pass goes on. All items share one
+persistent compilation cache, DIR/jax_cache (a second pass on the same machine skips compiles).
+Writes DIR/gpu_pass.json (device kind, commit, command, per-item status, seconds, result files) and
+DIR/gpu_pass.md (a row per item, ready for BUILD.md). `--smoke` runs every item at tiny shapes (CPU is
+fine: Pallas interprets), which is what the CI test does so the script cannot rot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Item:
+    name: str
+    what: str
+    module: str
+    args: tuple[str, ...]
+    smoke: tuple[str, ...]
+    est_s: float  # expected seconds on an H100 (compiles included), for the budget
+    limit_s: float  # killed past this
+    out_flag: str = "--out-dir"
+    extra_env: dict = field(default_factory=dict)
+
+
+ITEMS: tuple[Item, ...] = (
+    Item("forward_1.5b", "bf16 forward [8, 4096], MFU", "forward_throughput",
+         ("--preset", "qwen2.5-1.5b", "--batch", "8", "--seqlen", "4096"),
+         ("--preset", "tiny", "--batch", "2", "--seqlen", "64", "--iters", "2", "--dtype", "float32"), 60, 240),
+    Item("decode_1.5b", "decode sweep batch 32-256 (% HBM roofline) + prefill MFU, XLA reference attention",
+         "rollout_throughput",
+         ("--mode", "sweep", "--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--prompt-len", "1024",
+          "--window", "2048", "--decode-tokens", "128", "--attention", "reference", "--tag", "_reference"),
+         ("--mode", "sweep", "--preset", "tiny", "--dtype", "float32", "--prompt-len", "16", "--window", "64",
+          "--decode-tokens", "4", "--batches", "2", "--page-size", "16", "--tag", "_reference"), 120, 300),
+    Item("decode_1.5b_pallas", "decode sweep, Pallas paged attention", "rollout_throughput",
+         ("--mode", "sweep", "--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--prompt-len", "1024",
+          "--window", "2048", "--decode-tokens", "128", "--attention", "pallas", "--tag", "_pallas"),
+         ("--mode", "sweep", "--preset", "tiny", "--dtype", "float32", "--prompt-len", "16", "--window", "64",
+          "--decode-tokens", "4", "--batches", "2", "--page-size", "16", "--attention", "pallas",
+          "--tag", "_pallas"), 120, 300),
+    Item("paged_attention", "paged attention decode step, Pallas vs XLA", "paged_attention", (),
+         ("--smoke",), 90, 300),
+    Item("kernels", "fused log-prob, step-ratio loss: Pallas vs XLA", "kernel_speed", (), ("--smoke",), 90, 300),
+    Item("train_1.5b", "train step Qwen2.5-1.5B, MFU, peak vs plan", "train_step",
+         ("--preset", "qwen2.5-1.5b"),
+         ("--preset", "tiny", "--row-len", "256", "--micro-rows", "2", "--micro-batches", "2", "--min-conv", "32",
+          "--max-conv", "200", "--iters", "1", "--tag", "_smoke_a"), 150, 420),
+    Item("train_3b", "train step Qwen2.5-3B (largest with fp32 AdamW on 80 GB)", "train_step",
+         ("--preset", "qwen2.5-3b", "--micro-rows", "4"),
+         ("--preset", "tiny", "--row-len", "128", "--micro-rows", "1", "--micro-batches", "1", "--min-conv", "32",
+          "--max-conv", "100", "--iters", "1", "--no-plan", "--tag", "_smoke_b"), 180, 480),
+    Item("decode_7b", "decode sweep Qwen2.5-7B", "rollout_throughput",
+         ("--mode", "sweep", "--preset", "qwen2.5-7b", "--dtype", "bfloat16", "--prompt-len", "1024",
+          "--window", "2048", "--decode-tokens", "128", "--attention", "reference", "--tag", "_reference"),
+         ("--mode", "sweep", "--preset", "tiny", "--dtype", "float32", "--prompt-len", "8", "--window", "32",
+          "--decode-tokens", "2", "--batches", "2", "--page-size", "16", "--tag", "_7b_smoke"), 150, 420),
+    Item("memagent_28k", "MemAgent rollout, 28K-token documents, 64 docs (4 x group 16)", "memagent_linearity",
+         ("--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--lengths", "28672", "--baseline-lengths",
+          "--batch", "64", "--repeats", "1", "--chunk", "5000", "--memory-tokens", "1024", "--final-tokens", "256",
+          "--window", "8192", "--prefill-chunk", "2048"),
+         ("--lengths", "256", "512", "--baseline-lengths", "--batch", "2", "--repeats", "1", "--chunk", "128",
+          "--memory-tokens", "4", "--final-tokens", "2", "--window", "512", "--prefill-chunk", "64"), 150, 480),
+)
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def device_kind() -> str:
+    p = subprocess.run([sys.executable, "-c", "import jax; d = jax.devices()[0]; print(d.platform, '|', d.device_kind)"],
+                       capture_output=True, text=True)
+    return p.stdout.strip().splitlines()[-1] if p.returncode == 0 and p.stdout.strip() else f"unknown ({p.stderr[-200:]})"
+
+
+def run_item(item: Item, out: Path, smoke: bool, env: dict, limit_s: float) -> dict:
+    args = list(item.smoke if smoke else item.args) + [item.out_flag, str(out / "results")]
+    cmd = [sys.executable, "-m", f"benchmarks.{item.module}", *args]
+    log = out / "logs" / f"{item.name}.log"
+    before = set((out / "results").glob("*"))
+    t0 = time.perf_counter()
+    with open(log, "w") as fh:
+        fh.write("$ " + shlex.join(cmd) + "\n")
+        fh.flush()
+        try:
+            p = subprocess.run(cmd, cwd=ROOT, env={**env, **item.extra_env}, stdout=fh, stderr=subprocess.STDOUT,
+                               timeout=limit_s)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    secs = time.perf_counter() - t0
+    files = sorted(str(f.relative_to(out)) for f in set((out / "results").glob("*")) - before)
+    tail = log.read_text(errors="replace").strip().splitlines()[-12:]
+    rec = dict(name=item.name, what=item.what, command=shlex.join(["python", "-m", f"benchmarks.{item.module}",
+                                                                   *(item.smoke if smoke else item.args)]),
+               status="ok" if rc == 0 else ("timeout" if rc == 124 else "failed"), returncode=rc, seconds=secs,
+               files=files, log=str(log.relative_to(out)), tail=tail)
+    if rc != 0:
+        errs = [ln for ln in tail if "Error" in ln or "error" in ln]
+        rec["error"] = (errs or tail or ["(no output)"])[-1][:400]
+    return rec
+
+
+def summary_md(res: dict) -> str:
+    lines = [f"GPU pass on **{res['device']}**, commit `{res['commit']}`, `{res['command']}` "
+             f"({res['seconds']:.0f} s)", "", "| item | what | status | seconds | files |", "|---|---|---|---|---|"]
+    for r in res["items"]:
+        st = r["status"] + (f": {r['error']}" if r.get("error") else "")
+        lines.append(f"| {r['name']} | {r['what']} | {st.replace('|', '/')} | {r.get('seconds', 0):.0f} | "
+                     f"{', '.join(r.get('files', []))} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    names = [i.name for i in ITEMS]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True, help="output folder (results, logs, compilation cache)")
+    ap.add_argument("--minutes", type=float, default=25.0, help="time budget; items that would overrun are skipped")
+    ap.add_argument("--only", nargs="+", choices=names, default=None)
+    ap.add_argument("--skip", nargs="+", choices=names, default=[])
+    ap.add_argument("--smoke", action="store_true", help="every item at tiny shapes (runs on CPU)")
+    a = ap.parse_args(argv)
+    if a.minutes <= 0:
+        ap.error("--minutes must be > 0")
+    out = a.out.resolve()
+    for sub in ("results", "logs", "jax_cache"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", JAX_COMPILATION_CACHE_DIR=str(out / "jax_cache"),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.5")
+    env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.92")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    todo = [i for i in ITEMS if (a.only is None or i.name in a.only) and i.name not in a.skip]
+    t_start = time.perf_counter()
+    budget = a.minutes * 60
+    res = dict(device=device_kind(), commit=git_commit(), smoke=a.smoke,
+               command=shlex.join(["python", "-m", "benchmarks.gpu_pass", *(argv if argv is not None else sys.argv[1:])]),
+               items=[])
+    print(f"gpu_pass on {res['device']} (commit {res['commit']}), {len(todo)} items, budget {a.minutes:g} min",
+          flush=True)
+    for item in todo:
+        left = budget - (time.perf_counter() - t_start)
+        if not a.smoke and item.est_s > left:
+            res["items"].append(dict(name=item.name, what=item.what, status="skipped (budget)", seconds=0.0))
+            print(f"  {item.name:<20} skipped: {left:.0f} s left < estimate {item.est_s:.0f} s", flush=True)
+            continue
+        rec = run_item(item, out, a.smoke, env, min(item.limit_s, max(left, 30.0)) if not a.smoke else item.limit_s)
+        res["items"].append(rec)
+        print(f"  {item.name:<20} {rec['status']:<8} {rec['seconds']:6.1f} s  {rec.get('error', '')}", flush=True)
+        for ln in rec["tail"][-3:]:
+            print(f"      {ln[:160]}", flush=True)
+    res["seconds"] = time.perf_counter() - t_start
+    (out / "gpu_pass.json").write_text(json.dumps(res, indent=1) + "\n")
+    (out / "gpu_pass.md").write_text(summary_md(res))
+    print(summary_md(res))
+    return 0 if all(r["status"] in ("ok", "skipped (budget)") for r in res["items"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
