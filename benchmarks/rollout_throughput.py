@@ -22,6 +22,7 @@ Results: benchmarks/results/rollout_<mode>_<preset>_<device>.json. Run `python -
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import time
 from pathlib import Path
@@ -156,7 +157,10 @@ def sweep(args) -> dict:
     for b in args.batches:
         ecfg = EngineConfig(max_slots=b, page_size=args.page_size, window=args.window, prefill_slots=min(8, b),
                             prefill_chunk=min(2048, args.window), rounds_per_sync=256, progress=False,
-                            attention=args.attention, decode_splits=args.decode_splits)
+                            attention=args.attention, decode_splits=args.decode_splits,
+                            num_pages=b * (args.window // args.page_size) + 2)  # one window per sequence
+        eng = None  # the previous batch's engine (and its KV pool) is freed before the next one is built
+        gc.collect()
         eng = Engine(model, ecfg)
         rng = np.random.default_rng(b)
         prompts = [rng.integers(0, cfg.vocab_size, args.prompt_len).tolist() for _ in range(b)]
@@ -201,7 +205,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--budgets", type=int, nargs="+", default=[0], help="token_budget: mixed budgets (0 = auto)")
     ap.add_argument("--attention", default="reference", choices=["reference", "pallas", "auto"],
                     help="sweep: EngineConfig.attention")
-    ap.add_argument("--decode-splits", type=int, default=1, help="sweep: EngineConfig.decode_splits")
+    ap.add_argument("--decode-splits", type=int, default=0, help="sweep: EngineConfig.decode_splits (0 = auto)")
     ap.add_argument("--page-size", type=int, default=64, help="sweep: EngineConfig.page_size")
     ap.add_argument("--tag", default="", help="suffix of the result file name")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)

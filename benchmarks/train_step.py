@@ -105,6 +105,19 @@ def run(args) -> dict:
         jax.block_until_ready((params, opt, metrics))
         if i >= args.warmup:
             times.append(time.perf_counter() - t)
+    prof = None
+    if args.profile:
+        from .profile_summary import print_summary, summarize, trace
+        box = {}
+
+        def one():
+            box["p"], box["o"], box["m"] = compiled(params, opt, data, n_micro, denom, lr)
+            return box["m"]
+
+        trace(one, args.profile)
+        params, opt, metrics = box["p"], box["o"], box["m"]
+        prof = summarize(args.profile)
+        print_summary(prof, f"train step {args.preset} ({u.attention})")
     metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
     dev = jax.devices()[0]
     stats = dev.memory_stats() or {}
@@ -123,7 +136,7 @@ def run(args) -> dict:
                mfu=(est / med / 1e12 / peak_v) if peak_v else None, metrics=metrics,
                program=dict(temp=int(ma.temp_size_in_bytes), argument=int(ma.argument_size_in_bytes),
                             output=int(ma.output_size_in_bytes), alias=int(ma.alias_size_in_bytes)),
-               peak_bytes_in_use=stats.get("peak_bytes_in_use"), bytes_limit=stats.get("bytes_limit"))
+               peak_bytes_in_use=stats.get("peak_bytes_in_use"), bytes_limit=stats.get("bytes_limit"), profile=prof)
     del params, opt, data, compiled
     if args.plan and stats.get("bytes_limit"):
         from memjax.plan import plan
@@ -156,6 +169,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-plan", dest="plan", action="store_false", help="skip the memory plan comparison")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--profile", type=Path, default=None, help="trace one more update into this folder and "
+                    "print its top kernels (benchmarks/profile_summary.py)")
     args = ap.parse_args(argv)
     for f in ("row_len", "micro_batches", "iters", "min_conv"):
         if getattr(args, f) < 1:

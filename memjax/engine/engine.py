@@ -82,6 +82,12 @@ def default_num_pages(model: Qwen2, ecfg: EngineConfig, shards: int = 1) -> int:
     return int(pages)
 
 
+def decode_splits_auto(max_slots: int, kv_heads: int) -> int:
+    """EngineConfig.decode_splits=0: split-K count of the Pallas decode kernel, from the H100 sweep in
+    benchmarks/results/paged_attention_nvidia-h100-80gb-hbm3.json (2 at >= 256 sequence-heads, else 4)."""
+    return 2 if max_slots * kv_heads >= 256 else 4
+
+
 class Engine:
     def __init__(self, model: Qwen2, config: EngineConfig | None = None, devices=None):
         """devices: those a data/tensor-parallel engine spans (default jax.devices(); D groups of T =
@@ -100,12 +106,16 @@ class Engine:
             lambda a: a.astype(wd) if jnp.issubdtype(a.dtype, jnp.floating) else a, p))
         self._master_shapes = jax.tree.map(lambda a: a.shape, master)
         attend = None
-        if ecfg.attention != "reference":
-            from ..kernels import engine_attend
-
-            attend = engine_attend(impl=ecfg.attention, num_splits=ecfg.decode_splits)
         devs = list(jax.devices() if devices is None else devices)
         t, mc = ecfg.tensor_parallel, model.cfg
+        if ecfg.attention != "reference":
+            from ..kernels import engine_attend
+            from ..kernels.paged_attention import resolve_impl
+
+            impl = resolve_impl(ecfg.attention, ecfg.page_size, mc.head_dim)
+            if impl != "reference":  # "auto" off GPU keeps the engine's built-in reference path
+                splits = ecfg.decode_splits or decode_splits_auto(ecfg.max_slots, mc.num_kv_heads // t)
+                attend = engine_attend(impl=impl, num_splits=splits)
         d = len(devs) // t if ecfg.data_parallel == -1 else ecfg.data_parallel
         if d < 1 or d * t > len(devs):
             raise ValueError(f"EngineConfig data_parallel={ecfg.data_parallel} x tensor_parallel={t} needs more than "

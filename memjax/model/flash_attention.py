@@ -187,13 +187,44 @@ class BlockwiseCausal:
         return blockwise_attention(q, k, v, state, block_q=self.block_q, block_k=self.block_k), state
 
 
+def segment_offsets(segment_ids: jax.Array, max_segments: int) -> tuple[jax.Array, jax.Array]:
+    """Packed rows' segment ids int [B, T] (contiguous segments 1..k in order, 0 = padding) -> (seqlen int32
+    [B, M], offsets int32 [B, M + 1]) in cuDNN's packed layout (M = max_segments): each present segment's
+    length and first token, -1 for absent ones. Segments past M are not represented (they get no attention
+    output); callers pass the packer's own bound (UpdateConfig.max_segments)."""
+    ids = jnp.arange(1, max_segments + 1, dtype=jnp.int32)
+    hit = segment_ids.astype(jnp.int32)[:, :, None] == ids  # [B, T, M]
+    lens = jnp.sum(hit, axis=1, dtype=jnp.int32)
+    starts = jnp.argmax(hit, axis=1).astype(jnp.int32)
+    present = lens > 0
+    seqlen = jnp.where(present, lens, -1)
+    offsets = jnp.concatenate([jnp.where(present, starts, -1), jnp.full((lens.shape[0], 1), -1, jnp.int32)], 1)
+    return seqlen, offsets
+
+
+def cudnn_packed_attention(q, k, v, segment_ids, *, max_segments: int) -> jax.Array:
+    """cuDNN flash attention over packed rows: q [B,T,H,D], k/v [B,T,KV,D] (GQA native), segment ids [B,T];
+    causal within each segment. Padding tokens (segment 0) get output 0 (the dense reference lets them attend to
+    themselves; their loss mask is 0 either way, and 0 keeps garbage out of the backward)."""
+    # jax.nn.dot_product_attention does not expose cuDNN's packed (offsets) layout; it calls this same function.
+    from jax._src.cudnn.fused_attention_stablehlo import MaskType, dot_product_attention as cudnn_dpa
+
+    seqlen, offsets = segment_offsets(segment_ids, max_segments)
+    out = cudnn_dpa(q, k, v, q_seqlen=seqlen, kv_seqlen=seqlen, q_offsets=offsets, kv_offsets=offsets,
+                    scale=1.0 / float(q.shape[-1]) ** 0.5, mask_type=MaskType.PADDING_CAUSAL, qkv_layout="BTNH")
+    return jnp.where((segment_ids > 0)[:, :, None, None], out, jnp.zeros((), out.dtype))
+
+
 @dataclass(frozen=True)
 class CudnnCausal:
-    """cuDNN fused causal attention (NVIDIA GPUs only); no packed segment ids."""
+    """cuDNN fused causal attention (NVIDIA GPUs only); with segment ids (`state`, packed rows) the packed
+    layout (`cudnn_packed_attention`, at most `max_segments` segments per row)."""
+
+    max_segments: int = 16
 
     def __call__(self, q, k, v, *, layer, state):
         if state is not None:
-            raise ValueError("CudnnCausal does not take segment ids; use BlockwiseCausal for packed rows")
+            return cudnn_packed_attention(q, k, v, state, max_segments=self.max_segments), state
         return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="cudnn"), state
 
 
@@ -201,16 +232,15 @@ ATTENTION_KINDS = ("auto", "dense", "blockwise", "cudnn")
 
 
 def training_attention(kind: str = "auto", *, packed: bool = False, block_q: int = 512,
-                       block_k: int = 512) -> AttentionFn:
-    """The training-time attention back-end named `kind` (see module docstring)."""
+                       block_k: int = 512, max_segments: int = 16) -> AttentionFn:
+    """The training-time attention back-end named `kind` (see module docstring); "auto" = cudnn on GPU
+    (packed rows too), blockwise elsewhere."""
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"attention kind must be one of {ATTENTION_KINDS}, got {kind!r}")
     if kind == "auto":
-        kind = "cudnn" if (jax.default_backend() == "gpu" and not packed) else "blockwise"
+        kind = "cudnn" if jax.default_backend() == "gpu" else "blockwise"
     if kind == "dense":
         return DenseCausal()
     if kind == "cudnn":
-        if packed:
-            raise ValueError("attention kind 'cudnn' cannot mask packed segments; use 'blockwise' or 'auto'")
-        return CudnnCausal()
+        return CudnnCausal(max_segments=max_segments)
     return BlockwiseCausal(block_q, block_k)

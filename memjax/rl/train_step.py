@@ -62,7 +62,7 @@ class TrainStep:
         self.use_ref, self.use_entropy = use_ref, use_entropy
         self.tx = core_transform(optim)
         self.num_segments = update.micro_rows * (update.max_segments if update.pack else 1)
-        self.attention = training_attention(update.attention, packed=update.pack)
+        self.attention = training_attention(update.attention, packed=update.pack, max_segments=update.max_segments)
         sharded = mesh is not None and mesh.size > 1
         self.param_shardings = param_shardings(abstract_params, mesh) if sharded else None
         self.layer_sharding = layer_sharding(mesh) if sharded else None

@@ -159,8 +159,6 @@ class UpdateConfig:
             raise ValueError(f"UpdateConfig.row_buckets must be positive lengths, got {self.row_buckets}")
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"UpdateConfig.attention must be one of {ATTENTION_KINDS}, got {self.attention!r}")
-        if self.pack and self.attention == "cudnn":
-            raise ValueError("UpdateConfig: attention='cudnn' cannot mask packed segments; use 'auto' or 'blockwise'")
         if self.ref_dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"UpdateConfig.ref_dtype must be float32, bfloat16 or float16, got {self.ref_dtype!r}")
         if not (math.isfinite(self.temperature) and self.temperature > 0):

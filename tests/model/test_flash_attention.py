@@ -11,7 +11,7 @@ from flax import nnx
 from memjax.model import presets
 from memjax.model.attention import DenseCausal
 from memjax.model.flash_attention import (BlockwiseCausal, CudnnCausal, blockwise_attention,
-                                          training_attention)
+                                          cudnn_packed_attention, segment_offsets, training_attention)
 from memjax.model.qwen2 import abstract_model, init_model
 
 jax.config.update("jax_default_matmul_precision", "highest")
@@ -87,12 +87,45 @@ def test_training_attention_selection_and_errors():
     assert isinstance(training_attention("cudnn"), CudnnCausal)
     want = CudnnCausal if jax.default_backend() == "gpu" else BlockwiseCausal
     assert isinstance(training_attention("auto"), want)
-    assert isinstance(training_attention("auto", packed=True), BlockwiseCausal)
+    assert isinstance(training_attention("auto", packed=True), want)
+    assert training_attention("cudnn", packed=True, max_segments=5) == CudnnCausal(max_segments=5)
     with pytest.raises(ValueError, match="attention kind"):
         training_attention("flash3")
-    with pytest.raises(ValueError, match="packed"):
-        training_attention("cudnn", packed=True)
     with pytest.raises(ValueError, match="block_q"):
         BlockwiseCausal(block_q=0)
     with pytest.raises(ValueError, match="multiple"):
         blockwise_attention(*_qkv(np.random.default_rng(0), 1, 8, 3, 2, 4)[:3])
+
+
+def test_segment_offsets_cudnn_packed_layout():
+    seg = jnp.asarray([[1, 1, 1, 2, 2, 3, 0, 0], [1, 1, 1, 1, 1, 1, 1, 1], [0] * 8], jnp.int32)
+    seqlen, off = segment_offsets(seg, 4)
+    np.testing.assert_array_equal(seqlen, [[3, 2, 1, -1], [8, -1, -1, -1], [-1, -1, -1, -1]])
+    np.testing.assert_array_equal(off, [[0, 3, 5, -1, -1], [0, -1, -1, -1, -1], [-1, -1, -1, -1, -1]])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="cuDNN flash attention needs an NVIDIA GPU (CPU run)")
+@pytest.mark.parametrize("b,t,h,kv,d", [(2, 512, 12, 2, 128), (3, 1024, 28, 4, 128)])
+def test_cudnn_packed_matches_dense_on_gpu(b, t, h, kv, d):
+    """cuDNN's packed layout vs the dense reference on segment tokens (bf16 inputs, f32 reference)."""
+    rng = np.random.default_rng(t)
+    q, k, v, w = _qkv(rng, b, t, h, kv, d, jnp.bfloat16)
+    s = np.zeros((b, t), np.int32)
+    for r in range(b):  # 1-4 segments of random lengths, then padding
+        cuts = np.sort(rng.choice(np.arange(16, t - 16), size=r + 1, replace=False))
+        for i, (a, e) in enumerate(zip(np.r_[0, cuts[:-1]], cuts)):
+            s[r, a:e] = i + 1
+    seg = jnp.asarray(s)
+    valid = (seg > 0)[:, :, None, None]
+    f32 = lambda *a: tuple(x.astype(jnp.float32) for x in a)
+    dense = lambda q, k, v: jnp.where(valid, DenseCausal()(*f32(q, k, v), layer=0, state=seg)[0], 0.0)
+    cud = lambda q, k, v: cudnn_packed_attention(q, k, v, seg, max_segments=8).astype(jnp.float32)
+    o, r = jax.jit(cud)(q, k, v), jax.jit(dense)(q, k, v)
+    rel = lambda x, y: float(jnp.linalg.norm((x - y).ravel()) / jnp.linalg.norm(y.ravel()))
+    assert rel(o, r) < 1e-2
+    assert float(jnp.abs(jnp.where(valid, 0.0, o)).max()) == 0.0  # padding rows are zero
+    gc = jax.jit(jax.grad(lambda *a: (cud(*a) * w).sum(), argnums=(0, 1, 2)))(q, k, v)
+    gd = jax.jit(jax.grad(lambda *a: (dense(*a) * w.astype(jnp.float32)).sum(), argnums=(0, 1, 2)))(q, k, v)
+    for name, x, y in zip("qkv", gc, gd):
+        assert rel(x.astype(jnp.float32), y.astype(jnp.float32)) < 2e-2, f"d{name}"
