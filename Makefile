@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # ~2.5 GiB at peak). --dist loadfile keeps a module's tests, and so its module-scoped fixtures, on one worker.
 TEST_JOBS ?= 2
 
-.PHONY: demo test venv clean
+.PHONY: demo test test-gpu venv clean
 
 $(STAMP): pyproject.toml
 	@set -e; \
@@ -28,6 +28,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+
+# GPU tier: tests marked gpu (skipped with a reason on machines without an NVIDIA GPU)
+test-gpu: $(STAMP)
+	$(PY) -m pytest -m gpu $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

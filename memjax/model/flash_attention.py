@@ -16,10 +16,12 @@ Matmuls accumulate in float32; probabilities are cast to v's dtype before the PV
 dense reference; the output is in q's dtype.
 
 `CudnnCausal` calls `jax.nn.dot_product_attention(implementation="cudnn", is_causal=True)`: the fused
-cuDNN kernel on NVIDIA GPUs, for rows without packed segments. `training_attention(kind)` picks a
-back-end by name: "dense" (reference), "blockwise", "cudnn", or "auto" (cudnn on GPU when no segment ids
-are given, blockwise otherwise). Which is faster on a GPU is still to be measured; "auto" is a choice,
-not a measurement.
+cuDNN kernel on NVIDIA GPUs; with segment ids it uses cuDNN's packed layout (`cudnn_packed_attention`:
+per-row segment lengths and offsets from `segment_offsets`, padding tokens output 0). `training_attention(kind)`
+picks a back-end by name: "dense" (reference), "blockwise", "cudnn", or "auto" (cudnn on GPU when no segment
+ids are given, blockwise otherwise). Measured on an H100 (benchmarks/results/train_step_qwen2.5-1.5b_*.json):
+the 1.5B packed train step with blockwise attention reaches 14.4% MFU; whether cuDNN's packed layout is
+correct and faster there has not been measured yet (tests/model/test_flash_attention.py has the GPU check).
 """
 
 from __future__ import annotations
@@ -233,12 +235,13 @@ ATTENTION_KINDS = ("auto", "dense", "blockwise", "cudnn")
 
 def training_attention(kind: str = "auto", *, packed: bool = False, block_q: int = 512,
                        block_k: int = 512, max_segments: int = 16) -> AttentionFn:
-    """The training-time attention back-end named `kind` (see module docstring); "auto" = cudnn on GPU
-    (packed rows too), blockwise elsewhere."""
+    """The training-time attention back-end named `kind` (see module docstring); "auto" = cudnn on GPU for
+    unpacked rows, blockwise otherwise (cuDNN's packed layout, kind="cudnn" with packed rows, has not been run
+    on a GPU yet: it becomes the packed default only once a GPU run shows it correct and faster)."""
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"attention kind must be one of {ATTENTION_KINDS}, got {kind!r}")
     if kind == "auto":
-        kind = "cudnn" if jax.default_backend() == "gpu" else "blockwise"
+        kind = "cudnn" if (jax.default_backend() == "gpu" and not packed) else "blockwise"
     if kind == "dense":
         return DenseCausal()
     if kind == "cudnn":

@@ -203,3 +203,20 @@ def test_abort_queued_and_running_requests(engine):
     assert [got[r].token_ids for r in rids[1::2]] == [c.token_ids for c in alone]
     engine.abort([10**9])  # unknown rids are ignored
     assert engine.num_unfinished == 0 and not engine._live
+
+
+def test_attention_default_is_auto_with_measured_split_k():
+    """Pallas paged attention is the GPU default (H100 sweep), auto split-K from the same sweep; off GPU "auto"
+    keeps the engine's built-in reference path (no kernel wrapper)."""
+    from memjax.engine.engine import decode_splits_auto
+
+    cfg = EngineConfig()
+    assert cfg.attention == "auto" and cfg.decode_splits == 0
+    assert decode_splits_auto(256, 2) == 2 and decode_splits_auto(128, 4) == 2 and decode_splits_auto(64, 2) == 4
+    with pytest.raises(ValueError, match="decode_splits"):
+        EngineConfig(decode_splits=-1)
+    if jax.default_backend() == "cpu":
+        from memjax.engine.paged_attention import paged_attention
+        from memjax.kernels.paged_attention import resolve_impl
+        assert resolve_impl("auto", 16, 128) == "reference"
+        assert paged_attention is not None

@@ -1,0 +1,72 @@
+"""benchmarks.gpu_pass as a user types it: the smoke pass runs every GPU item at tiny shapes on CPU, and memjax
+plus the benchmark drivers import with only what the GPU image has (grain, bm25s, wordllama, tensorboardX
+blocked)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU_IMAGE_LACKS = ("grain", "bm25s", "wordllama", "tensorboardX")
+BLOCKER = f"""
+import importlib.abc, sys
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {GPU_IMAGE_LACKS!r}:
+            raise ImportError("blocked: not on the GPU image: " + name)
+sys.meta_path.insert(0, _Block())
+"""
+
+
+def _env():
+    return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
+
+
+def test_memjax_and_benchmarks_import_without_packages_the_gpu_image_lacks():
+    code = BLOCKER + """
+import memjax, memjax.rl.trainer, memjax.rl.train_step, memjax.engine, memjax.kernels
+import benchmarks.gpu_pass, benchmarks.train_step, benchmarks.kernel_speed, benchmarks.rollout_throughput
+import benchmarks.paged_attention, benchmarks.forward_throughput, benchmarks.memagent_linearity
+print("imported", sorted(m for m in sys.modules if m.split(".")[0] in %r))
+""" % (GPU_IMAGE_LACKS,)
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "imported []" in p.stdout
+
+
+def test_grain_pipeline_names_the_missing_package():
+    code = BLOCKER + """
+from memjax.data.sources import make_pipeline
+try:
+    make_pipeline([], batch_size=1, seed=0)
+except ImportError as e:
+    print("ERR", e)
+"""
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True)
+    assert "ERR memjax.data pipelines need grain" in p.stdout, p.stdout + p.stderr[-2000:]
+
+
+@pytest.mark.slow(seconds=60)
+def test_gpu_pass_smoke_runs_every_item(tmp_path):
+    code = BLOCKER + "import runpy, sys; sys.argv = ['gpu_pass'] + sys.argv[1:]; " \
+        "runpy.run_module('benchmarks.gpu_pass', run_name='__main__')"
+    p = subprocess.run([sys.executable, "-c", code, "--out", str(tmp_path), "--smoke"], cwd=ROOT, env=_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    res = json.loads((tmp_path / "gpu_pass.json").read_text())
+    from benchmarks.gpu_pass import ITEMS
+    assert [r["name"] for r in res["items"]] == [i.name for i in ITEMS]
+    assert all(r["status"] == "ok" and r["files"] for r in res["items"]), res["items"]
+    md = (tmp_path / "gpu_pass.md").read_text()
+    assert all(f"| {i.name} |" in md for i in ITEMS)
+
+
+def test_gpu_pass_rejects_bad_arguments(tmp_path):
+    for args in (["--minutes", "0"], ["--only", "nope"]):
+        p = subprocess.run([sys.executable, "-m", "benchmarks.gpu_pass", "--out", str(tmp_path), *args], cwd=ROOT,
+                           env=_env(), capture_output=True, text=True)
+        assert p.returncode == 2 and "error" in p.stderr
