@@ -109,6 +109,32 @@ def run_config(model: str, b: int, ctx: int, s: int, dtype, splits: list[int], i
                 speedup_best_pallas_vs_reference=rows[0]["median_s"] / best["median_s"])
 
 
+def plot(res: dict, path: Path) -> None:
+    """% of the HBM roofline vs batch: the XLA reference and the best Pallas split, one line per model."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model in dict.fromkeys(c["model"] for c in res["configs"]):
+        cs = [c for c in res["configs"] if c["model"] == model]
+        bs = [c["batch"] for c in cs]
+        ref = [100 * (c["variants"][0]["roofline_fraction"] or 0) for c in cs]
+        best = [100 * max((v["roofline_fraction"] or 0) for v in c["variants"] if v["num_splits"]) for c in cs]
+        ax.plot(bs, best, "o-", label=f"{model} Pallas (best split)")
+        ax.plot(bs, ref, "s--", label=f"{model} XLA reference")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch (sequences, one decode step)")
+    ax.set_ylabel("% of HBM roofline")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"paged attention, {res['configs'][0]['context']} context, {res['device_kind']}", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     on_gpu = jax.default_backend() in ("gpu", "cuda", "rocm")
@@ -122,7 +148,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes only (the default without a GPU)")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("--plot-from", type=Path, default=None, help="only redraw the PNG of an earlier result JSON")
     args = ap.parse_args(argv)
+    if args.plot_from:
+        res = json.loads(args.plot_from.read_text())
+        plot(res, args.plot_from.with_suffix(".png"))
+        print(f"wrote {args.plot_from.with_suffix('.png')}")
+        return res
     smoke = args.smoke or not on_gpu
     if smoke:  # interpret mode on CPU: correctness plumbing only, timings are not GPU evidence
         models, batches, ctx, splits, iters, warmup = ["tiny"], [2], 64, [1, 2], 3, 1
@@ -151,7 +183,8 @@ def main(argv: list[str] | None = None) -> dict:
     path = args.out_dir / f"paged_attention_{device_slug(res['device_kind'])}.json"
     path.write_text(json.dumps(res, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v)
                                else str(v)) + "\n")
-    print(f"wrote {path}")
+    plot(res, path.with_suffix(".png"))
+    print(f"wrote {path} and its .png")
     return res
 
 
