@@ -94,6 +94,8 @@ def git_commit() -> str:
 
 
 def device_kind() -> str:
+    """The device, asked in a child process: the driver itself never initialises the GPU, so every item's
+    process gets the whole device memory."""
     p = subprocess.run([sys.executable, "-c", "import jax; d = jax.devices()[0]; print(d.platform, '|', d.device_kind)"],
                        capture_output=True, text=True)
     return p.stdout.strip().splitlines()[-1] if p.returncode == 0 and p.stdout.strip() else f"unknown ({p.stderr[-200:]})"

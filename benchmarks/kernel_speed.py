@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
 import jax
@@ -31,23 +29,19 @@ from memjax import flops
 from memjax.kernels import step_ratio_loss, token_logprob_entropy
 
 from .forward_throughput import device_slug
+from .paged_attention import time_fn
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _time(fn, args, iters: int, warmup: int):
-    t0 = time.perf_counter()
-    c = jax.jit(fn).lower(*args).compile()
-    compile_s = time.perf_counter() - t0
-    out = None
-    for _ in range(warmup):
-        out = jax.block_until_ready(c(*args))
-    ts = []
-    for _ in range(iters):
-        t = time.perf_counter()
-        out = jax.block_until_ready(c(*args))
-        ts.append(time.perf_counter() - t)
-    return dict(compile_s=compile_s, median_s=statistics.median(ts), min_s=min(ts), times_s=ts), out
+def _measure(impl: str, fn, args, iters: int, warmup: int):
+    """(row, output) of one implementation timed by benchmarks.paged_attention.time_fn; a failing
+    implementation gives an error row and None, and the others still run."""
+    try:
+        r, out = time_fn(fn, args, iters, warmup)
+    except Exception as e:  # noqa: BLE001
+        return dict(impl=impl, error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"), None
+    return dict(impl=impl, **r), jax.device_get(out)
 
 
 def logprob_case(n: int, d: int, v: int, impls, iters, warmup, interpret, seed=0) -> dict:
@@ -65,17 +59,13 @@ def logprob_case(n: int, d: int, v: int, impls, iters, warmup, interpret, seed=0
             lp, ent = token_logprob_entropy(h, w, tgt, mask, impl=impl, **kw)
             return jnp.sum(lp) + 0.01 * jnp.sum(ent), lp
 
-        fn = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)
-        try:
-            r, out = _time(fn, (h, w), iters, warmup)
-        except Exception as e:  # noqa: BLE001 - a failing implementation is recorded, the others still run
-            rows.append(dict(impl=impl, error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"))
+        r, out = _measure(impl, jax.value_and_grad(loss, argnums=(0, 1), has_aux=True), (h, w), iters, warmup)
+        rows.append(r)
+        if out is None:
             continue
         fl = 8.0 * n * d * v
-        r.update(impl=impl, tflops=fl / r["median_s"] / 1e12,
-                 peak_fraction=(fl / r["median_s"] / 1e12 / peak) if peak else None)
-        outs[impl] = jax.device_get(out)
-        rows.append(r)
+        r.update(tflops=fl / r["median_s"] / 1e12, peak_fraction=(fl / r["median_s"] / 1e12 / peak) if peak else None)
+        outs[impl] = out
     ref = outs.get("reference")
     for r in rows:
         o = outs.get(r.get("impl"))
@@ -117,15 +107,13 @@ def step_case(rows_: int, length: int, impls, iters, warmup, interpret, seed=0) 
                                    clip_high=0.28, dual_clip=3.0, impl=impl, **kw)
             return v
 
-        try:
-            r, out = _time(jax.value_and_grad(loss), (logp,), iters, warmup)
-        except Exception as e:  # noqa: BLE001
-            res.append(dict(impl=impl, error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"))
-            continue
-        r.update(impl=impl, gbps=nbytes / r["median_s"] / 1e9,
-                 roofline_fraction=(nbytes / (bw * 1e12) / r["median_s"]) if bw else None)
-        outs[impl] = jax.device_get(out)
+        r, out = _measure(impl, jax.value_and_grad(loss), (logp,), iters, warmup)
         res.append(r)
+        if out is None:
+            continue
+        r.update(gbps=nbytes / r["median_s"] / 1e9,
+                 roofline_fraction=(nbytes / (bw * 1e12) / r["median_s"]) if bw else None)
+        outs[impl] = out
     base = outs.get("xla")
     for r in res:
         o = outs.get(r.get("impl"))

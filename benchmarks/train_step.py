@@ -62,7 +62,7 @@ def make_data(step: TrainStep, n_micro: int, row_len: int, min_conv: int, max_co
     p = pack(lengths, row_len, u.max_segments, packed=u.pack)
     t = int(max(lengths))
     conv = lambda x: p.tokens(x, 0, rows).reshape(n_micro, u.micro_rows, row_len)
-    mask = conv(np.tile(np.arange(t) < np.asarray(lengths)[:, None], 1).astype(np.float32))
+    mask = conv((np.arange(t) < np.asarray(lengths)[:, None]).astype(np.float32))
     mask[..., :1] = 0  # the first token of a row has no target (any row: a conservative mask)
     ids = conv(rng.integers(0, vocab, (len(lengths), t)).astype(np.int32))
     old = conv((-rng.random((len(lengths), t)) * 3).astype(np.float32))
