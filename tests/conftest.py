@@ -51,6 +51,28 @@ def golden_ref(name: str) -> dict[str, np.ndarray]:
     return dict(np.load(golden_dir(name) / "reference.npz"))
 
 
+GPU_TIER_ANYWHERE = os.environ.get("MEMJAX_GPU_TIER_ANYWHERE") == "1"
+
+
+def on_gpu() -> bool:
+    return jax.default_backend() == "gpu"
+
+
+def _skip_gpu_tier_off_gpu(items) -> None:
+    """Tests marked `gpu` (the GPU tier, `make test-gpu`) skip, with the reason, where JAX has no GPU backend.
+
+    MEMJAX_GPU_TIER_ANYWHERE=1 runs them on CPU anyway, at the shapes they choose there (Pallas kernels in
+    interpret mode): a check that the tier's code runs, not of GPU numerics or memory.
+    """
+    if GPU_TIER_ANYWHERE or on_gpu():
+        return
+    skip = pytest.mark.skip(reason=f"GPU tier: needs an NVIDIA GPU, JAX backend here is {jax.default_backend()!r} "
+                                   "(run `make test-gpu` on a GPU machine)")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Modules that hold a `slow` test are collected first, the costliest first, then the rest in their order.
 
@@ -65,3 +87,4 @@ def pytest_collection_modifyitems(session, config, items):
         for mark in item.iter_markers("slow"):
             cost[item.path] = max(cost.get(item.path, 0.0), float(mark.kwargs.get("seconds", 0)))
     items.sort(key=lambda item: (item.path not in cost, -cost.get(item.path, 0.0)))  # stable within ties
+    _skip_gpu_tier_off_gpu(items)

@@ -4,6 +4,7 @@ blocked)."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,27 @@ def test_gpu_pass_rejects_bad_arguments(tmp_path):
         p = subprocess.run([sys.executable, "-m", "benchmarks.gpu_pass", "--out", str(tmp_path), *args], cwd=ROOT,
                            env=_env(), capture_output=True, text=True)
         assert p.returncode == 2 and "error" in p.stderr
+
+
+def _build_md_gpu_tier() -> list[str]:
+    """The GPU tier's modules exactly as BUILD.md's device-image commands list them (GPU_TIER=...)."""
+    text = (ROOT / "BUILD.md").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith('GPU_TIER="'))
+    return line.split('"')[1].split()
+
+
+@pytest.mark.slow(seconds=60)
+def test_build_md_gpu_tier_covers_every_gpu_test_and_runs_on_the_gpu_image(tmp_path):
+    """Every module holding a `gpu`-marked test is in BUILD.md's GPU_TIER, and that command runs with the GPU image's
+    packages only (blocker) — here on CPU at small shapes (MEMJAX_GPU_TIER_ANYWHERE=1), so the tier cannot rot."""
+    tier = _build_md_gpu_tier()
+    gpu_mark = re.compile(r"^(@pytest\.mark\.gpu\b|pytestmark = pytest\.mark\.gpu\b)", re.M)
+    marked = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
+                    if gpu_mark.search(p.read_text()))
+    assert sorted(tier) == marked
+    code = BLOCKER + "import sys, pytest; sys.exit(pytest.main(sys.argv[1:]))"
+    env = dict(_env(), MEMJAX_GPU_TIER_ANYWHERE="1")
+    p = subprocess.run([sys.executable, "-c", code, "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-m", "gpu",
+                        *tier], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    assert " passed" in p.stdout and " failed" not in p.stdout

@@ -129,3 +129,28 @@ def test_cudnn_packed_matches_dense_on_gpu(b, t, h, kv, d):
     gd = jax.jit(jax.grad(lambda *a: (dense(*a) * w.astype(jnp.float32)).sum(), argnums=(0, 1, 2)))(q, k, v)
     for name, x, y in zip("qkv", gc, gd):
         assert rel(x.astype(jnp.float32), y.astype(jnp.float32)) < 2e-2, f"d{name}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind,packed", [("blockwise", False), ("blockwise", True), ("cudnn", False)])
+def test_training_attention_matches_dense_bf16_gpu(kind, packed):
+    """GPU tier: the training back-ends vs the dense fp32 reference at a 1.5B layer's heads, bf16, fwd + grads."""
+    gpu = jax.default_backend() == "gpu"
+    if kind == "cudnn" and not gpu:
+        pytest.skip("cuDNN attention exists only on NVIDIA GPUs (MEMJAX_GPU_TIER_ANYWHERE run on CPU)")
+    b, t, h, kv, d = (2, 2048, 12, 2, 128) if gpu else (2, 256, 4, 2, 16)
+    q, k, v, w = _qkv(np.random.default_rng(7), b, t, h, kv, d, jnp.bfloat16)
+    seg = _segments(b, t) if packed else None
+    fn = training_attention(kind, packed=packed, block_q=128 if gpu else 64, block_k=128 if gpu else 64)
+    f32 = lambda *a: tuple(x.astype(jnp.float32) for x in a)  # noqa: E731
+    got = lambda q, k, v: fn(q, k, v, layer=0, state=seg)[0].astype(jnp.float32)  # noqa: E731
+    ref = lambda q, k, v: DenseCausal()(*f32(q, k, v), layer=0, state=seg)[0]  # noqa: E731
+    keep = jnp.ones((b, t, 1, 1), bool) if seg is None else (seg > 0)[:, :, None, None]
+    rel = lambda x, y: float(jnp.linalg.norm(jnp.where(keep, x - y, 0).ravel())  # noqa: E731
+                             / jnp.linalg.norm(jnp.where(keep, y, 0).ravel()))
+    assert rel(jax.jit(got)(q, k, v), jax.jit(ref)(q, k, v)) < 1e-2
+    loss = lambda f: lambda *a: (jnp.where(keep, f(*a), 0) * w.astype(jnp.float32)).sum()  # noqa: E731
+    gg = jax.jit(jax.grad(loss(got), argnums=(0, 1, 2)))(q, k, v)
+    gr = jax.jit(jax.grad(loss(ref), argnums=(0, 1, 2)))(q, k, v)
+    for name, x, y in zip("qkv", gg, gr):
+        assert rel(x.astype(jnp.float32), y) < 2e-2, f"d{name}"
