@@ -68,7 +68,7 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
     greedy = temperature <= 0
     t = jnp.where(greedy, 1.0, temperature)
     scaled = logits / t[:, None]
-    logp = jax.nn.log_softmax(scaled, axis=-1)
+    lse_raw = jax.nn.logsumexp(scaled, axis=-1)
     needs_mask = jnp.any((top_p < 1.0) | (top_k > 0))
     allowed = jax.lax.cond(needs_mask, lambda: allowed_mask(scaled, top_p, top_k),
                            lambda: jnp.ones(scaled.shape, bool))
@@ -77,10 +77,12 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
         key = jax.random.fold_in(jax.random.key(seed.astype(jnp.uint32)), pos)
         return jax.random.gumbel(key, (logits.shape[-1],), jnp.float32)
 
-    noise = jax.vmap(gumbel)(seeds, positions)
-    noisy = jnp.where(greedy[:, None], scaled, scaled + noise)
+    # an all-greedy batch (the common evaluation case) draws no noise: a [b, V] Gumbel draw costs as much as
+    # the rest of the sampler together on CPU
+    noisy = jax.lax.cond(jnp.all(greedy), lambda: scaled,
+                         lambda: jnp.where(greedy[:, None], scaled, scaled + jax.vmap(gumbel)(seeds, positions)))
     token = jnp.argmax(jnp.where(allowed | greedy[:, None], noisy, -jnp.inf), axis=-1).astype(jnp.int32)
-    raw = jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
+    raw = jnp.take_along_axis(scaled, token[:, None], axis=-1)[:, 0] - lse_raw
     if processed is None:
         return token, raw
     proc = jax.lax.cond(needs_mask & (processed & ~greedy).any(),
