@@ -1,0 +1,43 @@
+"""benchmarks.peers as typed: bad arguments and a missing peer environment give one-line errors; with the tunix
+environment made by scripts/make_peer_venv.sh (not made in CI: it downloads a second jax), a --quick run gives
+equal greedy sequences and ratios."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TUNIX = ROOT / ".venv-peers" / "tunix" / "bin" / "python"
+
+
+def _run(*args, timeout=900):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "benchmarks.peers", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_bad_arguments_and_missing_environment(tmp_path):
+    for args in (["--peer", "nope"], ["--peer", "tunix", "--new", "0"], ["--peer", "tunix", "--batches", "0"]):
+        p = _run(*args)
+        assert p.returncode == 2 and "error" in p.stderr, (args, p.stderr[-500:])
+    p = _run("--peer", "tunix", "--python", str(tmp_path / "none" / "python"))
+    assert p.returncode == 1 and "scripts/make_peer_venv.sh tunix" in p.stderr
+
+
+@pytest.mark.skipif(not TUNIX.exists(), reason="no tunix environment: scripts/make_peer_venv.sh tunix makes it "
+                                               "(not made in CI: it installs a second jax from PyPI)")
+def test_quick_run_against_tunix(tmp_path):
+    out = tmp_path / "peers.json"
+    p = _run("--peer", "tunix", "--quick", "--out", str(out))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    res = json.loads(out.read_text())
+    par = res["parity"]
+    assert par["sequences_equal"] == par["sequences"] == 8
+    assert all(r["distinct_tokens"] > 1 for r in par["rows"])  # not a degenerate repeat-one-token model
+    assert par["max_abs_logprob_diff_full_forward"] < 1e-2
+    assert [r["batch"] for r in res["throughput"]["rows"]] == [1, 4]
+    assert all(r["ratio"] > 0 for r in res["throughput"]["rows"])
