@@ -3,8 +3,9 @@
 Owns the measurement behind issue 6's paged-attention numbers. One decode step of one layer (t = 1) for
 Qwen2.5-1.5B (KV 2, H 12, D 128) and 7B (KV 4, H 28, D 128) attention shapes at batch 64-256 and 8K
 context, bf16 pool, page size 16, every sequence's pages scattered over the pool by a random permutation
-and kv_len ragged inside the last page (8192 - i % 16). Each variant (reference; pallas with
-num_splits in --splits, plus suggest_num_splits' choice on GPU) is jitted with the arrays as arguments,
+and kv_len ragged inside the last page (8192 - i % 16). Each variant (reference; pallas and
+mosaic (--impls; the Mosaic GPU decode kernel, whose failure is recorded, not fatal) with num_splits in
+--splits / --mosaic-splits, plus suggest_num_splits' choice on GPU) is jitted with the arrays as arguments,
 warmed up, then timed (median of --iters, block_until_ready each call). Roofline: the bytes of K and V
 the step must read (each sequence's ceil(kv_len / S) pages, K and V, all KV heads) over the device's
 HBM bandwidth from memjax.flops.hbm_tbps (table, or $MEMJAX_PEAK_HBM_TBPS); reported as roofline time /
@@ -81,7 +82,8 @@ def time_fn(fn, args, iters: int, warmup: int) -> dict:
 
 
 def run_config(model: str, b: int, ctx: int, s: int, dtype, splits: list[int], iters: int, warmup: int,
-               interpret: bool, seed: int = 0) -> dict:
+               interpret: bool, seed: int = 0, impls: tuple[str, ...] = ("pallas",),
+               mosaic_splits: tuple[int, ...] = (1, 2, 4)) -> dict:
     shp = SHAPES[model]
     args = make_inputs(seed, b, ctx, shp["kv"], shp["h"], shp["d"], s, dtype)
     nbytes = kv_bytes(args[-1], s, shp["kv"], shp["d"], jnp.dtype(dtype).itemsize)
@@ -92,21 +94,36 @@ def run_config(model: str, b: int, ctx: int, s: int, dtype, splits: list[int], i
     rows = []
     ref_res, ref_out = time_fn(paged_attention_ref, args, iters, warmup)
     rows.append(dict(variant="reference (XLA)", num_splits=None, **ref_res))
-    for n in splits:
-        fn = lambda *a, n=n: paged_attention(*a, impl="pallas", num_splits=n, interpret=interpret)  # noqa: E731
-        res, out = time_fn(fn, args, iters, warmup)
-        err = float(jnp.max(jnp.abs(out.astype(jnp.float32) - ref_out.astype(jnp.float32))))
-        rows.append(dict(variant=f"pallas splits={n}", num_splits=n, max_abs_diff_vs_reference=err, **res))
-        del out
+    for impl in impls:
+        for n in (splits if impl == "pallas" else mosaic_splits):
+            fn = lambda *a, n=n, impl=impl: paged_attention(*a, impl=impl, num_splits=n,  # noqa: E731
+                                                             interpret=interpret)
+            try:
+                res, out = time_fn(fn, args, iters, warmup)
+            except Exception as e:  # noqa: BLE001 -- the Mosaic GPU kernel awaits its first GPU run: record, go on
+                if impl == "pallas":
+                    raise
+                rows.append(dict(variant=f"{impl} splits={n}", impl=impl, num_splits=n, error=repr(e)[:500],
+                                 median_s=float("nan")))
+                continue
+            err = float(jnp.max(jnp.abs(out.astype(jnp.float32) - ref_out.astype(jnp.float32))))
+            rows.append(dict(variant=f"{impl} splits={n}", impl=impl, num_splits=n, max_abs_diff_vs_reference=err,
+                             **res))
+            del out
     for r in rows:
         r["gbps"] = nbytes / r["median_s"] / 1e9
         r["roofline_fraction"] = None if roof is None else roof / r["median_s"]
     del args, ref_out
-    best = min((r for r in rows if r["num_splits"]), key=lambda r: r["median_s"])
-    return dict(model=model, batch=b, context=ctx, page_size=s, heads=shp["h"], kv_heads=shp["kv"],
-                head_dim=shp["d"], dtype=jnp.dtype(dtype).name, kv_bytes=nbytes, hbm_tbps=bw,
-                roofline_s=roof, variants=rows, best_pallas=best["variant"],
-                speedup_best_pallas_vs_reference=rows[0]["median_s"] / best["median_s"])
+    best = min((r for r in rows if r.get("impl") == "pallas"), key=lambda r: r["median_s"])
+    out = dict(model=model, batch=b, context=ctx, page_size=s, heads=shp["h"], kv_heads=shp["kv"],
+               head_dim=shp["d"], dtype=jnp.dtype(dtype).name, kv_bytes=nbytes, hbm_tbps=bw,
+               roofline_s=roof, variants=rows, best_pallas=best["variant"],
+               speedup_best_pallas_vs_reference=rows[0]["median_s"] / best["median_s"])
+    mosaic = [r for r in rows if r.get("impl") == "mosaic" and "error" not in r]
+    if mosaic:  # the Mosaic GPU decode kernel (BUILD.md "Pallas backend"): the default switches on these numbers
+        best_m = min(mosaic, key=lambda r: r["median_s"])
+        out.update(best_mosaic=best_m["variant"], speedup_best_mosaic_vs_best_pallas=best["median_s"] / best_m["median_s"])
+    return out
 
 
 def plot(res: dict, path: Path) -> None:
@@ -120,7 +137,8 @@ def plot(res: dict, path: Path) -> None:
         cs = [c for c in res["configs"] if c["model"] == model]
         bs = [c["batch"] for c in cs]
         ref = [100 * (c["variants"][0]["roofline_fraction"] or 0) for c in cs]
-        best = [100 * max((v["roofline_fraction"] or 0) for v in c["variants"] if v["num_splits"]) for c in cs]
+        best = [100 * max((v["roofline_fraction"] or 0) for v in c["variants"] if v.get("impl") == "pallas")
+                for c in cs]
         ax.plot(bs, best, "o-", label=f"{model} Pallas (best split)")
         ax.plot(bs, ref, "s--", label=f"{model} XLA reference")
     ax.set_xscale("log", base=2)
@@ -144,6 +162,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    ap.add_argument("--impls", nargs="+", default=["pallas", "mosaic"], choices=["pallas", "mosaic"],
+                    help="kernels to time (mosaic: the Mosaic GPU decode kernel, Hopper+; a failure is recorded)")
+    ap.add_argument("--mosaic-splits", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes only (the default without a GPU)")
@@ -166,14 +187,18 @@ def main(argv: list[str] | None = None) -> dict:
     for model in models:
         for b in batches:
             c = run_config(model, b, ctx, args.page_size, jnp.dtype(args.dtype), splits, iters, warmup,
-                           interpret=not on_gpu)
+                           interpret=not on_gpu, impls=tuple(dict.fromkeys(["pallas", *args.impls])),
+                           mosaic_splits=(2,) if smoke else tuple(args.mosaic_splits))
             configs.append(c)
             for r in c["variants"]:
                 frac = "n/a" if r["roofline_fraction"] is None else f"{100 * r['roofline_fraction']:.1f}%"
                 print(f"{model:>5} b={b:<4} ctx={ctx} {r['variant']:<18} {r['median_s'] * 1e6:10.1f} us "
                       f"{r['gbps']:8.1f} GB/s  roofline {frac}"
-                      + (f"  maxdiff {r['max_abs_diff_vs_reference']:.2e}" if r["num_splits"] else ""))
-            print(f"      best pallas {c['best_pallas']}: {c['speedup_best_pallas_vs_reference']:.2f}x reference")
+                      + (f"  maxdiff {r['max_abs_diff_vs_reference']:.2e}" if "max_abs_diff_vs_reference" in r
+                         else f"  FAILED {r['error'][:200]}" if "error" in r else ""))
+            print(f"      best pallas {c['best_pallas']}: {c['speedup_best_pallas_vs_reference']:.2f}x reference"
+                  + (f"; best mosaic {c['best_mosaic']}: {c['speedup_best_mosaic_vs_best_pallas']:.2f}x best pallas"
+                     if "best_mosaic" in c else ""))
     res = dict(benchmark="paged_attention_decode", smoke=smoke, device_kind=str(dev.device_kind),
                platform=dev.platform, jax=jax.__version__, python=platform.python_version(),
                interpret=not on_gpu, note=("CPU smoke run: pallas in interpret mode; timings are not GPU "

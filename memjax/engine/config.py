@@ -50,8 +50,9 @@ class EngineConfig:
     overlong_prompt: str = "error"  # "error" | "truncate_left" for prompts that leave no room to generate
     seed: int = 0  # base of per-request seeds when SamplingParams.seed is None
     progress: bool = True  # rich progress bar on generate() calls with many requests
-    # paged attention: "reference" (pure JAX) | "pallas" | "auto" (default: pallas on GPU for supported page and
-    # head sizes, else reference). Measured on an H100 (benchmarks/results/paged_attention_nvidia-h100-80gb-hbm3.json,
+    # paged attention: "reference" (pure JAX) | "pallas" | "mosaic" | "auto" (default: pallas on GPU for supported
+    # page and head sizes, else reference; "mosaic": the Mosaic GPU decode kernel for Hopper+, prefill as "auto",
+    # not the default until measured on a GPU, BUILD.md "Pallas backend"). Measured on an H100 (benchmarks/results/paged_attention_nvidia-h100-80gb-hbm3.json,
     # one decode step at 8K context): the Pallas kernel is 7-15x faster than the reference at batch 64-256
     attention: str = "auto"
     # split-K partitions per sequence for the Pallas decode kernel; 0 = auto: 2 when max_slots x KV heads >= 256
@@ -95,8 +96,8 @@ class EngineConfig:
         if self.overlong_prompt not in OVERLONG_POLICIES:
             raise ValueError(f"EngineConfig.overlong_prompt must be one of {OVERLONG_POLICIES}, "
                              f"got {self.overlong_prompt!r}")
-        if self.attention not in ("reference", "pallas", "auto"):
-            raise ValueError(f"EngineConfig.attention must be reference|pallas|auto, got {self.attention!r}")
+        if self.attention not in ("reference", "pallas", "mosaic", "auto"):
+            raise ValueError(f"EngineConfig.attention must be reference|pallas|mosaic|auto, got {self.attention!r}")
         if not isinstance(self.decode_splits, int) or self.decode_splits < 0:
             raise ValueError(f"EngineConfig.decode_splits must be >= 0 (0 = auto), got {self.decode_splits!r}")
         if self.weight_dtype not in WEIGHT_DTYPES:

@@ -10,7 +10,9 @@ card's layout exists while the import path stays unambiguous; a PyPI package nam
 * `paged_attention` (paged_attention): the engine's paged attention (decode, chunked prefill, split-K)
   as a portable Pallas kernel with the engine's signature; `engine_attend(...)` binds its options for
   `PagedAttention(attend=...)`; `paged_attention_ref` is the engine's pure-JAX reference. impl "pallas" |
-  "reference" | "auto" (pallas on GPU for supported page/head sizes). Output in q's dtype.
+  "mosaic" | "reference" | "auto" (pallas on GPU for supported page/head sizes). Output in q's dtype.
+* `paged_attention_mgpu`: the decode kernel in Pallas Mosaic GPU (Hopper+), impl="mosaic", the
+  Triton backend's successor (BUILD.md, "Pallas backend").
 * `reference`: the dense pure-JAX definitions the kernels are tested against.
 
 Every public function validates its shapes with a one-line ValueError naming the tensor, never donates

@@ -33,8 +33,9 @@ the Triton lowering turns into scf.for (pipelined by num_stages). Slicing k_page
 kernel instead would make XLA materialise the whole layer of the pool ([KV, P, S, D] for K and for V)
 every layer of every step — more HBM traffic than the attention itself — so it is not done. Pools
 over 4 GB get 64-bit pointer offsets from the lowering (checked on a 3.8e9-element abstract pool).
-The Triton backend is deprecated in jax 0.11 (a DeprecationWarning at lowering); no Mosaic GPU
-variant exists yet.
+The Triton backend is deprecated in jax 0.11 (a DeprecationWarning at lowering); its successor for
+decode on Hopper+ is the Mosaic GPU kernel in paged_attention_mgpu.py (impl="mosaic", chosen by name
+only until measured on a GPU; BUILD.md "Pallas backend").
 
 GPU constraints (only when not interpreting): S and D must be powers of two >= 16 (Triton loads and
 dots). impl="auto" picks "pallas" on GPU when they hold, else the reference; on CPU it picks the
@@ -56,7 +57,7 @@ from .reference import paged_attention_ref
 __all__ = ["paged_attention", "paged_attention_ref", "engine_attend", "resolve_impl", "pallas_supported",
            "suggest_num_splits", "combine_splits", "PAGED_IMPLS"]
 
-PAGED_IMPLS = ("auto", "pallas", "reference")
+PAGED_IMPLS = ("auto", "pallas", "mosaic", "reference")
 _NEG = -1e30
 _F32 = jnp.float32
 _TN = (((1,), (1,)), ((), ()))  # a @ b.T
@@ -77,7 +78,9 @@ def pallas_supported(page_size: int, head_dim: int) -> bool:
 
 
 def resolve_impl(impl: str = "auto", page_size: int = 16, head_dim: int = 128) -> str:
-    """The implementation `impl` names here: "auto" -> "pallas" on GPU for supported shapes, else "reference"."""
+    """The implementation `impl` names here: "auto" -> "pallas" on GPU for supported shapes, else "reference".
+    "mosaic" (the Mosaic GPU decode kernel, paged_attention_mgpu.py) is only chosen by name: "auto" keeps the
+    measured Triton kernel until the Mosaic one is measured on a GPU (BUILD.md, "Pallas backend")."""
     if impl not in PAGED_IMPLS:
         raise ValueError(f"paged_attention: impl must be one of {PAGED_IMPLS}, got {impl!r}")
     if impl == "auto":
@@ -219,6 +222,10 @@ def paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer,
         return paged_attention_ref(q, k_pages, v_pages, layer, page_table, q_pos, kv_len)
     if interpret is None:
         interpret = not _on_gpu()
+    if impl == "mosaic":  # decode only (t = 1); imported here: the module imports combine_splits from this one
+        from .paged_attention_mgpu import paged_attention_mosaic
+        return paged_attention_mosaic(q, k_pages, v_pages, layer, page_table, q_pos, kv_len,
+                                      num_splits=num_splits, interpret=bool(interpret))
     if not interpret and not pallas_supported(s, d):
         raise ValueError(f"paged_attention: the compiled pallas kernel needs page size S={s} and head dim "
                          f"D={d} to be powers of two >= 16 (use impl='reference' or interpret=True)")
@@ -256,12 +263,14 @@ def engine_attend(*, impl: str = "auto", num_splits: int = 1, prefill_num_splits
 
     num_splits applies to decode steps (t = 1), prefill_num_splits to chunks (t > 1; their row blocks
     already give many programs, so split-K there mostly adds combine traffic). t is static, so the
-    choice is made at trace time."""
+    choice is made at trace time. impl="mosaic" is decode-only: chunks use impl="auto"."""
     if impl not in PAGED_IMPLS:
         raise ValueError(f"engine_attend: impl must be one of {PAGED_IMPLS}, got {impl!r}")
 
     def attend(q, k_pages, v_pages, layer, page_table, q_pos, kv_len):
-        splits = num_splits if q.shape[1] == 1 else prefill_num_splits
-        return paged_attention(q, k_pages, v_pages, layer, page_table, q_pos, kv_len, impl=impl,
+        decode = q.shape[1] == 1
+        splits = num_splits if decode else prefill_num_splits
+        which = impl if decode or impl != "mosaic" else "auto"
+        return paged_attention(q, k_pages, v_pages, layer, page_table, q_pos, kv_len, impl=which,
                                num_splits=splits, block_q=block_q, interpret=interpret)
     return attend
