@@ -54,7 +54,7 @@ class Page(HTMLParser):
             self.stack.append((tag, a))
 
     def handle_endtag(self, tag):
-        while self.stack:
+        while any(t == tag for t, _ in self.stack):
             if self.stack.pop()[0] == tag:
                 break
 
