@@ -31,7 +31,7 @@ main{padding:8px 24px 40px;max-width:1400px}section{background:#fff;border:1px s
 padding:10px 16px;margin:14px 0}h2{font-size:17px;margin:6px 0 10px}
 table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #dde1e7;padding:3px 8px;text-align:left;
 vertical-align:top}th{background:#f0f2f5;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.pos{color:#0a7a2f}.neg{color:#b3261e}.grid{display:flex;flex-wrap:wrap;gap:8px}.grid svg{width:420px;height:auto;
+.pos{color:#0a7a2f}.neg{color:#b3261e}.grid{display:flex;flex-wrap:wrap;gap:8px}.grid svg{width:392px;height:auto;
 border:1px solid #eee}.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#f0f4fa;border-radius:6px;
 padding:6px 12px}.card b{display:block;font-size:18px}#q{width:360px;padding:5px 8px;font-size:14px}
 details.group{border-top:1px solid #e5e7eb;padding:4px 0}summary{cursor:pointer;font-weight:600}
