@@ -3,8 +3,8 @@
 Owns: `PANELS` (which metrics.jsonl keys go on which panel: reward, loss, KL, clip fraction, entropy,
 throughput, step time), `panels_for(keys)` and `curve_svg(title, steps, series)`.
 Invariants: a panel is drawn only from keys the run actually logged (None / non-finite values are gaps);
-the SVG keeps its text as text (svg.fonttype none) and carries class "curve" and data-series with the number
-of series drawn, so a browser test can check that curves were drawn.
+the SVG keeps its text as text (svg.fonttype none) and carries class "curve", data-title (the panel) and
+data-series (the number of series drawn), so a browser test can check which curves were drawn.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import io
 import math
 import re
 from collections.abc import Sequence
+from html import escape
 
 # (panel title, key patterns in order); a key is shown on the first panel whose pattern matches it fully
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -70,4 +71,4 @@ def curve_svg(title: str, steps: Sequence[float], series: dict[str, Sequence], *
         plt.close(fig)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
-    return svg.replace("<svg", f'<svg class="curve" data-series="{len(series)}"', 1)
+    return svg.replace("<svg", f'<svg class="curve" data-title="{escape(title, quote=True)}" data-series="{len(series)}"', 1)
