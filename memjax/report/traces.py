@@ -12,7 +12,8 @@ held-out traces, LoCoMo predictions.jsonl) into views, recognised by the keys a 
 - LoCoMo predictions: question, gold, prediction, F1 / BLEU-1 / J;
 - anything else: its fields as a key/value table.
 Invariants: every string from a run goes through html.escape; `text` (what the search box matches) is the
-lower-cased JSON of the trace plus its group and title; at most MAX_TRACES views (the rest counted, not shown).
+lower-cased JSON of the trace plus its group and title; at most MAX_TRACES views and MAX_BYTES of trace HTML and
+search text, in order (held-out traces first; the rest counted on the page, not shown).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from .load import RunData
 
 MAX_TRACES = 3000
+MAX_BYTES = 24 << 20  # trace HTML + search text per page: a long MemAgent run stays a page a browser opens
 OP_EVENTS = {"add": "ADD", "update": "UPDATE", "delete": "DELETE", "none": "NOOP", "noop": "NOOP", "skip": "NOOP",
              "NONE": "NOOP"}
 
@@ -224,4 +226,10 @@ def trace_views(run: RunData) -> tuple[list[TraceView], int]:
             g = (f"N={t['num_docs']} · {t.get('id', t.get('sample', '?'))}" if "num_docs" in t
                  else f"conversation {t['conversation']}" if "conversation" in t else f"sample {t.get('sample', '?')}")
             views.append(_view(g, f"rollout {t.get('rollout', 0)}", t))
-    return views[:MAX_TRACES], max(0, len(views) - MAX_TRACES)
+    kept, size = [], 0
+    for v in views[:MAX_TRACES]:
+        size += len(v.body) + len(v.text)
+        if size > MAX_BYTES:
+            break
+        kept.append(v)
+    return kept, len(views) - len(kept)

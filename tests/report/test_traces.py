@@ -189,3 +189,17 @@ def test_not_a_run_dir_errors(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 2 and "not valid JSON" in lines[0] and "no such directory" in lines[1]
     assert all(x.startswith("memjax.report: error: ") for x in lines) and "Traceback" not in r.stderr
+
+
+def test_trace_budget_keeps_the_page_openable(tmp_path, monkeypatch):
+    from memjax.report import traces as views_mod
+
+    tok = r1_tokenizer()
+    samples = [make_r1_sample(R1TaskConfig(), 4, i) for i in range(10)]
+    res = run_workflow(ScriptedEngine(tok, lambda text: "none"), TinyR1Workflow(tok), samples)
+    out = _eval_dir(tmp_path / "r1", res.traces, "memory_r1_tiny")
+    all_views, left = views_mod.trace_views(load_run(out))
+    assert len(all_views) == 10 and left == 0
+    monkeypatch.setattr(views_mod, "MAX_BYTES", sum(len(v.body) + len(v.text) for v in all_views[:3]))
+    html = write_report(out).read_text()
+    assert html.count('class="trace"') == 3 and "7 more traces not shown (first 3)" in html
