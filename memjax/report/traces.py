@@ -8,7 +8,8 @@ held-out traces, LoCoMo predictions.jsonl) into views, recognised by the keys a 
 - Memory-R1: the tiny manager (`prompt`, `output`, `op`: the bank, the fact, the emitted ADD/UPDATE/DELETE/NOOP event
   beside the teacher's), the LoCoMo manager (`applied` op counts per event kind, `facts`), the answer agent;
 - Memory-R2: the tiny episodes (`sessions`, `outputs`, `banks`: per session the facts, the ops and the bank diff
-  against the previous session) and the LoCoMo episodes (questions, answers, per-session rewards);
+  against the previous session) and the LoCoMo episodes (`bank_diffs`: per session the records added, removed and
+  rewritten; questions, answers, per-session rewards);
 - LoCoMo predictions: question, gold, prediction, F1 / BLEU-1 / J;
 - anything else: its fields as a key/value table.
 Invariants: every string from a run goes through html.escape; `text` (what the search box matches) is the
@@ -157,6 +158,24 @@ def _r2_tiny(t: dict) -> str:
                            f"{qrows}</table>" if qs else "")
 
 
+def _r2_locomo(t: dict) -> str:
+    """Memory-R2 on LoCoMo: per session the records its manager calls added, removed and rewrote."""
+    sessions: dict = {}
+    for d in t.get("bank_diffs") or []:
+        sessions.setdefault(d.get("session"), []).append(d)
+    rewards, out = t.get("global_rewards") or [], []
+    for i, (s, ds) in enumerate(sessions.items()):
+        lines = [f'<div class="ins">+ {_e(x)}</div>' for d in ds for x in d.get("added", [])]
+        lines += [f'<div class="del">- {_e(x)}</div>' for d in ds for x in d.get("removed", [])]
+        lines += [f'<div class="del">- {_e(a)}</div><div class="ins">+ {_e(b)}</div>' for d in ds
+                  for a, b in d.get("updated", [])]
+        r = f" · session reward {fmt(rewards[i])}" if i < len(rewards) else ""
+        out.append(f'<div class="session"><p><b>session {_e(s)}</b>{_e(r)}: {len(ds)} manager call(s)</p>'
+                   f'<div class="diff">{"".join(lines) or "<div class=same>(no change)</div>"}</div></div>')
+    info = {k: t[k] for k in ("conversation", "memory_records", "memory_words", "truncated", "ops") if k in t}
+    return kv_line(info) + "".join(out) + _r2_tiny({"questions": t.get("questions") or []})
+
+
 def _prediction(t: dict) -> str:
     return kv_line({k: t[k] for k in ("question", "gold", "prediction", "f1_set", "f1", "b1", "j", "judge_label",
                                        "category", "evidence", "memory_dia_ids", "error") if k in t})
@@ -173,6 +192,8 @@ def render_body(t: dict, doc: str | None = None) -> str:
         return _r1_locomo(t)
     if "sessions" in t and "outputs" in t:
         return _r2_tiny(t)
+    if "bank_diffs" in t:
+        return _r2_locomo(t)
     if "prediction" in t and "qid" in t:
         return _prediction(t)
     if "questions" in t and isinstance(t["questions"], list):

@@ -10,6 +10,8 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
+
 from memjax.agents import run_workflow
 from memjax.agents.sumer import QwenSumerFormat, SumerSample, SumerWorkflow
 from memjax.agents.sumer_tools import MemoryTools, ToolsConfig
@@ -203,3 +205,32 @@ def test_trace_budget_keeps_the_page_openable(tmp_path, monkeypatch):
     monkeypatch.setattr(views_mod, "MAX_BYTES", sum(len(v.body) + len(v.text) for v in all_views[:3]))
     html = write_report(out).read_text()
     assert html.count('class="trace"') == 3 and "7 more traces not shown (first 3)" in html
+
+
+LOCOMO10 = next((p / "shared" / "data" / "locomo" / "locomo10.json" for p in ROOT.parents[:2]
+                 if (p / "shared" / "data" / "locomo" / "locomo10.json").is_file()), ROOT.parent / "shared" / "locomo10.json")
+
+
+@pytest.mark.skipif(not LOCOMO10.is_file(), reason="LoCoMo (locomo10.json) not in ../shared/data/locomo")
+def test_memory_r2_locomo_bank_diffs(tmp_path):
+    """The LoCoMo Memory-R2 workflow (the system's own, on the scripted engine of its tests): per session the
+    records the manager added / removed / rewrote, as the trace's bank_diffs, shown as a diff."""
+    sys.path.insert(0, str(ROOT / "tests" / "agents"))
+    from r2_fixtures import ScriptedEngine as R2Engine
+
+    from memjax.systems import MemoryR2Section, MemoryR2System
+
+    tok = Tokenizer.default()
+    system = MemoryR2System(MemoryR2Section(locomo_path=str(LOCOMO10), embedder="hashed", answer_agent="overlap",
+                                            eval_max_sessions=2, chunks_per_session=2, group_size=1,
+                                            curriculum_sessions=(1, 2, 3)))
+    sample = next(system.train_data(1, seed=0))[0]
+    res = run_workflow(R2Engine(tok), system.workflow(R2Engine(tok), tok), [sample], group_size=1, seed=0)
+    tr = res.traces[0]
+    added = [x for d in tr["bank_diffs"] for x in d["added"]]
+    assert tr["bank_diffs"] and added and len(added) - sum(len(d["removed"]) for d in tr["bank_diffs"]) == tr["memory_records"]
+    page = _page(_eval_dir(tmp_path / "r2l", res.traces, "memory_r2"))
+    text = page.traces[0]["text"]
+    assert page.classes["session"] == len({d["session"] for d in tr["bank_diffs"]})
+    assert page.classes["ins"] == len(added) + sum(len(d["updated"]) for d in tr["bank_diffs"])
+    assert all(f"+ {x}" in text for x in added) and f"reward {tr['reward']:.3g}" in text
