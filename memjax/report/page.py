@@ -206,7 +206,7 @@ def _traces(run: RunData) -> str:
 
 
 def _summary(run: RunData) -> str:
-    cards = []
+    cards = [("run", KIND_TITLES[run.kind])] + ([("system", run.system)] if run.system else [])
     if run.metrics:
         rw = [m.get("reward") for m in run.metrics if _num(m.get("reward"))]
         cards.append(("steps", run.metrics[-1].get("step", len(run.metrics))))

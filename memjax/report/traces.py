@@ -149,7 +149,7 @@ def _r2_tiny(t: dict) -> str:
                    + " ".join(f"<code>{_e(f)}</code>" for f in facts)
                    + f' → ops <code>{_e(ops)}</code> ('
                    + ", ".join(_e(_event(o)) for o in ops.split() if not o.isdigit()) + f")</p>{diff}</div>")
-    if banks is None:
+    if banks is None and "memory" in t:
         out.append(f'<p>final bank: {_e(t.get("memory", ""))}</p>')
     qs = t.get("questions") or []
     qrows = "".join(f"<tr><td>{_e(q.get('question'))}</td><td>{_e(q.get('gold'))}</td><td>{_e(q.get('answer'))}</td>"
