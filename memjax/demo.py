@@ -11,7 +11,8 @@ stage runs and agrees. Output goes to ./out/demo (override with --out): a direct
 Part 2 (a few minutes on CPU), the embedded RL default `configs/tiny.py` (memjax.tiny): a tiny memory agent
 trained by Multi-Conv GRPO from the shipped supervised warm start with the MemAgent workflow; prints the
 reward sparkline, held-out accuracy before/after and example memory traces, and writes the reward curve
-PNG to <out>/tiny/reward_curve.png. `--rl-steps 0` skips it.
+PNG to <out>/tiny/reward_curve.png and the run's page to <out>/tiny/report.html (memjax.report). `--rl-steps 0`
+skips it.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def tiny_rl(args, out: Path, con: Console) -> int:
     cfg = dataclasses.replace(cfg, **changes)
     result = train(cfg, console=con)
     print_report(result, Path(result["plot"]) if result.get("plot") else None, console=con)
+    con.print(f"open the run's report (curves, evaluations, memory traces): {out / 'tiny' / 'report.html'}")
     con.rule("[green]demo finished")
     return 0
 

@@ -12,7 +12,8 @@ context in one prompt (FULL_CONTEXT_TEMPLATE below, our wording) for comparison.
 Writes to out_dir: results.json, results.md (score table like the paper's Table 2), accuracy.png,
 traces.jsonl (memory after every chunk, final answer, scores). Results are written after every length
 (results.json / results.md atomically, traces appended), so a failure at a later length loses nothing
-finished; out_dir is locked for the run and the config is checked before the model loads.
+finished; out_dir is locked for the run and the config is checked before the model loads. The CLI ends every
+kind of evaluation by writing out_dir/report.html (memjax.report) and printing its path.
 Nothing is downloaded: the model is an
 HF directory (model.hf_path) or random weights of a preset, the data a HotpotQA JSON file (data_path).
 """
@@ -36,6 +37,7 @@ from .engine import Engine, EngineConfig, SamplingParams
 from .evaluation.locomo import LocomoEvalConfig, run_locomo_eval
 from .modelsource import ModelSource
 from .rewards import last_boxed, squad_scores
+from .report import write_report
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, write_atomic
 from .systems import AgentSection, TinySection, build as build_system
 
@@ -233,8 +235,15 @@ def _plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def evaluate_and_report(cfg, console: Console | None = None) -> dict:
+    """What the CLI runs: `evaluate`, then out_dir/report.html (memjax.report), its path printed."""
+    result = evaluate(cfg, console)
+    (console or Console()).print(f"report: {write_report(cfg.out_dir)}")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
-    return run_cli("python -m memjax.evaluate", __doc__, argv, EvalConfig(), evaluate)
+    return run_cli("python -m memjax.evaluate", __doc__, argv, EvalConfig(), evaluate_and_report)
 
 if __name__ == "__main__":
     sys.exit(main())

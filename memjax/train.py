@@ -31,7 +31,7 @@ so no line is repeated, and TensorBoard is told to purge events past it (tensorb
 non-finite loss or gradient stops the run before the update is applied (OptimConfig.on_nonfinite), leaving
 the last good checkpoint as the latest and no hf/ export. Outputs in out_dir: metrics.jsonl, evals.jsonl,
 TensorBoard events (tb/), traces.jsonl, result.json (config, evaluations before/after, per-step history),
-reward_curve.png, checkpoints/, and hf/ (the final policy as a Hugging Face checkpoint).
+reward_curve.png, checkpoints/, hf/ (the final policy as a Hugging Face checkpoint) and report.html (memjax.report).
 Curriculum stages (System.stage; memjax/curriculum.py): each stage ends with an evaluation and a checkpoint;
 with `select_metric` each stage's best evaluated weights go to checkpoints_best/, and `stage_restart="best"`
 starts each stage from the previous stage's best (`stage_optimizer`, `stage_reference`: what else restarts).
@@ -61,6 +61,7 @@ from .curriculum import Curriculum, check_choices
 from .engine import Engine, EngineConfig
 from .modelsource import ModelSource
 from .parallel import MeshConfig, initialize, rollout_devices
+from .report import write_report
 from .rl.advantages import AdvantageConfig
 from .rl.batch import unit_index
 from .rl.credit import Credit, CriticConfig
@@ -454,6 +455,7 @@ class Run:
             self.close()
         self.con.print(f"metrics: {self.out / 'metrics.jsonl'}  tensorboard: {self.out / 'tb'}  "
                        f"checkpoints: {self.out / 'checkpoints'}  policy (HF): {self.out / 'hf'}")
+        self.con.print(f"report: {write_report(self.out)}")
         return self.history
 
     def _print(self, m: dict) -> None:

@@ -29,3 +29,5 @@ def test_demo_runs(tmp_path, capsys, monkeypatch):
     assert "held-out accuracy" in out and "demo finished" in out and "step 2/2" in out
     assert (tmp_path / "demo" / "hf_roundtrip" / "config.json").is_file()
     assert (tmp_path / "demo" / "tiny" / "reward_curve.png").is_file()
+    report = tmp_path / "demo" / "tiny" / "report.html"                 # the demo ends with the run's page
+    assert report.is_file() and str(report) in out.replace("\n", "") and 'class="trace"' in report.read_text()

@@ -22,6 +22,7 @@ def test_evaluate_writes_table_plot_and_traces(tmp_path):
     traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
     assert len(traces) == 4 and all(len(t["memories"]) == t["chunks"] for t in traces)
     assert (out / "accuracy.png").stat().st_size > 1000 and "| N docs |" in (out / "results.md").read_text()
+    assert "accuracy vs length" in (out / "report.html").read_text()           # the CLI ends with the run's page
 
 
 def test_evaluate_errors(tmp_path, capsys):
@@ -42,5 +43,6 @@ def test_system_evaluation_of_a_policy(tmp_path, capsys):
     a, b = (json.loads((tmp_path / d / "results.json").read_text()) for d in "ab")
     assert a["system"] == "tiny" and 0 <= a["metrics"]["accuracy"] <= 1 and a["metrics"] == b["metrics"]
     assert len((tmp_path / "a" / "traces.jsonl").read_text().splitlines()) == 8
+    assert (tmp_path / "a" / "report.html").read_text().count('class="trace"') == 8
     assert evaluate.main([cfg, "--set", f"policy={tmp_path}", "--set", f"out_dir={tmp_path / 'c'}"]) == 2
     assert "not a Hugging Face model directory" in capsys.readouterr().err

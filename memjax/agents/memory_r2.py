@@ -146,6 +146,7 @@ class Chain:
     dead: bool = False
     snapshots: dict[int, BankSnapshot] = field(default_factory=dict)
     rewards: dict[int, float] = field(default_factory=dict)
+    diffs: list[dict] = field(default_factory=list)  # per manager call: records added / removed / updated (traces)
 
 
 @dataclass
@@ -295,8 +296,13 @@ class MemoryR2(Workflow):
             return self._call(traj, ci, MANAGER, manager_message(manager_payload(chain.facts, related, cands),
                                                                  first=not chain.chats[MANAGER]))
         session = st.prep.sessions[p]
+        before = {r.id: r.content for r in chain.bank}
         apply_r2(chain.bank, text, conversation=st.prep.conv.sample_id, session=session.index,
                  session_time=session.date_time, stats=st.ops)
+        after = {r.id: r.content for r in chain.bank}
+        chain.diffs.append({"session": session.index, "added": [v for k, v in after.items() if k not in before],
+                            "removed": [v for k, v in before.items() if k not in after],
+                            "updated": [[before[k], v] for k, v in after.items() if k in before and before[k] != v]})
         chain.chunk += 1
         return self._advance(traj, ci)
 
@@ -340,7 +346,7 @@ class MemoryR2(Workflow):
                 "global_rewards": [glob.rewards.get(p, 0.0) for p in glob.sessions],
                 "local": [{"session": ch.sessions[0], "reward": ch.rewards.get(ch.sessions[0], 0.0),
                            "truncated": ch.dead} for ch in st.chains[1:]],
-                "memory_words": glob.bank.words(), "memory_records": len(glob.bank),
+                "memory_words": glob.bank.words(), "memory_records": len(glob.bank), "bank_diffs": glob.diffs,
                 "dia_ids": sorted(glob.bank.dia_ids()),
                 "memory_tokens": glob.bank.tokens(self.tok.encode),
                 "questions": [{"qid": prep.questions[i].qid, "category": prep.questions[i].category,

@@ -109,6 +109,7 @@ class _Episode:
     f1: float = 0.0
     judged: bool | None = None
     turn_texts: list[str] = field(default_factory=list)
+    tool_texts: list[str] = field(default_factory=list)  # the tool turn after each model turn (trace_text)
 
     @property
     def length(self) -> int:
@@ -186,6 +187,8 @@ class SumerWorkflow(Workflow):
             ep.end = "context_overflow"
             return []
         ep.segments.append((tool, [0.0] * len(tool), False))
+        if self.trace_text:
+            ep.tool_texts.append(self.fmt.text(tool))
         return [Request(tool, self._params(room), parent=completion, retain=True)]
 
     def reward(self, traj: Trajectory) -> float:
@@ -218,7 +221,7 @@ class SumerWorkflow(Workflow):
                "reward": traj.reward, "f1": ep.f1, "judge": ep.judged, "turns": ep.turns, "calls": ep.calls,
                "call_errors": ep.call_errors, "excess_calls": ep.excess_calls, "tokens": ep.length}
         if self.trace_text:
-            out["turn_texts"] = ep.turn_texts
+            out["turn_texts"], out["tool_texts"] = ep.turn_texts, ep.tool_texts
         return out
 
     def stats(self, trajs: Sequence[Trajectory]) -> dict[str, float]:

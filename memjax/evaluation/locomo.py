@@ -21,7 +21,8 @@ Files in out_dir:
 - results.json / results.md: per category (papers' order: single-hop, multi-hop, open-domain, temporal) and
   overall: count, F1 (token-set by default, as SUMER and Memory-R2's code; `f1="multiset"` for SQuAD F1), B1, J
   and M-Fail where memory dia_ids were given; all in percent like the papers;
-- scores.png: grouped bars of F1/B1/J per category.
+- scores.png: grouped bars of F1/B1/J per category;
+- report.html (the CLI, through memjax.report): tables and every prediction per conversation, searchable.
 Invariants: category 5 is refused (never scored); a qid appears at most once in predictions.jsonl.
 """
 
@@ -355,7 +356,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError, OSError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    print(json.dumps({"out_dir": cfg.out_dir, "overall": res["table"]["overall"], "counts": res["counts"]}))
+    from ..report import write_report
+
+    print(json.dumps({"out_dir": cfg.out_dir, "overall": res["table"]["overall"], "counts": res["counts"],
+                      "report": str(write_report(cfg.out_dir))}))
     return 0
 
 

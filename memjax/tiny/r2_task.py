@@ -254,6 +254,7 @@ class Chain:
     pos: int = 0
     rewards: dict[int, float] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)
+    banks: list[str] = field(default_factory=list)  # bank text after each session (for traces)
 
 
 @dataclass
@@ -345,6 +346,7 @@ class TinyR2Workflow(Workflow):
                 st.ops[op] += 1
                 apply_ops(probe, [f], [op])
             st.missed_updates += apply_ops(chain.bank, facts, ops)
+        chain.banks.append(bank_text(chain.bank))
         if chain.local:
             qpos = credited(st.sample)[t]
             chain.rewards[t] = session_reward(bank_f1(chain.bank, st.sample, qpos), chain.bank.words(),
@@ -384,7 +386,7 @@ class TinyR2Workflow(Workflow):
         glob = st.chains[0]
         return {"sample": traj.sample, "rollout": traj.rollout, "reward": traj.reward, "f1": self.f1(traj),
                 "sessions": [[f["text"] for f in s] for s in st.sample["sessions"]], "outputs": glob.outputs,
-                "memory": bank_text(glob.bank), "memory_words": glob.bank.words(),
+                "banks": glob.banks, "memory": bank_text(glob.bank), "memory_words": glob.bank.words(),
                 "global_rewards": [glob.rewards[t] for t in glob.sessions],
                 "local": [{"session": ch.sessions[0], "output": ch.outputs, "reward": ch.rewards[ch.sessions[0]]}
                           for ch in st.chains[1:]],

@@ -74,6 +74,7 @@ def test_refuses_category5_and_cli(tmp_path, capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["overall"]["n"] == 2 and out["overall"]["J"] == 50.0 and out["counts"]["no_answer"] == 1
+    assert out["report"] == str(tmp_path / "cli" / "report.html") and Path(out["report"]).is_file()
     assert main([str(FIXTURE), "--split", "nope", "--answers", str(ans), "--out", str(tmp_path / "x")]) == 2
     assert "unknown LoCoMo split" in capsys.readouterr().err
 
