@@ -60,7 +60,7 @@ from .config import ConfigError, run_cli
 from .curriculum import Curriculum, check_choices
 from .engine import Engine, EngineConfig
 from .modelsource import ModelSource
-from .parallel import MeshConfig, initialize, rollout_devices
+from .parallel import MeshConfig, agree, code_digest, initialize, is_primary, on_mesh, rollout_devices
 from .rl.advantages import AdvantageConfig
 from .rl.batch import unit_index
 from .rl.credit import Credit, CriticConfig
@@ -158,8 +158,11 @@ class Run:
     """One training run: builds everything from a TrainConfig and steps it; `run()` loops to cfg.steps."""
 
     def __init__(self, cfg: TrainConfig, console: Console | None = None):
-        self.cfg, self.con = cfg, console or Console()
-        initialize()
+        initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
+        self.primary = is_primary()  # process 0 prints, logs, writes result files and holds the out_dir lock
+        self.cfg, self.con = cfg, (console or Console()) if self.primary else Console(quiet=True)
+        agree("code version", code_digest())  # processes of one run refuse unless code and config match
+        agree("config", json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str))
         try:
             self.system = build_system(cfg.agent, seed=cfg.seed)  # validates the system's inputs (data paths)
         except KeyError as e:
@@ -174,7 +177,7 @@ class Run:
             raise ConfigError("advantage.estimator=gae gives per-token advantages; loss.level=step needs per-row "
                               "ones (use a GRPO estimator or the system's own)")
         self.out = prepare_out_dir(cfg.out_dir)  # before any model is loaded: a bad out_dir fails at once
-        self._lock = OutDirLock(self.out).acquire()
+        self._lock = OutDirLock(self.out).acquire() if self.primary else None
         try:
             self._build()
         except BaseException:
@@ -184,7 +187,7 @@ class Run:
     def _build(self) -> None:
         cfg, sysm = self.cfg, self.system
         try:  # the mesh must match the devices: checked before the model loads
-            mesh = cfg.mesh.make()
+            mesh = self.mesh = cfg.mesh.make()
         except ValueError as e:
             m = cfg.mesh
             raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
@@ -223,8 +226,9 @@ class Run:
             raise ConfigError(f"out_dir={cfg.out_dir}: holds checkpoints {self.ckpts.all_steps()} and resume=false; "
                               "use a new out_dir (or resume=true)")
         self.curriculum.resumed(self._best_meta, self.step, self.model, self.trainer)
-        self.metrics_log, self.traces_log = JsonlLog(self.out / "metrics.jsonl"), JsonlLog(self.out / "traces.jsonl")
-        self.evals_log = JsonlLog(self.out / "evals.jsonl")
+        self.metrics_log = JsonlLog(self.out / "metrics.jsonl", self.primary)
+        self.traces_log = JsonlLog(self.out / "traces.jsonl", self.primary)
+        self.evals_log = JsonlLog(self.out / "evals.jsonl", self.primary)
         for log in (self.metrics_log, self.traces_log, self.evals_log):  # lines past the restored step were never
             log.truncate(self.step)                                       # checkpointed
         self._tb = None  # TensorBoard writer, opened on the first step and closed at the end of run()
@@ -237,7 +241,7 @@ class Run:
         critic = self.credit.state()
         if critic is not None:
             state["critic"] = critic
-        return state
+        return on_mesh(state, self.mesh)  # several processes: orbax saves only arrays of the global mesh
 
     def save(self) -> None:
         best = self.curriculum.sync(self.ckpts)  # the bests this checkpoint records are on disk
@@ -407,6 +411,8 @@ class Run:
         return row
 
     def _tensorboard(self, metrics: dict, step: int) -> None:
+        if not self.primary:
+            return
         if self._tb is None:  # opened at the first logged step: the restored step when resuming
             self._tb = tb_writer(self.out / "tb", resumed_step=self.step)
         for k, v in metrics.items():
@@ -443,10 +449,11 @@ class Run:
                     bar.update(task, completed=self.step)
                     self._print(m)
             self.ckpts.finish()
-            save_hf(self.model, self.out / "hf")
+            save_hf(self.model, self.out / "hf")  # gathered to process 0, which writes it
             result = self.summary = self.result(time.perf_counter() - t_start)
-            write_atomic(self.out / "result.json", json.dumps(result, indent=1, default=str) + "\n")
-            if result["evals"] or result["history"]:
+            if self.primary:
+                write_atomic(self.out / "result.json", json.dumps(result, indent=1, default=str) + "\n")
+            if self.primary and (result["evals"] or result["history"]):
                 from .tiny.report import plot
 
                 result["plot"] = str(plot(result, self.out / "reward_curve.png"))
