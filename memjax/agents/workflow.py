@@ -39,6 +39,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..engine import Completion, SamplingParams
+from ..parallel import is_primary
 from ..rl.batch import Conversation, RolloutBatch, build_batch
 
 SEED_MODULUS = 2**31 - 1
@@ -153,7 +154,8 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
         for comp in held.pop(index, {}).values():
             engine.release(comp)
 
-    show = (getattr(engine.config, "progress", False) if progress is None else progress) and len(trajs) >= 8
+    show = (getattr(engine.config, "progress", False) if progress is None else progress) and len(trajs) >= 8 \
+        and is_primary()  # several processes: process 0's bar only
     try:
         with Progress(TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       disable=not show, transient=True) as bar:

@@ -458,7 +458,7 @@ class Engine:
 
     def _collect(self, rids: list[int]) -> list[Completion]:
         want, out = set(rids), {}
-        show = self.config.progress and len(rids) >= 8
+        show = self.config.progress and len(rids) >= 8 and jax.process_index() == 0  # bars: process 0 only
         with Progress(TextColumn("generate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[tok]} tok"), disable=not show, transient=True) as bar:
             task = bar.add_task("gen", total=len(rids), tok=0)
