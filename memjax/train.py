@@ -65,6 +65,7 @@ from .rl.advantages import AdvantageConfig
 from .rl.batch import unit_index
 from .rl.credit import Credit, CriticConfig
 from .rl.dapo import DynamicSampler, filter_groups
+from .rl.shares import gather_rollouts, share
 from .rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, tb_writer, write_atomic
 
@@ -163,6 +164,9 @@ class Run:
         self.cfg, self.con = cfg, (console or Console()) if self.primary else Console(quiet=True)
         agree("code version", code_digest())  # processes of one run refuse unless code and config match
         agree("config", json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str))
+        if cfg.prompts_per_step < jax.process_count():  # each process runs whole groups: at least one
+            raise ConfigError(f"prompts_per_step={cfg.prompts_per_step} is less than the {jax.process_count()} "
+                              "processes; every process needs at least one sample per generation batch")
         try:
             self.system = build_system(cfg.agent, seed=cfg.seed)  # validates the system's inputs (data paths)
         except KeyError as e:
@@ -323,14 +327,19 @@ class Run:
         g = 0
         while True:
             samples = next(self.data)
-            res = run_workflow(self.engine, sysm.workflow(self.engine, self.tok, train=True), samples,
+            lo, hi = share(len(samples))  # several processes: each runs its block of whole groups on its devices
+            res = run_workflow(self.engine, sysm.workflow(self.engine, self.tok, train=True), samples[lo:hi],
                                group_size=sysm.group_size, seed=rollout_seed(cfg.seed, self.step, g),
-                               max_active=getattr(sysm, "max_active", 0))
-            batch = _ablate(sysm.shape(res.batch, res.traces), cfg.ablation, self.rng)
-            traces += res.traces
-            for k, v in res.stats.items():
+                               max_active=getattr(sysm, "max_active", 0), first_trajectory=lo * sysm.group_size)
+            batch, rewards, rollout_stats = gather_rollouts(sysm.shape(res.batch, res.traces), res.rewards, res.stats,
+                                                            pad_id=getattr(self.tok, "pad_id", 0))
+            batch = _ablate(batch, cfg.ablation, self.rng)
+            traces += res.traces  # this process's (process 0's: the first samples')
+            stats["_reward_sum"] = stats.get("_reward_sum", 0.0) + float(np.sum(rewards))
+            stats["_rewards"] = stats.get("_rewards", 0) + len(rewards)
+            for k, v in rollout_stats.items():
                 stats[k] = stats.get(k, 0.0) + v
-            r = np.asarray(res.rewards, np.float64).reshape(len(samples), sysm.group_size)
+            r = np.asarray(rewards, np.float64).reshape(len(samples), sysm.group_size)
             stats["groups_with_signal"] = stats.get("groups_with_signal", 0.0) + float((r.std(1) > 0).mean())
             g += 1
             if cfg.filter_flat_groups:
@@ -351,8 +360,8 @@ class Run:
         t0 = time.perf_counter()
         batch, traces, rstats = self.rollout()
         t1 = time.perf_counter()
-        metrics = {"step": self.step + 1, "rollout_s": t1 - t0,
-                   "reward": float(np.mean([t["reward"] for t in traces])),
+        reward = rstats.pop("_reward_sum") / rstats.pop("_rewards")  # over every process's trajectories
+        metrics = {"step": self.step + 1, "rollout_s": t1 - t0, "reward": reward,
                    **{k: v for k, v in rstats.items() if k in ("groups_with_signal", "trained_samples")},
                    **{f"rollout_{k}": v for k, v in rstats.items()
                       if not k.startswith("engine_") and k not in ("groups_with_signal", "trained_samples")}}
