@@ -3,7 +3,7 @@
 Owns:
 - `initialize()`: `jax.distributed.initialize()` when the process was started as one of several -- the JAX
   variables (JAX_COORDINATOR_ADDRESS + JAX_NUM_PROCESSES + JAX_PROCESS_ID, what `python -m memjax.launch` sets),
-  a SLURM step with more than one task, or an Open MPI job of more than one rank -- before anything touches
+  an srun step with more than one task, or an Open MPI job of more than one rank -- before anything touches
   the XLA backend; a no-op for one process and when already initialized. The coordination service's heartbeat
   timeout is MEMJAX_HEARTBEAT_S seconds (default 10; jax's own default is 100): when a process dies, the others are terminated by the
   runtime within about that time instead of waiting in a collective (measured in
@@ -54,7 +54,7 @@ def _launched_as_many() -> bool:
     env = os.environ
     if "JAX_COORDINATOR_ADDRESS" in env:
         return True
-    for var in ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"):
+    for var in ("SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE"):  # an srun step / mpirun (not a bare sbatch script)
         n = _int_env(var)
         if n is not None and n > 1:
             return True
