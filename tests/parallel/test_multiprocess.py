@@ -3,8 +3,9 @@
 - 2 processes x 4 devices train configs/tiny.py for 3 steps; per-step metrics and the final (HF-exported)
   parameters equal a 1-process x 8-device run with the same mesh shape (data 2 x fsdp 4) to fp32 rounding, and
   only process 0 writes the run's files (one line per step in metrics.jsonl).
-- kill -9 of one process mid-run: the other exits non-zero within the heartbeat bound (MEMJAX_HEARTBEAT_S);
-  under memjax.launch the launcher stops the rest at once and names the dead process in one line.
+- kill -9 of one process mid-step: the other exits non-zero within the heartbeat bound (MEMJAX_HEARTBEAT_S=5
+  here); a restart of both resumes from the last checkpoint and ends with the uninterrupted 2-process run's
+  parameters bit for bit. Under memjax.launch the launcher stops the rest at once and names the dead one.
 - processes started with different configs refuse at start with a one-line error.
 - the launcher's environment and exit status; the hybrid mesh's sizes.
 """
@@ -53,14 +54,21 @@ def _metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_processes_equal_one_process(tmp_path):
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    """The uninterrupted 2-process x 4-device run (3 steps) and its launcher output."""
+    out = tmp_path_factory.mktemp("mp") / "two"
+    r = _train(out, nproc=2)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return out, r
+
+
+def test_two_processes_equal_one_process(tmp_path, two):
     from safetensors.numpy import load_file
 
-    one, two = tmp_path / "one", tmp_path / "two"
+    one, (two, r2) = tmp_path / "one", two
     r1 = _train(one, nproc=1)
     assert r1.returncode == 0, r1.stderr[-3000:]
-    r2 = _train(two, nproc=2)
-    assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
     m1, m2 = _metrics(one), _metrics(two)
     assert [m["step"] for m in m2] == [1, 2, 3]  # process 0 alone writes: one line per step
     for a, b in zip(m1, m2):
@@ -85,12 +93,14 @@ def _start(i: int, port: int, out: Path, extra=()) -> subprocess.Popen:
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_peer_killed_mid_step_survivor_exits_in_bounded_time(tmp_path):
+def test_peer_killed_mid_step_then_restart_resumes_bit_for_bit(tmp_path, two):
+    from safetensors.numpy import load_file
+
     port, out = free_port(), tmp_path / "run"
-    procs = [_start(i, port, out, ["--set", "steps=50"]) for i in range(2)]
+    procs = [_start(i, port, out, ["--set", "steps=50", "--set", "checkpoint_every=1"]) for i in range(2)]
     try:
         deadline = time.monotonic() + 300
-        while not ((out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").read_text().strip()):
+        while not (out / "checkpoints" / "1" / "commit_success.txt").is_file():  # step 1 saved: step 2 runs
             assert time.monotonic() < deadline and all(p.poll() is None for p in procs), procs[0].stdout.read()[-2000:]
             time.sleep(0.2)
         procs[1].send_signal(signal.SIGKILL)  # step 2 is under way
@@ -107,6 +117,13 @@ def test_peer_killed_mid_step_survivor_exits_in_bounded_time(tmp_path):
     assert rc != 0
     assert took < 30, took
     assert "another task died" in text or "unhealthy" in text, text[-2000:]
+    # the restart (3 steps in all, the lr schedule does not depend on `steps`) reaches the uninterrupted run
+    r = _train(out, nproc=2, extra=["--set", "checkpoint_every=1"])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "resumed from" in r.stdout, r.stdout[-3000:]
+    assert [m["step"] for m in _metrics(out)] == [1, 2, 3]
+    w, want = load_file(out / "hf" / "model.safetensors"), load_file(two[0] / "hf" / "model.safetensors")
+    assert all(np.array_equal(w[k], want[k]) for k in want)
 
 
 def test_launcher_stops_the_rest_and_names_the_dead_process(tmp_path, capfd):
