@@ -8,7 +8,7 @@ K visible GPUs each (CUDA_VISIBLE_DEVICES, consecutive). Every output line of pr
 with "[i] ".
 Invariants: the launcher's exit status is 0 only when every process exits 0; when one fails, the others are
 killed at once (SIGTERM, then SIGKILL after --grace seconds) and one line names the first process that
-failed and how; the coordinator binds only to 127.0.0.1 (one node). On clusters use the JAX variables or
+failed and how; a SIGTERM or Ctrl-C to the launcher stops them the same way; the coordinator binds only to 127.0.0.1 (one node). On clusters use the JAX variables or
 SLURM / Open MPI instead (BUILD.md, "Multi-host launch").
 """
 
@@ -75,6 +75,9 @@ def launch(nproc: int, command: list[str], devices_per_proc: int | None = None, 
     for t in threads:
         t.start()
     failed = None
+    old_term = None
+    if threading.current_thread() is threading.main_thread():  # SIGTERM to the launcher stops its processes too
+        old_term = signal.signal(signal.SIGTERM, _terminated)
     try:
         while any(p.poll() is None for p in procs):
             for i, p in enumerate(procs):
@@ -88,6 +91,11 @@ def launch(nproc: int, command: list[str], devices_per_proc: int | None = None, 
                 failed = (i, p.returncode)
     except KeyboardInterrupt:
         failed = failed or (-1, 130)
+    except _Terminated:
+        failed = failed or (-2, 143)
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
     if failed is not None:
         _stop(procs, grace)
     for t in threads:
@@ -95,9 +103,18 @@ def launch(nproc: int, command: list[str], devices_per_proc: int | None = None, 
     if failed is None:
         return 0
     i, rc = failed
-    who = "the launcher was interrupted" if i < 0 else f"process {i} of {nproc} {_describe(rc)}"
-    print(f"memjax.launch: {who}; stopped the other processes", file=sys.stderr, flush=True)
+    who = {-1: "the launcher was interrupted", -2: "the launcher was terminated (SIGTERM)"}.get(
+        i, f"process {i} of {nproc} {_describe(rc)}")
+    print(f"memjax.launch: {who}; stopped the {'other ' if i >= 0 else ''}processes", file=sys.stderr, flush=True)
     return rc if rc > 0 else 1
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _terminated(signum, frame):
+    raise _Terminated
 
 
 def _stop(procs, grace: float) -> None:

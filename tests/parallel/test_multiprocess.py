@@ -135,6 +135,22 @@ def test_launcher_stops_the_rest_and_names_the_dead_process(tmp_path, capfd):
     assert err[-1].startswith("memjax.launch: process ") and "exited with status 2" in err[-1]
 
 
+def test_sigterm_to_the_launcher_stops_its_processes(tmp_path):
+    code = f"import os, time; open('{tmp_path}/' + str(os.getpid()), 'w').close(); time.sleep(120)"
+    launcher = subprocess.Popen([sys.executable, "-m", "memjax.launch", "--nproc", "2", "--", "timeit", "-n", "1",
+                                 "-r", "1", code], cwd=ROOT, env=_env(), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.iterdir())) < 2:
+        assert time.monotonic() < deadline and launcher.poll() is None
+        time.sleep(0.1)
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(timeout=30) == 143
+    assert "the launcher was terminated (SIGTERM)" in launcher.stderr.read()
+    for f in tmp_path.iterdir():
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(f.name), 0)
+
+
 def test_different_configs_refuse_at_start(tmp_path):
     port, out = free_port(), tmp_path / "run"
     procs = [_start(i, port, out, ["--set", f"seed={i}"]) for i in range(2)]
