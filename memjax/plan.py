@@ -192,7 +192,7 @@ def check(cfg, devices: int | None = None, hbm_gib: float | None = None, *, min_
     import jax
     devices = devices or len(jax.devices())
     if hbm_gib is None:
-        stats = jax.devices()[0].memory_stats() or {}
+        stats = jax.local_devices()[0].memory_stats() or {}
         if "bytes_limit" not in stats:
             return {}
         hbm_gib = stats["bytes_limit"] / GIB

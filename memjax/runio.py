@@ -103,13 +103,14 @@ def claim_marked_dir(path: str | os.PathLike, marker: str, *, field: str = "--ou
 
 
 class JsonlLog:
-    """An append-only JSON-lines file; each record is flushed and fsynced before `write` returns."""
+    """An append-only JSON-lines file; each record is flushed and fsynced before `write` returns. With
+    enabled=False (a run's processes other than 0) write and truncate do nothing."""
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+    def __init__(self, path: str | os.PathLike, enabled: bool = True):
+        self.path, self.enabled = Path(path), enabled
 
     def write(self, *records: dict) -> None:
-        if not records:
+        if not records or not self.enabled:
             return
         with self.path.open("a", encoding="utf-8") as f:
             for r in records:
@@ -119,7 +120,7 @@ class JsonlLog:
 
     def truncate(self, max_step: int, key: str = "step") -> int:
         """Drop records with record[key] > max_step (and a torn last line); returns how many were dropped."""
-        if not self.path.is_file():
+        if not self.enabled or not self.path.is_file():
             return 0
         keep, dropped = [], 0
         for line in self.path.read_text(encoding="utf-8").splitlines():

@@ -60,12 +60,13 @@ from .config import ConfigError, run_cli
 from .curriculum import Curriculum, check_choices
 from .engine import Engine, EngineConfig
 from .modelsource import ModelSource
-from .parallel import MeshConfig, initialize, rollout_devices
+from .parallel import MeshConfig, agree, code_digest, initialize, is_primary, on_mesh, rollout_devices
 from .report import write_report
 from .rl.advantages import AdvantageConfig
 from .rl.batch import unit_index
 from .rl.credit import Credit, CriticConfig
 from .rl.dapo import DynamicSampler, filter_groups
+from .rl.shares import gather_rollouts, share
 from .rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, tb_writer, write_atomic
 
@@ -159,8 +160,14 @@ class Run:
     """One training run: builds everything from a TrainConfig and steps it; `run()` loops to cfg.steps."""
 
     def __init__(self, cfg: TrainConfig, console: Console | None = None):
-        self.cfg, self.con = cfg, console or Console()
-        initialize()
+        initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
+        self.primary = is_primary()  # process 0 prints, logs, writes result files and holds the out_dir lock
+        self.cfg, self.con = cfg, (console or Console()) if self.primary else Console(quiet=True)
+        agree("code version", code_digest())  # processes of one run refuse unless code and config match
+        agree("config", json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str))
+        if cfg.prompts_per_step < jax.process_count():  # each process runs whole groups: at least one
+            raise ConfigError(f"prompts_per_step={cfg.prompts_per_step} is less than the {jax.process_count()} "
+                              "processes; every process needs at least one sample per generation batch")
         try:
             self.system = build_system(cfg.agent, seed=cfg.seed)  # validates the system's inputs (data paths)
         except KeyError as e:
@@ -175,7 +182,7 @@ class Run:
             raise ConfigError("advantage.estimator=gae gives per-token advantages; loss.level=step needs per-row "
                               "ones (use a GRPO estimator or the system's own)")
         self.out = prepare_out_dir(cfg.out_dir)  # before any model is loaded: a bad out_dir fails at once
-        self._lock = OutDirLock(self.out).acquire()
+        self._lock = OutDirLock(self.out).acquire() if self.primary else None
         try:
             self._build()
         except BaseException:
@@ -185,7 +192,7 @@ class Run:
     def _build(self) -> None:
         cfg, sysm = self.cfg, self.system
         try:  # the mesh must match the devices: checked before the model loads
-            mesh = cfg.mesh.make()
+            mesh = self.mesh = cfg.mesh.make()
         except ValueError as e:
             m = cfg.mesh
             raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
@@ -224,8 +231,9 @@ class Run:
             raise ConfigError(f"out_dir={cfg.out_dir}: holds checkpoints {self.ckpts.all_steps()} and resume=false; "
                               "use a new out_dir (or resume=true)")
         self.curriculum.resumed(self._best_meta, self.step, self.model, self.trainer)
-        self.metrics_log, self.traces_log = JsonlLog(self.out / "metrics.jsonl"), JsonlLog(self.out / "traces.jsonl")
-        self.evals_log = JsonlLog(self.out / "evals.jsonl")
+        self.metrics_log = JsonlLog(self.out / "metrics.jsonl", self.primary)
+        self.traces_log = JsonlLog(self.out / "traces.jsonl", self.primary)
+        self.evals_log = JsonlLog(self.out / "evals.jsonl", self.primary)
         for log in (self.metrics_log, self.traces_log, self.evals_log):  # lines past the restored step were never
             log.truncate(self.step)                                       # checkpointed
         self._tb = None  # TensorBoard writer, opened on the first step and closed at the end of run()
@@ -238,7 +246,7 @@ class Run:
         critic = self.credit.state()
         if critic is not None:
             state["critic"] = critic
-        return state
+        return on_mesh(state, self.mesh)  # several processes: orbax saves only arrays of the global mesh
 
     def save(self) -> None:
         best = self.curriculum.sync(self.ckpts)  # the bests this checkpoint records are on disk
@@ -320,14 +328,19 @@ class Run:
         g = 0
         while True:
             samples = next(self.data)
-            res = run_workflow(self.engine, sysm.workflow(self.engine, self.tok, train=True), samples,
+            lo, hi = share(len(samples))  # several processes: each runs its block of whole groups on its devices
+            res = run_workflow(self.engine, sysm.workflow(self.engine, self.tok, train=True), samples[lo:hi],
                                group_size=sysm.group_size, seed=rollout_seed(cfg.seed, self.step, g),
-                               max_active=getattr(sysm, "max_active", 0))
-            batch = _ablate(sysm.shape(res.batch, res.traces), cfg.ablation, self.rng)
-            traces += res.traces
-            for k, v in res.stats.items():
+                               max_active=getattr(sysm, "max_active", 0), first_trajectory=lo * sysm.group_size)
+            batch, rewards, rollout_stats = gather_rollouts(sysm.shape(res.batch, res.traces), res.rewards, res.stats,
+                                                            pad_id=getattr(self.tok, "pad_id", 0))
+            batch = _ablate(batch, cfg.ablation, self.rng)
+            traces += res.traces  # this process's (process 0's: the first samples')
+            stats["_reward_sum"] = stats.get("_reward_sum", 0.0) + float(np.sum(rewards))
+            stats["_rewards"] = stats.get("_rewards", 0) + len(rewards)
+            for k, v in rollout_stats.items():
                 stats[k] = stats.get(k, 0.0) + v
-            r = np.asarray(res.rewards, np.float64).reshape(len(samples), sysm.group_size)
+            r = np.asarray(rewards, np.float64).reshape(len(samples), sysm.group_size)
             stats["groups_with_signal"] = stats.get("groups_with_signal", 0.0) + float((r.std(1) > 0).mean())
             g += 1
             if cfg.filter_flat_groups:
@@ -348,8 +361,8 @@ class Run:
         t0 = time.perf_counter()
         batch, traces, rstats = self.rollout()
         t1 = time.perf_counter()
-        metrics = {"step": self.step + 1, "rollout_s": t1 - t0,
-                   "reward": float(np.mean([t["reward"] for t in traces])),
+        reward = rstats.pop("_reward_sum") / rstats.pop("_rewards")  # over every process's trajectories
+        metrics = {"step": self.step + 1, "rollout_s": t1 - t0, "reward": reward,
                    **{k: v for k, v in rstats.items() if k in ("groups_with_signal", "trained_samples")},
                    **{f"rollout_{k}": v for k, v in rstats.items()
                       if not k.startswith("engine_") and k not in ("groups_with_signal", "trained_samples")}}
@@ -408,6 +421,8 @@ class Run:
         return row
 
     def _tensorboard(self, metrics: dict, step: int) -> None:
+        if not self.primary:
+            return
         if self._tb is None:  # opened at the first logged step: the restored step when resuming
             self._tb = tb_writer(self.out / "tb", resumed_step=self.step)
         for k, v in metrics.items():
@@ -444,10 +459,11 @@ class Run:
                     bar.update(task, completed=self.step)
                     self._print(m)
             self.ckpts.finish()
-            save_hf(self.model, self.out / "hf")
+            save_hf(self.model, self.out / "hf")  # gathered to process 0, which writes it
             result = self.summary = self.result(time.perf_counter() - t_start)
-            write_atomic(self.out / "result.json", json.dumps(result, indent=1, default=str) + "\n")
-            if result["evals"] or result["history"]:
+            if self.primary:
+                write_atomic(self.out / "result.json", json.dumps(result, indent=1, default=str) + "\n")
+            if self.primary and (result["evals"] or result["history"]):
                 from .tiny.report import plot
 
                 result["plot"] = str(plot(result, self.out / "reward_curve.png"))
@@ -455,7 +471,8 @@ class Run:
             self.close()
         self.con.print(f"metrics: {self.out / 'metrics.jsonl'}  tensorboard: {self.out / 'tb'}  "
                        f"checkpoints: {self.out / 'checkpoints'}  policy (HF): {self.out / 'hf'}")
-        self.con.print(f"report: {write_report(self.out)}")
+        if self.primary:  # one writer: the other processes' consoles are quiet and their out_dir is the same
+            self.con.print(f"report: {write_report(self.out)}")
         return self.history
 
     def _print(self, m: dict) -> None:

@@ -16,7 +16,9 @@ A workflow is a small state machine per trajectory:
 Invariants:
 - ONE seed formula: the k-th request of trajectory i (trajectories numbered sample-major, i = sample * G +
   rollout) is sampled with seed (seed * 1_000_003 + i * 10_007 + k) mod (2^31 - 1), so results depend only
-  on (seed, sample order), not on scheduling or on `max_active`.
+  on (seed, sample order), not on scheduling or on `max_active`. `first_trajectory` offsets i, so a process
+  running samples k.. of a generation batch (several processes, each its share) samples exactly as one
+  process running them all.
 - Requests are submitted in trajectory order, and follow-ups the moment their predecessor finishes.
 - On any exception the requests still in flight are aborted (`Engine.abort`) before it propagates, so
   the engine stays usable for the next run.
@@ -39,6 +41,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..engine import Completion, SamplingParams
+from ..parallel import is_primary
 from ..rl.batch import Conversation, RolloutBatch, build_batch
 
 SEED_MODULUS = 2**31 - 1
@@ -114,7 +117,8 @@ class Workflow(abc.ABC):
 
 
 def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_size: int = 1, seed: int = 0,
-                 max_active: int = 0, record: bool = True, progress: bool | None = None) -> WorkflowResult:
+                 max_active: int = 0, record: bool = True, progress: bool | None = None,
+                 first_trajectory: int = 0) -> WorkflowResult:
     """Run `group_size` trajectories of every sample to the end on `engine` (see the module docstring).
 
     max_active: trajectories in flight at once (0 = all). record=False keeps only rewards, traces and stats
@@ -138,7 +142,8 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
 
     def submit(traj: Trajectory, reqs: list[Request]):
         for req in reqs:
-            params = dataclasses.replace(req.params, seed=request_seed(seed, traj.index, traj.n_requests))
+            params = dataclasses.replace(req.params, seed=request_seed(seed, first_trajectory + traj.index,
+                                                                       traj.n_requests))
             traj.n_requests += 1
             open_requests[traj.index] += 1
             if req.parent is None and not req.retain:
@@ -153,7 +158,8 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
         for comp in held.pop(index, {}).values():
             engine.release(comp)
 
-    show = (getattr(engine.config, "progress", False) if progress is None else progress) and len(trajs) >= 8
+    show = (getattr(engine.config, "progress", False) if progress is None else progress) and len(trajs) >= 8 \
+        and is_primary()  # several processes: process 0's bar only
     try:
         with Progress(TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       disable=not show, transient=True) as bar:

@@ -201,11 +201,20 @@ def _tensor_plan(cfg: ModelConfig) -> list[tuple[str, str, int | None, int]]:
     return plan
 
 
+def _fetch(x) -> np.ndarray:
+    """A device array on the host; one that spans several processes is all-gathered (every process calls)."""
+    if getattr(x, "is_fully_addressable", True):
+        return np.asarray(jax.device_get(x))
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
 def _host_tensor(model: Qwen2, key: str, layer: int | None) -> np.ndarray:
     """One tensor in torch layout, fetched from device on its own (a layer slice, not the stack)."""
     owner = model.layers if key.startswith("layers/") else model
     param = getattr(owner, key.split("/")[-1])[...]
-    a = np.asarray(jax.device_get(param if layer is None else param[layer]))
+    a = _fetch(param if layer is None else param[layer])
     return np.ascontiguousarray(a.T) if _MAP[key][1] else a
 
 
@@ -220,9 +229,14 @@ def save_hf(model: Qwen2, out_dir: str | os.PathLike, *, max_shard_bytes: int = 
     """Write config.json + safetensors (sharded with an index above max_shard_bytes); returns out_dir.
 
     Shards are planned from the shapes first, then filled and written one at a time, so host memory
-    holds at most one shard.
+    holds at most one shard. Several processes: every process must call it (each tensor is gathered from all of
+    them); only process 0 writes.
     """
     out = Path(out_dir)
+    if jax.process_index() != 0:
+        for name, key, layer, _ in _tensor_plan(model.cfg):
+            _host_tensor(model, key, layer)  # this process's part of every gather
+        return out
     out.mkdir(parents=True, exist_ok=True)
     cfg = model.cfg
     itemsize = jnp.dtype(model.embed[...].dtype).itemsize

@@ -108,10 +108,15 @@ class RunCheckpoints:
         while dst.exists():
             dst, n = self.quarantine_dir / f"{step}.{n}", n + 1
         try:
-            shutil.move(str(src), str(dst))
+            if jax.process_index() == 0:  # several processes: one moves it, the others wait for the move
+                shutil.move(str(src), str(dst))
         except OSError as e:
             raise CheckpointError(f"{src}: cannot be restored ({reason if isinstance(reason, str) else one_line(reason)}) "
                                   f"and cannot be moved aside ({one_line(e)}); move or delete it by hand") from None
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices(f"memjax quarantine {step}")
         self.mgr.reload()
         why = reason if isinstance(reason, str) else one_line(reason)
         self.warn(f"warning: checkpoint {step} in {self.dir} cannot be restored ({why}); moved to {dst}, "

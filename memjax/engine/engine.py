@@ -56,6 +56,7 @@ from flax import nnx
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..model.qwen2 import Qwen2
+from ..parallel import process_local
 from .config import FINISH_NAMES, FINISH_PREEMPTED, Completion, EngineConfig, KVHandle, SamplingParams
 from .data_parallel import DataParallel
 from .loop import make_loop, make_run
@@ -70,7 +71,7 @@ def default_num_pages(model: Qwen2, ecfg: EngineConfig, shards: int = 1) -> int:
     per = kv_bytes_per_page(model.cfg, ecfg)
     budget = ecfg.kv_budget_bytes
     if budget is None:
-        stats = jax.devices()[0].memory_stats() or {}
+        stats = jax.local_devices()[0].memory_stats() or {}
         if "bytes_limit" in stats:  # free memory of one device, on each of the pool's devices
             budget = shards * int(0.9 * (stats["bytes_limit"] - stats.get("bytes_in_use", 0)))
         else:  # CPU: enough for every slot's full window, capped at 1 GiB
@@ -90,7 +91,7 @@ def decode_splits_auto(max_slots: int, kv_heads: int) -> int:
 
 class Engine:
     def __init__(self, model: Qwen2, config: EngineConfig | None = None, devices=None):
-        """devices: those a data/tensor-parallel engine spans (default jax.devices(); D groups of T =
+        """devices: those a data/tensor-parallel engine spans (default jax.local_devices(); D groups of T =
         tensor_parallel consecutive devices; data_parallel=-1 takes len(devices) // T groups, D > 1 the first
         D x T devices). Ignored when D x T = 1."""
         ecfg = config or EngineConfig()
@@ -101,12 +102,13 @@ class Engine:
             jax.config.update("jax_compilation_cache_dir", ecfg.compilation_cache_dir)
         self.model_config = model.cfg
         self._graphdef, master = nnx.split(model, nnx.Param)
+        master = process_local(master)  # a multi-process trainer's weights: this process's copy
         wd = jnp.dtype(model.cfg.dtype if ecfg.weight_dtype == "compute" else ecfg.weight_dtype)
         self._cast = jax.jit(lambda p: jax.tree.map(
             lambda a: a.astype(wd) if jnp.issubdtype(a.dtype, jnp.floating) else a, p))
         self._master_shapes = jax.tree.map(lambda a: a.shape, master)
         attend = None
-        devs = list(jax.devices() if devices is None else devices)
+        devs = list(jax.local_devices() if devices is None else devices)
         t, mc = ecfg.tensor_parallel, model.cfg
         if ecfg.attention != "reference":
             from ..kernels import engine_attend
@@ -168,6 +170,7 @@ class Engine:
                 or not floats:
             raise ValueError("update_weights: parameter structure, shapes or dtypes differ from the engine's model")
         self._params = None  # drop the old copy first: peak memory is one rollout copy, not two
+        new = process_local(new)  # multi-process: all-gathered into this process (the engine never crosses hosts)
         self._params = self._cast(new) if self._dp is None else self._dp.shard_params(self._cast(new))
 
     # -- hybrid-engine memory: free the pool while the trainer runs -----------------------------------
@@ -455,7 +458,7 @@ class Engine:
 
     def _collect(self, rids: list[int]) -> list[Completion]:
         want, out = set(rids), {}
-        show = self.config.progress and len(rids) >= 8
+        show = self.config.progress and len(rids) >= 8 and jax.process_index() == 0  # bars: process 0 only
         with Progress(TextColumn("generate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[tok]} tok"), disable=not show, transient=True) as bar:
             task = bar.add_task("gen", total=len(rids), tok=0)

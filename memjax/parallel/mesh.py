@@ -12,12 +12,16 @@ Row counts given to the trainer are padded to a multiple of data x fsdp. `rollou
 data-parallel rollout engine (all of them, tensor fastest).
 `MeshConfig(data, fsdp, tensor)` is the config section (`--set mesh.fsdp=8`): one axis may be -1 (all
 remaining devices); the default puts every device on fsdp (ZeRO-3), the right layout for 7B/14B on one node.
+Several processes (memjax.parallel.distributed): with `across_hosts="data"` (default) the sizes are those of
+one process's local devices and the data axis is multiplied by the process count -- a hybrid mesh, fsdp and
+tensor groups inside a host (fast links), only the data-parallel gradient reduction between hosts; with
+"flat" the sizes are over all global devices. Devices are ordered by (process, id), so a process owns whole
+consecutive mesh rows. `rollout_devices` are this process's devices only: rollouts never cross hosts.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import jax
@@ -49,6 +53,7 @@ class MeshConfig:
     data: int = 1
     fsdp: int = -1
     tensor: int = 1
+    across_hosts: str = "data"  # "data": sizes per process, data x process count; "flat": over all devices
 
     def __post_init__(self):
         sizes = (self.data, self.fsdp, self.tensor)
@@ -57,6 +62,8 @@ class MeshConfig:
                              f"tensor={self.tensor}")
         if sizes.count(-1) > 1:
             raise ValueError(f"MeshConfig: at most one axis may be -1, got {self}")
+        if self.across_hosts not in ("data", "flat"):
+            raise ValueError(f"MeshConfig.across_hosts must be 'data' or 'flat', got {self.across_hosts!r}")
 
     def sizes(self, num_devices: int) -> tuple[int, int, int]:
         """(data, fsdp, tensor) for `num_devices` devices; ValueError when they do not multiply to it."""
@@ -72,19 +79,18 @@ class MeshConfig:
             raise ValueError(f"MeshConfig: data={out[0]} x fsdp={out[1]} x tensor={out[2]} != {num_devices} devices")
         return out  # type: ignore[return-value]
 
+    def global_sizes(self, num_devices: int, processes: int = 1) -> tuple[int, int, int]:
+        """(data, fsdp, tensor) over `num_devices` devices in all, split evenly over `processes` processes."""
+        if processes == 1 or self.across_hosts == "flat":
+            return self.sizes(num_devices)
+        d, f, t = self.sizes(num_devices // processes)
+        return d * processes, f, t
+
     def make(self, devices=None) -> Mesh:
-        devices = jax.devices() if devices is None else list(devices)
-        d, f, t = self.sizes(len(devices))
+        devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id)) if devices is None else list(devices)
+        procs = len({d.process_index for d in devices})
+        d, f, t = self.global_sizes(len(devices), procs)
         return Mesh(np.asarray(devices).reshape(d, f, t), (DATA, FSDP, TENSOR))
-
-
-def initialize() -> None:
-    """Multi-host start-up: `jax.distributed.initialize()` when launched under a cluster launcher
-    (JAX_COORDINATOR_ADDRESS / SLURM / Open MPI environment), a no-op on one host."""
-    if jax.process_count() > 1:
-        return
-    if any(k in os.environ for k in ("JAX_COORDINATOR_ADDRESS", "SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE")):
-        jax.distributed.initialize()
 
 
 def make_mesh(data: int = -1, fsdp: int = 1, tensor: int = 1) -> Mesh:
@@ -109,10 +115,12 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 
 def rollout_devices(mesh: Mesh) -> list:
-    """Every device of the mesh in (data, fsdp, tensor) order, tensor fastest: the devices a data-parallel
-    rollout engine (EngineConfig.data_parallel = -1) spans; its groups of tensor_parallel = T consecutive
-    devices are the trainer's tensor groups when T = the mesh's tensor size (one group per device at T = 1)."""
-    return list(np.asarray(mesh.devices).reshape(-1))
+    """This process's devices of the mesh in (data, fsdp, tensor) order, tensor fastest: the devices a
+    data-parallel rollout engine (EngineConfig.data_parallel = -1) spans; its groups of tensor_parallel = T
+    consecutive devices are the trainer's tensor groups when T = the mesh's tensor size (one group per device
+    at T = 1). With one process: every device of the mesh."""
+    me = jax.process_index()
+    return [d for d in np.asarray(mesh.devices).reshape(-1) if d.process_index == me]
 
 
 def data_size(mesh: Mesh) -> int:

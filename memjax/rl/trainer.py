@@ -47,7 +47,7 @@ from flax import nnx
 
 from ..config import RunError
 from ..model.flash_attention import ATTENTION_KINDS
-from ..parallel import data_size
+from ..parallel import data_size, to_host
 from .advantages import AdvantageConfig, with_advantages
 from .batch import RolloutBatch
 from .losses import AGG_MODES, KL_ESTIMATORS
@@ -319,7 +319,7 @@ class Trainer:
             sub = batch.input_ids[rows], batch.loss_mask[rows]
             p, n_micro, build = self._layout(batch, rows)
             data = build({"input_ids": batch.input_ids, "loss_mask": batch.loss_mask})
-            lp = np.asarray(self.step_fn.logprobs(params, data, np.int32(n_micro)))
+            lp = to_host(self.step_fn.logprobs(params, data, np.int32(n_micro)))  # all processes' rows
             out[rows] = p.unpack(lp.reshape(-1, p.row_len), batch.input_ids.shape[1]) * (sub[1] > 0)
         return out
 

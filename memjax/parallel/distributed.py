@@ -1,0 +1,157 @@
+"""Multi-process start-up and the few process-aware helpers every stage uses (jax.distributed).
+
+Owns:
+- `initialize()`: `jax.distributed.initialize()` when the process was started as one of several -- the JAX
+  variables (JAX_COORDINATOR_ADDRESS + JAX_NUM_PROCESSES + JAX_PROCESS_ID, what `python -m memjax.launch` sets),
+  an srun step with more than one task, or an Open MPI job of more than one rank -- before anything touches
+  the XLA backend; a no-op for one process and when already initialized. The coordination service's heartbeat
+  timeout is MEMJAX_HEARTBEAT_S seconds (default 10; jax's own default is 100): when a process dies, the others are terminated by the
+  runtime within about that time instead of waiting in a collective (measured in
+  tests/parallel/test_multiprocess.py). On CPU, cross-process collectives use gloo (jax 0.11's default
+  `jax_cpu_collectives_implementation`; "mpi" is the other choice).
+- `is_primary()`: process 0, the one that writes logs, result files and exports.
+- `agree(name, text)`: every process publishes a digest of `text` in the coordinator's key-value store and
+  reads all others'; a mismatch is a one-line `DistributedMismatch` naming the processes (different configs or
+  code versions refuse at start). `code_digest()` is the digest of the memjax package's sources.
+- `on_mesh(tree, mesh)`: with several processes, arrays held by one local device only (a step counter) become
+  replicated arrays of the global mesh, which orbax can save from every process; a no-op for one process.
+- `to_host(x)`: a numpy copy of an array, all-gathered from every process when it spans several (a collective).
+- `process_local(tree)`: a copy of (possibly multi-process) arrays on this process's first local device,
+  gathered by one all-gather (every process must call it at the same point); single-process arrays pass.
+Invariants: nothing here runs a collective unless every process calls it in the same order; with one process
+every helper is a cheap no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import jax
+import numpy as np
+
+HEARTBEAT_ENV = "MEMJAX_HEARTBEAT_S"
+DEFAULT_HEARTBEAT_S = 10
+_KV_TIMEOUT_MS = 120_000
+
+
+class DistributedMismatch(ValueError):
+    """Processes of one run disagree (config, code); the message is one line."""
+
+
+def _int_env(name: str) -> int | None:
+    v = os.environ.get(name)
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"{name}={v!r} must be an integer") from None
+
+
+def _launched_as_many() -> bool:
+    env = os.environ
+    if "JAX_COORDINATOR_ADDRESS" in env:
+        return True
+    for var in ("SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE"):  # an srun step / mpirun (not a bare sbatch script)
+        n = _int_env(var)
+        if n is not None and n > 1:
+            return True
+    return False
+
+
+def _initialized() -> bool:
+    from jax._src import distributed
+
+    return distributed.global_state.client is not None
+
+
+def initialize() -> bool:
+    """Join the multi-process runtime when launched as several processes; True when running multi-process.
+    Raises RuntimeError (one line) when the backend was already started, i.e. initialize came too late."""
+    if _initialized():
+        return True
+    if not _launched_as_many():
+        return False
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        raise RuntimeError("memjax.parallel.initialize: the JAX backend was started before jax.distributed; "
+                           "call initialize() before any jax.devices()/computation")
+    heartbeat = _int_env(HEARTBEAT_ENV) or DEFAULT_HEARTBEAT_S
+    kw = {}
+    if "JAX_COORDINATOR_ADDRESS" in os.environ:  # the documented JAX variables (jax itself reads only the address)
+        n, pid = _int_env("JAX_NUM_PROCESSES"), _int_env("JAX_PROCESS_ID")
+        if n is not None and pid is not None:
+            kw = {"num_processes": n, "process_id": pid}
+    jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat, shutdown_timeout_seconds=max(2 * heartbeat, 10),
+                               initialization_timeout=_int_env("MEMJAX_INIT_TIMEOUT_S") or 300, **kw)
+    return True
+
+
+def is_primary() -> bool:
+    return jax.process_index() == 0
+
+
+def code_digest() -> str:
+    """sha256 of the memjax package's .py sources (path + content): two checkouts that differ anywhere differ."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def agree(name: str, text: str) -> None:
+    """Refuse (DistributedMismatch) unless every process passed the same `text` under `name`."""
+    if jax.process_count() == 1:
+        return
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    mine = hashlib.sha256(text.encode()).hexdigest()[:16]
+    me, n = jax.process_index(), jax.process_count()
+    client.key_value_set(f"memjax/agree/{name}/{me}", mine)
+    got = {p: client.blocking_key_value_get(f"memjax/agree/{name}/{p}", _KV_TIMEOUT_MS) for p in range(n)}
+    if len(set(got.values())) > 1:
+        differ = [p for p in range(n) if got[p] != got[0]]
+        raise DistributedMismatch(f"processes disagree on the {name}: process(es) {differ} differ from process 0 "
+                                  f"({', '.join(f'{p}={d}' for p, d in sorted(got.items()))}); start every "
+                                  "process with the same config and code")
+
+
+def process_local(tree):
+    """The arrays of `tree` as single-device arrays on this process's first local device; leaves that span
+    other processes are all-gathered first (a collective: every process calls this at the same point)."""
+    leaves = jax.tree.leaves(tree)
+    if all(getattr(a, "is_fully_addressable", True) for a in leaves):
+        return tree
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    spread = [a for a in leaves if not a.is_fully_addressable]
+    full = [NamedSharding(a.sharding.mesh, P()) for a in spread]  # multi-process arrays here are NamedSharded
+    gathered = iter(jax.jit(lambda xs: xs, out_shardings=full)(spread))
+    dev = jax.local_devices()[0]
+    return jax.tree.map(lambda a: a if a.is_fully_addressable else
+                        jax.device_put(next(gathered).addressable_data(0), dev), tree)
+
+
+def to_host(x) -> np.ndarray:
+    """numpy copy of `x`; an array spanning several processes is all-gathered (every process must call)."""
+    if getattr(x, "is_fully_addressable", True) or x.is_fully_replicated:
+        return np.asarray(x)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
+def on_mesh(tree, mesh):
+    """Single-device arrays of `tree` replicated over `mesh` when there are several processes (checkpointing)."""
+    if jax.process_count() == 1:
+        return tree
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    rep = NamedSharding(mesh, P())
+    return jax.tree.map(lambda a: jax.device_put(a, rep) if isinstance(a, jax.Array) and len(a.sharding.device_set)
+                        == 1 and jax.device_count() > 1 else a, tree)
