@@ -199,7 +199,7 @@ class Run:
         ref = nnx.state(self.model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)
         update = dataclasses.replace(cfg.update, temperature=sysm.temperature if sysm.temperature > 0 else 1.0)
         self.trainer = Trainer(self.model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
-        self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed)
+        self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed, mesh=mesh, update=update)
         try:  # engine.data_parallel=-1: a slot group per engine.tensor_parallel devices of the mesh (deployment
             ecfg = sysm.engine_config(cfg.engine)  # settings: they apply to systems with their own engine config too)
             ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
@@ -356,14 +356,15 @@ class Run:
         conv_lens = [] if batch is None else batch.lengths.tolist()
         rollout_flops = flops.estimate(mcfg, [t for t in conv_lens if t > 0], training=False) if conv_lens else 0.0
         if batch is not None:
+            if self.cfg.engine_sleep:  # before the critic's programs too: the plan's update phase holds them
+                freed = self.engine.sleep() + sum(e.sleep(weights=False) for e in self.system.frozen_engines())
+                metrics["engine_freed_gib"] = freed / 2**30
             own = self.system.advantages(batch, self.cfg.advantage)
             if own is not None:
                 batch = own
             else:
                 batch, cmetrics = self.credit.assign(batch)
                 metrics.update(cmetrics)
-            if self.cfg.engine_sleep:
-                metrics["engine_freed_gib"] = self.engine.sleep() / 2**30
             metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step,
                                                step=self.curriculum.schedule_step(self.step)))
             self.engine.update_weights(self.model)

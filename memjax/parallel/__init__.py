@@ -1,8 +1,8 @@
 """memjax.parallel: device mesh, shardings, multi-host start-up."""
 
 from .fsdp import FsdpLayerSharding, layer_sharding
-from .mesh import (DATA, FSDP, MODEL, TENSOR, MeshConfig, data_size, initialize, make_mesh, param_shardings, param_spec,
+from .mesh import (DATA, FSDP, MODEL, TENSOR, MeshConfig, data_size, initialize, make_mesh, micro_rows_for, param_shardings, param_spec,
                    replicated, rollout_devices, rows_sharding)
 
-__all__ = ["DATA", "FSDP", "FsdpLayerSharding", "layer_sharding", "MODEL", "MeshConfig", "TENSOR", "data_size", "initialize", "make_mesh", "param_shardings",
+__all__ = ["DATA", "FSDP", "FsdpLayerSharding", "layer_sharding", "MODEL", "MeshConfig", "TENSOR", "data_size", "initialize", "make_mesh", "micro_rows_for", "param_shardings",
            "param_spec", "replicated", "rollout_devices", "rows_sharding"]
