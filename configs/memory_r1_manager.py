@@ -12,7 +12,8 @@ training and 0 for evaluation. Reward: exact match of the frozen answer agent (a
 its own engine; `agent.frozen_hf_path` for another checkpoint) after applying the sampled operations. Steps are
 not given by the paper: 20 steps of 128 cover the ~150-200 tuples of conv-26 about 15 times.
 Memory plan (8 x 80 GiB, BUILD.md; counts the critic and the frozen answer agent with its 4 GiB pool;
-update.micro_rows=2 rounds up to one row per device): python -m memjax.plan configs/memory_r1_manager.py --devices 8 --hbm-gib 80
+update.micro_rows=2 rounds up to one row per device):
+  python -m memjax.plan configs/memory_r1_manager.py --devices 8 --hbm-gib 80
 """
 
 from memjax.engine import EngineConfig
