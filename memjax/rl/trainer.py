@@ -43,7 +43,6 @@ from dataclasses import dataclass, fields, replace
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
 from ..config import RunError
@@ -164,17 +163,6 @@ class UpdateConfig:
             raise ValueError(f"UpdateConfig.ref_dtype must be float32, bfloat16 or float16, got {self.ref_dtype!r}")
         if not (math.isfinite(self.temperature) and self.temperature > 0):
             raise ValueError(f"UpdateConfig.temperature must be finite and > 0, got {self.temperature}")
-
-
-
-
-def make_optimizer(model, cfg: OptimConfig) -> nnx.Optimizer:
-    """An nnx.Optimizer (AdamW, schedule over its own optimizer steps), for modules trained outside Trainer
-    (e.g. memjax.rl.critic)."""
-    tx = optax.adamw(lambda n: lr_at(cfg, n), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay)
-    if cfg.grad_clip:
-        tx = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), tx)
-    return nnx.Optimizer(model, tx, wrt=nnx.Param)
 
 
 def lr_at(cfg: OptimConfig, step):
