@@ -10,6 +10,9 @@ clip 0.5; actor lr 1e-6, critic lr 1e-5) by default; GRPO:
   --set advantage.estimator=grpo --set advantage.norm=mean_std --set agent.group_size=8
 Batch 128 questions (conv-26 has 152 of categories 1-4; held-out: conv-30's 81), prompt <= 4,096, response
 <= 2,048, temperature 1.0 / 0. Steps are not given by the paper: 24 steps of 128 are about 20 epochs.
+Memory plan (8 x 80 GiB, BUILD.md; counts the critic; the fixed manager is freed once the banks are built;
+update.micro_rows=2 rounds up to one row per device):
+  python -m memjax.plan configs/memory_r1_answer.py --devices 8 --hbm-gib 80
 """
 
 from memjax.engine import EngineConfig

@@ -11,6 +11,9 @@ conv-26; held-out evaluation on conv-30), prompt <= 4,096 and response <= 2,048 
 training and 0 for evaluation. Reward: exact match of the frozen answer agent (a copy of the initial policy on
 its own engine; `agent.frozen_hf_path` for another checkpoint) after applying the sampled operations. Steps are
 not given by the paper: 20 steps of 128 cover the ~150-200 tuples of conv-26 about 15 times.
+Memory plan (8 x 80 GiB, BUILD.md; counts the critic and the frozen answer agent with its 4 GiB pool;
+update.micro_rows=2 rounds up to one row per device):
+  python -m memjax.plan configs/memory_r1_manager.py --devices 8 --hbm-gib 80
 """
 
 from memjax.engine import EngineConfig

@@ -17,6 +17,9 @@ state and KL reference = the restored weights, as that script's new launch per s
 Paper-silent choices are MemoryR2Section fields (docs/memory_r2.md). The answer agent is a frozen copy of the
 initial policy on its own engine (the paper serves GPT-OSS-120B separately); the embedder is wordllama
 (the paper uses OpenAI text-embedding-3-small, not available offline).
+Memory plan (8 x 80 GiB at 32K-token rows, BUILD.md; counts the answer agent, a bf16 copy with its own
+agent.answer_kv_cache_bytes = 4 GiB pool; update.micro_rows=1 rounds up to one row per device):
+  python -m memjax.plan configs/memory_r2.py --devices 8 --hbm-gib 80
 """
 
 from memjax.engine import EngineConfig

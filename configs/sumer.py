@@ -13,7 +13,9 @@ Choices the paper leaves open, as fields: agent.episode.max_turn_tokens (1,024 g
 turn), agent.episode.tools (semantic top-5, keyword hits shown <= 10, +-2 neighbours within the session),
 agent.embedder (WordLlama offline; the paper's Qwen3-Embedding-0.6B vectors via file:PATH), the system
 prompt (memjax/agents/sumer.py DEFAULT_SYSTEM), optim warm-up 0 / weight decay 0.01 / grad clip 1.0 (VERL's
-defaults), micro-batches of 4 rows with rematerialisation.
+defaults), micro-batches of 4 rows with rematerialisation (rounded up to a multiple of data x fsdp: 8 rows of
+32,768 tokens, one per device, on one 8-GPU node). Memory plan (8 x 80 GiB, BUILD.md):
+  python -m memjax.plan configs/sumer.py --devices 8 --hbm-gib 80
 """
 
 from memjax.agents.sumer import SumerConfig

@@ -15,15 +15,33 @@ Rows, per device:
   attention and log-prob temporaries (the max with the log-prob program's temporaries), plus the step's
   input arrays (`tt_buffers`: HLO values of both programs with a [..., T, T] shape, T the row length:
   0 with memory-efficient attention);
+- critic_params / critic_optimizer / critic_temporaries: the PPO critic (advantage.estimator="gae";
+  memjax/rl/critic.py): the policy's backbone without its LM head + a scalar head, fp32 master sharded like the
+  policy, AdamW state alike, and the temporaries of its compiled value-loss update / values programs
+  (memjax/rl/value_step.py) at the policy's row layout (max with the values program, plus input arrays);
+- answer_agent_weights / answer_agent_kv (and judge_*): every frozen model the system serves on its own
+  single-device engine (AgentSection.held_models: Memory-R1's frozen answer agent while the manager trains,
+  Memory-R2's policy_copy answer agent): the policy architecture in its compute dtype on one device, plus that
+  engine's KV pool (freed through the update when engine_sleep); a judge served remotely or by rule is
+  recorded in `holds` and takes no device memory;
 - rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (replicated on every device of a
   data-parallel engine; split over its tensor_parallel devices by the shardings it applies, not counted here);
 - kv_cache: EngineConfig.kv_cache_gib / kv_cache_bytes when set (a total over the engine's devices: / (D x
   tensor_parallel) per device, D = data_parallel, -1 = all devices / tensor_parallel), else 90% of what the
   rollout phase leaves (the engine's default takes 90% of the free memory when it is built).
-Two phases, per device: rollout = params + optimizer + reference + rollout_weights + kv_cache; update =
-params + optimizer + reference + train_temporaries. With TrainConfig.engine_sleep (default) the engine frees
-its pool and weights through the update, so the peak is the larger phase; without it the phases coexist and
-every row is summed. Fits when the peak <= HBM and the KV cache >= min_kv_gib (default 16) per device.
+Two phases, per device (the worst device: single-device engines sit on device 0): resident = params +
+optimizer + reference + critic params/optimizer + held models' weights; rollout = resident + rollout_weights
++ held models' KV + kv_cache; update = resident + max(train_temporaries, critic_temporaries) (the two
+programs run one after the other). With TrainConfig.engine_sleep (default) the engines free their pools (and
+the run's engine its weights) through the update, so the peak is the larger phase; without it the phases
+coexist and every row is summed.
+Rows vs devices: a micro-batch's rows are sharded over data x fsdp; UpdateConfig.micro_rows rounds up to a
+multiple of that (memjax.parallel.micro_rows_for: rows per device is the unit); the plan reports the rows it
+compiled (`micro_rows_effective`, `rows_per_device`) and `rounding_padding` = 1 - micro_rows / effective, the
+padding of a micro-batch when only micro_rows real rows fill it (the trainer reports the real `pad_fraction` of
+each step). A config that cannot shard at all (mesh vs devices, engine groups, tensor parallel vs heads) is a
+one-line PlanError naming the fields and values that would work (`shard_check`).
+Fits when the peak <= HBM and the KV cache >= min_kv_gib (default 16) per device.
 The program is compiled for the devices this process sees when there are exactly `devices` of them;
 otherwise in a child process on `devices` simulated CPU devices (XLA:CPU temporaries: no GPU fusion, so
 the GPU program's are expected smaller; bf16 matmuls may be kept in f32 on CPU).
@@ -46,7 +64,12 @@ from .config import RunError, apply_overrides, load_config_file
 
 GIB = 1 << 30
 KV_DEFAULT_FRACTION = 0.9  # the engine's default pool: 90% of the free memory (memjax/engine/engine.py)
-ROWS = ("params", "optimizer", "reference", "train_temporaries", "rollout_weights", "kv_cache")
+ROWS = ("params", "optimizer", "reference", "train_temporaries", "critic_params", "critic_optimizer",
+        "critic_temporaries", "answer_agent_weights", "answer_agent_kv", "judge_weights", "judge_kv", "rollout_weights",
+        "kv_cache")
+RESIDENT = ("params", "optimizer", "reference", "critic_params", "critic_optimizer", "answer_agent_weights",
+            "judge_weights")
+HELD_KV = ("answer_agent_kv", "judge_kv")
 
 
 class PlanError(RunError):
@@ -86,7 +109,75 @@ def engine_groups(ecfg, data: int, fsdp: int, tensor: int = 1) -> int:
     return data * fsdp * tensor // getattr(ecfg, "tensor_parallel", 1) if groups == -1 else groups
 
 
-def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int) -> dict:
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def shard_check(cfg, devices: int, model_cfg=None) -> tuple[int, int, int]:
+    """(data, fsdp, tensor) of the config's mesh on `devices` devices, or PlanError (one line, naming the
+    fields and values that would work) when the config cannot be laid out on them."""
+    m = _mesh_cfg(cfg)
+    try:
+        d, f, t = m.sizes(devices)
+    except ValueError:
+        raise PlanError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}) does not fit {devices} devices; "
+                        f"e.g. --set mesh.data=1 --set mesh.fsdp=-1 --set mesh.tensor=1 (fsdp={devices})") from None
+    mcfg = model_cfg or _model_config(cfg)
+    ecfg = cfg.engine
+    tp = getattr(ecfg, "tensor_parallel", 1)
+    heads = math.gcd(mcfg.num_heads, mcfg.num_kv_heads, mcfg.intermediate_size)
+    if tp > 1 and heads % tp:
+        ok = [x for x in _divisors(heads) if (d * f * t) % x == 0]
+        raise PlanError(f"engine.tensor_parallel={tp} must divide {mcfg.name}'s heads ({mcfg.num_heads}), KV heads "
+                        f"({mcfg.num_kv_heads}) and MLP width; values that work here: {ok}")
+    if (d * f * t) % tp:
+        raise PlanError(f"engine.tensor_parallel={tp} must divide the {d * f * t} devices; values that work: "
+                        f"{[x for x in _divisors(d * f * t) if heads % x == 0]}")
+    groups = engine_groups(ecfg, d, f, t)
+    if groups * tp > d * f * t:
+        raise PlanError(f"engine.data_parallel={ecfg.data_parallel} x engine.tensor_parallel={tp} needs more than "
+                        f"the {d * f * t} devices; use engine.data_parallel=-1 or <= {d * f * t // tp}")
+    try:
+        ecfg.per_device(groups)
+    except ValueError as e:
+        fields = [k for k in ("max_slots", "prefill_slots", "num_pages", "queue_size", "token_budget")
+                  if getattr(ecfg, k) and getattr(ecfg, k) % groups]
+        fix = " ".join(f"engine.{k}={-(-getattr(ecfg, k) // groups) * groups}" for k in fields)
+        raise PlanError(f"engine on {groups} device groups: {e}" + (f"; e.g. --set {fix}" if fix else "")) from None
+    return d, f, t
+
+
+def _held(cfg) -> tuple:
+    agent = getattr(cfg, "agent", None)
+    return agent.held_models() if agent is not None and hasattr(agent, "held_models") else ()
+
+
+def _critic_rows(cfg, mcfg, mesh, u, micro_batches: int, row_len: int) -> tuple[dict, dict]:
+    """critic_* rows (bytes per device) and the compiled programs' numbers, for advantage.estimator="gae"."""
+    import jax
+    from flax import nnx
+
+    from .rl.critic import Critic
+    from .rl.trainer import OptimConfig
+    from .rl.value_step import VALUE_FIELDS, ValueStep
+
+    c = cfg.critic
+    optim = OptimConfig(lr=c.lr, warmup_steps=c.warmup_steps, weight_decay=c.weight_decay, grad_clip=c.grad_clip)
+    graphdef, ap = nnx.split(nnx.eval_shape(lambda: Critic(mcfg, rngs=nnx.Rngs(0))), nnx.Param)
+    step = ValueStep(graphdef, ap, mesh, optim, u, clip_value=c.clip_value or None)
+    upd, val = step.lower(ap, micro_batches, row_len)
+    upd, val = upd.compile().memory_analysis(), val.compile().memory_analysis()
+    data = step.abstract_data(micro_batches, row_len)
+    sh = jax.tree.map(lambda _: step.data_sharding, data) if step.data_sharding is not None else None
+    rows = {"critic_params": _bytes_per_device(ap, step.param_shardings),
+            "critic_optimizer": _bytes_per_device(jax.eval_shape(step.tx.init, ap), step.opt_shardings),
+            "critic_temporaries": max(int(upd.temp_size_in_bytes), int(val.temp_size_in_bytes))
+            + _bytes_per_device(data, sh)}
+    return rows, {"update_temp": int(upd.temp_size_in_bytes), "values_temp": int(val.temp_size_in_bytes),
+                  "value_fields": list(VALUE_FIELDS)}
+
+
+def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int, model_cfg=None) -> dict:
     import jax
     import jax.numpy as jnp
     from flax import nnx
@@ -94,9 +185,13 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     from .model.qwen2 import abstract_model
     from .rl.train_step import TrainStep
 
-    mcfg = _model_config(cfg)
+    from .parallel import micro_rows_for
+
+    mcfg = model_cfg or _model_config(cfg)
+    d, f, t = shard_check(cfg, devices, mcfg)
     mesh = _mesh_cfg(cfg).make(jax.devices()[:devices])
-    u, lc = cfg.update, cfg.loss
+    lc = cfg.loss
+    u = dataclasses.replace(cfg.update, micro_rows=micro_rows_for(cfg.update.micro_rows, d * f))
     graphdef, aparams = nnx.split(abstract_model(mcfg), nnx.Param)
     step = TrainStep(graphdef, aparams, mesh, cfg.optim, lc, u, temperature=u.temperature,
                      use_ref=bool(lc.kl_coef), use_entropy=bool(lc.entropy_coef))
@@ -122,10 +217,26 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     lp = lp_compiled.memory_analysis()
     n_square = len(square.findall(compiled.as_text())) + len(square.findall(lp_compiled.as_text()))
     out["train_temporaries"] = max(temp, int(lp.temp_size_in_bytes)) + data_args
+    critic_info = None
+    for k in ("critic_params", "critic_optimizer", "critic_temporaries"):
+        out[k] = 0
+    if getattr(getattr(cfg, "advantage", None), "estimator", "") == "gae":
+        crit, critic_info = _critic_rows(cfg, mcfg, mesh, u, micro_batches, row_len)
+        out.update(crit)
     wd = jnp.dtype(mcfg.dtype if cfg.engine.weight_dtype == "compute" else cfg.engine.weight_dtype)
     out["rollout_weights"] = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, wd), aparams))
+    held = _held(cfg)
+    for k in ("answer_agent_weights", "answer_agent_kv", "judge_weights", "judge_kv"):
+        out[k] = 0
+    frozen = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(mcfg.dtype)), aparams))
+    for h in held:  # one device holds each (single-device engines): the worst device's bytes
+        out[f"{h.role}_weights"] += frozen
+        out[f"{h.role}_kv"] += int(h.kv_cache_bytes)
+    agent = getattr(cfg, "agent", None)
+    holds = {"policy": mcfg.name, "reference": bool(lc.kl_coef), "critic": critic_info is not None,
+             **{h.role: f"frozen copy on its own engine, {h.kv_cache_bytes / GIB:g} GiB KV" for h in held},
+             "judge": agent.judge_served() if hasattr(agent, "judge_served") else "none"}
     hbm = int(hbm_gib * GIB)
-    d, f, t = _mesh_cfg(cfg).sizes(devices)
     groups = engine_groups(cfg.engine, d, f, t)
     shards = groups * getattr(cfg.engine, "tensor_parallel", 1)  # the pool is split over every engine device
     kv_total = cfg.engine.kv_budget_bytes
@@ -135,7 +246,9 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     total = max(phases.values())
     res = {"model": mcfg.name, "devices": devices, "hbm_gib": hbm_gib, "mesh": {"data": d, "fsdp": f, "tensor": t},
            "engine_groups": groups, "engine_devices": shards,
-           "row_len": row_len, "micro_rows": u.micro_rows, "micro_batches": micro_batches,
+           "row_len": row_len, "micro_rows": cfg.update.micro_rows, "micro_rows_effective": u.micro_rows,
+           "rows_per_device": u.micro_rows // (d * f), "rounding_padding": 1.0 - cfg.update.micro_rows / u.micro_rows,
+           "micro_batches": micro_batches, "holds": holds, "critic_programs": critic_info,
            "backend": jax.default_backend(), "bytes": out, "total": total,
            "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),
                               "output": int(ma.output_size_in_bytes), "alias": int(ma.alias_size_in_bytes)},
@@ -156,21 +269,28 @@ def budget(rows: dict, hbm: int, *, sleep: bool, kv_bytes: int | None) -> tuple[
     """(kv_cache bytes, {"rollout": bytes, "update": bytes}) per device from the other rows (module docstring).
     With sleep the update's temporaries are not live while the pool is (the engine frees the pool and its
     weights through the update); without it everything coexists."""
-    resident = rows["params"] + rows["optimizer"] + rows["reference"]
-    used = resident + rows["rollout_weights"] + (0 if sleep else rows["train_temporaries"])
+    g = lambda k: rows.get(k, 0)
+    resident = sum(g(k) for k in RESIDENT)
+    temps = max(g("train_temporaries"), g("critic_temporaries"))  # run one after the other
+    awake = g("rollout_weights") + sum(g(k) for k in HELD_KV)  # what the engines free when they sleep
+    used = resident + awake + (0 if sleep else temps)
     kv = int(kv_bytes) if kv_bytes else int(KV_DEFAULT_FRACTION * max(hbm - used, 0))
-    update = resident + rows["train_temporaries"] + (0 if sleep else rows["rollout_weights"] + kv)
+    update = resident + temps + (0 if sleep else awake + kv)
     return kv, {"rollout": used + kv, "update": update}
 
 
-def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_batches: int | None = None) -> dict:
+def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_batches: int | None = None,
+         model_cfg=None) -> dict:
     """The memory plan of `cfg` on `devices` devices of `hbm_gib` GiB (see the module docstring);
-    micro_batches: micro-batch slots of the compiled update (default the config's min_micro_batches)."""
+    micro_batches: micro-batch slots of the compiled update (default the config's min_micro_batches);
+    model_cfg: the ModelConfig to plan (default from cfg.model; memjax.train passes the model it loaded)."""
     import jax
     if micro_batches is None:
         micro_batches = 1 << max(getattr(cfg.update, "min_micro_batches", 8) - 1, 0).bit_length()
     if len(jax.devices()) == devices:
-        return _plan_here(cfg, devices, hbm_gib, min_kv_gib, micro_batches)
+        return _plan_here(cfg, devices, hbm_gib, min_kv_gib, micro_batches, model_cfg)
+    if model_cfg is not None:
+        raise PlanError("plan: model_cfg is only supported on this process's own devices")
     with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as fh:
         pickle.dump(cfg, fh)
     try:
@@ -186,17 +306,20 @@ def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_b
     return json.loads(p.stdout)
 
 
-def check(cfg, devices: int | None = None, hbm_gib: float | None = None, *, min_kv_gib: float = 16.0) -> dict:
-    """Raise PlanError (one line) when `cfg` does not fit; defaults: this process's devices and their memory
-    (bytes_limit). Returns the plan. Without a memory limit (CPU) nothing is checked and {} is returned."""
+def check(cfg, devices: int | None = None, hbm_gib: float | None = None, *, min_kv_gib: float = 16.0,
+          model_cfg=None) -> dict:
+    """Raise PlanError (one line) when `cfg` cannot shard on (shard_check) or does not fit the devices;
+    defaults: this process's devices and their memory (bytes_limit). Returns the plan. Without a memory limit
+    (CPU, hbm_gib None) only the sharding is checked and {} is returned."""
     import jax
     devices = devices or len(jax.devices())
+    shard_check(cfg, devices, model_cfg)
     if hbm_gib is None:
         stats = jax.local_devices()[0].memory_stats() or {}
         if "bytes_limit" not in stats:
             return {}
         hbm_gib = stats["bytes_limit"] / GIB
-    res = plan(cfg, devices, hbm_gib, min_kv_gib=min_kv_gib)
+    res = plan(cfg, devices, hbm_gib, min_kv_gib=min_kv_gib, model_cfg=model_cfg)
     if not res["fits"]:
         m = res["mesh"]
         raise PlanError(f"config does not fit {devices} x {hbm_gib:g} GiB (mesh data={m['data']} fsdp={m['fsdp']} "
@@ -207,14 +330,17 @@ def check(cfg, devices: int | None = None, hbm_gib: float | None = None, *, min_
 def table(res: dict) -> str:
     m = res["mesh"]
     lines = [f"{res['model']} on {res['devices']} x {res['hbm_gib']:g} GiB, mesh data={m['data']} fsdp={m['fsdp']} "
-             f"tensor={m['tensor']}, rows {res['micro_rows']} x {res['row_len']} tokens per micro-batch "
-             f"(compiled on {res['backend']})",
-             f"{'component':<20}{'GiB/device':>12}"]
+             f"tensor={m['tensor']}, rows {res['micro_rows_effective']} x {res['row_len']} tokens per micro-batch "
+             f"({res['rows_per_device']} per device; update.micro_rows={res['micro_rows']} rounded up, "
+             f"{res['rounding_padding']:.0%} of it padding when only those fill it) (compiled on {res['backend']})",
+             f"{'component':<22}{'GiB/device':>12}"]
     for k in ROWS:
-        lines.append(f"{k:<20}{res['bytes'][k] / GIB:>12.2f}")
+        if res["bytes"].get(k) or k in ("params", "optimizer", "train_temporaries", "rollout_weights", "kv_cache"):
+            lines.append(f"{k:<22}{res['bytes'][k] / GIB:>12.2f}")
+    lines.append("holds: " + ", ".join(f"{k} {v}" for k, v in res.get("holds", {}).items()))
     for ph, b in res.get("phases", {}).items():
-        lines.append(f"{ph + ' phase':<20}{b / GIB:>12.2f}")
-    lines.append(f"{'peak' if res.get('engine_sleep') else 'total (no engine_sleep)':<20}{res['total'] / GIB:>12.2f}")
+        lines.append(f"{ph + ' phase':<22}{b / GIB:>12.2f}")
+    lines.append(f"{'peak' if res.get('engine_sleep') else 'total (no engine_sleep)':<22}{res['total'] / GIB:>12.2f}")
     lines.append("fits" if res["fits"] else f"DOES NOT FIT: {res['reason']}")
     return "\n".join(lines)
 

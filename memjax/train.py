@@ -99,6 +99,8 @@ class TrainConfig:
     # two memory peaks do not add (memjax.plan counts the larger of the two phases)
     engine_sleep: bool = True
     min_kv_gib: float = 16.0  # start-up memory plan (memjax.plan, on GPUs): refuse a config leaving less KV cache
+    plan_hbm_gib: float = 0.0  # start-up plan's memory per device; 0 = the devices' own limit (none on CPU: then
+    # only the sharding is checked)
     seed: int = 0
     out_dir: str = "out/train"
     checkpoint_every: int = 5
@@ -123,6 +125,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.ablation must be one of {ABLATIONS}, got {self.ablation!r}")
         if not self.min_kv_gib >= 0:
             raise ValueError(f"TrainConfig.min_kv_gib must be >= 0, got {self.min_kv_gib}")
+        if not (self.plan_hbm_gib >= 0 and self.plan_hbm_gib < float("inf")):
+            raise ValueError(f"TrainConfig.plan_hbm_gib must be >= 0 (0 = the devices' limit), got {self.plan_hbm_gib}")
         if not isinstance(self.agent, AgentSection) or not self.agent.name:
             raise ValueError(f"TrainConfig.agent must be a system section (agent.name), got {self.agent!r}")
         check_choices(self)
@@ -197,21 +201,25 @@ class Run:
             m = cfg.mesh
             raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
                               f"{jax.device_count()} device(s))") from None
-        planned = {}
-        if cfg.min_kv_gib:  # on devices with a memory limit (GPUs): does the config fit? (a no-op on CPU)
-            from .plan import check
+        from .plan import check
 
-            planned = check(cfg, min_kv_gib=cfg.min_kv_gib)
         self.model, self.tok = sysm.load_model(cfg.model)
-        sysm.setup(self.model, self.tok)
-        ref = nnx.state(self.model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)
-        update = dataclasses.replace(cfg.update, temperature=sysm.temperature if sysm.temperature > 0 else 1.0)
-        self.trainer = Trainer(self.model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
-        self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed)
         try:  # engine.data_parallel=-1: a slot group per engine.tensor_parallel devices of the mesh (deployment
             ecfg = sysm.engine_config(cfg.engine)  # settings: they apply to systems with their own engine config too)
             ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
                                                 if getattr(cfg.engine, f) != 1})
+        except ValueError as e:
+            raise ConfigError(f"engine: {e}") from None
+        # every system, before its set-up (frozen engines, banks): can the config shard on these devices, and
+        # (on devices with a memory limit, or against plan_hbm_gib) does it fit? One-line PlanError otherwise.
+        planned = check(dataclasses.replace(cfg, engine=ecfg), hbm_gib=cfg.plan_hbm_gib or None,
+                        min_kv_gib=cfg.min_kv_gib, model_cfg=self.model.cfg)
+        sysm.setup(self.model, self.tok)
+        ref = nnx.state(self.model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)
+        update = dataclasses.replace(cfg.update, temperature=sysm.temperature if sysm.temperature > 0 else 1.0)
+        self.trainer = Trainer(self.model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
+        self.credit = Credit(cfg.advantage, self.model, cfg.critic, seed=cfg.seed, mesh=mesh, update=update)
+        try:
             if planned and ecfg.kv_budget_bytes is None and ecfg.num_pages is None:  # the pool the plan counted
                 per_device = planned["bytes"]["kv_cache"]  # kv_cache_bytes is a total over the engine devices
                 ecfg = dataclasses.replace(ecfg, kv_cache_bytes=per_device * planned.get("engine_devices", 1))
@@ -370,14 +378,15 @@ class Run:
         conv_lens = [] if batch is None else batch.lengths.tolist()
         rollout_flops = flops.estimate(mcfg, [t for t in conv_lens if t > 0], training=False) if conv_lens else 0.0
         if batch is not None:
+            if self.cfg.engine_sleep:  # before the critic's programs too: the plan's update phase holds them
+                freed = self.engine.sleep() + sum(e.sleep(weights=False) for e in self.system.frozen_engines())
+                metrics["engine_freed_gib"] = freed / 2**30
             own = self.system.advantages(batch, self.cfg.advantage)
             if own is not None:
                 batch = own
             else:
                 batch, cmetrics = self.credit.assign(batch)
                 metrics.update(cmetrics)
-            if self.cfg.engine_sleep:
-                metrics["engine_freed_gib"] = self.engine.sleep() / 2**30
             metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step,
                                                step=self.curriculum.schedule_step(self.step)))
             self.engine.update_weights(self.model)

@@ -8,7 +8,8 @@ Owns: `make_mesh(data=-1, fsdp=1, tensor=1)` over the visible devices (multi-hos
   tensor parallelism (optional) shards q/k/v/gate/up outputs and o/down inputs over "tensor" (Megatron
   style), the vocabulary of the LM head too. An axis is dropped from a dimension it does not divide, and
   norms are replicated. Optimizer state follows the parameters. XLA inserts the collectives.
-Row counts given to the trainer are padded to a multiple of data x fsdp. `rollout_devices(mesh)`: the devices of a
+Row counts given to the trainer are padded to a multiple of data x fsdp; `micro_rows_for` rounds a micro-batch's
+rows up to such a multiple (rows per device is the unit). `rollout_devices(mesh)`: the devices of a
 data-parallel rollout engine (all of them, tensor fastest).
 `MeshConfig(data, fsdp, tensor)` is the config section (`--set mesh.fsdp=8`): one axis may be -1 (all
 remaining devices); the default puts every device on fsdp (ZeRO-3), the right layout for 7B/14B on one node.
@@ -126,6 +127,15 @@ def rollout_devices(mesh: Mesh) -> list:
 def data_size(mesh: Mesh) -> int:
     """Devices that receive different rows (data x fsdp)."""
     return mesh.shape[DATA] * mesh.shape[FSDP]
+
+
+def micro_rows_for(micro_rows: int, rows_devices: int) -> int:
+    """Rows of one micro-batch on `rows_devices` (= data x fsdp) devices: UpdateConfig.micro_rows rounded up to
+    a multiple of them, so every device gets ceil(micro_rows / rows_devices) whole rows (the unit is rows per
+    device; sequence parallelism is not implemented). micro_rows=1 on 8 devices runs 8 rows per micro-batch,
+    one per device: the per-device memory is that of one row, and a mini-batch with fewer rows than that is
+    padded with empty rows (the trainer reports it as pad_fraction)."""
+    return -(-int(micro_rows) // rows_devices) * rows_devices
 
 
 def param_spec(name: str, shape: tuple[int, ...], mesh: Mesh) -> P:

@@ -12,6 +12,7 @@ Owns `CriticConfig` and `Credit` (the estimator, plus the PPO critic and its opt
   standardised over the batch's trained tokens. The critic then takes `critic.epochs` clipped value-loss
   steps on (values, returns). Metrics: value_loss, explained_variance = 1 - Var(R - V) / Var(R) over
   trained tokens (of the rollout-time values, i.e. before this update), value_mean, return_mean.
+  The critic is sharded and micro-batched like the policy (`mesh`, `update`: the policy's mesh and UpdateConfig).
 Invariants: advantages are host numpy float32 and constants of the loss; the critic never shares arrays
 with the policy; the batch's rewards are not changed.
 """
@@ -68,7 +69,8 @@ class Credit:
     """The configured estimator. `assign(batch) -> (batch with advantages, metrics)`; with GAE it also
     updates the critic. `state()` / `load_state()` carry the critic (and its optimizer) in checkpoints."""
 
-    def __init__(self, cfg: AdvantageConfig, policy=None, critic: CriticConfig = CriticConfig(), *, seed: int = 0):
+    def __init__(self, cfg: AdvantageConfig, policy=None, critic: CriticConfig = CriticConfig(), *, seed: int = 0,
+                 mesh=None, update=None):
         self.cfg, self.critic_cfg = cfg, critic
         self.critic_trainer = None
         if cfg.estimator == "gae":
@@ -80,7 +82,7 @@ class Credit:
             optim = OptimConfig(lr=critic.lr, warmup_steps=critic.warmup_steps, weight_decay=critic.weight_decay,
                                 grad_clip=critic.grad_clip)
             self.critic_trainer = CriticTrainer(Critic.from_policy(policy, seed=seed), optim,
-                                                clip_value=critic.clip_value or None)
+                                                clip_value=critic.clip_value or None, mesh=mesh, update=update)
 
     def assign(self, batch: RolloutBatch) -> tuple[RolloutBatch, dict[str, float]]:
         if self.cfg.estimator == "grpo":

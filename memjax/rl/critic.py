@@ -1,17 +1,26 @@
-"""The PPO critic: a Qwen2 backbone with a scalar value head, its own parameters and optimizer.
+"""The PPO critic: a Qwen2 backbone WITHOUT an LM head plus a scalar value head, its own parameters and optimizer.
 
 Owns `Critic` (nnx.Module), `Critic.from_policy(policy)` (backbone initialised as a copy of the policy's
-parameters, value head zero so the first values are 0) and `CriticTrainer` (values of a batch, and the
-clipped value-loss update with `memjax.rl.losses.value_loss` and its own AdamW from `make_optimizer`).
+parameters except the LM head, value head zero so the first values are 0) and `CriticTrainer` (values of a batch,
+and the clipped value-loss update; the jitted programs are memjax/rl/value_step.py's ValueStep).
 Invariants:
 - values f32 [N, T] are aligned like old_logp: values[i, t] is the head applied to the hidden state at
   t - 1, i.e. the value of the context that token t is generated from; values[:, 0] = 0. GAE
   (memjax/rl/estimators.py) consumes them on the loss mask.
 - The critic never shares arrays with the policy (from_policy copies), so updating one leaves the other.
-- The backbone keeps its (unused) LM head parameters so any Qwen2 checkpoint loads; they get no gradient.
+- No LM head: the backbone is built with `tie_word_embeddings=True` (its [h, V] output projection would be the
+  embedding, which the critic never applies), so a 7B critic holds 545M fewer parameters than the policy and no
+  gradient or AdamW state for them. Parameters stay in the model's param_dtype (fp32 master for the real
+  configs), the backbone computes in its dtype (bf16), the head in f32.
+- At scale it is trained like the policy (memjax/rl/trainer.py): the same mesh (ZeRO-3 over fsdp), the policy's
+  UpdateConfig row layout (micro_rows rounded up to a multiple of data x fsdp, packing, buckets, remat), one
+  jitted call per update with gradient accumulation over micro-batches and params / optimizer state donated.
+  One `update(batch)` is one optimizer step over the whole batch (its global token-mean denominator).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -19,68 +28,101 @@ import numpy as np
 from flax import nnx
 
 from ..model.qwen2 import Qwen2
+from ..parallel import data_size, micro_rows_for
 from .batch import RolloutBatch
-from .losses import AGG_MODES, value_loss
-from .trainer import OptimConfig, make_optimizer
+from .losses import AGG_MODES
+from .trainer import OptimConfig, OptimizerState, UpdateConfig, _denominator, layout, lr_at
+from .value_step import ValueStep
+
+CRITIC_AGG_MODES = tuple(m for m in AGG_MODES if m != "seq-mean-token-sum-norm")
+
+
+def backbone_config(cfg):
+    """The critic backbone's ModelConfig: the policy's without a separate LM head (module docstring)."""
+    return dataclasses.replace(cfg, tie_word_embeddings=True)
 
 
 class Critic(nnx.Module):
     def __init__(self, cfg, *, rngs: nnx.Rngs):
-        self.backbone = Qwen2(cfg, rngs=rngs)
+        self.cfg = cfg
+        self.backbone = Qwen2(backbone_config(cfg), rngs=rngs)
         self.head_w = nnx.Param(jnp.zeros((cfg.hidden_size,), jnp.float32))
         self.head_b = nnx.Param(jnp.zeros((), jnp.float32))
 
     @classmethod
     def from_policy(cls, policy: Qwen2, seed: int = 0) -> "Critic":
         critic = cls(policy.cfg, rngs=nnx.Rngs(seed))
-        copy = jax.tree.map(jnp.array, nnx.state(policy, nnx.Param))  # fresh buffers, not the policy's
-        nnx.update(critic.backbone, copy)
+        src = nnx.state(policy, nnx.Param).to_pure_dict()
+        src.pop("lm_head", None)
+        state = nnx.state(critic.backbone, nnx.Param)
+        state.replace_by_pure_dict(jax.tree.map(jnp.array, src))  # fresh buffers, not the policy's
+        nnx.update(critic.backbone, state)
         return critic
 
-    def __call__(self, input_ids: jax.Array) -> jax.Array:
+    def values(self, input_ids: jax.Array, positions: jax.Array | None = None, *, attention=None,
+               segment_ids=None, remat: bool = False, sharding=None) -> jax.Array:
         """int [B, T] -> values f32 [B, T] (aligned as in the module docstring)."""
-        hidden, _ = self.backbone.forward(input_ids, return_hidden=True)
+        hidden, _ = self.backbone.forward(input_ids, positions, attention=attention, state=segment_ids,
+                                          return_hidden=True, remat=remat, sharding=sharding)
         v = hidden.astype(jnp.float32) @ self.head_w[...] + self.head_b[...]
         return jnp.pad(v[:, :-1], ((0, 0), (1, 0)))
 
-
-@nnx.jit
-def _values(critic, ids):
-    return critic(ids)
-
-
-@nnx.jit(static_argnames=("clip_value", "agg"))
-def _value_step(critic, optimizer, ids, old, ret, mask, *, clip_value, agg):
-    def loss_fn(critic):
-        return value_loss(critic(ids), old, ret, mask, clip_value=clip_value, agg=agg)
-
-    (loss, metrics), grads = nnx.value_and_grad(loss_fn, has_aux=True)(critic)
-    optimizer.update(critic, grads)
-    return loss, metrics
+    def __call__(self, input_ids: jax.Array) -> jax.Array:
+        return self.values(input_ids)
 
 
 class CriticTrainer:
     """Own optimizer for a Critic. `values(batch)` -> f32 [N, T] (0 off the loss mask); `update(batch)`
-    needs batch.values (the rollout-time values, for clipping) and batch.returns."""
+    needs batch.values (the rollout-time values, for clipping) and batch.returns. `mesh` and `update` (the
+    policy's UpdateConfig) give the sharding and row layout (module docstring)."""
 
     def __init__(self, critic: Critic, optim: OptimConfig = OptimConfig(), *, clip_value: float | None = 0.2,
-                 agg: str = "token-mean"):
-        if agg not in AGG_MODES:
-            raise ValueError(f"CriticTrainer.agg must be one of {AGG_MODES}, got {agg!r}")
+                 agg: str = "token-mean", mesh=None, update: UpdateConfig | None = None):
+        if agg not in CRITIC_AGG_MODES:
+            raise ValueError(f"CriticTrainer.agg must be one of {CRITIC_AGG_MODES}, got {agg!r}")
         if clip_value is not None and not clip_value > 0:
             raise ValueError(f"CriticTrainer.clip_value must be > 0 or None, got {clip_value}")
-        self.critic, self.clip_value, self.agg = critic, clip_value, agg
-        self.optimizer = make_optimizer(critic, optim)
+        self.critic, self.clip_value, self.agg, self.optim_cfg = critic, clip_value, agg, optim
+        update = update or UpdateConfig()
+        self.update_cfg = dataclasses.replace(update, micro_rows=micro_rows_for(
+            update.micro_rows, data_size(mesh) if mesh is not None else 1))
+        graphdef, params = nnx.split(critic, nnx.Param)
+        self.step = ValueStep(graphdef, jax.eval_shape(lambda: params), mesh, optim, self.update_cfg,
+                              clip_value=clip_value)
+        params = self._placed(params)
+        nnx.update(critic, params)
+        self.optimizer = OptimizerState(self.step.init_opt(params))  # its train_step counts optimizer steps
+
+    def _placed(self, params):
+        sh = self.step.param_shardings
+        return params if sh is None else jax.device_put(params, sh)
 
     def values(self, batch: RolloutBatch) -> np.ndarray:
-        v = np.asarray(_values(self.critic, jnp.asarray(batch.input_ids)))
+        p, n_micro, build = layout(batch, np.arange(batch.num_rows), self.update_cfg, self.step.data_sharding)
+        v = np.asarray(self.step.values(self._placed(nnx.state(self.critic, nnx.Param)),
+                                        build({"input_ids": batch.input_ids}), np.int32(n_micro)))
+        v = p.unpack(v.reshape(-1, p.row_len), batch.input_ids.shape[1])
         return (v * (batch.loss_mask > 0)).astype(np.float32)
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
         for name in ("values", "returns"):
             if getattr(batch, name) is None:
                 raise ValueError(f"CriticTrainer.update: batch.{name} is not set (fill it before the update)")
-        loss, metrics = _value_step(self.critic, self.optimizer, jnp.asarray(batch.input_ids),
-                                    jnp.asarray(batch.values), jnp.asarray(batch.returns),
-                                    jnp.asarray(batch.loss_mask), clip_value=self.clip_value, agg=self.agg)
-        return {"value_loss": float(loss), **{f"value_{k}": float(v) for k, v in jax.device_get(metrics).items()}}
+        valid = (batch.loss_mask != 0).astype(np.float32)
+        tok_w = valid / np.maximum(valid.sum(1, keepdims=True), 1.0) if self.agg == "seq-mean-token-mean" else valid
+        denom = _denominator(batch.loss_mask, np.ones(batch.num_rows, np.float32), self.agg, None)
+        p, n_micro, build = layout(batch, np.arange(batch.num_rows), self.update_cfg, self.step.data_sharding)
+        data = build({"input_ids": batch.input_ids, "loss_mask": batch.loss_mask, "tok_w": tok_w.astype(np.float32),
+                      "old_values": np.asarray(batch.values, np.float32),
+                      "returns": np.asarray(batch.returns, np.float32)})
+        n = int(self.optimizer.train_step[...])
+        params = self._placed(nnx.state(self.critic, nnx.Param))
+        params, opt, m = self.step.update(params, self.optimizer.get(), data, np.int32(n_micro), np.float32(denom),
+                                          np.float32(lr_at(self.optim_cfg, n)))
+        nnx.update(self.critic, params)  # the donated arrays are gone
+        self.optimizer.set(opt)
+        m = {k: float(v) for k, v in jax.device_get(m).items()}
+        if m["ok"]:
+            self.optimizer.train_step = nnx.Variable(jnp.asarray(n + 1, jnp.int32))
+        return {"value_loss": m["loss"], "value_grad_norm": m["grad_norm"], "value_clipfrac": m["clipfrac"],
+                "value_vpred_mean": m["vpred_mean"], "value_skipped": 1.0 - m["ok"]}

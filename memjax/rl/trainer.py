@@ -5,7 +5,8 @@ and the update loop; the jitted programs are memjax/rl/train_step.py's, the row 
 Invariants:
 - Conversations are laid into rows of one bucket length per mini-batch (`UpdateConfig.pack`: several per
   row with segment ids, positions restarting per conversation; otherwise one per row), rows grouped into
-  micro-batches of `micro_rows` and the micro-batch count padded to a power of two >= min_micro_batches (a
+  micro-batches of `micro_rows` (rounded up to a multiple of the mesh's data x fsdp devices: each device gets
+  whole rows, memjax.parallel.micro_rows_for) and the micro-batch count padded to a power of two >= min_micro_batches (a
   traced trip count skips the padding): one update and one log-prob program per row bucket while mini-batches
   need at most min_micro_batches micro-batches, one more per power of two beyond.
 - Each mini-batch is ONE jitted call: gradient accumulation over its micro-batches, clip, AdamW and the
@@ -37,17 +38,16 @@ Invariants:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
 from ..config import RunError
 from ..model.flash_attention import ATTENTION_KINDS
-from ..parallel import data_size, to_host
+from ..parallel import data_size, micro_rows_for, to_host
 from .advantages import AdvantageConfig, with_advantages
 from .batch import RolloutBatch
 from .losses import AGG_MODES, KL_ESTIMATORS
@@ -165,17 +165,6 @@ class UpdateConfig:
             raise ValueError(f"UpdateConfig.temperature must be finite and > 0, got {self.temperature}")
 
 
-
-
-def make_optimizer(model, cfg: OptimConfig) -> nnx.Optimizer:
-    """An nnx.Optimizer (AdamW, schedule over its own optimizer steps), for modules trained outside Trainer
-    (e.g. memjax.rl.critic)."""
-    tx = optax.adamw(lambda n: lr_at(cfg, n), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay)
-    if cfg.grad_clip:
-        tx = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), tx)
-    return nnx.Optimizer(model, tx, wrt=nnx.Param)
-
-
 def lr_at(cfg: OptimConfig, step):
     """Learning rate at (0-based) training step `step`: linear warm-up from 0 over warmup_steps, then lr.
     A Python int gives a Python float (no device op); a traced count gives a traced value (optax schedules)."""
@@ -218,6 +207,32 @@ def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
+def layout(batch: RolloutBatch, rows: np.ndarray, u: UpdateConfig, data_sharding, *, step_level: bool = False):
+    """Pack conversations `rows` of the batch into micro-batches of u.micro_rows rows (memjax/rl/packing.py);
+    -> (packing, micro-batch count, build): build({name: [N, T] array}) -> {name: [cap, micro_rows, L]} placed
+    with `data_sharding` (plus positions, segment ids and, step_level, each row's local index). Shared by the
+    policy's and the critic's programs, so both see the same shapes."""
+    lengths = np.asarray(batch.lengths)[rows]
+    p = pack(lengths, row_length(int(lengths.max()), u.row_buckets, u.pad_tokens), u.max_segments, u.pack)
+    n_micro = -(-p.num_rows // u.micro_rows)
+    cap = max(_pow2(n_micro), _pow2(u.min_micro_batches))
+    r = cap * u.micro_rows
+
+    def put(x):
+        x = x.reshape(cap, u.micro_rows, p.row_len)
+        return jnp.asarray(x) if data_sharding is None else jax.device_put(x, data_sharding)
+
+    def build(fields: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+        out = {"positions": put(p.positions(r)), "segment_ids": put(p.segment_ids(r))}
+        if step_level:
+            out["local"] = put(p.local_index(u.micro_rows, r))
+        for k, v in fields.items():
+            out[k] = put(p.tokens(np.asarray(v)[rows], 0, r))
+        return out
+
+    return p, n_micro, build
+
+
 class Trainer:
     def __init__(self, model, optim: OptimConfig = OptimConfig(), loss: LossConfig = LossConfig(),
                  update: UpdateConfig = UpdateConfig(), advantage: AdvantageConfig = AdvantageConfig(),
@@ -227,9 +242,8 @@ class Trainer:
         self.model, self.mesh = model, mesh
         self.optim_cfg, self.loss_cfg, self.update_cfg, self.adv_cfg = optim, loss, update, advantage
         self._dp = data_size(mesh) if mesh is not None else 1
-        if update.micro_rows % self._dp:
-            raise ValueError(f"UpdateConfig.micro_rows={update.micro_rows} must be a multiple of the mesh data x "
-                             f"fsdp size {self._dp}")
+        # rows per device is the unit: micro_rows rounds up to a multiple of data x fsdp (memjax.parallel)
+        update = self.update_cfg = replace(update, micro_rows=micro_rows_for(update.micro_rows, self._dp))
         graphdef, params = nnx.split(model, nnx.Param)
         self.step_fn = TrainStep(graphdef, jax.eval_shape(lambda: params), mesh, optim, loss, update,
                                  temperature=update.temperature, use_ref=bool(loss.kl_coef),
@@ -288,28 +302,8 @@ class Trainer:
 
     # -- array plumbing -----------------------------------------------------------------------------
     def _layout(self, batch: RolloutBatch, rows: np.ndarray):
-        """Pack conversations `rows` of the batch; -> (packing, micro-batch count, cap, data builder)."""
-        u = self.update_cfg
-        lengths = np.asarray(batch.lengths)[rows]
-        p = pack(lengths, row_length(int(lengths.max()), u.row_buckets, u.pad_tokens), u.max_segments, u.pack)
-        n_micro = -(-p.num_rows // u.micro_rows)
-        cap = max(_pow2(n_micro), _pow2(u.min_micro_batches))
-        r = cap * u.micro_rows
-
-        def put(x):
-            x = x.reshape(cap, u.micro_rows, p.row_len)
-            sh = self.step_fn.data_sharding
-            return jnp.asarray(x) if sh is None else jax.device_put(x, sh)
-
-        def build(fields: dict[str, np.ndarray]) -> dict[str, jax.Array]:
-            out = {"positions": put(p.positions(r)), "segment_ids": put(p.segment_ids(r))}
-            if self.loss_cfg.level == "step":
-                out["local"] = put(p.local_index(u.micro_rows, r))
-            for k, v in fields.items():
-                out[k] = put(p.tokens(np.asarray(v)[rows], 0, r))
-            return out
-
-        return p, n_micro, build
+        """Pack conversations `rows` of the batch; -> (packing, micro-batch count, data builder)."""
+        return layout(batch, rows, self.update_cfg, self.step_fn.data_sharding, step_level=self.loss_cfg.level == "step")
 
     def _logprobs(self, params, batch: RolloutBatch, parts: list[np.ndarray] | None = None) -> np.ndarray:
         """Log-probs [N, T] computed part by part (row-index arrays; default all rows at once). The update

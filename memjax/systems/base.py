@@ -28,11 +28,34 @@ from typing import Any, ClassVar, Protocol
 
 
 @dataclass(frozen=True)
+class HeldModel:
+    """A model a system holds besides the policy (its reference and critic are the trainer's), served on its
+    own single-device Engine: `role` names the plan's rows (`answer_agent_weights`, `answer_agent_kv`, ...);
+    the weights are the policy's architecture in its compute dtype (a frozen copy, or a checkpoint of the
+    same model); `kv_cache_bytes` is that engine's pool, freed through the update (Engine.sleep(weights=False),
+    System.frozen_engines) when the run's engine sleeps. `judge` records how a system's judge is served
+    ("rule", "remote": an OpenAI-compatible endpoint, nothing on these devices)."""
+
+    role: str
+    kv_cache_bytes: int
+
+
+@dataclass(frozen=True)
 class AgentSection:
     """Base of every system's config section; subclasses set a default `name` equal to their System.name
     and define `group_size` and `temperature` fields (and whatever else the system needs)."""
 
     name: str = ""
+
+    def held_models(self) -> tuple[HeldModel, ...]:
+        """The frozen models this system serves on its own engines during training (memjax.plan counts them);
+        default none."""
+        return ()
+
+    def judge_served(self) -> str:
+        """Where the training reward's judge runs: "none", "rule" (host code) or "remote" (an endpoint)."""
+        judge = getattr(self, "judge", "")
+        return {"": "none", "rule": "rule", "openai": "remote"}.get(judge, str(judge))
 
 
 class DataStream(Protocol):
@@ -85,6 +108,10 @@ class System(abc.ABC):
     def engine_config(self, default):
         """The engine config to use given the TrainConfig's `engine` section (default: unchanged)."""
         return default
+
+    def frozen_engines(self) -> list:
+        """The engines of `held_models` that exist now (the loop frees their KV pools through the update)."""
+        return []
 
     def setup(self, model, tokenizer) -> None:
         """Called once after the model loads (before any rollout): e.g. build a frozen answer agent from a
@@ -155,6 +182,21 @@ def get(name: str) -> type[System]:
 
 def names() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def frozen_copy(model):
+    """A model with the same graph and freshly allocated copies of every array (never aliasing `model`), its
+    floating-point parameters in the model's compute dtype: a frozen model is only served, so a bf16-compute
+    policy's fp32 master weights become one bf16 copy (what its Engine holds anyway)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    graphdef, state = nnx.split(model)
+    dt = model.cfg.jnp_dtype if hasattr(model, "cfg") else None
+    cast = lambda x: jnp.array(x, dtype=dt if dt is not None and jnp.issubdtype(x.dtype, jnp.floating) else x.dtype,
+                               copy=True)
+    return nnx.merge(graphdef, jax.tree.map(cast, state))
 
 
 def build(cfg: AgentSection, *, seed: int = 0) -> System:

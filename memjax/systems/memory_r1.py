@@ -5,12 +5,13 @@ evaluation on its validation part conv-30), PPO (advantage.estimator="gae" with 
 (group_size > 1), as configs/memory_r1_manager.py and configs/memory_r1_answer.py choose.
 
 Decisions (the paper leaves them open; SPECS.md section 2):
-- The frozen helper model: `setup` builds ONE frozen model, a deep copy of the initial policy's parameters (fresh
-  buffers: the trainer may donate the policy's) or the HF checkpoint named by `frozen_hf_path`, on its own Engine
+- The frozen helper model: `setup` builds ONE frozen model, a copy of the initial policy's parameters in its
+  compute dtype (fresh buffers: the trainer may donate the policy's; systems.base.frozen_copy) or the HF checkpoint named by `frozen_hf_path`, on its own Engine
   (`frozen_engine`: a bounded KV pool, so both engines fit one device). It plays every untrained part: the fact
   extractor, the manager that builds the preceding-turns bank (the paper used GPT-4o-mini), and, in stage 1, the
-  frozen answer agent that scores the manager. In stage 2 it is the fixed manager (pass the stage-1 checkpoint as
-  `frozen_hf_path` to answer from a trained manager's bank).
+  frozen answer agent that scores the manager (`held_models`: memjax.plan's answer_agent_* rows; its pool sleeps
+  through the update). In stage 2 it is the fixed manager (pass the stage-1 checkpoint as `frozen_hf_path` to
+  answer from a trained manager's bank); it is freed once the banks are built, so training holds no second model.
 - Banks are built once in `setup` by a greedy construction pass over each conversation of the train and
   evaluation parts (memjax.agents.memory_r1.construct), kept in memory.
 - Stage 1 samples are Alg. 1's single-step tuples (memjax.agents.memory_r1_data.manager_samples: bank from the
@@ -39,7 +40,7 @@ from ..agents.memory_r1_data import (EMBEDDERS, MemoryIndex, answer_sample, make
                                      qa_items)
 from ..engine import Engine, EngineConfig
 from ..rewards.locomo import token_set_f1
-from .base import AgentSection, CountingStream, System, register
+from .base import AgentSection, CountingStream, HeldModel, System, frozen_copy, register
 
 
 @dataclass(frozen=True)
@@ -94,19 +95,14 @@ class MemoryR1ManagerSection(MemoryR1Section):
             raise ValueError(f"MemoryR1ManagerSection.history_turns must be > 0, got {self.history_turns}")
 
 
+    def held_models(self) -> tuple[HeldModel, ...]:
+        return (HeldModel("answer_agent", self.frozen_kv_cache_bytes),)  # the frozen answer agent scores every op
+
+
 @dataclass(frozen=True)
 class MemoryR1AnswerSection(MemoryR1Section):
     name: str = "memory_r1_answer"
-
-
-def frozen_copy(model):
-    """A model with the same graph and freshly allocated copies of every array (never aliasing `model`)."""
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
-
-    graphdef, state = nnx.split(model)
-    return nnx.merge(graphdef, jax.tree.map(lambda x: jnp.array(x, copy=True), state))
+    # the frozen manager / extractor builds the banks in setup, then its engine is freed: nothing held in training
 
 
 class _MemoryR1(System):
@@ -119,6 +115,9 @@ class _MemoryR1(System):
         self.train_samples: list = []
         self.eval_samples: list = []
         self.construction_stats: dict[str, float] = {}
+
+    def frozen_engines(self) -> list:
+        return [self.frozen_engine] if self.frozen_engine is not None else []
 
     def engine_config(self, default):
         c = self.cfg
@@ -215,6 +214,12 @@ class MemoryR1ManagerSystem(_MemoryR1):
 class MemoryR1AnswerSystem(_MemoryR1):
     name = "memory_r1_answer"
     section = MemoryR1AnswerSection
+
+    def setup(self, model, tokenizer) -> None:
+        super().setup(model, tokenizer)
+        if hasattr(self.frozen_engine, "sleep"):  # the banks are built: the fixed manager is not needed again
+            self.frozen_engine.sleep()  # frees its pool and weights now (not whenever the engine is collected)
+        self.frozen_engine = None
 
     def _samples(self, convs, built) -> list:
         out = []

@@ -16,8 +16,9 @@ sampling: one generation batch per step), so a resumed run continues in the righ
 the loop the same stages: it evaluates at each stage's end (`evaluate`, the validation conversation conv-44
 with all sessions) and, with TrainConfig.stage_restart="best" and select_metric (configs: "f1/all"), starts
 each stage from the previous stage's best validation checkpoint (memjax/curriculum.py).
-Answer agent (frozen, never trained): "policy_copy" = the initial policy's weights copied at setup into a
-second Engine, prompted with qa.txt (the paper uses a separate served model); "overlap" = the rule-based
+Answer agent (frozen, never trained): "policy_copy" = the initial policy's weights copied at setup (in the compute
+dtype) into a second single-device Engine with its own `answer_kv_cache_bytes` pool (memjax.plan's answer_agent_*
+rows; the pool sleeps through the update), prompted with qa.txt (the paper uses a separate served model); "overlap" = the rule-based
 OverlapAnswerAgent (not a model; tests and CPU runs).
 Evaluation: the `eval_part` conversations of the memory_r2 split, 1 greedy rollout, all sessions (unless
 eval_max_sessions), every question on the final bank: token-set F1, BLEU-1 and J (judge: "rule" =
@@ -43,7 +44,7 @@ from ..rewards.locomo import OpenAIJudge, RuleBasedJudge, m_fail
 from ..rewards.text import bleu1
 from ..rl.batch import unit_index
 from ..rl.estimators import logo_grpo_advantages
-from .base import AgentSection, CountingStream, System, register
+from .base import AgentSection, CountingStream, HeldModel, System, frozen_copy, register
 
 _EPISODE = [f.name for f in dataclasses.fields(MemoryR2Config)]
 
@@ -63,6 +64,7 @@ class MemoryR2Section(AgentSection):
     answer_top_k: int = 30
     answer_threshold: float = 0.1  # paper-silent; the same floor as the manager's candidates
     answer_max_tokens: int = 512
+    answer_kv_cache_bytes: int = 4 << 30  # the policy_copy answer agent's own KV pool (one device; memjax.plan)
     judge: str = "rule"  # "rule" (RuleBasedJudge, not an LLM) | "openai"
     judge_url: str = ""
     judge_model: str = ""
@@ -100,10 +102,15 @@ class MemoryR2Section(AgentSection):
                       ("judge", ("rule", "openai")), ("eval_part", ("validation", "test", "train"))):
             if getattr(self, f) not in ok:
                 raise ValueError(f"MemoryR2Section.{f} must be one of {ok}, got {getattr(self, f)!r}")
+        if not self.answer_kv_cache_bytes > 0:
+            raise ValueError(f"MemoryR2Section.answer_kv_cache_bytes must be > 0, got {self.answer_kv_cache_bytes}")
         if self.judge == "openai" and not (self.judge_url and self.judge_model):
             raise ValueError("MemoryR2Section: judge='openai' needs judge_url and judge_model")
         if self.local_decoding not in LOCAL_DECODING or self.eval_max_sessions < 0 or not self.train_conversations:
             raise ValueError("MemoryR2Section: bad local_decoding, eval_max_sessions or empty train_conversations")
+
+    def held_models(self) -> tuple[HeldModel, ...]:
+        return (HeldModel("answer_agent", self.answer_kv_cache_bytes),) if self.answer_agent == "policy_copy" else ()
 
     def episode(self, **changes) -> MemoryR2Config:
         return MemoryR2Config(**{**{f: getattr(self, f) for f in _EPISODE}, **changes})
@@ -187,6 +194,9 @@ class MemoryR2System(System):
         self._engine_cfg = default
         return default
 
+    def frozen_engines(self) -> list:
+        return [self.agent.engine] if isinstance(self.agent, EngineAnswerAgent) else []
+
     def setup(self, model, tokenizer) -> None:
         from ..memory import HashedBowEmbedder, WordLlamaEmbedder
 
@@ -195,12 +205,7 @@ class MemoryR2System(System):
         if c.answer_agent == "overlap":
             self.agent = OverlapAnswerAgent(self.embedder, top_k=c.answer_top_k, threshold=c.answer_threshold)
             return
-        import jax
-        import jax.numpy as jnp
-        from flax import nnx
-
-        self._frozen = nnx.clone(model)
-        nnx.update(self._frozen, jax.tree.map(jnp.array, nnx.state(model)))  # own buffers, never the trained ones
+        self._frozen = frozen_copy(model)  # own buffers in the compute dtype, never the trained ones
         self._tok = tokenizer
 
     def _answer_agent(self):
@@ -212,9 +217,12 @@ class MemoryR2System(System):
             if self._engine_cfg is None:
                 raise ValueError("MemoryR2System: answer_agent='policy_copy' needs engine_config() first")
             c = self.cfg
-            self.agent = EngineAnswerAgent(Engine(self._frozen, self._engine_cfg), self._tok, self.embedder,
+            ecfg = dataclasses.replace(self._engine_cfg, kv_cache_bytes=c.answer_kv_cache_bytes, kv_cache_gib=None,
+                                       num_pages=None, data_parallel=1, tensor_parallel=1)  # one device, own pool
+            self.agent = EngineAnswerAgent(Engine(self._frozen, ecfg), self._tok, self.embedder,
                                            top_k=c.answer_top_k, threshold=c.answer_threshold,
                                            max_tokens=c.answer_max_tokens)
+            self._frozen = None  # the engine holds its own copy
         return self.agent
 
     def workflow(self, engine, tokenizer, *, train: bool = True):

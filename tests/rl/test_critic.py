@@ -38,3 +38,29 @@ def test_critic_from_policy_and_value_loss_falls():
     assert (tr.values(batch)[:, 0] == 0).all()
     for a, b in zip(before, jax.tree.leaves(nnx.state(policy, nnx.Param))):
         np.testing.assert_array_equal(a, np.asarray(b))  # the policy is untouched
+
+
+def test_critic_has_no_lm_head():
+    policy = init_model(presets.get("tiny", tie_word_embeddings=False), seed=0)
+    critic = Critic.from_policy(policy)
+    assert "lm_head" in nnx.state(policy, nnx.Param) and "lm_head" not in nnx.state(critic.backbone, nnx.Param)
+
+
+def test_critic_fsdp_micro_batched_matches_one_device():
+    """tests/rl/critic_mesh_check.py on 8 simulated devices: micro_rows 2 -> 8 (one row per device), packed rows,
+    FSDP; values and one update equal the one-device critic's, gate_w is 1/8 per device, inputs donated."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, os.path.join(here, "critic_mesh_check.py")], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["micro_rows"] == 8 and r["shard"] == [2, 8, 128] and r["donated"] and not r["has_lm_head"]
+    assert r["moved"] > 0.05 and r["after_diff"] < 1e-5 and abs(r["loss8"] - r["loss1"]) < 1e-6
