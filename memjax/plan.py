@@ -32,7 +32,6 @@ the GPU program's are expected smaller; bf16 matmuls may be kept in f32 on CPU).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -219,40 +218,36 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
-def _split_mesh_overrides(cfg, overrides: list[str]):
-    """`--set mesh.*` for configs whose TrainConfig has no mesh section yet: applied to a MeshConfig here."""
-    from .parallel import MeshConfig
-    if hasattr(cfg, "mesh"):
-        return cfg, overrides
-    mesh = {}
-    rest = []
-    for o in overrides:
-        k, _, v = o.partition("=")
-        if k.strip().startswith("mesh."):
-            mesh[k.strip()[5:]] = int(v)
-        else:
-            rest.append(o)
-    return _WithMesh(cfg, MeshConfig(**mesh)), rest
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
 
 
-@dataclasses.dataclass(frozen=True)
-class _WithMesh:
-    base: object
-    mesh: object
-
-    def __getattr__(self, name):
-        if name in ("base", "mesh") or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.base, name)
+def _gib(minimum_exclusive: bool):
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of GiB, got {text!r}") from None
+        if not math.isfinite(v) or v < 0 or (minimum_exclusive and v == 0):
+            raise argparse.ArgumentTypeError(f"must be a finite number of GiB {'> 0' if minimum_exclusive else '>= 0'}, "
+                                             f"got {text}")
+        return v
+    return parse
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.plan", description=__doc__.split("\n")[0])
-    ap.add_argument("config", nargs="?")
-    ap.add_argument("--devices", type=int, required=True)
-    ap.add_argument("--hbm-gib", type=float, required=True)
-    ap.add_argument("--min-kv-gib", type=float, default=16.0)
-    ap.add_argument("--micro-batches", type=int, default=None,
+    ap.add_argument("config", nargs="?", help="a training config file (defines a TrainConfig)")
+    ap.add_argument("--devices", type=_positive_int, required=True, help="number of devices (>= 1)")
+    ap.add_argument("--hbm-gib", type=_gib(True), required=True, help="memory of one device in GiB (> 0)")
+    ap.add_argument("--min-kv-gib", type=_gib(False), default=16.0, help="least KV cache per device in GiB (>= 0)")
+    ap.add_argument("--micro-batches", type=_positive_int, default=None,
                     help="micro-batch slots of the compiled update (default: update.min_micro_batches)")
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     ap.add_argument("--json", action="store_true")
@@ -267,10 +262,11 @@ def main(argv=None) -> int:
             if not a.config:
                 ap.error("CONFIG is required")
             cfg = load_config_file(a.config)
-        cfg, rest = _split_mesh_overrides(cfg, a.overrides)
-        if rest:
-            cfg = dataclasses.replace(cfg, base=apply_overrides(cfg.base, rest)) if isinstance(cfg, _WithMesh) \
-                else apply_overrides(cfg, rest)
+        missing = [f for f in ("engine", "update", "loss", "optim", "mesh") if not hasattr(cfg, f)]
+        if missing:
+            ap.error(f"{a.config}: a {type(cfg).__name__} is not a training config (no {', '.join(missing)}); "
+                     "memjax.plan plans TrainConfigs (configs/*.py given to python -m memjax.train)")
+        cfg = apply_overrides(cfg, a.overrides)
         res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches)
     except (ValueError, RunError) as e:
         print(f"memjax.plan: {e}", file=sys.stderr)

@@ -359,5 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # the importable module's main: LocomoEvalConfig is the class configs import
+    from memjax.evaluation.locomo import main as _main
+
+    raise SystemExit(_main())
