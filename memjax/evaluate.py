@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .agents import MemAgent
+from .cli_check import check_evaluate
 from .config import ConfigError, run_cli
 from .data import RulerHotpotQAConfig, load_hotpotqa, synthesize
 from .engine import Engine, SamplingParams
@@ -197,7 +198,8 @@ def _plot(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_cli("python -m memjax.evaluate", __doc__, argv, EvalConfig(), evaluate)
+    return run_cli("python -m memjax.evaluate", __doc__, argv, EvalConfig(), evaluate, check=check_evaluate)
+
 
 if __name__ == "__main__":
     sys.exit(main())

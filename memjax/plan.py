@@ -251,6 +251,8 @@ def main(argv=None) -> int:
                     help="micro-batch slots of the compiled update (default: update.min_micro_batches)")
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--check", action="store_true", help="validate the arguments and the config, resolve the model "
+                    "and the mesh on --devices, print what would be planned and exit 0 (nothing compiled)")
     ap.add_argument("--pickled", help=argparse.SUPPRESS)
     ap.add_argument("--no-exit-code", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -267,6 +269,12 @@ def main(argv=None) -> int:
             ap.error(f"{a.config}: a {type(cfg).__name__} is not a training config (no {', '.join(missing)}); "
                      "memjax.plan plans TrainConfigs (configs/*.py given to python -m memjax.train)")
         cfg = apply_overrides(cfg, a.overrides)
+        if a.check:
+            m, (d, f, t) = _model_config(cfg), _mesh_cfg(cfg).sizes(a.devices)
+            print(f"python -m memjax.plan: {m.num_layers} layers, hidden {m.hidden_size}, vocab {m.vocab_size:,} on "
+                  f"{a.devices} x {a.hbm_gib:g} GiB, mesh data={d} fsdp={f} tensor={t}, engine groups "
+                  f"{engine_groups(cfg.engine, d, f, t)}, min KV {a.min_kv_gib:g} GiB\ncheck: ok (nothing compiled)")
+            return 0
         res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches)
     except (ValueError, RunError) as e:
         print(f"memjax.plan: {e}", file=sys.stderr)

@@ -54,6 +54,7 @@ from rich.console import Console
 from . import flops
 from .agents.workflow import run_workflow
 from .checkpoint import save_hf
+from .cli_check import check_train
 from .checkpoint.run_checkpoints import RunCheckpoints, one_line, placed_like
 from .config import ConfigError, run_cli
 from .curriculum import Curriculum
@@ -412,7 +413,7 @@ def train(cfg: TrainConfig, console: Console | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_cli("python -m memjax.train", __doc__, argv, TrainConfig(), train)
+    return run_cli("python -m memjax.train", __doc__, argv, TrainConfig(), train, check=check_train)
 
 
 if __name__ == "__main__":
