@@ -29,6 +29,27 @@ class RunError(RuntimeError):
     """A run stopped for a reason stated in one line (e.g. a non-finite loss); the CLI exits 1."""
 
 
+def _number(kind: type, low: float, inclusive: bool, what: str):
+    """An argparse `type=` that rejects, before anything starts, a value outside [low, inf) / (low, inf)."""
+    import math
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(v) or v < low or (v == low and not inclusive):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if inclusive else '>'} {low:g}, got {text}")
+        return v
+    return parse
+
+
+positive_int = _number(int, 1, True, "a whole number")          # >= 1
+nonnegative_int = _number(int, 0, True, "a whole number")       # >= 0
+positive_float = _number(float, 0.0, False, "a number")         # finite, > 0
+nonnegative_float = _number(float, 0.0, True, "a number")      # finite, >= 0
+
+
 def load_config_file(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():

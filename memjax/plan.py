@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 
-from .config import RunError, apply_overrides, load_config_file
+from .config import RunError, apply_overrides, load_config_file, nonnegative_float, positive_float, positive_int
 
 GIB = 1 << 30
 KV_DEFAULT_FRACTION = 0.9  # the engine's default pool: 90% of the free memory (memjax/engine/engine.py)
@@ -218,36 +218,13 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
-
-
-def _gib(minimum_exclusive: bool):
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number of GiB, got {text!r}") from None
-        if not math.isfinite(v) or v < 0 or (minimum_exclusive and v == 0):
-            raise argparse.ArgumentTypeError(f"must be a finite number of GiB {'> 0' if minimum_exclusive else '>= 0'}, "
-                                             f"got {text}")
-        return v
-    return parse
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.plan", description=__doc__.split("\n")[0])
     ap.add_argument("config", nargs="?", help="a training config file (defines a TrainConfig)")
-    ap.add_argument("--devices", type=_positive_int, required=True, help="number of devices (>= 1)")
-    ap.add_argument("--hbm-gib", type=_gib(True), required=True, help="memory of one device in GiB (> 0)")
-    ap.add_argument("--min-kv-gib", type=_gib(False), default=16.0, help="least KV cache per device in GiB (>= 0)")
-    ap.add_argument("--micro-batches", type=_positive_int, default=None,
+    ap.add_argument("--devices", type=positive_int, required=True, help="number of devices (>= 1)")
+    ap.add_argument("--hbm-gib", type=positive_float, required=True, help="memory of one device in GiB (> 0)")
+    ap.add_argument("--min-kv-gib", type=nonnegative_float, default=16.0, help="least KV cache per device in GiB (>= 0)")
+    ap.add_argument("--micro-batches", type=positive_int, default=None,
                     help="micro-batch slots of the compiled update (default: update.min_micro_batches)")
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     ap.add_argument("--json", action="store_true")
