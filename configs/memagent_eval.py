@@ -7,7 +7,7 @@ Without model.hf_path the model is random (pipeline check only).
 
 from memjax.agents import MemAgentConfig
 from memjax.engine import EngineConfig
-from memjax.evaluate import EvalConfig
+from memjax.eval_config import EvalConfig
 from memjax.modelsource import ModelSource
 
 config = EvalConfig(

@@ -4,7 +4,7 @@
   python -m memjax.evaluate configs/tiny_eval.py                               (the shipped warm start)
 """
 
-from memjax.evaluate import SystemEvalConfig
+from memjax.eval_config import SystemEvalConfig
 from memjax.systems.tiny import TinySection
 
 config = SystemEvalConfig(agent=TinySection(heldout_size=256, eval_samples=4), out_dir="out/tiny_eval")

@@ -29,6 +29,27 @@ class RunError(RuntimeError):
     """A run stopped for a reason stated in one line (e.g. a non-finite loss); the CLI exits 1."""
 
 
+def _number(kind: type, low: float, inclusive: bool, what: str):
+    """An argparse `type=` that rejects, before anything starts, a value outside [low, inf) / (low, inf)."""
+    import math
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(v) or v < low or (v == low and not inclusive):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if inclusive else '>'} {low:g}, got {text}")
+        return v
+    return parse
+
+
+positive_int = _number(int, 1, True, "a whole number")          # >= 1
+nonnegative_int = _number(int, 0, True, "a whole number")       # >= 0
+positive_float = _number(float, 0.0, False, "a number")         # finite, > 0
+nonnegative_float = _number(float, 0.0, True, "a number")      # finite, >= 0
+
+
 def load_config_file(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
@@ -158,13 +179,17 @@ def describe(cfg: Any, prefix: str = "") -> list[str]:
 
 
 def parse_cli(prog: str, description: str, argv: list[str] | None = None,
-              default_config: Any = None) -> tuple[Any, argparse.Namespace]:
-    """`PROG [CONFIG.py] [--set k=v ...]`; `--help` (with a config) lists every field."""
+              default_config: Any = None, *, check: bool = False) -> tuple[Any, argparse.Namespace]:
+    """`PROG [CONFIG.py] [--set k=v ...] [--check]`; `--help` (with a config) lists every field."""
     ap = argparse.ArgumentParser(prog=prog, description=description, add_help=False,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config", nargs="?", help="Python config file defining `config` (default: embedded)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
     ap.add_argument("-h", "--help", action="store_true", help="show this help and every config field")
+    if check:
+        ap.add_argument("--check", action="store_true",
+                        help="validate the config, build the system, resolve data paths and mesh, print what would "
+                             "run, and exit 0 (nothing is loaded, trained or written)")
     args = ap.parse_args(argv)
     cfg = load_config_file(args.config) if args.config else default_config
     if args.help:
@@ -186,8 +211,9 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
-def run_cli(prog: str, description: str, argv: list[str] | None, default_config: Any, body) -> int:
-    """Parse a CLI (see parse_cli) and call body(cfg); bad config/input -> one line on stderr, exit code 2.
+def run_cli(prog: str, description: str, argv: list[str] | None, default_config: Any, body, check=None) -> int:
+    """Parse a CLI (see parse_cli) and call body(cfg) -- or check(cfg) with `--check` when the program gives a
+    check; bad config/input -> one line on stderr, exit code 2.
 
     SIGTERM and Ctrl-C unwind the program (its `finally` blocks close checkpoints, results and locks) and
     exit 143 / 130 with one line, instead of dying mid-write or printing a traceback."""
@@ -200,8 +226,8 @@ def run_cli(prog: str, description: str, argv: list[str] | None, default_config:
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        cfg, _ = parse_cli(prog, description, argv, default_config=default_config)
-        body(cfg)
+        cfg, args = parse_cli(prog, description, argv, default_config=default_config, check=check is not None)
+        (check if getattr(args, "check", False) else body)(cfg)
     except Terminated:
         print(f"{name}: terminated (SIGTERM); finished results and checkpoints are kept", file=sys.stderr)
         return 143

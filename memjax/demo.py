@@ -30,7 +30,7 @@ from rich.table import Table
 
 from . import convert
 from .checkpoint import load_hf, save_hf
-from .config import ConfigError
+from .config import ConfigError, nonnegative_int, positive_int
 from .model import count_params, greedy_generate, init_model, presets
 from .runio import claim_marked_dir
 from .tokenizer import Tokenizer
@@ -46,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="out/demo", help="working directory (re-created if the demo made it)")
     ap.add_argument("--preset", default="tiny-qwen-vocab", help="model preset (random weights)")
-    ap.add_argument("--max-new-tokens", type=int, default=24)
+    ap.add_argument("--max-new-tokens", type=positive_int, default=24)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rl-steps", type=int, default=None, help="RL steps of part 2 (default: configs/tiny.py's; 0 = skip)")
-    ap.add_argument("--rl-heldout", type=int, default=None, help="held-out questions for part 2 (default: config's)")
+    ap.add_argument("--rl-steps", type=nonnegative_int, default=None, help="RL steps of part 2 (default: configs/tiny.py's; 0 = skip)")
+    ap.add_argument("--rl-heldout", type=positive_int, default=None, help="held-out questions for part 2 (default: config's)")
     args = ap.parse_args(argv)
     con = Console()
     try:  # never empty a directory the demo did not create (`--out .` must not wipe the user's files)

@@ -4,7 +4,7 @@ given a `SystemEvalConfig`, any registered system's held-out evaluation (System.
 <train out_dir>/hf, or the system's initial model) -> results.json, traces.jsonl; or, given a `LocomoEvalConfig` (configs/locomo_<system>.py), a LoCoMo evaluation (memjax/evaluation/locomo.py:
 F1 / BLEU-1 / J / M-Fail per category, predictions JSONL written as they finish, table and chart).
 
-Owns: the evaluation config and program. For each N in `num_docs` it synthesises RULER-HotpotQA
+Owns: the evaluation program (its configs live in memjax/eval_config.py). For each N in `num_docs` it synthesises RULER-HotpotQA
 contexts (memjax.data.hotpotqa) for the first `num_samples` questions, runs the MemAgent workflow, and
 scores the last \\boxed{} answer with SQuAD sub-EM (the paper's accuracy; EM and F1 too). When
 `baseline` is on and a context fits the engine window, the same model also answers from the full
@@ -23,63 +23,27 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .agents import MemAgent, MemAgentConfig
+from .agents import MemAgent
+from .cli_check import check_evaluate
 from .config import ConfigError, run_cli
 from .data import RulerHotpotQAConfig, load_hotpotqa, synthesize
-from .engine import Engine, EngineConfig, SamplingParams
+from .engine import Engine, SamplingParams
+from .eval_config import EvalConfig, SystemEvalConfig
 from .evaluation.locomo import LocomoEvalConfig, run_locomo_eval
-from .modelsource import ModelSource
 from .rewards import last_boxed, squad_scores
 from .report import write_report
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, write_atomic
-from .systems import AgentSection, TinySection, build as build_system
+from .systems import build as build_system
 
 FULL_CONTEXT_TEMPLATE = ("Please read the following text and answer the question below.\n\n<text>\n{context}\n"
                          "</text>\n\nQuestion: {question}\nPut the answer in \\boxed{{}}.")
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    model: ModelSource = field(default_factory=ModelSource)
-    engine: EngineConfig = field(default_factory=lambda: EngineConfig(max_slots=16, window=8192, page_size=64,
-                                                                      prefill_slots=4, prefill_chunk=1024))
-    memagent: MemAgentConfig = field(default_factory=lambda: MemAgentConfig(temperature=0.0))
-    data_path: str = ""
-    num_docs: tuple[int, ...] = (50, 100, 200)
-    num_samples: int = 16
-    seed: int = 0
-    baseline: bool = True
-    out_dir: str = "out/eval"
-
-    def __post_init__(self):
-        if self.num_samples <= 0:
-            raise ValueError(f"EvalConfig.num_samples must be > 0, got {self.num_samples}")
-        if not self.num_docs or any(n <= 0 for n in self.num_docs):
-            raise ValueError(f"EvalConfig.num_docs must list at least one N, each > 0 (got {self.num_docs})")
-        if not self.out_dir:
-            raise ValueError("EvalConfig.out_dir must not be empty")
-
-
-@dataclass(frozen=True)
-class SystemEvalConfig:
-    agent: AgentSection = field(default_factory=TinySection)  # the system (agent.name) and its settings
-    model: ModelSource = field(default_factory=ModelSource)  # the system's model source (and tokenizer)
-    engine: EngineConfig = field(default_factory=lambda: EngineConfig(max_slots=16, window=1024, page_size=16,
-                                                                      prefill_slots=4, prefill_chunk=256))
-    policy: str = ""  # HF directory of the policy to evaluate (e.g. out/tiny/hf); "" = the initial model
-    seed: int = 0
-    out_dir: str = "out/eval_system"
-
-    def __post_init__(self):
-        if not self.out_dir:
-            raise ValueError("SystemEvalConfig.out_dir must not be empty")
 
 
 def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
@@ -243,7 +207,8 @@ def evaluate_and_report(cfg, console: Console | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_cli("python -m memjax.evaluate", __doc__, argv, EvalConfig(), evaluate_and_report)
+    return run_cli("python -m memjax.evaluate", __doc__, argv, EvalConfig(), evaluate_and_report, check=check_evaluate)
+
 
 if __name__ == "__main__":
     sys.exit(main())

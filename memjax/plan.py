@@ -50,7 +50,6 @@ the GPU program's are expected smaller; bf16 matmuls may be kept in f32 on CPU).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -60,7 +59,7 @@ import subprocess
 import sys
 import tempfile
 
-from .config import RunError, apply_overrides, load_config_file
+from .config import RunError, apply_overrides, load_config_file, nonnegative_float, positive_float, positive_int
 
 GIB = 1 << 30
 KV_DEFAULT_FRACTION = 0.9  # the engine's default pool: 90% of the free memory (memjax/engine/engine.py)
@@ -345,43 +344,18 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
-def _split_mesh_overrides(cfg, overrides: list[str]):
-    """`--set mesh.*` for configs whose TrainConfig has no mesh section yet: applied to a MeshConfig here."""
-    from .parallel import MeshConfig
-    if hasattr(cfg, "mesh"):
-        return cfg, overrides
-    mesh = {}
-    rest = []
-    for o in overrides:
-        k, _, v = o.partition("=")
-        if k.strip().startswith("mesh."):
-            mesh[k.strip()[5:]] = int(v)
-        else:
-            rest.append(o)
-    return _WithMesh(cfg, MeshConfig(**mesh)), rest
-
-
-@dataclasses.dataclass(frozen=True)
-class _WithMesh:
-    base: object
-    mesh: object
-
-    def __getattr__(self, name):
-        if name in ("base", "mesh") or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.base, name)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.plan", description=__doc__.split("\n")[0])
-    ap.add_argument("config", nargs="?")
-    ap.add_argument("--devices", type=int, required=True)
-    ap.add_argument("--hbm-gib", type=float, required=True)
-    ap.add_argument("--min-kv-gib", type=float, default=16.0)
-    ap.add_argument("--micro-batches", type=int, default=None,
+    ap.add_argument("config", nargs="?", help="a training config file (defines a TrainConfig)")
+    ap.add_argument("--devices", type=positive_int, required=True, help="number of devices (>= 1)")
+    ap.add_argument("--hbm-gib", type=positive_float, required=True, help="memory of one device in GiB (> 0)")
+    ap.add_argument("--min-kv-gib", type=nonnegative_float, default=16.0, help="least KV cache per device in GiB (>= 0)")
+    ap.add_argument("--micro-batches", type=positive_int, default=None,
                     help="micro-batch slots of the compiled update (default: update.min_micro_batches)")
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--check", action="store_true", help="validate the arguments and the config, resolve the model "
+                    "and the mesh on --devices, print what would be planned and exit 0 (nothing compiled)")
     ap.add_argument("--pickled", help=argparse.SUPPRESS)
     ap.add_argument("--no-exit-code", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -393,10 +367,17 @@ def main(argv=None) -> int:
             if not a.config:
                 ap.error("CONFIG is required")
             cfg = load_config_file(a.config)
-        cfg, rest = _split_mesh_overrides(cfg, a.overrides)
-        if rest:
-            cfg = dataclasses.replace(cfg, base=apply_overrides(cfg.base, rest)) if isinstance(cfg, _WithMesh) \
-                else apply_overrides(cfg, rest)
+        missing = [f for f in ("engine", "update", "loss", "optim", "mesh") if not hasattr(cfg, f)]
+        if missing:
+            ap.error(f"{a.config}: a {type(cfg).__name__} is not a training config (no {', '.join(missing)}); "
+                     "memjax.plan plans TrainConfigs (configs/*.py given to python -m memjax.train)")
+        cfg = apply_overrides(cfg, a.overrides)
+        if a.check:
+            m, (d, f, t) = _model_config(cfg), _mesh_cfg(cfg).sizes(a.devices)
+            print(f"python -m memjax.plan: {m.num_layers} layers, hidden {m.hidden_size}, vocab {m.vocab_size:,} on "
+                  f"{a.devices} x {a.hbm_gib:g} GiB, mesh data={d} fsdp={f} tensor={t}, engine groups "
+                  f"{engine_groups(cfg.engine, d, f, t)}, min KV {a.min_kv_gib:g} GiB\ncheck: ok (nothing compiled)")
+            return 0
         res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches)
     except (ValueError, RunError) as e:
         print(f"memjax.plan: {e}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """`python -m memjax.train [CONFIG.py] [--set key=value ...]`: the one RL training loop of every agent system.
 
-Owns: TrainConfig and the loop
+Owns: the loop (its config, TrainConfig, lives in memjax/train_config.py)
   system data stream -> the system's workflow on the engine with the current weights (memjax/agents
   run_workflow) -> rewards (+ the system's shaping) -> [ablation] -> group filter / dynamic sampling
   (optional) -> credit assignment (memjax/rl/credit.py: GRPO, or GAE with the PPO critic; or the system's
@@ -43,7 +43,6 @@ import dataclasses
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import jax
@@ -55,83 +54,21 @@ from rich.console import Console
 from . import flops
 from .agents.workflow import run_workflow
 from .checkpoint import save_hf
+from .cli_check import check_train
 from .checkpoint.run_checkpoints import RunCheckpoints, one_line, placed_like
 from .config import ConfigError, run_cli
-from .curriculum import Curriculum, check_choices
-from .engine import Engine, EngineConfig
-from .modelsource import ModelSource
-from .parallel import MeshConfig, agree, code_digest, initialize, is_primary, on_mesh, rollout_devices
+from .curriculum import Curriculum
+from .engine import Engine
+from .parallel import agree, code_digest, initialize, is_primary, on_mesh, rollout_devices
 from .report import write_report
-from .rl.advantages import AdvantageConfig
 from .rl.batch import unit_index
-from .rl.credit import Credit, CriticConfig
+from .rl.credit import Credit
 from .rl.dapo import DynamicSampler, filter_groups
 from .rl.shares import gather_rollouts, share
-from .rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
+from .rl.trainer import Trainer
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, tb_writer, write_atomic
-
-
-from .systems import AgentSection, MemAgentSection, build as build_system
-
-ABLATIONS = ("none", "shuffle_rewards", "zero_advantages")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    agent: AgentSection = field(default_factory=MemAgentSection)  # the system (agent.name) and its settings
-    model: ModelSource = field(default_factory=ModelSource)
-    engine: EngineConfig = field(default_factory=lambda: EngineConfig(max_slots=16, window=1024, page_size=16,
-                                                                      prefill_slots=4, prefill_chunk=256))
-    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
-    critic: CriticConfig = field(default_factory=CriticConfig)  # PPO critic (advantage.estimator="gae")
-    loss: LossConfig = field(default_factory=LossConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    update: UpdateConfig = field(default_factory=UpdateConfig)
-    prompts_per_step: int = 4  # samples (questions) per generation batch, x agent group_size trajectories
-    steps: int = 10
-    eval_every: int = 0  # held-out evaluation every N steps (0 = only before and after training and at stage ends)
-    dynamic_sampling: bool = False  # DAPO: refill from more generation batches until prompts_per_step groups vary
-    max_gen_batches: int = 3
-    filter_flat_groups: bool = False  # drop groups whose rewards are all equal (DAPO's filter without refill)
-    ablation: str = "none"  # "shuffle_rewards": permute rewards over the batch; "zero_advantages": all equal
-    mesh: MeshConfig = field(default_factory=MeshConfig)  # data x fsdp x tensor (default: all devices on fsdp)
-    # hybrid engine: free the engine's KV pool and rollout weights while the trainer updates, so that the
-    # two memory peaks do not add (memjax.plan counts the larger of the two phases)
-    engine_sleep: bool = True
-    min_kv_gib: float = 16.0  # start-up memory plan (memjax.plan, on GPUs): refuse a config leaving less KV cache
-    plan_hbm_gib: float = 0.0  # start-up plan's memory per device; 0 = the devices' own limit (none on CPU: then
-    # only the sharding is checked)
-    seed: int = 0
-    out_dir: str = "out/train"
-    checkpoint_every: int = 5
-    keep_checkpoints: int = 2
-    resume: bool = True
-    # curriculum stages (System.stage; memjax/curriculum.py)
-    select_metric: str = ""  # evaluation metric that picks each stage's best checkpoint ("" = no selection)
-    select_mode: str = "max"  # "max" | "min"
-    stage_restart: str = "best"  # "best": a stage starts from the previous stage's best; "none": continues
-    stage_optimizer: str = "reset"  # at a restart: "reset" optimizer state and lr schedule, or "keep" them
-    stage_reference: str = "best"  # at a restart the KL reference becomes the restored weights, or "initial"
-
-    def __post_init__(self):
-        for f in ("steps", "checkpoint_every", "max_gen_batches", "keep_checkpoints", "prompts_per_step"):
-            if getattr(self, f) <= 0:
-                raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
-        if not self.out_dir:
-            raise ValueError("TrainConfig.out_dir must not be empty")
-        if self.eval_every < 0:
-            raise ValueError(f"TrainConfig.eval_every must be >= 0, got {self.eval_every}")
-        if self.ablation not in ABLATIONS:
-            raise ValueError(f"TrainConfig.ablation must be one of {ABLATIONS}, got {self.ablation!r}")
-        if not self.min_kv_gib >= 0:
-            raise ValueError(f"TrainConfig.min_kv_gib must be >= 0, got {self.min_kv_gib}")
-        if not (self.plan_hbm_gib >= 0 and self.plan_hbm_gib < float("inf")):
-            raise ValueError(f"TrainConfig.plan_hbm_gib must be >= 0 (0 = the devices' limit), got {self.plan_hbm_gib}")
-        if not isinstance(self.agent, AgentSection) or not self.agent.name:
-            raise ValueError(f"TrainConfig.agent must be a system section (agent.name), got {self.agent!r}")
-        check_choices(self)
-        if self.dynamic_sampling and self.filter_flat_groups:
-            raise ValueError("TrainConfig: dynamic_sampling already drops flat groups; unset filter_flat_groups")
+from .systems import build as build_system
+from .train_config import ABLATIONS, TrainConfig  # noqa: F401  (re-exported: memjax.train.TrainConfig)
 
 
 def rollout_seed(seed: int, step: int, gen_batch: int) -> int:
@@ -500,7 +437,7 @@ def train(cfg: TrainConfig, console: Console | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_cli("python -m memjax.train", __doc__, argv, TrainConfig(), train)
+    return run_cli("python -m memjax.train", __doc__, argv, TrainConfig(), train, check=check_train)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from memjax.plan import main as plan_main
+
 CONFIG = textwrap.dedent("""
     from dataclasses import dataclass, field
     from memjax.engine import EngineConfig
@@ -83,3 +85,34 @@ def test_engine_groups_split_the_kv_budget():
     assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1), 2, 4) == 8
     assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1, tensor_parallel=2), 2, 2, 2) == 4
     assert engine_groups(EngineConfig(max_slots=16, prefill_slots=4, data_parallel=4), 1, 8) == 4
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--devices", "0", "--hbm-gib", "80"], "argument --devices: must be >= 1, got 0"),
+    (["--devices", "x", "--hbm-gib", "80"], "argument --devices: expected a whole number"),
+    (["--devices", "8", "--hbm-gib", "-5"], "argument --hbm-gib: must be > 0, got -5"),
+    (["--devices", "8", "--hbm-gib", "nan"], "argument --hbm-gib: must be > 0, got nan"),
+    (["--devices", "8", "--hbm-gib", "80", "--min-kv-gib", "-1"], "argument --min-kv-gib: must be >= 0, got -1"),
+    (["--devices", "8", "--hbm-gib", "80", "--micro-batches", "0"], "argument --micro-batches: must be >= 1"),
+])
+def test_cli_arguments_are_validated_before_anything_starts(args, message, capsys):
+    """Bad numbers are argparse errors (exit 2, one line naming the argument), not a backend error later."""
+    with pytest.raises(SystemExit) as e:
+        plan_main(["configs/tiny.py", *args])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_refuses_a_non_training_config(capsys):
+    with pytest.raises(SystemExit) as e:
+        plan_main(["configs/tiny_eval.py", "--devices", "1", "--hbm-gib", "80"])
+    assert e.value.code == 2
+    assert "a SystemEvalConfig is not a training config (no update, loss, optim, mesh)" in capsys.readouterr().err
+
+
+def test_check_resolves_without_compiling(capsys):
+    assert plan_main(["configs/memagent_14b.py", "--devices", "8", "--hbm-gib", "141", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "48 layers" in out and "mesh data=1 fsdp=8 tensor=1" in out and "check: ok" in out
+    assert plan_main(["configs/memagent.py", "--devices", "7", "--hbm-gib", "80", "--set", "mesh.fsdp=2", "--check"]) == 2
+    assert "!= 7 devices" in capsys.readouterr().err

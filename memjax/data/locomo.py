@@ -297,18 +297,24 @@ def stats(data: Locomo) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[0] != "stats":
-        print("usage: python -m memjax.data.locomo stats PATH", file=sys.stderr)
-        return 2
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m memjax.data.locomo",
+                                 description="LoCoMo statistics: counts, questions per category, quirks, named splits")
+    sub = ap.add_subparsers(dest="command", required=True)
+    st = sub.add_parser("stats", help="print one JSON object of statistics of a locomo10.json")
+    st.add_argument("path", help="the user's copy of locomo10.json")
+    a = ap.parse_args(argv)
     try:
-        data = load_locomo(argv[1])
-    except LocomoError as e:
-        print(f"error: {e}", file=sys.stderr)
+        data = load_locomo(a.path)
+    except (LocomoError, OSError) as e:
+        print(f"memjax.data.locomo: error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(stats(data)))
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the importable module's main: its records are the classes every other module imports
+    from memjax.data.locomo import main as _main
+
+    sys.exit(_main())

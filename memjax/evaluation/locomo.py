@@ -348,10 +348,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--judge-model", default="gpt-oss-120b")
     ap.add_argument("--f1", default="set", choices=("set", "multiset"))
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--check", action="store_true", help="validate the arguments, read the data and the answers, "
+                    "resolve the split, print what would be scored and exit 0 (no judge called, nothing written)")
     a = ap.parse_args(argv)
     try:
         cfg = LocomoEvalConfig(data_path=a.data_path, answers=a.answers, split=a.split, part=a.part, out_dir=a.out,
                                judge=a.judge, judge_url=a.judge_url, judge_model=a.judge_model, f1=a.f1, limit=a.limit)
+        if a.check:
+            for what, path in (("data_path", cfg.data_path), ("answers", cfg.answers)):
+                if not Path(path).is_file():
+                    raise FileNotFoundError(f"{what}={path!r}: file not found")
+            predict, questions = answers_predictor(cfg.answers), split_part(cfg)
+            answered = sum(predict(q) is not None for q in questions)
+            judge = f"{cfg.judge} ({cfg.judge_model} at {cfg.judge_url})" if cfg.judge == "openai" else cfg.judge
+            print(f"LoCoMo {cfg.split}/{cfg.part}: {len(questions)} questions, {answered} answered in {cfg.answers}; "
+                  f"judge {judge}")
+            print(f"out_dir: {cfg.out_dir}\ncheck: ok (nothing loaded or written)")
+            return 0
         res = run_locomo_eval(cfg)
     except (ValueError, KeyError, OSError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
@@ -363,5 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # the importable module's main: LocomoEvalConfig is the class configs import
+    from memjax.evaluation.locomo import main as _main
+
+    raise SystemExit(_main())

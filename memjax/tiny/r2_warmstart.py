@@ -31,6 +31,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from ..config import positive_float, positive_int
 from ..engine import Engine
 from ..model import init_model
 from .agent import WINDOW, engine_config, model_config
@@ -94,10 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.tiny.r2_warmstart", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(default_path()))
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--steps", type=positive_int, default=400)
+    ap.add_argument("--eval-every", type=positive_int, default=100)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--lr", type=positive_float, default=2e-3)
     args = ap.parse_args(argv)
     model, info = train(seed=args.seed, steps=args.steps, lr=args.lr, eval_every=args.eval_every)
     out = save(model, info, args.out)

@@ -31,6 +31,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from ..config import positive_float, positive_int
 from ..engine import Engine
 from ..model import init_model
 from .warmstart import asset_dir, load_or_train, save_model, sft_step
@@ -113,14 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.tiny.sumer_warmstart", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(default_path()))
-    ap.add_argument("--target", type=float, default=0.45)
+    ap.add_argument("--target", type=positive_float, default=0.45)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--eval-every", type=int, default=25)
-    ap.add_argument("--max-steps", type=int, default=2000)
+    ap.add_argument("--lr", type=positive_float, default=3e-3)
+    ap.add_argument("--eval-every", type=positive_int, default=25)
+    ap.add_argument("--max-steps", type=positive_int, default=2000)
     ap.add_argument("--filter-prob", type=float, default=0.5)
-    ap.add_argument("--hidden", type=int, default=64)
-    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--hidden", type=positive_int, default=64)
+    ap.add_argument("--layers", type=positive_int, default=3)
     args = ap.parse_args(argv)
     model, info = train(seed=args.seed, target=args.target, lr=args.lr, eval_every=args.eval_every,
                         max_steps=args.max_steps, filter_prob=args.filter_prob, hidden=args.hidden,

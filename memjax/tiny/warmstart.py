@@ -39,6 +39,7 @@ from flax import nnx
 
 from ..agents import build_prompt
 from ..checkpoint import load_hf, save_hf
+from ..config import positive_float, positive_int
 from ..engine import Engine
 from ..model import init_model
 from ..rl.logprobs import token_logprobs
@@ -156,11 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.tiny.warmstart", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(default_path()))
-    ap.add_argument("--target", type=float, default=0.45)
+    ap.add_argument("--target", type=positive_float, default=0.45)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--eval-every", type=int, default=100)
-    ap.add_argument("--max-steps", type=int, default=3000)
+    ap.add_argument("--lr", type=positive_float, default=2e-3)
+    ap.add_argument("--eval-every", type=positive_int, default=100)
+    ap.add_argument("--max-steps", type=positive_int, default=3000)
     args = ap.parse_args(argv)
     model, info = train(seed=args.seed, target=args.target, lr=args.lr, eval_every=args.eval_every,
                         max_steps=args.max_steps)

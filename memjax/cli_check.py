@@ -1,0 +1,102 @@
+"""`--check` of `python -m memjax.train` and `python -m memjax.evaluate`: everything a run does before its model
+loads, then a summary of what would run, and exit 0.
+
+Owns: check_train(cfg) and check_evaluate(cfg). They validate the config (its dataclasses already did on
+construction), build the system (which resolves its data paths: a missing file is the same one-line error the
+run would give), read the model's config.json when `model.hf_path` (or a policy) names a Hugging Face directory
+(no weights are read), resolve the mesh against the devices this process sees, and print one line per fact.
+Invariant: nothing is written (no out_dir is created or locked), no weights are loaded, nothing is compiled;
+any failure is a ConfigError / ValueError / FileNotFoundError, which the CLI turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import ConfigError
+
+
+def _model_line(src, where: str = "model") -> str:
+    """The model the run would load: its config.json (read, no weights) or the random-weights preset."""
+    from .model import presets
+
+    if src.hf_path:
+        from .checkpoint.hf import load_config
+
+        if not (Path(src.hf_path) / "config.json").is_file():
+            raise ConfigError(f"{where}.hf_path={src.hf_path}: not a Hugging Face model directory (no config.json)")
+        m = load_config(src.hf_path, dtype=src.dtype)
+        return f"{where}: {src.hf_path} ({m.num_layers} layers, hidden {m.hidden_size}, vocab {m.vocab_size:,})"
+    m = presets.get(src.preset, param_dtype=src.dtype)
+    return f"{where}: random weights of preset {src.preset!r} ({m.num_layers} layers, hidden {m.hidden_size})"
+
+
+def _system(agent, seed: int):
+    from .systems import build
+
+    try:
+        return build(agent, seed=seed)
+    except KeyError as e:
+        raise ConfigError(str(e.args[0])) from None
+
+
+def _finish(lines: list[str]) -> None:
+    print("\n".join(lines))
+    print("check: ok (nothing loaded or written)")
+
+
+def check_train(cfg) -> None:
+    import jax
+
+    system = _system(cfg.agent, cfg.seed)
+    m = cfg.mesh
+    try:
+        data, fsdp, tensor = m.sizes(jax.device_count())
+    except ValueError as e:
+        raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
+                          f"{jax.device_count()} device(s))") from None
+    _finish([f"python -m memjax.train: system {system.name!r}, {cfg.steps} steps x {cfg.prompts_per_step} prompts, "
+             f"estimator {cfg.advantage.estimator}",
+             _model_line(cfg.model),
+             f"mesh: data {data} x fsdp {fsdp} x tensor {tensor} on {jax.device_count()} {jax.default_backend()} "
+             "device(s)",
+             f"engine: {cfg.engine.max_slots} slots, window {cfg.engine.window}, data_parallel "
+             f"{cfg.engine.data_parallel}",
+             f"out_dir: {cfg.out_dir} ({'resumes from its checkpoints' if cfg.resume else 'fresh'})"])
+
+
+def check_evaluate(cfg) -> None:
+    from .eval_config import EvalConfig, SystemEvalConfig
+    from .evaluation.locomo import LocomoEvalConfig
+
+    if isinstance(cfg, LocomoEvalConfig):
+        if not cfg.data_path or not Path(cfg.data_path).is_file():
+            raise FileNotFoundError(f"data_path={cfg.data_path!r}: LoCoMo file not found (--set data_path=...)")
+        if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
+            raise FileNotFoundError(f"answers={cfg.answers!r}: predictions JSONL not found (--set answers=...)")
+        lines = [f"python -m memjax.evaluate: LoCoMo {cfg.split}/{cfg.part}, system {cfg.system!r}, judge {cfg.judge}",
+                 f"data_path: {cfg.data_path}"]
+        if cfg.system == "answers":
+            lines.append(f"answers: {cfg.answers}")
+        else:
+            lines.append(_model_line(cfg.model))
+        _finish(lines + [f"out_dir: {cfg.out_dir}"])
+    elif isinstance(cfg, SystemEvalConfig):
+        system = _system(cfg.agent, cfg.seed)
+        lines = [f"python -m memjax.evaluate: held-out evaluation of system {system.name!r}", _model_line(cfg.model)]
+        if cfg.policy:
+            from .modelsource import ModelSource
+
+            lines.append(_model_line(ModelSource(hf_path=cfg.policy), "policy").replace(".hf_path", ""))
+        _finish(lines + [f"out_dir: {cfg.out_dir}"])
+    elif isinstance(cfg, EvalConfig):
+        if not cfg.data_path:
+            raise ConfigError("data_path is not set: give a HotpotQA JSON file (--set data_path=...)")
+        if not Path(cfg.data_path).is_file():
+            raise ConfigError(f"data_path={cfg.data_path}: file not found")
+        _finish([f"python -m memjax.evaluate: MemAgent accuracy at num_docs {list(cfg.num_docs)}, {cfg.num_samples} "
+                 f"questions each{', with the full-context baseline' if cfg.baseline else ''}",
+                 _model_line(cfg.model), f"data_path: {cfg.data_path}", f"out_dir: {cfg.out_dir}"])
+    else:
+        raise ConfigError(f"config is a {type(cfg).__name__}; memjax.evaluate expects an EvalConfig, a "
+                          "SystemEvalConfig or a LocomoEvalConfig (a training config goes to python -m memjax.train)")

@@ -1,0 +1,80 @@
+"""TrainConfig: the whole configuration of one `python -m memjax.train` run (typed, frozen, validated).
+
+Owns: the TrainConfig dataclass (its sections and their defaults) and its validation; nothing runs here.
+It lives apart from the CLI module so that `python -m memjax.train`, which executes memjax/train.py as
+`__main__`, and the config files (`from memjax.train_config import TrainConfig`) see one and the same class.
+Invariant: a TrainConfig that constructs is a config memjax.train accepts (every field checked in __post_init__).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .curriculum import check_choices
+from .engine import EngineConfig
+from .modelsource import ModelSource
+from .parallel import MeshConfig
+from .rl.advantages import AdvantageConfig
+from .rl.credit import CriticConfig
+from .rl.trainer import LossConfig, OptimConfig, UpdateConfig
+from .systems import AgentSection, MemAgentSection
+
+ABLATIONS = ("none", "shuffle_rewards", "zero_advantages")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    agent: AgentSection = field(default_factory=MemAgentSection)  # the system (agent.name) and its settings
+    model: ModelSource = field(default_factory=ModelSource)
+    engine: EngineConfig = field(default_factory=lambda: EngineConfig(max_slots=16, window=1024, page_size=16,
+                                                                      prefill_slots=4, prefill_chunk=256))
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)  # PPO critic (advantage.estimator="gae")
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    update: UpdateConfig = field(default_factory=UpdateConfig)
+    prompts_per_step: int = 4  # samples (questions) per generation batch, x agent group_size trajectories
+    steps: int = 10
+    eval_every: int = 0  # held-out evaluation every N steps (0 = only before and after training and at stage ends)
+    dynamic_sampling: bool = False  # DAPO: refill from more generation batches until prompts_per_step groups vary
+    max_gen_batches: int = 3
+    filter_flat_groups: bool = False  # drop groups whose rewards are all equal (DAPO's filter without refill)
+    ablation: str = "none"  # "shuffle_rewards": permute rewards over the batch; "zero_advantages": all equal
+    mesh: MeshConfig = field(default_factory=MeshConfig)  # data x fsdp x tensor (default: all devices on fsdp)
+    # hybrid engine: free the engine's KV pool and rollout weights while the trainer updates, so that the
+    # two memory peaks do not add (memjax.plan counts the larger of the two phases)
+    engine_sleep: bool = True
+    min_kv_gib: float = 16.0  # start-up memory plan (memjax.plan, on GPUs): refuse a config leaving less KV cache
+    plan_hbm_gib: float = 0.0  # start-up plan's memory per device; 0 = the devices' own limit (none on CPU: then
+    # only the sharding is checked)
+    seed: int = 0
+    out_dir: str = "out/train"
+    checkpoint_every: int = 5
+    keep_checkpoints: int = 2
+    resume: bool = True
+    # curriculum stages (System.stage; memjax/curriculum.py)
+    select_metric: str = ""  # evaluation metric that picks each stage's best checkpoint ("" = no selection)
+    select_mode: str = "max"  # "max" | "min"
+    stage_restart: str = "best"  # "best": a stage starts from the previous stage's best; "none": continues
+    stage_optimizer: str = "reset"  # at a restart: "reset" optimizer state and lr schedule, or "keep" them
+    stage_reference: str = "best"  # at a restart the KL reference becomes the restored weights, or "initial"
+
+    def __post_init__(self):
+        for f in ("steps", "checkpoint_every", "max_gen_batches", "keep_checkpoints", "prompts_per_step"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
+        if not self.out_dir:
+            raise ValueError("TrainConfig.out_dir must not be empty")
+        if self.eval_every < 0:
+            raise ValueError(f"TrainConfig.eval_every must be >= 0, got {self.eval_every}")
+        if self.ablation not in ABLATIONS:
+            raise ValueError(f"TrainConfig.ablation must be one of {ABLATIONS}, got {self.ablation!r}")
+        if not self.min_kv_gib >= 0:
+            raise ValueError(f"TrainConfig.min_kv_gib must be >= 0, got {self.min_kv_gib}")
+        if not (self.plan_hbm_gib >= 0 and self.plan_hbm_gib < float("inf")):
+            raise ValueError(f"TrainConfig.plan_hbm_gib must be >= 0 (0 = the devices' limit), got {self.plan_hbm_gib}")
+        if not isinstance(self.agent, AgentSection) or not self.agent.name:
+            raise ValueError(f"TrainConfig.agent must be a system section (agent.name), got {self.agent!r}")
+        check_choices(self)
+        if self.dynamic_sampling and self.filter_flat_groups:
+            raise ValueError("TrainConfig: dynamic_sampling already drops flat groups; unset filter_flat_groups")

@@ -1,0 +1,35 @@
+"""`--check` of memjax.train / memjax.evaluate (memjax/cli_check.py): it resolves what a run resolves before its
+model loads -- the system and its data paths, the model's config.json, the mesh -- prints it and exits 0, and a
+problem is the run's own one-line error (exit 2); nothing is written."""
+
+from memjax.evaluate import main as evaluate_main
+from memjax.train import main as train_main
+
+HOTPOT = "tests/fixtures/data/hotpotqa_dev_excerpt.json"
+
+
+def test_train_check_prints_what_would_run_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train_main(["configs/memagent.py", "--set", f"agent.data.path={HOTPOT}", "--set", f"out_dir={out}",
+                       "--check"]) == 0
+    text = capsys.readouterr().out
+    assert "system 'memagent'" in text and "mesh: data 1 x fsdp 1 x tensor 1" in text and "check: ok" in text
+    assert not out.exists()
+
+
+def test_train_check_fails_like_the_run(tmp_path, capsys):
+    assert train_main(["configs/memagent.py", "--check"]) == 2  # no data path
+    assert "agent.data.path is not set" in capsys.readouterr().err
+    assert train_main(["configs/tiny.py", "--set", "mesh.fsdp=3", "--check"]) == 2  # 1 CPU device
+    assert "mesh=(data 1, fsdp 3, tensor 1)" in capsys.readouterr().err
+    assert train_main(["configs/tiny.py", "--set", f"model.hf_path={tmp_path}", "--check"]) == 2
+    assert "not a Hugging Face model directory" in capsys.readouterr().err
+
+
+def test_evaluate_check_dispatches_on_every_config_kind(capsys):
+    assert evaluate_main(["configs/tiny_eval.py", "--check"]) == 0
+    assert "held-out evaluation of system 'tiny'" in capsys.readouterr().out
+    assert evaluate_main(["configs/memagent_eval.py", "--set", f"data_path={HOTPOT}", "--check"]) == 0
+    assert "MemAgent accuracy" in capsys.readouterr().out
+    assert evaluate_main(["configs/locomo_answers.py", "--set", "data_path=missing.json", "--check"]) == 2
+    assert "LoCoMo file not found" in capsys.readouterr().err
