@@ -82,6 +82,16 @@ PLACEHOLDERS = {
     "[--json]": "--json",
     "[--with-speaker]": "--with-speaker",
     "[--min-tokens 32 --max-tokens 96]": "--min-tokens 32 --max-tokens 96",
+    "configs/<name>.py": "configs/sumer.py",
+    "--hbm-gib G --json": "--hbm-gib 80 --json",
+    "memjax.train ...": "memjax.train configs/tiny.py",
+    "model.hf_path=/shared/ckpt/Qwen2.5-7B-Instruct": "model.hf_path={hf}",
+    "/shared/data/hotpot_train_v1.1.json": f"{FIXTURES}/hotpotqa_dev_excerpt.json",
+    "out_dir=/shared/runs/memagent7b": "out_dir={tmp}/memagent7b",
+    "out_dir=out/tiny2": "out_dir={tmp}/tiny2",
+    "OUT_DIR": "{tmp}/locomo_run",  # a LoCoMo evaluation the workspace fixture runs
+    "out/demo/tiny": "{tmp}/locomo_run",
+    "--screenshot docs/img/report_demo.png": "--screenshot {tmp}/report.png",
 }
 
 CHECK = "--check"  # memjax.train / memjax.evaluate: validate, build, resolve, print what would run, exit 0
@@ -104,7 +114,6 @@ COMMANDS = {
     "python -m memjax.train configs/tiny_ppo.py [--set seed=1 ...]": CHECK,
     "python -m memjax.train configs/tiny_sumer.py [--set seed=1 --set ablation=shuffle_rewards ...]": CHECK,
     "python -m memjax.train CONFIG.py [--set key=value ...]": CHECK,
-    "python -m memjax.train configs/memagent.py --set ...": CHECK,
     "python -m memjax.train configs/memagent.py --set model.hf_path=... --set agent.data.path=hotpot_train.json":
         CHECK,
     "python -m memjax.train configs/memagent.py --set model.hf_path=/ckpt/Qwen2.5-7B-Instruct "
@@ -158,6 +167,20 @@ COMMANDS = {
     "python -m memjax.plan configs/memagent.py": "--devices 8 --hbm-gib 80 " + CHECK,
     "python -m memjax.plan configs/memagent.py --devices 8 --hbm-gib 80 --json": CHECK,
     "python -m memjax.plan configs/memagent_14b.py --devices 8 --hbm-gib 141": CHECK,
+    "python -m memjax.plan configs/<name>.py --devices 8 --hbm-gib G --json": CHECK,
+    "python -m memjax.plan configs/memory_r1_answer.py --devices 8 --hbm-gib 80": CHECK,
+    "python -m memjax.plan configs/memory_r1_manager.py --devices 8 --hbm-gib 80": CHECK,
+    "python -m memjax.plan configs/memory_r2.py --devices 8 --hbm-gib 80": CHECK,
+    "python -m memjax.plan configs/sumer.py --devices 8 --hbm-gib 80": CHECK,
+    "python -m memjax.report OUT_DIR": "",
+    # the screenshot needs a headless Chromium (tests/report/test_page.py runs it where one is installed)
+    "python -m memjax.report out/demo/tiny --screenshot docs/img/report_demo.png --size 1280x2300": PARSE,
+    "python -m memjax.launch --nproc 2 --devices-per-proc 4 -- memjax.train configs/tiny.py --set steps=3 "
+    "--set prompts_per_step=4 --set out_dir=out/tiny2": CHECK,
+    "python -m memjax.train ...": CHECK,
+    "python -m memjax.train configs/memagent.py --set model.hf_path=/shared/ckpt/Qwen2.5-7B-Instruct "
+    "--set agent.data.path=/shared/data/hotpot_train_v1.1.json --set out_dir=/shared/runs/memagent7b": CHECK,
+    "python -m memjax.train configs/tiny.py --set out_dir=out/tiny2": CHECK,
     "python -m memjax.plan CONFIG --devices N --hbm-gib G [--set mesh.fsdp=... ] [--json]": CHECK,
     "python -m memjax.plan CONFIG.py --devices N --hbm-gib G [--json]": CHECK,
     # benchmarks: flops_linearity and locomo_retrieval run (seconds); the others take minutes even at tiny shapes
@@ -279,6 +302,10 @@ def workspace(tmp_path_factory):
     assert p.returncode == 0, p.stderr
     qids = [q["qid"] for q in _fixture_questions()][:3]
     (tmp / "answers.jsonl").write_text("".join(json.dumps({"qid": q, "answer": "x"}) + "\n" for q in qids))
+    p = subprocess.run([sys.executable, "-m", "memjax.evaluate", "configs/locomo_answers.py", "--set",
+                        f"data_path={FIXTURES}/locomo_fixture.json", "--set", f"answers={tmp}/answers.jsonl", "--set",
+                        f"out_dir={tmp}/locomo_run"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr  # the run directory `memjax.report OUT_DIR` opens
     return tmp, hf, env
 
 
