@@ -50,6 +50,7 @@ the GPU program's are expected smaller; bf16 matmuls may be kept in f32 on CPU).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow(seconds=60)  # every documented command as a subprocess (measured ~57 s, 2 cores)
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = "tests/fixtures/data"
 CMD = re.compile(r"python -m (?:memjax|benchmarks)\b|make [a-z]")

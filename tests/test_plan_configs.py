@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow(seconds=110)  # every shipped config planned in a subprocess (measured 50-110 s, 2 cores)
+
 ROOT = Path(__file__).resolve().parents[1]
 GPU_RECIPES = ("memagent", "memagent_14b", "sumer", "memory_r1_manager", "memory_r1_answer", "memory_r2")
 

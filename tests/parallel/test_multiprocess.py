@@ -26,6 +26,8 @@ import pytest
 from memjax.launch import child_env, free_port, launch
 from memjax.parallel import MeshConfig
 
+pytestmark = pytest.mark.slow(seconds=185)  # real jax.distributed processes: trains, kills, resumes (measured ~185 s, 2 cores)
+
 ROOT = Path(__file__).resolve().parents[2]
 SETS = ["--set", "steps=3", "--set", "prompts_per_step=4", "--set", "agent.heldout_size=8",
         "--set", "agent.eval_samples=1"]
