@@ -37,6 +37,16 @@ def test_memory_r2_quirks_from_the_issue():
 
 
 def test_unknown_profile_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown profile"):
+    with pytest.raises(ValueError, match="unknown"):
         get_profile("nope")
     assert {"memory_r2", "memjax"} <= set(PROFILES)
+
+
+def test_boxed_profiles_and_kinds():
+    off, len_ = get_profile("memagent", "boxed"), get_profile("memagent_lenient", "boxed")
+    assert off.score("\\fbox{Paris}", ["Paris"])["crashed"] == 1.0 and off.score("\\fbox{Paris}", ["Paris"])["em"] == 0
+    assert len_.score("\\fbox{Paris}", ["Paris"])["em"] == 1.0
+    assert off.score("\\boxed{Paris}", ["Rome", "Paris"])["em"] == 0.0        # answers[0] only
+    assert len_.score("\\boxed{Paris}", ["Rome", "Paris"])["em"] == 1.0
+    with pytest.raises(ValueError, match="boxed profile"):
+        get_profile("memory_r2", "boxed")
