@@ -50,3 +50,20 @@ def test_boxed_profiles_and_kinds():
     assert len_.score("\\boxed{Paris}", ["Rome", "Paris"])["em"] == 1.0
     with pytest.raises(ValueError, match="boxed profile"):
         get_profile("memory_r2", "boxed")
+
+
+def test_configs_name_and_check_the_profile():
+    from memjax.evaluate import EvalConfig, _markdown
+    from memjax.evaluation.locomo import LocomoEvalConfig, score_table
+
+    assert EvalConfig().metrics == "memagent" and LocomoEvalConfig().metrics == "memory_r2"
+    with pytest.raises(ValueError, match="EvalConfig.metrics='memory_r2'"):
+        EvalConfig(metrics="memory_r2")
+    with pytest.raises(ValueError, match="LocomoEvalConfig.metrics='memagent'"):
+        LocomoEvalConfig(metrics="memagent")
+    rec = {"category": 4, "prediction": "3 3 3 years", "gold": "3 years", "f1_set": 1.0, "b1": 0.25, "j": 1.0,
+           "evidence": []}
+    assert score_table([rec], metrics="memjax")["overall"]["F1"] == 100.0
+    t = score_table([rec], metrics="memory_r2")["overall"]
+    assert t["F1"] == pytest.approx(100 * 2 / 3, abs=0.01) and t["B1"] == pytest.approx(50.0, abs=0.01)
+    assert "`memagent`" in _markdown([], "memagent")
