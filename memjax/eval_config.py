@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from .agents import MemAgentConfig
 from .engine import EngineConfig
+from .evaluation.profiles import get_profile
 from .modelsource import ModelSource
 from .systems import AgentSection, TinySection
 
@@ -29,8 +30,13 @@ class EvalConfig:
     seed: int = 0
     baseline: bool = True
     out_dir: str = "out/eval"
+    metrics: str = "memagent"  # a boxed metric profile (memjax.evaluation.profiles): memagent | memagent_lenient
 
     def __post_init__(self):
+        try:
+            get_profile(self.metrics, "boxed")
+        except ValueError as e:
+            raise ValueError(f"EvalConfig.{e}") from None
         if self.num_samples <= 0:
             raise ValueError(f"EvalConfig.num_samples must be > 0, got {self.num_samples}")
         if not self.num_docs or any(n <= 0 for n in self.num_docs):

@@ -37,7 +37,7 @@ from .data import RulerHotpotQAConfig, load_hotpotqa, synthesize
 from .engine import Engine, SamplingParams
 from .eval_config import EvalConfig, SystemEvalConfig
 from .evaluation.locomo import LocomoEvalConfig, run_locomo_eval
-from .rewards import last_boxed, squad_scores
+from .evaluation.profiles import get_profile
 from .report import write_report
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, write_atomic
 from .systems import build as build_system
@@ -82,10 +82,8 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
     return result
 
 
-def _score(text: str, answers) -> dict[str, float]:
-    pred = last_boxed(text)
-    s = squad_scores(pred, list(answers))
-    return {**s, "missing": float(pred is None)}
+def _score(text: str, answers, metrics: str = "memagent") -> dict[str, float]:
+    return get_profile(metrics, "boxed").score(text, answers)
 
 
 def evaluate(cfg: EvalConfig | LocomoEvalConfig, console: Console | None = None) -> dict:
@@ -128,12 +126,12 @@ def _evaluate(cfg: EvalConfig, out: Path, con: Console) -> dict:
         t0 = time.perf_counter()
         res = agent.run(samples)
         dt = time.perf_counter() - t0
-        scores = [_score(t["final"], t["answers"]) for t in res.traces]
+        scores = [_score(t["final"], t["answers"], cfg.metrics) for t in res.traces]
         traces_log.write(*({"num_docs": num_docs, "id": samples[t["sample"]].id, **t, "scores": s}
                            for t, s in zip(res.traces, scores)))
         lengths = [len(tok.encode(s.context)) for s in samples]
         row = {"num_docs": num_docs, "mean_tokens": float(np.mean(lengths)), "samples": len(res.traces),
-               **{k: float(np.mean([s[k] for s in scores])) for k in ("sub_em", "em", "f1", "missing")},
+               **{k: float(np.mean([s[k] for s in scores])) for k in ("sub_em", "em", "f1", "missing", "crashed")},
                "seconds": dt, "conversations": res.stats["conversations"]}
         if cfg.baseline:
             prompts = [tok.apply_chat_template([{"role": "user", "content": FULL_CONTEXT_TEMPLATE.format(
@@ -142,15 +140,15 @@ def _evaluate(cfg: EvalConfig, out: Path, con: Console) -> dict:
             if len(fits) == len(prompts):
                 comps = engine.generate(prompts, SamplingParams(temperature=cfg.memagent.temperature, top_p=cfg.memagent.top_p,
                                                                 max_tokens=cfg.memagent.max_final_tokens, stop_token_ids=stop))
-                bs = [_score(tok.decode(c.token_ids, skip_special_tokens=True, skip_unknown=True), s.answers)
+                bs = [_score(tok.decode(c.token_ids, skip_special_tokens=True, skip_unknown=True), s.answers, cfg.metrics)
                       for c, s in zip(comps, samples)]
                 row["baseline_sub_em"] = float(np.mean([b["sub_em"] for b in bs]))
             else:
                 row["baseline_sub_em"] = None  # does not fit the window
         rows.append(row)
-        result = {"config": config, "rows": rows, "complete": k + 1 == len(cfg.num_docs)}
+        result = {"config": config, "metrics_profile": cfg.metrics, "rows": rows, "complete": k + 1 == len(cfg.num_docs)}
         write_atomic(out / "results.json", json.dumps(result, indent=2))  # after every length: nothing lost
-        write_atomic(out / "results.md", _markdown(rows))
+        write_atomic(out / "results.md", _markdown(rows, cfg.metrics))
         con.print(f"N={num_docs}: {row['mean_tokens']:.0f} tokens, sub-EM {row['sub_em']:.3f}, "
                   f"{row['conversations']} conversations in {dt:.1f}s")
     _plot(rows, out / "accuracy.png")
@@ -166,8 +164,8 @@ def _evaluate(cfg: EvalConfig, out: Path, con: Console) -> dict:
     return result
 
 
-def _markdown(rows: list[dict]) -> str:
-    lines = ["| N docs | mean tokens | sub-EM | EM | F1 | missing \\boxed | full-context sub-EM |",
+def _markdown(rows: list[dict], metrics: str = "memagent") -> str:
+    lines = [f"Metric profile: `{metrics}` (memjax.evaluation.profiles).", "", "| N docs | mean tokens | sub-EM | EM | F1 | missing \\boxed | full-context sub-EM |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         b = r.get("baseline_sub_em")

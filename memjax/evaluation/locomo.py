@@ -40,6 +40,7 @@ from ..engine.config import EngineConfig
 from ..modelsource import ModelSource
 from ..rewards.locomo import RuleBasedJudge, m_fail, token_set_f1
 from ..rewards.text import bleu1, token_f1_multiset
+from .profiles import get_profile
 
 ORDER = (4, 1, 3, 2)    # single-hop, multi-hop, open-domain, temporal (SUMER / Memory-R2 table order)
 Predictor = Callable[[Question], Any]
@@ -86,11 +87,19 @@ def _pct(xs: Sequence[float]) -> float | None:
     return None if not xs else round(100.0 * sum(xs) / len(xs), 2)
 
 
-def score_table(records: Iterable[dict], *, f1: str = "set") -> dict[str, dict[str, Any]]:
-    """{category name | "overall": {n, F1, B1, J, M-Fail}} in percent; M-Fail None where no memory was given."""
+def score_table(records: Iterable[dict], *, f1: str = "set", metrics: str = "memjax") -> dict[str, dict[str, Any]]:
+    """{category name | "overall": {n, F1, B1, J, M-Fail}} in percent; M-Fail None where no memory was given.
+
+    F1/B1 come from the answer metric profile `metrics` (memjax.evaluation.profiles), recomputed from each record's
+    prediction and gold; the `memjax` profile reads the stored values (`f1` picks its set or multiset F1).
+    """
     if f1 not in ("set", "multiset"):
         raise ValueError(f"score_table.f1: 'set' or 'multiset', got {f1!r}")
+    prof = get_profile(metrics, "answer")
     key = "f1_set" if f1 == "set" else "f1"
+    if metrics != "memjax":
+        records = [{**r, key: prof.f1(r["prediction"], r["gold"]), "b1": prof.bleu1(r["prediction"], r["gold"])}
+                   for r in records]
     groups: dict[str, list[dict]] = {CATEGORY_NAMES[c]: [] for c in ORDER}
     recs = list(records)
     for r in recs:
@@ -110,7 +119,7 @@ def score_table(records: Iterable[dict], *, f1: str = "set") -> dict[str, dict[s
     return table
 
 
-def _markdown(table: dict, title: str, f1: str) -> str:
+def _markdown(table: dict, title: str, f1: str, metrics: str = "memjax") -> str:
     cols = list(table)
     head = "| metric | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols) + "\n"
     rows = []
@@ -118,7 +127,8 @@ def _markdown(table: dict, title: str, f1: str) -> str:
         cells = ["—" if table[c][m] is None else (str(table[c][m]) if m == "n" else f"{table[c][m]:.2f}")
                  for c in cols]
         rows.append(f"| {m} | " + " | ".join(cells) + " |")
-    note = f"\nF1 is over token {'sets' if f1 == 'set' else 'multisets'} of SQuAD-normalised answers; values in %.\n"
+    note = (f"\nF1 is over token {'sets' if f1 == 'set' else 'multisets'} of SQuAD-normalised answers; values in %.\n"
+            if metrics == "memjax" else f"\nMetric profile: `{metrics}` (memjax.evaluation.profiles); values in %.\n")
     return f"# {title}\n\n" + head + "\n".join(rows) + "\n" + note
 
 
@@ -168,7 +178,7 @@ def _predict_chunk(chunk: list[Question], predictor: Predictor | None, batch_pre
 
 def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, judge, out_dir: str | os.PathLike,
                     *, batch_predictor: BatchPredictor | None = None, batch_size: int = 1, title: str = "LoCoMo",
-                    f1: str = "set", chart: bool = True) -> dict[str, Any]:
+                    f1: str = "set", chart: bool = True, metrics: str = "memjax") -> dict[str, Any]:
     """Predict, score and judge every question not yet in out_dir/predictions.jsonl; write the table and chart.
 
     Exactly one of `predictor` (one question -> output) or `batch_predictor` (list of questions -> outputs, called
@@ -217,11 +227,12 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
                 counts.scored += 1
             fh.flush()
     records = [done[q.qid] for q in questions if q.qid in done]
-    table = score_table(records, f1=f1)
-    result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "f1": f1,
+    table = score_table(records, f1=f1, metrics=metrics)
+    result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "f1": f1, "metrics_profile": metrics,
               "table": table, "counts": vars(counts)}
     (out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    (out / "results.md").write_text(_markdown(table, f"{title} (judge: {result['judge']})", f1), encoding="utf-8")
+    (out / "results.md").write_text(_markdown(table, f"{title} (judge: {result['judge']})", f1, metrics),
+                                    encoding="utf-8")
     if chart:
         _chart(table, out / "scores.png", title)
     return result
@@ -247,7 +258,8 @@ class LocomoEvalConfig:
     judge: str = "rule"                  # "rule" (tests only) | "openai"
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-oss-120b"
-    f1: str = "set"
+    f1: str = "set"                      # only for metrics="memjax": its set or multiset F1
+    metrics: str = "memory_r2"           # answer metric profile (memjax.evaluation.profiles): memory_r2 | memjax
     limit: int | None = None
     batch_size: int = 64                 # questions per predictor call (a model system batches its engine calls)
     # system="memory_r1" (memjax/evaluation/memory_r1.py): answer agent `model`, manager `manager_hf_path`
@@ -268,6 +280,10 @@ class LocomoEvalConfig:
             raise ValueError(f"LocomoEvalConfig.judge: 'rule' or 'openai', got {self.judge!r}")
         if self.f1 not in ("set", "multiset"):
             raise ValueError(f"LocomoEvalConfig.f1: 'set' or 'multiset', got {self.f1!r}")
+        try:
+            get_profile(self.metrics, "answer")
+        except ValueError as e:
+            raise ValueError(f"LocomoEvalConfig.{e}") from None
         if self.limit is not None and self.limit <= 0:
             raise ValueError(f"LocomoEvalConfig.limit: must be positive, got {self.limit}")
         if not self.out_dir:
@@ -295,10 +311,10 @@ def run_locomo_eval(cfg: LocomoEvalConfig) -> dict:
 
         judge = make_judge(cfg)
         return evaluate_locomo(questions, None, judge, cfg.out_dir, batch_size=cfg.batch_size, f1=cfg.f1,
-                               batch_predictor=memory_r1_predictor(cfg, questions),
+                               metrics=cfg.metrics, batch_predictor=memory_r1_predictor(cfg, questions),
                                title=title + ("" if cfg.distill else ", no distillation"))
     return evaluate_locomo(questions, answers_predictor(cfg.answers), make_judge(cfg), cfg.out_dir, title=title,
-                           f1=cfg.f1)
+                           f1=cfg.f1, metrics=cfg.metrics)
 
 
 def make_judge(cfg: LocomoEvalConfig):
