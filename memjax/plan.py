@@ -177,7 +177,47 @@ def _critic_rows(cfg, mcfg, mesh, u, micro_batches: int, row_len: int) -> tuple[
                   "value_fields": list(VALUE_FIELDS)}
 
 
-def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int, model_cfg=None) -> dict:
+def _train_mesh(cfg, devices: int, hosts: int):
+    """The trainer's mesh over hosts x devices of this process's devices (in order: device i on host
+    i // devices), sized as memjax.parallel.MeshConfig lays out `hosts` processes of `devices` devices each."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    from .parallel.mesh import DATA, FSDP, TENSOR
+    if hosts == 1:
+        return _mesh_cfg(cfg).make(jax.devices()[:devices])
+    d, f, t = _mesh_cfg(cfg).global_sizes(devices * hosts, hosts)
+    return Mesh(np.asarray(jax.devices()[:devices * hosts]).reshape(d, f, t), (DATA, FSDP, TENSOR))
+
+
+def analytic_traffic(param_bytes: int, compute_bytes: int, hosts: int, mesh: dict, micro_batches: int) -> dict:
+    """Least bytes one device sends per mini-batch update on the hybrid mesh (ring algorithms): inter-host, one
+    all-reduce of the device's gradient shard (param_bytes / (fsdp x tensor)) over the hosts, once per
+    mini-batch: 2 (H-1)/H x shard; intra-host, per micro-batch the ZeRO-3 traffic inside the fsdp group (gather
+    the weights for the forward and again for the backward in the compute dtype, reduce-scatter the gradient:
+    (f-1)/f x (2 compute_bytes + param_bytes)), plus the intra-host part of the data-parallel reduction when a
+    host holds several data replicas. Tensor parallelism's activation traffic is not modelled (None)."""
+    d, f, t = mesh["data"], mesh["fsdp"], mesh["tensor"]
+    if t > 1:
+        return {"inter": None, "intra": None, "note": "tensor parallelism's activation traffic is not modelled"}
+    d_local = d // hosts
+    shard = param_bytes / (f * t)
+    inter = 2 * (hosts - 1) / hosts * shard if hosts > 1 else 0.0
+    intra = micro_batches * (f - 1) / f * (2 * compute_bytes + param_bytes) if f > 1 else 0.0
+    intra += 2 * (d_local - 1) / d_local * shard if d_local > 1 else 0.0
+    return {"inter": int(inter), "intra": int(intra)}
+
+
+def _traffic(compiled, devices: int, hosts: int) -> dict:
+    from .parallel.collectives import summary
+    t = summary(compiled.as_text(), devices * hosts, devices)
+    t.pop("per_device")
+    return t
+
+
+def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int, model_cfg=None,
+               hosts: int = 1) -> dict:
     import jax
     import jax.numpy as jnp
     from flax import nnx
@@ -188,10 +228,11 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     from .parallel import micro_rows_for
 
     mcfg = model_cfg or _model_config(cfg)
-    d, f, t = shard_check(cfg, devices, mcfg)
-    mesh = _mesh_cfg(cfg).make(jax.devices()[:devices])
+    d, f, t = shard_check(cfg, devices, mcfg)  # per host: each process's engine spans its own devices
+    mesh = _train_mesh(cfg, devices, hosts)
+    dg, fg, tg = (mesh.shape[a] for a in ("data", "fsdp", "tensor"))
     lc = cfg.loss
-    u = dataclasses.replace(cfg.update, micro_rows=micro_rows_for(cfg.update.micro_rows, d * f))
+    u = dataclasses.replace(cfg.update, micro_rows=micro_rows_for(cfg.update.micro_rows, dg * fg))
     graphdef, aparams = nnx.split(abstract_model(mcfg), nnx.Param)
     step = TrainStep(graphdef, aparams, mesh, cfg.optim, lc, u, temperature=u.temperature,
                      use_ref=bool(lc.kl_coef), use_entropy=bool(lc.entropy_coef))
@@ -244,10 +285,16 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     out["kv_cache"], phases = budget(out, hbm, sleep=sleep, kv_bytes=kv_total // shards if kv_total else None)
     used = phases["rollout"] - out["kv_cache"]
     total = max(phases.values())
-    res = {"model": mcfg.name, "devices": devices, "hbm_gib": hbm_gib, "mesh": {"data": d, "fsdp": f, "tensor": t},
+    compute = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(mcfg.dtype)), aparams))
+    gmesh = {"data": dg, "fsdp": fg, "tensor": tg}
+    traffic = {"update": _traffic(compiled, devices, hosts), "logprobs": _traffic(lp_compiled, devices, hosts),
+               "analytic_update": analytic_traffic(_bytes_per_device(aparams), compute, hosts, gmesh, micro_batches),
+               "model": "ring, bytes one device sends per program run (memjax/parallel/collectives.py)"}
+    res = {"model": mcfg.name, "devices": devices, "hosts": hosts, "hbm_gib": hbm_gib, "mesh": gmesh,
+           "traffic": traffic,
            "engine_groups": groups, "engine_devices": shards,
            "row_len": row_len, "micro_rows": cfg.update.micro_rows, "micro_rows_effective": u.micro_rows,
-           "rows_per_device": u.micro_rows // (d * f), "rounding_padding": 1.0 - cfg.update.micro_rows / u.micro_rows,
+           "rows_per_device": u.micro_rows // (dg * fg), "rounding_padding": 1.0 - cfg.update.micro_rows / u.micro_rows,
            "micro_batches": micro_batches, "holds": holds, "critic_programs": critic_info,
            "backend": jax.default_backend(), "bytes": out, "total": total,
            "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),
@@ -280,23 +327,24 @@ def budget(rows: dict, hbm: int, *, sleep: bool, kv_bytes: int | None) -> tuple[
 
 
 def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_batches: int | None = None,
-         model_cfg=None) -> dict:
-    """The memory plan of `cfg` on `devices` devices of `hbm_gib` GiB (see the module docstring);
+         model_cfg=None, hosts: int = 1) -> dict:
+    """The memory plan of `cfg` on `hosts` hosts of `devices` devices of `hbm_gib` GiB (module docstring);
     micro_batches: micro-batch slots of the compiled update (default the config's min_micro_batches);
     model_cfg: the ModelConfig to plan (default from cfg.model; memjax.train passes the model it loaded)."""
     import jax
     if micro_batches is None:
         micro_batches = 1 << max(getattr(cfg.update, "min_micro_batches", 8) - 1, 0).bit_length()
-    if len(jax.devices()) == devices:
-        return _plan_here(cfg, devices, hbm_gib, min_kv_gib, micro_batches, model_cfg)
+    if len(jax.devices()) == devices * hosts:
+        return _plan_here(cfg, devices, hbm_gib, min_kv_gib, micro_batches, model_cfg, hosts)
     if model_cfg is not None:
         raise PlanError("plan: model_cfg is only supported on this process's own devices")
     with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as fh:
         pickle.dump(cfg, fh)
     try:
         env = dict(os.environ, JAX_PLATFORMS="cpu",
-                   XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}")
+                   XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices * hosts}")
         p = subprocess.run([sys.executable, "-m", "memjax.plan", "--pickled", fh.name, "--devices", str(devices),
+                            "--hosts", str(hosts),
                             "--hbm-gib", str(hbm_gib), "--min-kv-gib", str(min_kv_gib), "--micro-batches",
                             str(micro_batches), "--json", "--no-exit-code"], env=env, capture_output=True, text=True)
     finally:
@@ -329,7 +377,9 @@ def check(cfg, devices: int | None = None, hbm_gib: float | None = None, *, min_
 
 def table(res: dict) -> str:
     m = res["mesh"]
-    lines = [f"{res['model']} on {res['devices']} x {res['hbm_gib']:g} GiB, mesh data={m['data']} fsdp={m['fsdp']} "
+    hosts = res.get("hosts", 1)
+    where = f"{hosts} hosts x {res['devices']}" if hosts > 1 else f"{res['devices']}"
+    lines = [f"{res['model']} on {where} x {res['hbm_gib']:g} GiB, mesh data={m['data']} fsdp={m['fsdp']} "
              f"tensor={m['tensor']}, rows {res['micro_rows_effective']} x {res['row_len']} tokens per micro-batch "
              f"({res['rows_per_device']} per device; update.micro_rows={res['micro_rows']} rounded up, "
              f"{res['rounding_padding']:.0%} of it padding when only those fill it) (compiled on {res['backend']})",
@@ -341,6 +391,13 @@ def table(res: dict) -> str:
     for ph, b in res.get("phases", {}).items():
         lines.append(f"{ph + ' phase':<22}{b / GIB:>12.2f}")
     lines.append(f"{'peak' if res.get('engine_sleep') else 'total (no engine_sleep)':<22}{res['total'] / GIB:>12.2f}")
+    tr = res.get("traffic")
+    if tr:
+        an = tr["analytic_update"]
+        fmt = lambda b: "n/a" if b is None else f"{b / GIB:.2f}"
+        lines.append(f"sent per device per update (GiB, ring model; {res['micro_batches']} micro-batches): "
+                     f"between hosts {tr['update']['max_inter'] / GIB:.2f} (least {fmt(an['inter'])}), inside a "
+                     f"host {tr['update']['max_intra'] / GIB:.2f} (least {fmt(an['intra'])})")
     lines.append("fits" if res["fits"] else f"DOES NOT FIT: {res['reason']}")
     return "\n".join(lines)
 
@@ -348,7 +405,10 @@ def table(res: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.plan", description=__doc__.split("\n")[0])
     ap.add_argument("config", nargs="?", help="a training config file (defines a TrainConfig)")
-    ap.add_argument("--devices", type=positive_int, required=True, help="number of devices (>= 1)")
+    ap.add_argument("--devices", type=positive_int, required=True, help="number of devices (>= 1), per host")
+    ap.add_argument("--hosts", type=positive_int, default=1, help="hosts (processes) of --devices devices each: the "
+                    "trainer's mesh spans all of them (mesh.across_hosts), each engine one host; prints the bytes "
+                    "each device sends per update inside a host and between hosts")
     ap.add_argument("--hbm-gib", type=positive_float, required=True, help="memory of one device in GiB (> 0)")
     ap.add_argument("--min-kv-gib", type=nonnegative_float, default=16.0, help="least KV cache per device in GiB (>= 0)")
     ap.add_argument("--micro-batches", type=positive_int, default=None,
@@ -379,7 +439,8 @@ def main(argv=None) -> int:
                   f"{a.devices} x {a.hbm_gib:g} GiB, mesh data={d} fsdp={f} tensor={t}, engine groups "
                   f"{engine_groups(cfg.engine, d, f, t)}, min KV {a.min_kv_gib:g} GiB\ncheck: ok (nothing compiled)")
             return 0
-        res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches)
+        res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches,
+                   hosts=a.hosts)
     except (ValueError, RunError) as e:
         print(f"memjax.plan: {e}", file=sys.stderr)
         return 2
