@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -110,11 +111,21 @@ def run_item(item: Item, out: Path, smoke: bool, env: dict, limit_s: float) -> d
     with open(log, "w") as fh:
         fh.write("$ " + shlex.join(cmd) + "\n")
         fh.flush()
+        p = subprocess.Popen(cmd, cwd=ROOT, env={**env, **item.extra_env, "PYTHONFAULTHANDLER": "1"}, stdout=fh,
+                             stderr=subprocess.STDOUT)
         try:
-            p = subprocess.run(cmd, cwd=ROOT, env={**env, **item.extra_env}, stdout=fh, stderr=subprocess.STDOUT,
-                               timeout=limit_s)
-            rc = p.returncode
+            rc = p.wait(timeout=limit_s)
         except subprocess.TimeoutExpired:
+            # SIGABRT first: with PYTHONFAULTHANDLER=1 the child writes every thread's Python stack into its
+            # log, so a timed-out item says where it was stuck (a hang and a slow phase look alike otherwise)
+            fh.write(f"\n[gpu_pass] timeout after {limit_s:.0f} s: SIGABRT for a traceback\n")
+            fh.flush()
+            p.send_signal(signal.SIGABRT)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
             rc = 124
     secs = time.perf_counter() - t0
     files = sorted(str(f.relative_to(out)) for f in set((out / "results").glob("*")) - before)
@@ -123,6 +134,10 @@ def run_item(item: Item, out: Path, smoke: bool, env: dict, limit_s: float) -> d
                                                                    *(item.smoke if smoke else item.args)]),
                status="ok" if rc == 0 else ("timeout" if rc == 124 else "failed"), returncode=rc, seconds=secs,
                files=files, log=str(log.relative_to(out)), tail=tail)
+    if rc == 124:  # where the timed-out child was: its innermost memjax/benchmarks frames from the dump
+        frames = [ln.strip() for ln in log.read_text(errors="replace").splitlines()
+                  if ln.strip().startswith("File ") and ("/memjax/" in ln or "/benchmarks/" in ln)]
+        rec["stuck_at"] = frames[:4]
     if rc != 0:
         errs = [ln for ln in tail if "Error" in ln or "error" in ln]
         rec["error"] = (errs or tail or ["(no output)"])[-1][:400]
@@ -174,6 +189,8 @@ def main(argv=None) -> int:
         rec = run_item(item, out, a.smoke, env, min(item.limit_s, max(left, 30.0)) if not a.smoke else item.limit_s)
         res["items"].append(rec)
         print(f"  {item.name:<20} {rec['status']:<8} {rec['seconds']:6.1f} s  {rec.get('error', '')}", flush=True)
+        for ln in rec.get("stuck_at", []):
+            print(f"      stuck at {ln[:160]}", flush=True)
         for ln in rec["tail"][-3:]:
             print(f"      {ln[:160]}", flush=True)
     res["seconds"] = time.perf_counter() - t_start

@@ -166,7 +166,10 @@ def sweep(args) -> dict:
         prompts = [rng.integers(0, cfg.vocab_size, args.prompt_len).tolist() for _ in range(b)]
         one = SamplingParams(temperature=1.0, max_tokens=1, seed=0)
         full = SamplingParams(temperature=1.0, max_tokens=args.decode_tokens + 1, seed=0)
-        _timed(eng, prompts, one), _timed(eng, prompts, full)  # compile both paths
+        c1, _ = _timed(eng, prompts, one)  # compile both paths (first calls)
+        c2, _ = _timed(eng, prompts, full)
+        print(f"  batch {b}: first prefill-only run {c1:.1f} s, first full run {c2:.1f} s (compiles included)",
+              flush=True)
         pre_s, _ = _timed(eng, prompts, one)
         tot_s, _ = _timed(eng, prompts, full)
         dec_s = max(tot_s - pre_s, 1e-9)
@@ -177,7 +180,12 @@ def sweep(args) -> dict:
         pf = flops.estimate(cfg, [args.prompt_len] * b, training=False)
         rows.append(dict(batch=b, prefill_tok_s=b * args.prompt_len / pre_s, prefill_mfu=flops.mfu(pf, pre_s),
                          decode_tok_s=b * steps / dec_s, decode_roofline_frac=roof_s / dec_s,
-                         decode_step_ms=1e3 * dec_s / steps))
+                         decode_step_ms=1e3 * dec_s / steps, first_runs_s=[c1, c2]))
+        print(f"  batch {b}: prefill {rows[-1]['prefill_tok_s']:.0f} tok/s, decode {rows[-1]['decode_tok_s']:.0f} tok/s "
+              f"({100 * rows[-1]['decode_roofline_frac']:.1f}% of roofline, {rows[-1]['decode_step_ms']:.2f} ms/step)",
+              flush=True)
+        if args.partial is not None:  # a batch's row survives a later batch's crash or timeout
+            args.partial.write_text(json.dumps(dict(mode="sweep", partial=True, preset=args.preset, rows=rows), indent=2))
     return dict(mode="sweep", hbm_tbps=bw, weight_bytes=weight_bytes, prompt_len=args.prompt_len,
                 decode_tokens=args.decode_tokens, window=args.window, page_size=args.page_size,
                 attention=args.attention, decode_splits=args.decode_splits, rows=rows)
@@ -210,12 +218,18 @@ def main(argv=None) -> dict:
     ap.add_argument("--tag", default="", help="suffix of the result file name")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
+    args.partial = None
+    if args.mode == "sweep":
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        args.partial = args.out_dir / f"rollout_sweep_{args.preset}{args.tag}_partial.json"
     res = {"skew": skew, "sweep": sweep, "token_budget": token_budget}[args.mode](args)
     kind = flops.device_kind()
     res.update(device=kind, preset=args.preset, dtype=args.dtype, jax=jax.__version__)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     out = args.out_dir / f"rollout_{args.mode}_{args.preset}{args.tag}_{device_slug(kind)}.json"
     out.write_text(json.dumps(res, indent=2))
+    if args.partial is not None:
+        args.partial.unlink(missing_ok=True)
     con = Console()
     t = Table(title=f"rollout throughput ({args.mode}, {args.preset}, {kind})")
     if args.mode == "token_budget":

@@ -95,3 +95,20 @@ def test_build_md_gpu_tier_covers_every_gpu_test_and_runs_on_the_gpu_image(tmp_p
                         *tier], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     assert " passed" in p.stdout and " failed" not in p.stdout
+
+
+def test_a_timed_out_item_records_where_it_was_stuck(tmp_path):
+    """A child past its limit gets SIGABRT first: with PYTHONFAULTHANDLER its log holds its Python stack, and the
+    record names the innermost benchmark/memjax frames (on the H200 a silent 300 s timeout said nothing)."""
+    from benchmarks import gpu_pass
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "logs").mkdir()
+    item = gpu_pass.Item("slow", "a forward loop that outlives its limit", "forward_throughput",
+                         ("--preset", "tiny", "--batch", "1", "--seqlen", "8", "--iters", "100000000",
+                          "--dtype", "float32"), (), 1, 1)
+    rec = gpu_pass.run_item(item, tmp_path, smoke=False, env=_env(), limit_s=12)
+    assert rec["status"] == "timeout" and rec["returncode"] == 124
+    log = (tmp_path / rec["log"]).read_text()
+    assert "SIGABRT for a traceback" in log and "Fatal Python error: Aborted" in log
+    assert any("benchmarks/forward_throughput.py" in f or "/memjax/" in f for f in rec["stuck_at"]), rec
