@@ -8,7 +8,9 @@ stayed inside the loop's dispatch call for minutes. A deviceless XLA:GPU compile
 with duplicate indices (every padding row of a prefill round wrote (null page, offset 0)), which XLA:GPU emits
 for 16-bit dtypes as a compare-and-swap loop per element, so thousands of padding rows contended on the same
 words. The fix drops those rows with distinct out-of-bounds ids and declares the scatter unique (plain stores).
-The `legacy_write` cases put the old scatter back (`_legacy_write_kv`) as the A/B control.
+The `legacy_write` case puts the old scatter back (`_legacy_write_kv`) as the A/B control; the
+`region_analysis=False` case compiles the loop without LOOP_COMPILER_OPTIONS (memjax/engine/loop.py), which
+brings back XLA:GPU's copy of the whole KV pool at the loop's cond/switch branch roots.
 
 Owns `CASES` (name -> engine case: preset, dtype, schedule, attention, page size, prompts, chunk, max_tokens,
 legacy_write) and their driver. Each case runs as `python -m benchmarks.engine_probe --run-case NAME` with its own
@@ -50,6 +52,7 @@ class Case:
     prefill_slots: int = 4
     max_tokens: int = 8
     legacy_write: bool = False  # the pre-fix KV scatter (duplicate (null page, 0) writes), as the A/B control
+    region_analysis: bool = True  # False: compile the loop without LOOP_COMPILER_OPTIONS (the pool copy is back)
     max_calls: int = 400  # device calls before the case gives up (a loop that never ends is reported as such)
 
 
@@ -65,11 +68,12 @@ CASES = {  # in order of value for a ~10 minute GPU session (each ~10-40 s)
                                      window=2048, prefill_chunk=2048, prefill_slots=8, max_tokens=2),
     "05b_nopad_split_pallas_p16": Case("qwen2.5-0.5b", attention="pallas", n_prompts=32, prompt_len=128, window=256,
                                        prefill_chunk=128, max_tokens=16),  # the GPU bf16 test's shapes, no padding
+    "05b_split_ref_p16_copy": Case("qwen2.5-0.5b", region_analysis=False),  # cost of the pool copy per round
 }
 SMOKE = {
     "tiny_split": Case("tiny", dtype="float32", n_prompts=3, prompt_len=10, window=64, prefill_chunk=16, max_tokens=3),
     "tiny_mixed_legacy": Case("tiny", dtype="float32", schedule="mixed", n_prompts=3, prompt_len=10, window=64,
-                              prefill_chunk=16, max_tokens=3, legacy_write=True),
+                              prefill_chunk=16, max_tokens=3, legacy_write=True, region_analysis=False),
 }
 
 
@@ -95,11 +99,14 @@ def run_case(case: Case) -> None:
     import numpy as np
 
     from memjax.engine import Engine, EngineConfig, SamplingParams
+    from memjax.engine import loop
     from memjax.engine import paged_attention as pa
     from memjax.model import init_model, presets
 
     if case.legacy_write:
         pa.write_kv = _legacy_write_kv
+    if not case.region_analysis:
+        loop.LOOP_COMPILER_OPTIONS = {}
     emit = lambda **kw: print(json.dumps(kw), flush=True)
     t0 = time.perf_counter()
     cfg = presets.get(case.preset, param_dtype=case.dtype, dtype=case.dtype)
