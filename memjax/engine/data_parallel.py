@@ -36,6 +36,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from ..model.config import ModelConfig
 from ..parallel.mesh import _RULES, TENSOR
 from .config import EngineConfig
+from .loop import LOOP_COMPILER_OPTIONS
 from .state import init_pool, init_ring, init_slots, release_row
 
 DATA = "data"
@@ -107,7 +108,7 @@ class DataParallel:
         dp = P(DATA)
         fn = jax.shard_map(group, mesh=self.mesh, in_specs=(P(), dp, dp, dp, dp, P(), P()), out_specs=dp,
                            axis_names={DATA}, check_vma=False)
-        return jax.jit(fn, donate_argnums=(1, 2, 4))
+        return jax.jit(fn, donate_argnums=(1, 2, 4), compiler_options=LOOP_COMPILER_OPTIONS)
 
     def release_row(self, pool, group: int, pages: np.ndarray, n_pages: int):
         """Drop one reference to pages[:n_pages] (int32 [MP]) in group `group`'s pool (donated)."""

@@ -17,6 +17,11 @@ Stops: a stop id (the token is kept), max_tokens, or the window (prompt + genera
 Slots, Pool and Ring are donated: the KV pool is updated in place. The Counters are those of this call only
 (they start at zero; the host accumulates them in Python ints), so int32 cannot overflow in a long run:
 one call counts at most rounds_per_sync * max(max_slots * prefill_chunk, token_budget) tokens.
+Compiled with `LOOP_COMPILER_OPTIONS`: XLA:GPU's default copy insertion puts a copy of the whole KV pool at the
+root of each branch of a `lax.cond` / `lax.switch` whose branches all update the pool in place (the split
+schedule's prefill/decode cond, the mixed schedule's row-size switch), i.e. a second pool in temporaries and a
+pool-sized copy every round; region analysis removes it (deviceless H100 compile of the Qwen2.5-1.5B loop, 3.5 GiB
+pool: temporaries 3.62 GiB -> see benchmarks/results/engine_gpu_hang.md). XLA:CPU never made the copy.
 `make_loop` returns the same function unjitted: memjax/engine/data_parallel.py runs it per device group
 inside `jax.shard_map` (each group's while loop has its own trip count; no collective crosses groups).
 """
@@ -44,9 +49,14 @@ def _finish_code(tok, n_gen, index, stop, max_new, window):
                      jnp.where(index + 1 >= window, FINISH_WINDOW, -1)))
 
 
+# XLA DebugOptions for the loop's compile (other backends ignore the xla_gpu_ field)
+LOOP_COMPILER_OPTIONS = {"xla_gpu_copy_insertion_use_region_analysis": True}
+
+
 def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
     """The generation loop, jitted, with Slots, Pool and Ring donated."""
-    return jax.jit(make_loop(graphdef, mcfg, ecfg, attend), donate_argnums=(1, 2, 4))
+    return jax.jit(make_loop(graphdef, mcfg, ecfg, attend), donate_argnums=(1, 2, 4),
+                   compiler_options=LOOP_COMPILER_OPTIONS)
 
 
 def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memjax.engine.paged_attention import PagedAttention, page_buckets, paged_attention, write_kv
+from memjax.engine.paged_attention import PagedAttention, page_buckets, paged_attention, write_indices, write_kv
 from memjax.model import grouped_attention, init_model, presets
 
 
@@ -39,12 +39,69 @@ def test_matches_dense_grouped_attention(h, kv, s):
         np.testing.assert_allclose(out[i, :n], ref[i, :n], atol=1e-5)
 
 
-def test_write_kv_sends_padding_to_null_page():
+def test_write_kv_writes_valid_rows_and_drops_padding():
     pages = jnp.zeros((2, 1, 4, 2, 3))
     new = jnp.ones((1, 3, 1, 3))
     out = np.asarray(write_kv(pages, 1, new, jnp.asarray([[2, 3]], jnp.int32), jnp.asarray([1]), jnp.asarray([2])))
     assert out[1, 0, 2, 1].sum() == 3 and out[1, 0, 3, 0].sum() == 3  # positions 1, 2
-    assert out[0].sum() == 0 and out[1, 0, 1].sum() == 0 and out[1, 0, 3, 1].sum() == 0
+    assert out.sum() == 6  # the padding row (position 3) is dropped: the null page stays zero
+
+
+def test_write_indices_are_distinct_and_out_of_bounds_when_not_written():
+    """Rows past n_valid or on the null page get distinct page ids >= P (dropped by the scatter), so the
+    scatter's indices are all distinct (it is declared unique: plain stores on a GPU, no CAS loop)."""
+    shape = (1, 1, 5, 4, 2)  # P = 5 pages of S = 4
+    pt = jnp.asarray([[1, 2], [3, 0], [0, 0]], jnp.int32)  # sequence 1's second page is not allocated
+    page, off, write = write_indices(shape, pt, jnp.asarray([2, 3, 0]), jnp.asarray([4, 3, 0]), 4)
+    page, off, write = map(np.asarray, (page, off, write))
+    assert write.tolist() == [True] * 4 + [True, False, False, False] + [False] * 4
+    assert page[:5].tolist() == [1, 1, 2, 2, 3] and off[:5].tolist() == [2, 3, 0, 1, 3]
+    assert (page[~write] >= 5).all() and len(set(zip(page.tolist(), off.tolist()))) == 12
+
+
+@pytest.mark.parametrize("schedule", ["split", "mixed"])
+def test_engine_kv_writes_are_unique(schedule, monkeypatch):
+    """Every KV scatter of a run with preemption, prefix sharing and continuations writes each (page,
+    offset) at most once and never a valid row to the null page: the engine's CPU results then do not
+    depend on which duplicate wins (undefined on a GPU), and `unique_indices=True` in write_kv is true."""
+    from memjax.engine import Engine, EngineConfig, SamplingParams
+    from memjax.engine import paged_attention as pa
+
+    found = []
+
+    def checked(pages, layer, new, page_table, start, n_valid):
+        t = new.shape[1]
+        page, off, write = write_indices(pages.shape, page_table, start, n_valid, t)
+        key = jnp.where(write, page * pages.shape[3] + off, -1 - jnp.arange(page.shape[0]))
+        srt = jnp.sort(key)
+        valid = (jnp.arange(t)[None] < n_valid[:, None]).reshape(-1)
+        jax.debug.callback(lambda d, z: found.append((int(d), int(z))), (srt[1:] == srt[:-1]).sum(),
+                           (valid & ~write).sum())
+        return write_kv(pages, layer, new, page_table, start, n_valid)
+
+    monkeypatch.setattr(pa, "write_kv", checked)
+    cfg = presets.get("tiny")
+    eng = Engine(init_model(cfg, seed=0), EngineConfig(max_slots=4, page_size=4, window=48, prefill_slots=2,
+                                                       prefill_chunk=8, num_pages=14, schedule=schedule,
+                                                       progress=False))
+    r = np.random.default_rng(0)
+    prompts = [r.integers(0, cfg.vocab_size, int(k)).tolist() for k in r.integers(3, 30, 6)]
+    prompts += [prompts[0]] * 3  # a prefix-sharing group
+    outs = eng.generate(prompts, [SamplingParams(temperature=1.0, max_tokens=int(k), seed=i)
+                                  for i, k in enumerate(r.integers(8, 24, len(prompts)))])
+    parent = eng.generate([prompts[1]], SamplingParams(temperature=0.0, max_tokens=9))[0]
+    retained = eng.submit(prompts[2][:9], SamplingParams(temperature=0.0, max_tokens=6), retain=True)
+    done = {}
+    while retained not in done:
+        done.update({c.request_id: c for c in eng.step()})
+    child = eng.generate([[5, 6, 7]], SamplingParams(temperature=0.0, max_tokens=5))  # unrelated
+    cont = eng.submit([1, 2, 3], SamplingParams(temperature=0.0, max_tokens=5), parent=done[retained])
+    while cont not in done:
+        done.update({c.request_id: c for c in eng.step()})
+    eng.release(done[retained])
+    assert len(outs) == 9 and parent.token_ids and child and done[cont].token_ids
+    assert eng.stats["preemptions"] > 0 and eng.stats["shared_pages"] > 0 and eng.stats["continued_tokens"] > 0
+    assert found and all(d == 0 for d, _ in found) and all(z == 0 for _, z in found)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,133 @@
+"""Deviceless XLA:GPU compile of the engine's generation loop: what the GPU program holds, without a GPU.
+
+  python -m benchmarks.gpu_aot [--preset P] [--dtype D] [--slots B] [--window W] [--page-size S]
+                               [--schedule split|mixed] [--attention reference|pallas] [--hlo FILE] [--json FILE]
+
+Needs the CUDA PJRT plugin matching jax (`pip install jax-cuda13-plugin==<jax version> jax-cuda13-pjrt==...`,
+or the cuda12 pair) but no GPU: `jax.experimental.topologies.get_topology_desc(platform="cuda",
+target_config=<GpuTargetConfigProto text>)` gives compile-only devices, and `jit(...).trace(abstract
+args).lower().compile()` runs XLA:GPU's whole pipeline (fusion, copy insertion, buffer assignment, PTX) on the
+CPU. Weights, slots, pool, queue and ring are abstract (ShapeDtypeStruct), so any preset fits.
+Owns `H100_TARGET` (an H100 SXM target config: sm_90, 132 SMs, 80 GB) and `compile_loop`, which returns the
+compiled loop's memory analysis (temporaries vs the KV pool: a second pool in temporaries is the copy
+benchmarks/results/gpu_notes_nvidia-h100-80gb-hbm3.md finding 2 saw), the count of pool-sized copies and while
+loops in the optimised HLO, and whether every KV scatter is declared unique (a non-unique 16-bit scatter is a
+compare-and-swap loop per element on a GPU). Results were found this way in benchmarks/results/engine_gpu_hang.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+
+H100_TARGET = """
+gpu_device_info {
+  threads_per_block_limit: 1024
+  threads_per_warp: 32
+  shared_memory_per_block: 49152
+  shared_memory_per_core: 233472
+  threads_per_core_limit: 2048
+  core_count: 132
+  fpus_per_core: 128
+  block_dim_limit_x: 2147483647
+  block_dim_limit_y: 65535
+  block_dim_limit_z: 65535
+  memory_bandwidth: 3352320000000
+  l2_cache_size: 52428800
+  clock_rate_ghz: 1.755
+  device_memory_size: 84942979072
+  shared_memory_per_block_optin: 232448
+  cuda_compute_capability { major: 9 minor: 0 }
+  registers_per_core_limit: 65536
+  registers_per_block_limit: 65536
+}
+platform_name: "CUDA"
+dnn_version_info { major: 9 minor: 8 }
+device_description_str: "NVIDIA H100 80GB HBM3"
+"""
+
+
+def gpu_device(target: str = H100_TARGET):
+    """A compile-only CUDA device for `target` (raises when no CUDA PJRT plugin is installed)."""
+    from jax.experimental import topologies
+
+    return topologies.get_topology_desc("topo", "cuda", target_config=target, topology="1x1x1").devices[0]
+
+
+def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, window: int = 256, page_size: int = 16,
+                 schedule: str = "split", attention: str = "reference", prefill_slots: int = 8,
+                 prefill_chunk: int = 2048, device=None) -> tuple[dict, str]:
+    """(facts, optimised HLO text) of memjax's engine loop compiled for `device` (default: an H100 target)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from memjax.engine.config import EngineConfig
+    from memjax.engine.loop import make_run
+    from memjax.engine.requests import pack_queue
+    from memjax.engine.state import init_pool, init_ring, init_slots
+    from memjax.model import init_model, presets
+
+    dev = device or gpu_device()
+    sh = jax.sharding.SingleDeviceSharding(dev)
+    spec = lambda t: jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), t)
+    cfg = presets.get(preset, param_dtype=dtype, dtype=dtype)
+    ecfg = EngineConfig(max_slots=slots, page_size=page_size, window=window, prefill_slots=min(prefill_slots, slots),
+                        prefill_chunk=min(prefill_chunk, window), schedule=schedule, attention=attention,
+                        progress=False, num_pages=slots * (window // page_size) + 2)
+    model = nnx.eval_shape(lambda: init_model(cfg, 0))
+    attend = None
+    if attention == "pallas":
+        from memjax.kernels import engine_attend
+        attend = engine_attend(impl="pallas", num_splits=4)
+    run = make_run(nnx.graphdef(model), cfg, ecfg, attend=attend)
+    pool = spec(jax.eval_shape(lambda: init_pool(cfg, ecfg, ecfg.num_pages)))
+    queue = spec(jax.tree.map(lambda a: a[0], pack_queue([[]], ecfg, ecfg.queue_len)))
+    i32 = jax.ShapeDtypeStruct((), jnp.int32, sharding=sh)
+    t0 = time.perf_counter()
+    comp = run.trace(spec(nnx.state(model, nnx.Param)), spec(jax.eval_shape(lambda: init_slots(ecfg))), pool, queue,
+                     spec(jax.eval_shape(lambda: init_ring(ecfg))), i32, i32).lower().compile()
+    secs = time.perf_counter() - t0
+    txt = comp.as_text()
+    ma = comp.memory_analysis()
+    kv = pool.k
+    kv_type = f"{jnp.dtype(kv.dtype).name.replace('bfloat16', 'bf16').replace('float32', 'f32')}" \
+              f"[{','.join(map(str, kv.shape))}]"
+    kv_scatters = [m for m in re.findall(r"= " + re.escape(kv_type) + r"\{[0-9,]*\} scatter\([^\n]*", txt)]
+    facts = dict(preset=preset, dtype=dtype, slots=slots, window=window, page_size=page_size, schedule=schedule,
+                 attention=attention, device=dev.device_kind, compile_s=round(secs, 2),
+                 pool_bytes=2 * kv.size * jnp.dtype(kv.dtype).itemsize,
+                 temp_bytes=ma.temp_size_in_bytes, argument_bytes=ma.argument_size_in_bytes,
+                 alias_bytes=ma.alias_size_in_bytes,
+                 pool_copies=len(re.findall(r"= " + re.escape(kv_type) + r"\{[0-9,]*\} copy\(", txt)),
+                 while_loops=len(re.findall(r" while\(", txt)), kv_scatters=len(kv_scatters),
+                 kv_scatters_unique=sum("unique_indices=true" in s for s in kv_scatters))
+    return facts, txt
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--slots", type=int, default=8)
+    ap.add_argument("--window", type=int, default=256)
+    ap.add_argument("--page-size", type=int, default=16)
+    ap.add_argument("--schedule", default="split", choices=["split", "mixed"])
+    ap.add_argument("--attention", default="reference", choices=["reference", "pallas"])
+    ap.add_argument("--hlo", type=Path, help="write the optimised HLO here")
+    ap.add_argument("--json", type=Path, help="write the facts here")
+    a = ap.parse_args(argv)
+    facts, txt = compile_loop(a.preset, a.dtype, a.slots, a.window, a.page_size, a.schedule, a.attention)
+    if a.hlo:
+        a.hlo.write_text(txt)
+    if a.json:
+        a.json.write_text(json.dumps(facts, indent=2))
+    print(json.dumps(facts, indent=2))
+    return facts
+
+
+if __name__ == "__main__":
+    main()
