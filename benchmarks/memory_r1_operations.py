@@ -14,7 +14,7 @@ reader) on the same held-out samples (seed 12, the first `heldout` of them). Mea
 `eval_samples` temperature-1 answers: `em` = the task's reward (exact match of the question about the fact's
 person: what RL maximises) and `em_bank` = the reader's accuracy on every question about the bank after the op
 (the other people too: an op that destroys another person's record loses here). Per policy, the greedy op
-chosen per case (the RL policies from their saved weights, `out_dir/hf`), and the warm start's op kinds among 8
+chosen per case (kinds and, for the RL policies, the literal outputs; from their saved weights, `out_dir/hf`), and the warm start's op kinds among 8
 temperature-1 samples per held-out sample (what a GRPO group can find).
 Writes the JSON after every run (partial results survive a stop) and the plot at the end.
 """
@@ -63,9 +63,9 @@ def op_kind(output: str, gold_op: str) -> str:
     return "invalid"
 
 
-def op_table(engine, tok, samples, *, sampled: int = 0) -> dict[str, dict[str, float]]:
-    """Per case, the fraction of ops of each kind (`op_kind`) on `samples`: greedy, or `sampled` temperature-1
-    ops per sample."""
+def op_table(engine, tok, samples, *, sampled: int = 0, literal: bool = False) -> dict[str, dict[str, float]]:
+    """Per case, the fraction of ops of each kind (`op_kind`; `literal`: each output text) on `samples`: greedy,
+    or `sampled` temperature-1 ops per sample."""
     from memjax.agents import run_workflow
     from memjax.tiny.r1_task import TinyR1Workflow
 
@@ -73,7 +73,7 @@ def op_table(engine, tok, samples, *, sampled: int = 0) -> dict[str, dict[str, f
                        group_size=sampled or 1, seed=12345, record=False)
     by_case: dict[str, Counter] = {}
     for t in res.traces:
-        by_case.setdefault(t["case"], Counter())[op_kind(t["output"], t["op"])] += 1
+        by_case.setdefault(t["case"], Counter())[t["output"] if literal else op_kind(t["output"], t["op"])] += 1
     return {c: {k: n / sum(cnt.values()) for k, n in sorted(cnt.items())} for c, cnt in sorted(by_case.items())}
 
 
@@ -116,9 +116,10 @@ def rl_run(seed: int, steps: int, prompts: int, heldout: int, eval_samples: int,
                           reward=reward, ablation=ablation))
     wall = time.perf_counter() - t0
     tok, samples = r1_tokenizer(), make_r1_split(R1TaskConfig(), HELDOUT_SEED, heldout)
-    ops = op_table(Engine(load_hf(out / "hf"), engine_config()), tok, samples)
+    engine = Engine(load_hf(out / "hf"), engine_config())
+    ops, texts = op_table(engine, tok, samples), op_table(engine, tok, samples, literal=True)
     return {"seed": seed, "reward_kind": reward, "ablation": ablation, "before": scalars(res["before"]), "after": scalars(res["after"]),
-            "ops_after": ops,
+            "ops_after": ops, "outputs_after": texts,
             "reward": [h["reward"] for h in res["history"]], "wall_s": wall}
 
 
