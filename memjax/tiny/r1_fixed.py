@@ -13,7 +13,7 @@ The policies (prompt: `memory 0 ann in rome . 1 bob in oslo . fact ann in lima .
 - `update_0`: `update 0`, the always-UPDATE manager with a fixed target: it overwrites record 0 with the new
   fact, which the task's reward (a question about the fact's person only) scores 1 on every case while it
   destroys record 0's person whenever the fact is about someone else;
-- `update_subject`: Mem0's subject-match heuristic: `update i` where record i is about the fact's person, `add`
+- `update_subject`: a Mem0-style subject-match rule (Mem0 asks an LLM; this is its intent as a rule): `update i` where record i is about the fact's person, `add`
   when nobody matches. On this task's one-attribute facts it is the correct op's effect on every case (a
   retraction is written as `K gone .` in place instead of deleted; the reader answers `none` either way), so it
   is the ceiling of both measures, reached by a hand-written rule that knows the task's structure.
