@@ -208,6 +208,7 @@ COMMANDS = {
     "python -m benchmarks.gpu_pass --out DIR --only decode_1.5b decode_7b": PARSE,
     "python -m benchmarks.gpu_pass --out DIR --only memagent_28k": PARSE,
     "python -m benchmarks.gpu_pass --out DIR --only train_3b": PARSE,
+    "python -m benchmarks.memory_r1_operations": PARSE,
 }
 
 

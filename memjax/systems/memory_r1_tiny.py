@@ -4,7 +4,9 @@ Owns the section and the System: the model is the shipped noisy-teacher warm sta
 with the task's word tokenizer (not the run's ModelSource), the tiny engine, a training stream of fresh samples
 (data seed `RL_DATA_SEED + 1000 * seed`, disjoint from the warm start's and the held-out seeds), and held-out
 evaluation: greedy exact match (`em`, per case) and mean exact match of `eval_samples` temperature-1 answers
-(`em_sampled`) on `heldout_size` samples of the held-out seed.
+(`em_sampled`) on `heldout_size` samples of the held-out seed, and both again over every question about the
+bank (`em_bank`, `em_bank_sampled`). `reward` picks the training reward: "fact" (the task's) or "bank"
+(memjax/tiny/r1_task.py `bank_accuracy`).
 Invariants: the stream's sample i depends only on (task, seed, i) (CountingStream), so a resumed run sees the
 same samples; evaluation is deterministic for fixed weights.
 """
@@ -16,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..tiny.agent import engine_config
-from ..tiny.r1_task import HELDOUT_SEED, R1TaskConfig, TinyR1Workflow, evaluate_r1, make_r1_split, r1_tokenizer
+from ..tiny.r1_task import (HELDOUT_SEED, REWARDS, R1TaskConfig, TinyR1Workflow, evaluate_r1, make_r1_split,
+                            r1_tokenizer)
 from ..tiny.r1_warmstart import load_r1_warmstart
 from .base import AgentSection, CountingStream, System, register
 
@@ -33,6 +36,7 @@ class MemoryR1TinySection(AgentSection):
     heldout_size: int = 256
     eval_samples: int = 4            # temperature-1 answers per held-out sample for em_sampled (0 = off)
     max_slots: int = 64
+    reward: str = "fact"             # "fact": the question about the fact's person; "bank": every bank question
 
     def __post_init__(self):
         for f in ("group_size", "heldout_size", "max_slots"):
@@ -40,6 +44,8 @@ class MemoryR1TinySection(AgentSection):
                 raise ValueError(f"MemoryR1TinySection.{f} must be > 0, got {getattr(self, f)}")
         if self.eval_samples < 0:
             raise ValueError(f"MemoryR1TinySection.eval_samples must be >= 0, got {self.eval_samples}")
+        if self.reward not in REWARDS:
+            raise ValueError(f"MemoryR1TinySection.reward: one of {REWARDS}, got {self.reward!r}")
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
             raise ValueError(f"MemoryR1TinySection.temperature must be finite and >= 0, got {self.temperature}")
 
@@ -65,7 +71,7 @@ class MemoryR1TinySystem(System):
         return CountingStream(lambda start, n: make_r1_split(task, RL_DATA_SEED + 1000 * seed, n, start), batch_size)
 
     def workflow(self, engine, tokenizer, *, train: bool = True):
-        return TinyR1Workflow(tokenizer, temperature=self.temperature if train else 0.0)
+        return TinyR1Workflow(tokenizer, temperature=self.temperature if train else 0.0, reward=self.cfg.reward)
 
     def evaluate(self, engine, tokenizer) -> dict[str, Any]:
         return evaluate_r1(engine, tokenizer, self.heldout, sampled=self.cfg.eval_samples)

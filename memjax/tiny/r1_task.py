@@ -15,6 +15,11 @@ it makes the reward depend only on the manager): for `where is K ?` it reads the
 order: `K in P .` -> P, `K gone .` -> none, no record -> none. So the classic mistakes lose: ADD instead of
 UPDATE leaves the stale record first, NONE instead of DELETE keeps the retracted place, NONE for a new person
 loses it. An output outside the grammar (or an id not in the prompt) is no operation, counted.
+The reward asks only about the fact's person, so an op that overwrites ANOTHER person's record is not punished
+(`update 0` for a new person scores 1). `bank_questions` therefore also asks about every person of the bank
+(gold: the place after the correct op), and the workflow reports that accuracy (`bank_em`, `em_bank` in
+`evaluate_r1`): the held-out measure of a manager that keeps the whole bank right, not only the asked record;
+`TinyR1Workflow(reward="bank")` trains on it instead (evaluation reports both whatever the training reward).
 Teacher ops for the warm start (memjax/tiny/r1_warmstart.py) are correct with probability `teacher_correct`,
 else the case's classic mistake, so the warm policy starts partly right and RL has something to raise.
 Invariants: generation is a pure function of (config, seed, index); the reader and the op grammar never raise.
@@ -111,6 +116,19 @@ def read(bank: MemoryBank, key: str) -> str:
     return "none"
 
 
+def bank_questions(sample: dict[str, Any]) -> list[tuple[str, str]]:
+    """(person, gold answer) for every person of the bank and the fact's person, as after the correct op."""
+    gold = {k: p for k, p in sample["memory"]}
+    gold[sample["key"]] = sample["answer"]
+    return list(gold.items())
+
+
+def bank_accuracy(bank: MemoryBank, sample: dict[str, Any]) -> float:
+    """Fraction of `bank_questions(sample)` the frozen reader answers right from `bank`."""
+    qs = bank_questions(sample)
+    return sum(read(bank, k) == g for k, g in qs) / len(qs)
+
+
 def bank_of(sample: dict[str, Any]) -> MemoryBank:
     bank = MemoryBank(seed=0)
     for k, p in sample["memory"]:
@@ -128,9 +146,17 @@ class R1State:
     ops: OpStats = field(default_factory=OpStats)
 
 
+REWARDS = ("fact", "bank")
+
+
 class TinyR1Workflow(Workflow):
-    def __init__(self, tok: TinyTokenizer, *, temperature: float = 1.0):
-        self.tok, self.temperature = tok, temperature
+    """One manager call per trajectory. reward="fact": the reader's exact match on the fact's person (the task's
+    reward); "bank": `bank_accuracy` (every person of the bank asked, the variant that punishes overwriting)."""
+
+    def __init__(self, tok: TinyTokenizer, *, temperature: float = 1.0, reward: str = "fact"):
+        if reward not in REWARDS:
+            raise ValueError(f"TinyR1Workflow: reward one of {REWARDS}, got {reward!r}")
+        self.tok, self.temperature, self.reward_kind = tok, temperature, reward
         self.pad_id = tok.pad_id
 
     def start(self, traj: Trajectory, prepared: dict[str, Any]) -> list[Request]:
@@ -153,6 +179,8 @@ class TinyR1Workflow(Workflow):
         return []
 
     def reward(self, traj: Trajectory) -> float:
+        if self.reward_kind == "bank":
+            return bank_accuracy(traj.state.bank, traj.state.sample)
         return float(traj.state.answer == traj.state.sample["answer"])
 
     def trace(self, traj: Trajectory) -> dict[str, Any]:
@@ -164,16 +192,19 @@ class TinyR1Workflow(Workflow):
     def stats(self, trajs: Sequence[Trajectory]) -> dict[str, float]:
         return {"invalid_ops": float(sum(t.state.ops.bad_json + t.state.ops.bad_id + t.state.ops.malformed
                                          for t in trajs)),
-                "correct_op": float(np.mean([t.state.output == t.state.sample["op"] for t in trajs]))}
+                "correct_op": float(np.mean([t.state.output == t.state.sample["op"] for t in trajs])),
+                "bank_em": float(np.mean([bank_accuracy(t.state.bank, t.state.sample) for t in trajs]))}
 
 
 def evaluate_r1(engine, tok: TinyTokenizer, samples: list[dict[str, Any]], *, sampled: int = 4,
                 seed: int = 12345) -> dict[str, Any]:
-    """Held-out exact match: greedy (`em`, per case) and the mean over `sampled` temperature-1 answers (`em_sampled`)."""
+    """Held-out exact match: greedy (`em`, per case) and the mean over `sampled` temperature-1 answers (`em_sampled`);
+    `em_bank` / `em_bank_sampled`: the same for every question about the bank (`bank_accuracy`)."""
     res = run_workflow(engine, TinyR1Workflow(tok, temperature=0.0), samples, seed=seed, record=False)
     r = np.asarray(res.rewards)
     out: dict[str, Any] = {"em": float(r.mean()), "invalid_ops": res.stats["invalid_ops"],
-                           "correct_op": res.stats["correct_op"], "traces": res.traces[:4]}
+                           "correct_op": res.stats["correct_op"], "em_bank": res.stats["bank_em"],
+                           "traces": res.traces[:4]}
     cases = np.asarray([s["case"] for s in samples])
     for c in CASES:
         if (cases == c).any():
@@ -182,4 +213,5 @@ def evaluate_r1(engine, tok: TinyTokenizer, samples: list[dict[str, Any]], *, sa
         res = run_workflow(engine, TinyR1Workflow(tok, temperature=1.0), samples, group_size=sampled, seed=seed,
                            record=False)
         out["em_sampled"] = float(np.mean(res.rewards))
+        out["em_bank_sampled"] = res.stats["bank_em"]
     return out

@@ -58,3 +58,14 @@ def test_grpo_raises_heldout_em_and_shuffled_rewards_do_not(tmp_path):
     assert all("grad_norm" in h for h in abl["history"])  # the ablation updated the policy on every step
     assert abl["after"]["em_sampled"] - b["em_sampled"] <= MAX_ABLATION_RISE_SAMPLED, (b, abl["after"])
     assert a["em_sampled"] - abl["after"]["em_sampled"] >= MIN_GAP_SAMPLED, (a, abl["after"])
+
+
+def test_reward_setting_reaches_the_training_workflow():
+    from memjax.systems.memory_r1_tiny import MemoryR1TinySection, MemoryR1TinySystem
+    from memjax.tiny.r1_task import r1_tokenizer
+
+    with pytest.raises(ValueError, match="reward"):
+        MemoryR1TinySection(reward="all")
+    for reward in ("fact", "bank"):
+        system = MemoryR1TinySystem(MemoryR1TinySection(reward=reward, heldout_size=4))
+        assert system.workflow(None, r1_tokenizer()).reward_kind == reward

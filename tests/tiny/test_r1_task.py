@@ -1,12 +1,13 @@
 """The tiny Memory-R1 task: generation, the op grammar through apply_mem0, the frozen reader, and the workflow on a
-scripted engine (the correct op scores 1, the classic mistakes 0, garbage is no operation and counted)."""
+scripted engine (the correct op scores 1, the classic mistakes 0, garbage is no operation and counted), and the
+bank questions (every person of the bank asked) that catch an op overwriting another person's record."""
 
 import numpy as np
 import pytest
 
 from memjax.agents import run_workflow
-from memjax.tiny.r1_task import (CASES, R1_WORDS, R1TaskConfig, TinyR1Workflow, bank_of, make_r1_sample, parse_op,
-                                 prompt_text, r1_tokenizer, read)
+from memjax.tiny.r1_task import (CASES, R1_WORDS, R1TaskConfig, TinyR1Workflow, bank_accuracy, bank_of,
+                                 bank_questions, make_r1_sample, parse_op, prompt_text, r1_tokenizer, read)
 from memjax.memory import apply_mem0, mem0_view
 
 from scripted_engine import ScriptedEngine
@@ -57,3 +58,22 @@ def test_workflow_rewards_and_counts():
     bad = run_workflow(ScriptedEngine(tok, reply(lambda s: "update update")), TinyR1Workflow(tok), samples)
     assert bad.stats["invalid_ops"] == 12
     assert bad.rewards == [float(read(bank_of(s), s["key"]) == s["answer"]) for s in samples]   # no operation
+
+
+def test_bank_questions_catch_overwriting_another_record():
+    tok = r1_tokenizer()
+    s = {"memory": [("ann", "rome"), ("bob", "oslo")], "fact": "cal in lima .", "key": "cal", "answer": "lima",
+         "case": "new", "op": "add", "question": "where is cal ?", "teacher_op": "add"}
+    assert bank_questions(s) == [("ann", "rome"), ("bob", "oslo"), ("cal", "lima")]
+    ops = {"add": 1.0, "update 0": 2 / 3, "none": 2 / 3}                  # update 0 loses ann, none loses cal
+    for op, acc in ops.items():
+        bank = bank_of(s)
+        apply_mem0(bank, parse_op(op, s["fact"]), mem0_view(list(bank))[1])
+        assert bank_accuracy(bank, s) == pytest.approx(acc)
+    # the task's reward scores `update 0` 1 (cal is read first); the bank reward scores it 2/3
+    fact = run_workflow(ScriptedEngine(tok, lambda text: "update 0"), TinyR1Workflow(tok), [s])
+    bank = run_workflow(ScriptedEngine(tok, lambda text: "update 0"), TinyR1Workflow(tok, reward="bank"), [s])
+    assert fact.rewards == [1.0] and bank.rewards == [pytest.approx(2 / 3)]
+    assert fact.stats["bank_em"] == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="reward"):
+        TinyR1Workflow(tok, reward="all")
