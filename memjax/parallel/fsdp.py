@@ -13,6 +13,13 @@ sharding=...)` applies inside its scanned block (memjax/model/qwen2.py):
   activations in every layer).
 - `head(w)`: the LM head / tied embedding [h, V] with fsdp dropped (gathered once per step, vocabulary
   kept on "tensor"), for the trainer's fused log-prob.
+- `table(e)`: the embedding table [V, h] gathered the same way before the token lookup, so the lookup of a
+  device's rows is local (without it XLA all-gathers every token id and embedding of the micro-batch over the
+  whole mesh, between hosts too).
+- `row_map(fn, n_rows)`: `fn(hidden, w, targets, mask)` (the fused log-prob: a custom VJP / Pallas call the
+  partitioner cannot split) run per device on its own rows under `jax.shard_map`, w replicated; without it XLA
+  gathers the hidden states of the whole micro-batch onto every device. Applies when the tensor axis is 1 and
+  the rows divide over data x fsdp; otherwise `fn` unchanged.
 With a mesh whose fsdp and tensor axes are 1, every constraint is a no-op layout statement.
 """
 
@@ -56,6 +63,17 @@ class FsdpLayerSharding:
 
     def head(self, w: jax.Array) -> jax.Array:
         return jax.lax.with_sharding_constraint(w, self._spec((None, TENSOR), w.shape))
+
+    def table(self, e: jax.Array) -> jax.Array:
+        return jax.lax.with_sharding_constraint(e, self._spec(_drop_fsdp(_RULES["embed"]), e.shape))
+
+    def row_map(self, fn, n_rows: int):
+        n = self.mesh.shape[DATA] * self.mesh.shape[FSDP]
+        if self.mesh.shape[TENSOR] > 1 or n == 1 or n_rows % n:
+            return fn
+        rows = P((DATA, FSDP))
+        return jax.shard_map(fn, mesh=self.mesh, in_specs=(rows, P(), rows, rows), out_specs=(rows, rows),
+                             check_vma=False)
 
 
 def layer_sharding(mesh: Mesh) -> FsdpLayerSharding:
