@@ -20,11 +20,16 @@ sharding=...)` applies inside its scanned block (memjax/model/qwen2.py):
   partitioner cannot split) run per device on its own rows under `jax.shard_map`, w replicated; without it XLA
   gathers the hidden states of the whole micro-batch onto every device. Applies when the tensor axis is 1 and
   the rows divide over data x fsdp; otherwise `fn` unchanged.
+- `local()`: the same sharding for code running inside `jax.shard_map(..., axis_names={"data"})` (the data axis
+  manual: the trainer's micro-batch loop on one data replica, memjax/rl/train_step.py): rows over fsdp only, and
+  `row_map` over fsdp of the context's mesh.
 With a mesh whose fsdp and tensor axes are 1, every constraint is a no-op layout statement.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 import jax
@@ -40,6 +45,14 @@ def _drop_fsdp(axes) -> tuple:
 @dataclass(frozen=True)
 class FsdpLayerSharding:
     mesh: Mesh
+    data_manual: bool = False  # inside a shard_map over the data axis (local()): rows over fsdp only
+
+    @property
+    def _rows(self) -> tuple:
+        return (FSDP,) if self.data_manual else (DATA, FSDP)
+
+    def local(self) -> "FsdpLayerSharding":
+        return dataclasses.replace(self, data_manual=True)
 
     def _spec(self, axes: tuple, shape: tuple[int, ...]) -> NamedSharding:
         axes = tuple(a if a is not None and self.mesh.shape[a] > 1 and d % self.mesh.shape[a] == 0 else None
@@ -56,8 +69,8 @@ class FsdpLayerSharding:
         return out
 
     def activations(self, x: jax.Array) -> jax.Array:
-        rows = (DATA, FSDP)
-        n = self.mesh.shape[DATA] * self.mesh.shape[FSDP]
+        rows = self._rows
+        n = math.prod(self.mesh.shape[a] for a in rows)
         spec = P(rows if x.shape[0] % n == 0 else None, *(None,) * (x.ndim - 1))
         return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec))
 
@@ -68,12 +81,13 @@ class FsdpLayerSharding:
         return jax.lax.with_sharding_constraint(e, self._spec(_drop_fsdp(_RULES["embed"]), e.shape))
 
     def row_map(self, fn, n_rows: int):
-        n = self.mesh.shape[DATA] * self.mesh.shape[FSDP]
+        n = math.prod(self.mesh.shape[a] for a in self._rows)
         if self.mesh.shape[TENSOR] > 1 or n == 1 or n_rows % n:
             return fn
-        rows = P((DATA, FSDP))
-        return jax.shard_map(fn, mesh=self.mesh, in_specs=(rows, P(), rows, rows), out_specs=(rows, rows),
-                             check_vma=False)
+        rows = P(self._rows)
+        mesh = jax.sharding.get_abstract_mesh() if self.data_manual else self.mesh  # nested: the context's
+        return jax.shard_map(fn, mesh=mesh, in_specs=(rows, P(), rows, rows), out_specs=(rows, rows),
+                             axis_names=set(self._rows) if self.data_manual else frozenset(), check_vma=False)
 
 
 def layer_sharding(mesh: Mesh) -> FsdpLayerSharding:
