@@ -22,7 +22,9 @@ sharding=...)` applies inside its scanned block (memjax/model/qwen2.py):
   the rows divide over data x fsdp; otherwise `fn` unchanged.
 - `local()`: the same sharding for code running inside `jax.shard_map(..., axis_names={"data"})` (the data axis
   manual: the trainer's micro-batch loop on one data replica, memjax/rl/train_step.py): rows over fsdp only, and
-  `row_map` over fsdp of the context's mesh.
+  `row_map` returns `fn` unchanged (XLA gathers the log-prob rows inside the fsdp group, inside a host: a
+  shard_map nested there aborts XLA:CPU's compiler with bf16 compute, "Invalid binary instruction opcode copy",
+  jax 0.11).
 With a mesh whose fsdp and tensor axes are 1, every constraint is a no-op layout statement.
 """
 
@@ -81,13 +83,12 @@ class FsdpLayerSharding:
         return jax.lax.with_sharding_constraint(e, self._spec(_drop_fsdp(_RULES["embed"]), e.shape))
 
     def row_map(self, fn, n_rows: int):
-        n = math.prod(self.mesh.shape[a] for a in self._rows)
-        if self.mesh.shape[TENSOR] > 1 or n == 1 or n_rows % n:
+        n = self.mesh.shape[DATA] * self.mesh.shape[FSDP]
+        if self.data_manual or self.mesh.shape[TENSOR] > 1 or n == 1 or n_rows % n:
             return fn
-        rows = P(self._rows)
-        mesh = jax.sharding.get_abstract_mesh() if self.data_manual else self.mesh  # nested: the context's
-        return jax.shard_map(fn, mesh=mesh, in_specs=(rows, P(), rows, rows), out_specs=(rows, rows),
-                             axis_names=set(self._rows) if self.data_manual else frozenset(), check_vma=False)
+        rows = P((DATA, FSDP))
+        return jax.shard_map(fn, mesh=self.mesh, in_specs=(rows, P(), rows, rows), out_specs=(rows, rows),
+                             check_vma=False)
 
 
 def layer_sharding(mesh: Mesh) -> FsdpLayerSharding:
