@@ -1,6 +1,6 @@
 """Memory plan: per-device bytes of a training config on N devices of G GiB, and whether it fits.
 
-  python -m memjax.plan configs/memagent.py --devices 8 --hbm-gib 80 [--set mesh.fsdp=4 ...] [--json]
+  python -m memjax.plan configs/memagent.py --devices 8 --hbm-gib 80 [--hosts 4] [--set mesh.fsdp=4 ...] [--json]
 
 Owns `plan(cfg, devices, hbm_gib)` -> dict, `check(cfg, devices, hbm_gib)` (raises PlanError with a one-line
 reason; memjax.train calls it at start-up) and the CLI (exit 1 with the reason when it does not fit).
@@ -42,6 +42,12 @@ padding of a micro-batch when only micro_rows real rows fill it (the trainer rep
 each step). A config that cannot shard at all (mesh vs devices, engine groups, tensor parallel vs heads) is a
 one-line PlanError naming the fields and values that would work (`shard_check`).
 Fits when the peak <= HBM and the KV cache >= min_kv_gib (default 16) per device.
+Hosts (`--hosts H`, `--devices` per host): the update and log-prob programs are compiled for the trainer's
+global mesh over H x devices (MeshConfig.across_hosts="data": fsdp/tensor inside a host, data x H across hosts;
+device i on host i // devices), each engine on one host; `traffic` reports, from the compiled HLO's collectives
+(memjax/parallel/collectives.py, ring model), the bytes each device sends per update inside a host and between
+hosts (the micro-batch loop counted `micro_batches` times), beside `analytic_traffic`: the weights' least bytes
+(gradient all-reduce between hosts; one gather + one reduce-scatter inside a host) and the ZeRO-3 reference.
 The program is compiled for the devices this process sees when there are exactly `devices` of them;
 otherwise in a child process on `devices` simulated CPU devices (XLA:CPU temporaries: no GPU fusion, so
 the GPU program's are expected smaller; bf16 matmuls may be kept in f32 on CPU).
@@ -192,26 +198,35 @@ def _train_mesh(cfg, devices: int, hosts: int):
 
 
 def analytic_traffic(param_bytes: int, compute_bytes: int, hosts: int, mesh: dict, micro_batches: int) -> dict:
-    """Least bytes one device sends per mini-batch update on the hybrid mesh (ring algorithms): inter-host, one
-    all-reduce of the device's gradient shard (param_bytes / (fsdp x tensor)) over the hosts, once per
-    mini-batch: 2 (H-1)/H x shard; intra-host, per micro-batch the ZeRO-3 traffic inside the fsdp group (gather
-    the weights for the forward and again for the backward in the compute dtype, reduce-scatter the gradient:
-    (f-1)/f x (2 compute_bytes + param_bytes)), plus the intra-host part of the data-parallel reduction when a
-    host holds several data replicas. Tensor parallelism's activation traffic is not modelled (None)."""
+    """Bytes one device sends per mini-batch update on the hybrid mesh (ring algorithms), from the weights alone
+    (no activation traffic):
+    - inter: the least between hosts, one all-reduce of the device's gradient shard (param_bytes / (fsdp x
+      tensor)) over the hosts per mini-batch: 2 (H-1)/H x shard;
+    - intra_floor: the least inside a host, the weights gathered once per update in the compute dtype and the
+      gradient reduce-scattered once inside the fsdp group: (f-1)/f x (compute_bytes + param_bytes);
+    - intra_zero3: the ZeRO-3 reference, per micro-batch the weights gathered for the forward and again for the
+      backward and the gradient reduce-scattered: micro_batches x (f-1)/f x (2 compute_bytes + param_bytes).
+      Not a bound: XLA may hoist gathers out of the micro-batch loop (the compiled figure can fall below it);
+    both intra figures add the intra-host part of the data-parallel reduction when a host holds several data
+    replicas. Tensor parallelism's activation traffic is not modelled (None)."""
     d, f, t = mesh["data"], mesh["fsdp"], mesh["tensor"]
     if t > 1:
-        return {"inter": None, "intra": None, "note": "tensor parallelism's activation traffic is not modelled"}
+        return {"inter": None, "intra_floor": None, "intra_zero3": None,
+                "note": "tensor parallelism's activation traffic is not modelled"}
     d_local = d // hosts
     shard = param_bytes / (f * t)
     inter = 2 * (hosts - 1) / hosts * shard if hosts > 1 else 0.0
-    intra = micro_batches * (f - 1) / f * (2 * compute_bytes + param_bytes) if f > 1 else 0.0
-    intra += 2 * (d_local - 1) / d_local * shard if d_local > 1 else 0.0
-    return {"inter": int(inter), "intra": int(intra)}
+    dp = 2 * (d_local - 1) / d_local * shard if d_local > 1 else 0.0
+    floor = (f - 1) / f * (compute_bytes + param_bytes) + dp
+    zero3 = micro_batches * (f - 1) / f * (2 * compute_bytes + param_bytes) + dp
+    return {"inter": int(inter), "intra_floor": int(floor), "intra_zero3": int(zero3)}
 
 
-def _traffic(compiled, devices: int, hosts: int) -> dict:
+def _traffic(compiled, devices: int, hosts: int, micro_batches: int) -> dict:
+    """Collective bytes of a compiled update / log-prob program, its micro-batch loop (a fori_loop over a traced
+    count: XLA does not know the trip count) counted `micro_batches` times: every slot filled."""
     from .parallel.collectives import summary
-    t = summary(compiled.as_text(), devices * hosts, devices)
+    t = summary(compiled.as_text(), devices * hosts, devices, outer_trip_count=micro_batches)
     t.pop("per_device")
     return t
 
@@ -287,7 +302,8 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     total = max(phases.values())
     compute = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(mcfg.dtype)), aparams))
     gmesh = {"data": dg, "fsdp": fg, "tensor": tg}
-    traffic = {"update": _traffic(compiled, devices, hosts), "logprobs": _traffic(lp_compiled, devices, hosts),
+    traffic = {"update": _traffic(compiled, devices, hosts, micro_batches),
+               "logprobs": _traffic(lp_compiled, devices, hosts, micro_batches),
                "analytic_update": analytic_traffic(_bytes_per_device(aparams), compute, hosts, gmesh, micro_batches),
                "model": "ring, bytes one device sends per program run (memjax/parallel/collectives.py)"}
     res = {"model": mcfg.name, "devices": devices, "hosts": hosts, "hbm_gib": hbm_gib, "mesh": gmesh,
@@ -394,10 +410,12 @@ def table(res: dict) -> str:
     tr = res.get("traffic")
     if tr:
         an = tr["analytic_update"]
-        fmt = lambda b: "n/a" if b is None else f"{b / GIB:.2f}"
-        lines.append(f"sent per device per update (GiB, ring model; {res['micro_batches']} micro-batches): "
-                     f"between hosts {tr['update']['max_inter'] / GIB:.2f} (least {fmt(an['inter'])}), inside a "
-                     f"host {tr['update']['max_intra'] / GIB:.2f} (least {fmt(an['intra'])})")
+        fmt = lambda b: "n/a" if b is None else f"{b / GIB:.3f}"
+        lower = " (lower bound: loops of unknown trip count)" if tr["update"]["unknown_trip_counts"] else ""
+        lines.append(f"sent per device per update (GiB, ring model, {res['micro_batches']} micro-batches){lower}: "
+                     f"between hosts {tr['update']['max_inter'] / GIB:.3f} (weights' least "
+                     f"{fmt(an['inter'])}), inside a host {tr['update']['max_intra'] / GIB:.3f} (weights' least "
+                     f"{fmt(an['intra_floor'])}, ZeRO-3 reference {fmt(an['intra_zero3'])})")
     lines.append("fits" if res["fits"] else f"DOES NOT FIT: {res['reason']}")
     return "\n".join(lines)
 
@@ -406,9 +424,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.plan", description=__doc__.split("\n")[0])
     ap.add_argument("config", nargs="?", help="a training config file (defines a TrainConfig)")
     ap.add_argument("--devices", type=positive_int, required=True, help="number of devices (>= 1), per host")
-    ap.add_argument("--hosts", type=positive_int, default=1, help="hosts (processes) of --devices devices each: the "
-                    "trainer's mesh spans all of them (mesh.across_hosts), each engine one host; prints the bytes "
-                    "each device sends per update inside a host and between hosts")
+    ap.add_argument("--hosts", type=positive_int, default=1, help="hosts (processes) of --devices devices each (default 1): "
+                    "the trainer's mesh spans all of them (mesh.across_hosts='data': fsdp/tensor inside a host, "
+                    "data across hosts), each engine one host; prints the bytes each device sends per update "
+                    "inside a host and between hosts (compiled collectives, ring model) beside the weights' least")
     ap.add_argument("--hbm-gib", type=positive_float, required=True, help="memory of one device in GiB (> 0)")
     ap.add_argument("--min-kv-gib", type=nonnegative_float, default=16.0, help="least KV cache per device in GiB (>= 0)")
     ap.add_argument("--micro-batches", type=positive_int, default=None,
@@ -435,8 +454,10 @@ def main(argv=None) -> int:
         cfg = apply_overrides(cfg, a.overrides)
         if a.check:
             m, (d, f, t) = _model_config(cfg), _mesh_cfg(cfg).sizes(a.devices)
+            dg, fg, tg = _mesh_cfg(cfg).global_sizes(a.devices * a.hosts, a.hosts)
+            where = f"{a.hosts} hosts x {a.devices}" if a.hosts > 1 else f"{a.devices}"
             print(f"python -m memjax.plan: {m.num_layers} layers, hidden {m.hidden_size}, vocab {m.vocab_size:,} on "
-                  f"{a.devices} x {a.hbm_gib:g} GiB, mesh data={d} fsdp={f} tensor={t}, engine groups "
+                  f"{where} x {a.hbm_gib:g} GiB, mesh data={dg} fsdp={fg} tensor={tg}, engine groups "
                   f"{engine_groups(cfg.engine, d, f, t)}, min KV {a.min_kv_gib:g} GiB\ncheck: ok (nothing compiled)")
             return 0
         res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches,

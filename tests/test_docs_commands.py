@@ -174,6 +174,7 @@ COMMANDS = {
     "python -m memjax.plan configs/memory_r1_manager.py --devices 8 --hbm-gib 80": CHECK,
     "python -m memjax.plan configs/memory_r2.py --devices 8 --hbm-gib 80": CHECK,
     "python -m memjax.plan configs/sumer.py --devices 8 --hbm-gib 80": CHECK,
+    "python -m memjax.plan configs/memagent.py --hosts 4 --devices 8 --hbm-gib 80": CHECK,
     "python -m memjax.report OUT_DIR": "",
     # the screenshot needs a headless Chromium (tests/report/test_page.py runs it where one is installed)
     "python -m memjax.report out/demo/tiny --screenshot docs/img/report_demo.png --size 1280x2300": PARSE,
@@ -199,6 +200,8 @@ COMMANDS = {
     "python -m benchmarks.kernel_memory": PARSE,
     "python -m benchmarks.pool_size": PARSE,
     "python -m benchmarks.engine_data_parallel": PARSE,
+    "python -m benchmarks.multihost": PARSE,
+    "python -m benchmarks.multihost --config configs/memagent.py --hosts 4 --devices 8 --hbm-gib 80": PARSE,
     "python -m benchmarks.chained_turns [--min-tokens 32 --max-tokens 96]": PARSE,
     "python -m benchmarks.attention_memory": PARSE,
     "python -m benchmarks.train_step --preset qwen2.5-1.5b": PARSE,

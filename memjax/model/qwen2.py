@@ -113,7 +113,10 @@ class Qwen2(nnx.Module):
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
         attention = attention or DenseCausal()
-        x = jnp.take(self.embed[...], input_ids, axis=0).astype(dt)
+        table = self.embed[...]
+        if sharding is not None and hasattr(sharding, "table"):
+            table = sharding.table(table)  # gathered before the lookup: a device looks up its own rows locally
+        x = jnp.take(table, input_ids, axis=0).astype(dt)
         if sharding is not None:
             x = sharding.activations(x)
         cos, sin = rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, dt)

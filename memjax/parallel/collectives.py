@@ -7,8 +7,11 @@ intra-host and inter-host, under a ring model).
 
 Invariants and model:
 - Executions: a collective inside a while body runs `known_trip_count` times per run of the loop (XLA records it
-  in the while's backend_config); nested loops multiply. A loop without a known trip count is counted once and
-  listed in `unknown_trip_counts` (so the figure is a lower bound, said so by the caller).
+  in the while's backend_config); nested loops multiply. A loop without a known trip count (a fori_loop with a
+  traced bound) is counted once -- or `outer_trip_count` times when the caller knows it and the loop is called
+  from the ENTRY computation itself (the trainer's micro-batch loop: `outer_trip_count=micro-batch slots`).
+  Loops still counted once whose bodies hold collectives are listed in `unknown_trip_counts` (the figure is then
+  a lower bound, said so by the caller); loops without collectives are not listed (they change no byte).
 - Device groups: `replica_groups={{0,1},{2,3}}`, the iota form `[G,S]<=[dims]T(perm)` and the named-mesh form
   `mesh['axis_0'=2,'axis_1'=4] {'axis_1'}` (the mesh's positions are the device ids in order: the mesh a caller
   compiles for must list `jax.devices()` in order, as memjax.plan does). With use_global_device_ids the ids are
@@ -34,14 +37,14 @@ OPS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-p
 _DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4,
                 "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1}
 _COMP_START = re.compile(r"^(?:ENTRY\s+)?%([\w.\-]+)\s*\(.*\{\s*$")
-_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%[\w.\-]+\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\((.*)$")
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\((.*)$")
 _SHAPE = re.compile(r"\b([a-z]+[0-9]*(?:e[0-9]m[0-9](?:fn)?)?)\[([0-9,]*)\]")
 
 
 @dataclass(frozen=True)
 class Collective:
     op: str  # one of OPS ("-start" async forms folded in)
-    bytes: int  # bytes of the result (one device's buffer)
+    bytes: int  # bytes of the result (one device's buffer; an async start's from its -done)
     groups: tuple[tuple[int, ...], ...]  # device ids per group; for collective-permute: (source, target) pairs
     count: int  # executions per run of the program
     computation: str
@@ -122,7 +125,10 @@ def _computations(hlo: str) -> tuple[dict[str, list[str]], str]:
     return comps, entry
 
 
-def _multiplicity(comps: dict[str, list[str]], entry: str) -> tuple[dict[str, int], list[str]]:
+def _multiplicity(comps: dict[str, list[str]], entry: str,
+                  outer_trip_count: int | None = None) -> tuple[dict[str, int], list[str]]:
+    """Executions per program run of every computation reachable from the entry, and the bodies of loops with an
+    unknown trip count that are still counted once."""
     calls: dict[str, list[tuple[str, int]]] = {c: [] for c in comps}
     unknown = []
     for c, lines in comps.items():
@@ -131,9 +137,13 @@ def _multiplicity(comps: dict[str, list[str]], entry: str) -> tuple[dict[str, in
                 body = re.search(r"body=%([\w.\-]+)", line).group(1)
                 cond = re.search(r"condition=%([\w.\-]+)", line).group(1)
                 tm = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', line)
-                if tm is None:
+                if tm is not None:
+                    n = int(tm.group(1))
+                elif outer_trip_count is not None and c == entry:
+                    n = outer_trip_count
+                else:
+                    n = 1
                     unknown.append(body)
-                n = int(tm.group(1)) if tm else 1
                 calls[c] += [(body, n), (cond, n + 1)]
                 continue
             for name in re.findall(r"(?:calls|to_apply|true_computation|false_computation)=%([\w.\-]+)", line):
@@ -154,18 +164,26 @@ def _multiplicity(comps: dict[str, list[str]], entry: str) -> tuple[dict[str, in
     return mult, unknown
 
 
-def collectives(hlo: str, num_devices: int | None = None) -> tuple[list[Collective], list[str]]:
+def collectives(hlo: str, num_devices: int | None = None,
+                outer_trip_count: int | None = None) -> tuple[list[Collective], list[str]]:
     """(collectives, unknown_trip_counts) of an optimised HLO module's text; num_devices names the group of an
-    instruction that lists none (all devices)."""
+    instruction that lists none (all devices); outer_trip_count: the trip count of the entry's loops whose count
+    XLA does not know (module docstring)."""
     comps, entry = _computations(hlo)
-    mult, unknown = _multiplicity(comps, entry)
+    mult, unknown = _multiplicity(comps, entry, outer_trip_count)
     out = []
+    done_bytes = {}  # async start name -> bytes of its -done (the result; a start's shape also holds operands)
+    for lines in comps.values():
+        for line in lines:
+            m = _INSTR.match(line)
+            if m and m.group(3).endswith("-done") and m.group(3)[:-5] in OPS:
+                done_bytes[re.match(r"\s*%([\w.\-]+)", m.group(4)).group(1)] = _shape_bytes(m.group(2))
     for c, lines in comps.items():
         for line in lines:
             m = _INSTR.match(line)
             if m is None:
                 continue
-            shape, op, rest = m.groups()
+            name, shape, op, rest = m.groups()
             base = op[:-6] if op.endswith("-start") else op
             if base not in OPS or op.endswith("-done"):
                 continue
@@ -179,11 +197,33 @@ def collectives(hlo: str, num_devices: int | None = None) -> tuple[list[Collecti
                     if num_devices is None:
                         raise ValueError(f"{base} without replica_groups and no num_devices: {line[:120]!r}")
                     groups = (tuple(range(num_devices)),)
-            nbytes = _shape_bytes(shape)
-            if op.endswith("-start") and shape.startswith("("):  # async: (operands..., results...) tuple
-                nbytes //= 2
+            if op.endswith("-start"):
+                if name not in done_bytes:
+                    raise ValueError(f"{op} {name} without its -done")
+                nbytes = done_bytes[name]
+            else:
+                nbytes = _shape_bytes(shape)
             out.append(Collective(base, nbytes, groups, mult.get(c, 0), c))
-    return out, unknown
+    return out, [b for b in unknown if _reaches(comps, b, {c.computation for c in out})]
+
+
+def _reaches(comps: dict[str, list[str]], start: str, targets: set[str]) -> bool:
+    """Whether computation `start` or one it calls (transitively) is in `targets`."""
+    seen, todo = set(), [start]
+    while todo:
+        c = todo.pop()
+        if c in targets:
+            return True
+        if c in seen:
+            continue
+        seen.add(c)
+        for line in comps.get(c, []):
+            todo += re.findall(r"(?:calls|to_apply|body|condition|true_computation|false_computation)=%([\w.\-]+)",
+                               line)
+            bm = re.search(r"branch_computations=\{([^}]*)\}", line)
+            if bm:
+                todo += re.findall(r"%([\w.\-]+)", bm.group(1))
+    return False
 
 
 def traffic(colls: list[Collective], host_of) -> dict:
@@ -222,10 +262,10 @@ def traffic(colls: list[Collective], host_of) -> dict:
             "mean_intra": float(np.mean([v["intra"] for v in vals]))}
 
 
-def summary(hlo: str, num_devices: int, devices_per_host: int) -> dict:
+def summary(hlo: str, num_devices: int, devices_per_host: int, outer_trip_count: int | None = None) -> dict:
     """traffic() of an HLO module on num_devices devices, device i on host i // devices_per_host, plus the op
-    counts and loops without a known trip count."""
-    colls, unknown = collectives(hlo, num_devices)
+    counts and the loops with collectives whose trip count is unknown (outer_trip_count: see collectives())."""
+    colls, unknown = collectives(hlo, num_devices, outer_trip_count)
     t = traffic(colls, lambda d: d // devices_per_host)
     t["ops"] = {op: sum(c.count for c in colls if c.op == op) for op in OPS}
     t["unknown_trip_counts"] = unknown

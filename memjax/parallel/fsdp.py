@@ -13,11 +13,25 @@ sharding=...)` applies inside its scanned block (memjax/model/qwen2.py):
   activations in every layer).
 - `head(w)`: the LM head / tied embedding [h, V] with fsdp dropped (gathered once per step, vocabulary
   kept on "tensor"), for the trainer's fused log-prob.
+- `table(e)`: the embedding table [V, h] gathered the same way before the token lookup, so the lookup of a
+  device's rows is local (without it XLA all-gathers every token id and embedding of the micro-batch over the
+  whole mesh, between hosts too).
+- `row_map(fn, n_rows)`: `fn(hidden, w, targets, mask)` (the fused log-prob: a custom VJP / Pallas call the
+  partitioner cannot split) run per device on its own rows under `jax.shard_map`, w replicated; without it XLA
+  gathers the hidden states of the whole micro-batch onto every device. Applies when the tensor axis is 1 and
+  the rows divide over data x fsdp; otherwise `fn` unchanged.
+- `local()`: the same sharding for code running inside `jax.shard_map(..., axis_names={"data"})` (the data axis
+  manual: the trainer's micro-batch loop on one data replica, memjax/rl/train_step.py): rows over fsdp only, and
+  `row_map` returns `fn` unchanged (XLA gathers the log-prob rows inside the fsdp group, inside a host: a
+  shard_map nested there aborts XLA:CPU's compiler with bf16 compute, "Invalid binary instruction opcode copy",
+  jax 0.11).
 With a mesh whose fsdp and tensor axes are 1, every constraint is a no-op layout statement.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 import jax
@@ -33,6 +47,14 @@ def _drop_fsdp(axes) -> tuple:
 @dataclass(frozen=True)
 class FsdpLayerSharding:
     mesh: Mesh
+    data_manual: bool = False  # inside a shard_map over the data axis (local()): rows over fsdp only
+
+    @property
+    def _rows(self) -> tuple:
+        return (FSDP,) if self.data_manual else (DATA, FSDP)
+
+    def local(self) -> "FsdpLayerSharding":
+        return dataclasses.replace(self, data_manual=True)
 
     def _spec(self, axes: tuple, shape: tuple[int, ...]) -> NamedSharding:
         axes = tuple(a if a is not None and self.mesh.shape[a] > 1 and d % self.mesh.shape[a] == 0 else None
@@ -49,13 +71,24 @@ class FsdpLayerSharding:
         return out
 
     def activations(self, x: jax.Array) -> jax.Array:
-        rows = (DATA, FSDP)
-        n = self.mesh.shape[DATA] * self.mesh.shape[FSDP]
+        rows = self._rows
+        n = math.prod(self.mesh.shape[a] for a in rows)
         spec = P(rows if x.shape[0] % n == 0 else None, *(None,) * (x.ndim - 1))
         return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec))
 
     def head(self, w: jax.Array) -> jax.Array:
         return jax.lax.with_sharding_constraint(w, self._spec((None, TENSOR), w.shape))
+
+    def table(self, e: jax.Array) -> jax.Array:
+        return jax.lax.with_sharding_constraint(e, self._spec(_drop_fsdp(_RULES["embed"]), e.shape))
+
+    def row_map(self, fn, n_rows: int):
+        n = self.mesh.shape[DATA] * self.mesh.shape[FSDP]
+        if self.data_manual or self.mesh.shape[TENSOR] > 1 or n == 1 or n_rows % n:
+            return fn
+        rows = P((DATA, FSDP))
+        return jax.shard_map(fn, mesh=self.mesh, in_specs=(rows, P(), rows, rows), out_specs=(rows, rows),
+                             check_vma=False)
 
 
 def layer_sharding(mesh: Mesh) -> FsdpLayerSharding:

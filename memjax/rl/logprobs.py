@@ -45,8 +45,11 @@ def token_logprobs(model, input_ids: jax.Array, loss_mask: jax.Array, *, tempera
     w = model.lm_head_weight().astype(hidden.dtype)
     if sharding is not None:
         w = sharding.head(w)
-    logp, ent = token_logprob_entropy(hidden[:, :-1], w, input_ids[:, 1:], mask, temperature=temperature,
-                                      impl=impl, compact=False)
+    fused = lambda h_, w_, t_, m_: token_logprob_entropy(h_, w_, t_, m_, temperature=temperature, impl=impl,
+                                                         compact=False)
+    if sharding is not None and hasattr(sharding, "row_map"):
+        fused = sharding.row_map(fused, hidden.shape[0])  # each device its own rows (memjax/parallel/fsdp.py)
+    logp, ent = fused(hidden[:, :-1], w, input_ids[:, 1:], mask)
     if logprobs == "processed" and (top_p < 1.0 or top_k > 0):
         logp = jnp.where(mask, _processed(hidden[:, :-1], w, input_ids[:, 1:], temperature, top_p, top_k), 0.0)
     pad = jnp.zeros((input_ids.shape[0], 1), jnp.float32)

@@ -25,7 +25,15 @@ max_segments (static).
 With a mesh: data arrays [M, m, L] are sharded P(None, (data, fsdp)) (each device its own rows), the
 forward uses memjax.parallel.layer_sharding (weights gathered layer by layer inside the scanned loop,
 gradients reduce-scattered), and accumulators, params and optimizer state are constrained to the
-parameter shardings (ZeRO-3: 1/fsdp per device).
+parameter shardings (ZeRO-3: 1/fsdp per device). With data > 1 the micro-batch loop runs per data replica
+(`jax.shard_map` manual over "data" only, fsdp/tensor left to the partitioner; `layer_sharding(...).local()`):
+each replica accumulates the gradients of its own rows, reduced inside its fsdp group per micro-batch, and the
+replicas' sums (gradients and metric sums) are all-reduced over data once per update -- on the hybrid
+multi-host mesh the only gradient traffic between hosts. Only with tensor = 1: with a tensor axis the gradients
+stay reduced over data x fsdp per micro-batch (XLA's SPMD partitioner aborts on that partial-manual program,
+jax 0.11: a check failure in spmd_partitioner_util.cc). Metric sums are exact for token means; a step-level
+metric (level="step") is a mean per replica weighted by its tokens, where one process per micro-batch weighted
+the micro-batch's.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ..kernels import step_ratio_loss, token_clip_surrogate
 from ..model.flash_attention import training_attention
-from ..parallel import DATA, FSDP, layer_sharding, param_shardings
+from ..parallel import DATA, FSDP, TENSOR, layer_sharding, param_shardings
 from .logprobs import token_logprobs
 from .losses import kl_penalty
 
@@ -82,15 +90,15 @@ class TrainStep:
     def _constrain(self, tree, shardings):
         return tree if shardings is None else jax.lax.with_sharding_constraint(tree, shardings)
 
-    def _forward(self, params, mb, *, remat: bool):
+    def _forward(self, params, mb, *, remat: bool, sharding=None):
         model = nnx.merge(self.graphdef, params)
         return token_logprobs(model, mb["input_ids"], mb["loss_mask"], temperature=self.temperature, remat=remat,
                               positions=mb["positions"], segment_ids=mb["segment_ids"] if self.update_cfg.pack
-                              else None, attention=self.attention, sharding=self.layer_sharding)
+                              else None, attention=self.attention, sharding=sharding or self.layer_sharding)
 
-    def _loss(self, params, mb, denom):
+    def _loss(self, params, mb, denom, sharding=None):
         lc = self.loss_cfg
-        logp, ent = self._forward(params, mb, remat=self.update_cfg.remat)
+        logp, ent = self._forward(params, mb, remat=self.update_cfg.remat, sharding=sharding)
         mask = mb["loss_mask"]
         if lc.level == "step":
             value, m = step_ratio_loss(logp, mb["old_logp"], mb["adv"], mask, mb["local"],
@@ -145,9 +153,8 @@ class TrainStep:
         out = jax.lax.fori_loop(0, n_micro, body, out)
         return out if self.data_sharding is None else jax.lax.with_sharding_constraint(out, self.data_sharding)
 
-    def _update(self, params, opt_state, data, n_micro, denom, lr):
-        data = self._data(data)
-        denom = jnp.maximum(jnp.asarray(denom, _F32), 1e-30)
+    def _accumulate(self, params, data, n_micro, denom, sharding=None):
+        """(gradient sums, metric sums) over micro-batches 0..n_micro-1 of `data`."""
         zeros = self._constrain(jax.tree.map(lambda p: jnp.zeros(p.shape, _F32), params), self.param_shardings)
         keys = ("loss", "num_tokens") + TOKEN_METRICS
         sums0 = {k: jnp.zeros((), _F32) for k in keys}
@@ -155,14 +162,30 @@ class TrainStep:
         def body(i, carry):
             acc, sums = carry
             mb = jax.tree.map(lambda x: x[i], data)
-            (value, m), g = jax.value_and_grad(self._loss, has_aux=True)(params, mb, denom)
+            (value, m), g = jax.value_and_grad(self._loss, has_aux=True)(params, mb, denom, sharding)
             acc = self._constrain(jax.tree.map(lambda a, b: a + b.astype(_F32), acc, g), self.param_shardings)
             n = m["num_tokens"]
             sums = {**sums, "loss": sums["loss"] + value, "num_tokens": sums["num_tokens"] + n,
                     **{k: sums[k] + m[k] * n for k in TOKEN_METRICS if k in m}}
             return acc, sums
 
-        grads, sums = jax.lax.fori_loop(0, n_micro, body, (zeros, sums0))
+        return jax.lax.fori_loop(0, n_micro, body, (zeros, sums0))
+
+    def _update(self, params, opt_state, data, n_micro, denom, lr):
+        data = self._data(data)
+        denom = jnp.maximum(jnp.asarray(denom, _F32), 1e-30)
+        if self.layer_sharding is not None and self.mesh.shape[DATA] > 1 and self.mesh.shape[TENSOR] == 1:
+            # each data replica accumulates its own rows' gradients (reduced over fsdp per micro-batch, inside a
+            # host), and the replicas' sums are reduced over data ONCE per update (between hosts)
+            def replica(params, data, n_micro, denom):
+                return jax.lax.psum(self._accumulate(params, data, n_micro, denom, self.layer_sharding.local()),
+                                    DATA)
+            grads, sums = jax.shard_map(replica, mesh=self.mesh, in_specs=(P(), P(None, DATA), P(), P()),
+                                        out_specs=P(), axis_names={DATA}, check_vma=False)(
+                params, data, n_micro, denom)
+            grads = self._constrain(grads, self.param_shardings)
+        else:
+            grads, sums = self._accumulate(params, data, n_micro, denom)
         gnorm = optax.tree.norm(grads)
         upd, new_opt = self.tx.update(grads, opt_state, params)
         new_params = jax.tree.map(lambda p, u: (p - lr * u).astype(p.dtype), params, upd)

@@ -1,5 +1,6 @@
 """Run under 8 simulated CPU devices by test_trainer_mesh.py: the Trainer on MeshConfig meshes vs one device,
-per-device parameter + optimizer bytes, and the collectives of the compiled mini-batch update."""
+per-device parameter + optimizer bytes, the collectives of the compiled mini-batch update, and (data 2 x fsdp 4
+as 2 hosts x 4) the bytes it sends between hosts."""
 
 import json
 import re
@@ -13,6 +14,7 @@ from flax import nnx  # noqa: E402
 from memjax.model import presets  # noqa: E402
 from memjax.model.qwen2 import init_model  # noqa: E402
 from memjax.parallel import MeshConfig  # noqa: E402
+from memjax.parallel.collectives import summary  # noqa: E402
 from memjax.rl import Conversation, build_batch  # noqa: E402
 from memjax.rl.trainer import OptimConfig, Trainer, UpdateConfig  # noqa: E402
 
@@ -50,7 +52,7 @@ def main():
     batch = make_batch()
     res = {}
     for name, mc in (("one", None), ("fsdp8", MeshConfig(data=1, fsdp=-1)),
-                     ("dp2_fsdp2_tp2", MeshConfig(data=2, fsdp=2, tensor=2))):
+                     ("dp2_fsdp2_tp2", MeshConfig(data=2, fsdp=2, tensor=2)), ("dp2_fsdp4", MeshConfig(data=2, fsdp=4))):
         m = init_model(CFG, seed=0)
         tr = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, eps=1e-3), update=UPD,
                      mesh=None if mc is None else mc.make())
@@ -68,6 +70,14 @@ def main():
             txt = tr.step_fn.lower_update(abstract, 4, 64).compile().as_text()
             r["loops"] = collectives(txt)
             r["data_spec"] = str(tr.step_fn.data_sharding.spec)
+        if name == "dp2_fsdp4":  # as 2 hosts x 4 devices: what crosses hosts per update
+            d0 = jax.devices()[0]
+            r["param_bytes_per_device"] = sum(s.data.nbytes for a in jax.tree.leaves(nnx.state(m, nnx.Param))
+                                              for s in a.addressable_shards if s.device == d0)
+            abstract = jax.eval_shape(lambda: nnx.state(m, nnx.Param))
+            txt = tr.step_fn.lower_update(abstract, 4, 64).compile().as_text()
+            r["traffic"] = summary(txt, 8, 4, outer_trip_count=4)
+            r["traffic"].pop("per_device")
         res[name] = r
     ref = res.pop("one")
     out = {}

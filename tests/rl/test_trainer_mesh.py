@@ -18,7 +18,7 @@ def test_trainer_zero3_on_8_devices():
                        text=True, timeout=2400)
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.split("RESULT", 1)[1])
-    for name, r in res.items():  # fsdp=8 and data=2 x fsdp=2 x tensor=2 against one device
+    for name, r in res.items():  # fsdp=8, data=2 x fsdp=2 x tensor=2 and data=2 x fsdp=4 against one device
         assert r["loss_err"] < 1e-6 and r["gnorm_rel_err"] < 1e-5 and r["param_err"] < 1e-6, (name, r)
     f = res["fsdp8"]
     assert abs(f["param_opt_frac"] - 1 / 8) / (1 / 8) < 0.05, f["param_opt_frac"]
@@ -35,3 +35,10 @@ def test_trainer_zero3_on_8_devices():
     # collective of weight-shaped operands (XLA:CPU emits all-reduce + slice; GPU turns it into reduce-scatter)
     assert bwd["all-gather"] == 7 and bwd["all-reduce"] + bwd["reduce-scatter"] == 1, bwd
     assert all("[1,64," not in s for s in bwd["all_reduce_shapes"]), bwd["all_reduce_shapes"]
+    # data 2 x fsdp 4 as 2 hosts x 4: each data replica accumulates its own gradients and the replicas' sums are
+    # all-reduced over data once per update -- the ring sends each device's gradient shard (its parameter bytes,
+    # f32) to the other host once, plus a few metric scalars; nothing else crosses hosts
+    d = res["dp2_fsdp4"]
+    inter, shard = d["traffic"]["max_inter"], d["param_bytes_per_device"]
+    assert shard <= inter <= shard + 4096, (inter, shard, d["traffic"]["by_op"])
+    assert set(d["traffic"]["by_op"]) <= {"all-gather", "all-reduce", "reduce-scatter"}, d["traffic"]["by_op"]
