@@ -39,7 +39,8 @@ config = TrainConfig(
         top_k_per_fact=5, similarity_threshold=0.1, max_candidates=25,
         group_size=16, local_prob=0.5, local_rollouts=4, local_decoding="sample", temperature=1.0,
         questions_global=64, questions_local=16, lam=0.3, alpha=0.7,
-        embedder="wordllama", answer_agent="policy_copy", answer_top_k=30),
+        embedder="wordllama", answer_agent="policy_copy", answer_top_k=30,
+        adv_singleton="reward"),  # a group of one: A = r / (1 + eps), as the official code
     prompts_per_step=2,  # the training conversations
     loss=LossConfig(level="step", clip_low=0.2, clip_high=0.2, dual_clip=3.0, log_ratio_clamp=3.0,
                     kl_coef=1e-3, kl_estimator="k3", entropy_coef=1e-3),

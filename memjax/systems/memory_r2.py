@@ -43,7 +43,7 @@ from ..data.locomo_splits import split_conversations, split_questions
 from ..rewards.locomo import OpenAIJudge, RuleBasedJudge, m_fail
 from ..rewards.text import bleu1
 from ..rl.batch import unit_index
-from ..rl.estimators import logo_grpo_advantages
+from ..rl.estimators import SINGLETONS, logo_grpo_advantages
 from .base import AgentSection, CountingStream, HeldModel, System, frozen_copy, register
 
 _EPISODE = [f.name for f in dataclasses.fields(MemoryR2Config)]
@@ -69,6 +69,9 @@ class MemoryR2Section(AgentSection):
     judge_url: str = ""
     judge_model: str = ""
     adv_eps: float = 1e-6
+    # a LoGo group of one rollout: "zero" (A = 0) or "reward" (A = r / (1 + adv_eps), the official code's
+    # mean 0 / std 1 rule; configs/memory_r2*.py); memjax/rl/estimators.py group_normalise
+    adv_singleton: str = "zero"
     # the episode (memjax/agents/memory_r2.py MemoryR2Config), paper recipe
     chunks_per_session: int = 6
     max_prompt_tokens: int = 28_672
@@ -106,6 +109,8 @@ class MemoryR2Section(AgentSection):
             raise ValueError(f"MemoryR2Section.answer_kv_cache_bytes must be > 0, got {self.answer_kv_cache_bytes}")
         if self.judge == "openai" and not (self.judge_url and self.judge_model):
             raise ValueError("MemoryR2Section: judge='openai' needs judge_url and judge_model")
+        if self.adv_singleton not in SINGLETONS:
+            raise ValueError(f"MemoryR2Section.adv_singleton must be one of {SINGLETONS}, got {self.adv_singleton!r}")
         if self.local_decoding not in LOCAL_DECODING or self.eval_max_sessions < 0 or not self.train_conversations:
             raise ValueError("MemoryR2Section: bad local_decoding, eval_max_sessions or empty train_conversations")
 
@@ -124,7 +129,7 @@ class MemoryR2Section(AgentSection):
         return int(self.curriculum_sessions[self.stage_index(step)])
 
 
-def logo_unit_advantages(batch, *, ddof: int = 1, eps: float = 1e-6):
+def logo_unit_advantages(batch, *, ddof: int = 1, eps: float = 1e-6, singleton: str = "zero"):
     """The batch with `row_advantage` and `advantages` filled by LoGo-GRPO over credit units (module doc)."""
     if batch.unit is None or batch.unit_reward is None:
         raise ValueError("logo_unit_advantages: the batch has no unit / unit_reward (not a Memory-R2 batch)")
@@ -138,7 +143,7 @@ def logo_unit_advantages(batch, *, ddof: int = 1, eps: float = 1e-6):
     gg = np.unique(np.stack([batch.group[first], role], 1), axis=0, return_inverse=True)[1].reshape(-1)
     lgr = np.unique(np.stack([lg, role], 1), axis=0, return_inverse=True)[1].reshape(-1)
     adv = logo_grpo_advantages(batch.unit_reward[first], gg, np.where(lg >= 0, lgr, -1), norm="mean_std",
-                               ddof=ddof, eps=eps)
+                               ddof=ddof, eps=eps, singleton=singleton)
     row = adv[inv].astype(np.float32)
     return batch.replace(row_advantage=row, advantages=(row[:, None] * (batch.loss_mask != 0)).astype(np.float32))
 
@@ -240,7 +245,7 @@ class MemoryR2System(System):
         return self.cfg.stage_index(step)
 
     def advantages(self, batch, cfg):
-        return logo_unit_advantages(batch, eps=self.cfg.adv_eps)
+        return logo_unit_advantages(batch, eps=self.cfg.adv_eps, singleton=self.cfg.adv_singleton)
 
     # -- evaluation ---------------------------------------------------------------------------------
     def evaluate(self, engine, tokenizer) -> dict[str, Any]:
