@@ -1,6 +1,7 @@
 """Advantage rules vs loop-based references written with Python's `statistics` module: group mean (Dr.GRPO),
 mean/std (unbiased std, as torch.std in verl, or population std via std_ddof=0 as SUMER; also vs numpy's
-std), singleton and constant groups, arbitrary group ids, token broadcast, per-trajectory row weights, the RolloutBatch entry point and config validation."""
+std), singleton and constant groups, arbitrary group ids, token broadcast, per-trajectory row weights, the
+RolloutBatch entry point and config validation."""
 
 import statistics
 
