@@ -37,6 +37,7 @@ import numpy as np
 
 from ..agents import run_workflow
 from ..agents.memory_r2 import LOCAL_DECODING, MemoryR2, MemoryR2Config, R2Sample
+from ..agents.memory_r2_messages import ANSWER_PARSERS
 from ..agents.memory_r2_reward import EngineAnswerAgent, OverlapAnswerAgent
 from ..data.locomo import CATEGORY_NAMES, load_locomo
 from ..data.locomo_splits import split_conversations, split_questions
@@ -64,6 +65,8 @@ class MemoryR2Section(AgentSection):
     answer_top_k: int = 30
     answer_threshold: float = 0.1  # paper-silent; the same floor as the manager's candidates
     answer_max_tokens: int = 512
+    answer_parser: str = "official"  # the answer agent's reply reader: "official" (Memory-R2's
+    # extract_answer_from_text: first tag, case-insensitive, then Answer: lines) | "last_tag" (memjax's earlier)
     answer_kv_cache_bytes: int = 4 << 30  # the policy_copy answer agent's own KV pool (one device; memjax.plan)
     judge: str = "rule"  # "rule" (RuleBasedJudge, not an LLM) | "openai"
     judge_url: str = ""
@@ -109,6 +112,9 @@ class MemoryR2Section(AgentSection):
             raise ValueError(f"MemoryR2Section.answer_kv_cache_bytes must be > 0, got {self.answer_kv_cache_bytes}")
         if self.judge == "openai" and not (self.judge_url and self.judge_model):
             raise ValueError("MemoryR2Section: judge='openai' needs judge_url and judge_model")
+        if self.answer_parser not in ANSWER_PARSERS:
+            raise ValueError(f"MemoryR2Section.answer_parser must be one of {ANSWER_PARSERS}, "
+                             f"got {self.answer_parser!r}")
         if self.adv_singleton not in SINGLETONS:
             raise ValueError(f"MemoryR2Section.adv_singleton must be one of {SINGLETONS}, got {self.adv_singleton!r}")
         if self.local_decoding not in LOCAL_DECODING or self.eval_max_sessions < 0 or not self.train_conversations:
@@ -226,7 +232,7 @@ class MemoryR2System(System):
                                        num_pages=None, data_parallel=1, tensor_parallel=1)  # one device, own pool
             self.agent = EngineAnswerAgent(Engine(self._frozen, ecfg), self._tok, self.embedder,
                                            top_k=c.answer_top_k, threshold=c.answer_threshold,
-                                           max_tokens=c.answer_max_tokens)
+                                           max_tokens=c.answer_max_tokens, parser=c.answer_parser)
             self._frozen = None  # the engine holds its own copy
         return self.agent
 
