@@ -23,9 +23,10 @@ config = TrainConfig(
         locomo_path="../shared/data/locomo/locomo10.json", train_conversations=("conv-43",), eval_part="validation",
         eval_max_sessions=1, curriculum_steps=(0, 1), curriculum_sessions=(1, 2), chunks_per_session=2,
         max_prompt_tokens=4000, max_response_tokens=8, group_size=2, local_prob=1.0, local_rollouts=2,
-        embedder="hashed", answer_agent="overlap"),
+        embedder="hashed", answer_agent="overlap", adv_singleton="reward"),
     prompts_per_step=1,
     loss=LossConfig(level="step", clip_low=0.2, clip_high=0.2, dual_clip=3.0, log_ratio_clamp=3.0,
+                    log_ratio_clamp_mode="upper",  # the official clamp: mean log-ratio <= 3, no lower bound
                     kl_coef=1e-3, kl_estimator="k3", entropy_coef=1e-3),
     optim=OptimConfig(lr=2e-6, warmup_steps=0, grad_clip=1.0),
     update=UpdateConfig(ppo_epochs=1, mini_batches=1, micro_rows=4, pad_tokens=256),

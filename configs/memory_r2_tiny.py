@@ -15,9 +15,10 @@ from memjax.systems.memory_r2_tiny import MemoryR2TinySection
 from memjax.train_config import TrainConfig
 
 config = TrainConfig(
-    agent=MemoryR2TinySection(logo=True, group_size=8, temperature=1.0, heldout_size=128),
+    agent=MemoryR2TinySection(logo=True, group_size=8, temperature=1.0, heldout_size=128, adv_singleton="reward"),
     advantage=AdvantageConfig(estimator="grpo", norm="mean_std"),
     loss=LossConfig(level="step", clip_low=0.2, clip_high=0.2, dual_clip=3.0, log_ratio_clamp=3.0,
+                    log_ratio_clamp_mode="upper",  # the official clamp: mean log-ratio <= 3, no lower bound
                     entropy_coef=1e-3),
     optim=OptimConfig(lr=2e-4, warmup_steps=2, weight_decay=0.0, grad_clip=1.0),
     update=UpdateConfig(ppo_epochs=1, mini_batches=2, micro_rows=128, pad_tokens=48),

@@ -2,11 +2,12 @@
 
   python -m memjax.train configs/sumer.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct \
       --set agent.data_path=/path/to/locomo10.json --set agent.judge_url=http://judge-host:8000/v1
-GRPO: group 8 at temperature 1.0, advantages (r - mean) / (std + eps) per group, token-level ratios clipped
-to [1 - 0.2, 1 + 0.28], token-mean loss, no KL, no entropy term, no critic; lr 1e-6; 32 questions x 8 episodes
-per step and ONE optimizer step per rollout batch (mini-batch = batch); 400 steps; greedy validation (one
-episode per question of the `sumer` split's 9 validation conversations) every 50 steps. Episodes: up to 20
-assistant turns, 5 tool calls per turn, prompt <= 8,192 tokens, response (policy + tool tokens) <= 24,576
+GRPO: group 8 at temperature 1.0, advantages (r - mean) / (std + eps) per group (population std,
+advantage.std_ddof=0, as SUMER's official code writes it), token-level ratios clipped to [1 - 0.2, 1 + 0.28],
+token-mean loss, no KL, no entropy term, no critic; lr 1e-6; 32 questions x 8 episodes per step and ONE
+optimizer step per rollout batch (mini-batch = batch); 400 steps; greedy validation (one episode per
+question of the `sumer` split's 9 validation conversations) every 50 steps. Episodes: up to 20 assistant
+turns, 5 tool calls per turn, prompt <= 8,192 tokens, response (policy + tool tokens) <= 24,576
 tokens, so the engine window is 32,768 (Qwen2.5-7B's context); reward J x F1 when an answer is submitted,
 -1 otherwise, J from an LLM judge at an OpenAI-compatible endpoint (the paper: gpt-oss-120b).
 Choices the paper leaves open, as fields: agent.episode.max_turn_tokens (1,024 generated tokens per assistant
@@ -39,7 +40,7 @@ config = TrainConfig(
                                               cross_sessions=False)),
         embedder="wordllama", judge="openai", judge_model="gpt-oss-120b"),
     prompts_per_step=32,
-    advantage=AdvantageConfig(estimator="grpo", norm="mean_std"),
+    advantage=AdvantageConfig(estimator="grpo", norm="mean_std", std_ddof=0),  # SUMER: population std
     loss=LossConfig(clip_low=0.2, clip_high=0.28, agg="token-mean", kl_coef=0.0, entropy_coef=0.0),
     optim=OptimConfig(lr=1e-6, warmup_steps=0, weight_decay=0.01, grad_clip=1.0),
     update=UpdateConfig(ppo_epochs=1, mini_batches=1, micro_rows=4, pad_tokens=1024, remat=True),

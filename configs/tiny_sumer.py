@@ -29,7 +29,7 @@ from memjax.train_config import TrainConfig
 config = TrainConfig(
     agent=TinySumerSection(task=TinySumerTask(num_sessions=4, facts_per_session=3, filtered_frac=0.7), group_size=8,
                            temperature=1.0, max_turns=4, heldout_size=128, eval_samples=2),
-    advantage=AdvantageConfig(estimator="grpo", norm="mean_std"),
+    advantage=AdvantageConfig(estimator="grpo", norm="mean_std", std_ddof=0),  # SUMER: population std
     loss=LossConfig(clip_low=0.2, clip_high=0.28, agg="token-mean"),
     optim=OptimConfig(lr=5e-4, warmup_steps=3, weight_decay=0.0, grad_clip=1.0),
     update=UpdateConfig(ppo_epochs=1, mini_batches=2, micro_rows=128, pad_tokens=64),

@@ -18,7 +18,17 @@ Owns (pure functions over memjax.memory records; the texts are memory_r2_prompts
   with MANAGER_PREFIX.
 - `qa_prompt(...)`: QA_TEMPLATE with each speaker's memories as json.dumps([{"session_time", "content"}],
   indent=2), contents de-duplicated (first kept), in retrieval order.
-- `parse_answer(text)`: the text inside the last <answer>...</answer> (stripped), None when absent.
+- `parse_answer(text)`: the text inside the last <answer>...</answer> (stripped), None when absent
+  (memjax's earlier reader; answer parser "last_tag").
+- `parse_answer_official(text)`: the answer as Memory-R2's official `extract_answer_from_text` reads it
+  (ahmedehabb/Memory-R2 @357b4ec src/verl/verl/rema_trainer/memory/utils/parse_response.py; answer parser
+  "official"), the first rule that matches, in order:
+    1. the FIRST <answer>...</answer>, tag names case-insensitive, content stripped;
+    2. `**Answer:**` then optional whitespace (newlines included): the rest of that line, not stripped;
+    3. `**Answer:` then optional whitespace: the shortest text up to the next `**`;
+    4. `Answer:` anywhere then optional whitespace: the rest of that line, not stripped.
+  Rules 2-4 are case-sensitive. None when no rule matches (the official code returns "", which is what
+  the answer agent then uses; None lets it count the miss). Non-strings: None.
 - `VectorCache`: embeddings of memory contents, each distinct text encoded once per cache.
 """
 
@@ -37,6 +47,12 @@ from .memory_r2_prompts import (EXTRACTOR_PREFIX, EXTRACTOR_USER, IMAGE_CAPTION,
                                 QA_TEMPLATE)
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+# Memory-R2 @357b4ec parse_response.py extract_answer_from_text, as (pattern, strip) in the order tried
+_OFFICIAL_RULES = ((re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE), True),
+                   (re.compile(r"\*\*Answer:\*\*\s*(.*)"), False),
+                   (re.compile(r"\*\*Answer:\s*(.*?)\*\*"), False),
+                   (re.compile(r"Answer:\s*(.*)"), False))
+ANSWER_PARSERS = ("official", "last_tag")
 
 
 def _get(turn: Any, name: str, default: Any = None) -> Any:
@@ -183,3 +199,20 @@ def parse_answer(text: object) -> str | None:
         return None
     found = _ANSWER.findall(text)
     return found[-1].strip() if found else None
+
+
+def parse_answer_official(text: object) -> str | None:
+    if not isinstance(text, str):
+        return None
+    for pattern, strip in _OFFICIAL_RULES:
+        m = pattern.search(text)
+        if m is not None:
+            return m.group(1).strip() if strip else m.group(1)
+    return None
+
+
+def answer_parser(name: str):
+    """The parser called `name` (ANSWER_PARSERS): "official" or "last_tag"."""
+    if name not in ANSWER_PARSERS:
+        raise ValueError(f"answer parser must be one of {ANSWER_PARSERS}, got {name!r}")
+    return parse_answer_official if name == "official" else parse_answer

@@ -13,9 +13,11 @@ Owns:
   evidence); sessions outside `sessions` credit nothing.
 - Answer agents, `answer(bank, speakers, questions) -> list[str]`, frozen (never trained here):
   `OverlapAnswerAgent` (NOT a model: answers with the single memory closest to the question; tests and smoke
-  runs) and `EngineAnswerAgent` (qa.txt on a memjax Engine at temperature 0, answer parsed from
-  <answer>...</answer>, a missing tag is a counted empty answer). Both retrieve, per speaker, the top
-  `top_k` (30) memories by cosine to the question with cosine >= `threshold`.
+  runs) and `EngineAnswerAgent` (qa.txt on a memjax Engine at temperature 0, the answer read by `parser`:
+  "official" = Memory-R2's extract_answer_from_text, "last_tag" = the last <answer>...</answer>;
+  memjax/agents/memory_r2_messages.py; a reply the parser finds nothing in is a counted empty answer).
+  Both retrieve, per speaker, the top `top_k` (30) memories by cosine to the question with cosine >=
+  `threshold`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 from ..data.locomo import Question
 from ..engine import SamplingParams
 from ..memory import MemoryBank
-from .memory_r2_messages import VectorCache, parse_answer, qa_prompt, top_memories
+from .memory_r2_messages import VectorCache, answer_parser, qa_prompt, top_memories
 
 _WORD = re.compile(r"\b\w+\b")
 _DIA = re.compile(r"D(\d+):\d+")
@@ -120,8 +122,9 @@ class EngineAnswerAgent(_Retrieving):
     name = "engine"
 
     def __init__(self, engine, tokenizer, embedder, *, top_k: int = 30, threshold: float = 0.1,
-                 max_tokens: int = 512, stop_token_ids: Sequence[int] | None = None):
+                 max_tokens: int = 512, stop_token_ids: Sequence[int] | None = None, parser: str = "official"):
         super().__init__(embedder, top_k=top_k, threshold=threshold)
+        self.parse = answer_parser(parser)
         self.engine, self.tok = engine, tokenizer
         stops = stop_token_ids if stop_token_ids is not None else sorted({tokenizer.eos_id, tokenizer.endoftext_id})
         self.params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop_token_ids=tuple(stops))
@@ -138,7 +141,7 @@ class EngineAnswerAgent(_Retrieving):
         outs = self.engine.generate(ids, self.params)
         answers = []
         for o in outs:
-            a = parse_answer(self.tok.decode([t for t in o.token_ids if t not in self.params.stop_token_ids],
+            a = self.parse(self.tok.decode([t for t in o.token_ids if t not in self.params.stop_token_ids],
                                              skip_unknown=True))
             self.stats.no_answer_tag += a is None
             answers.append(a or "")

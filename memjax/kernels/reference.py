@@ -10,7 +10,9 @@ Owns the dense, autodiff-only definitions:
   is given, min(that, -A·c).
 * `step_ratio_loss_ref(...)`: Memory-R2 length-normalised step-level ratio loss via `jax.ops.segment_sum`:
   per step u, rho_u = exp(clip(mean_{t in u} (logp - old_logp), ±log_ratio_clamp)), A_u = mean_{t in u} A,
-  loss = mean over steps with at least one valid token of the surrogate.
+  loss = mean over steps with at least one valid token of the surrogate. `log_ratio_clamp_mode`: "both"
+  (the clip above) or "upper" (min(., log_ratio_clamp), no lower bound: Memory-R2's official
+  compute_policy_loss, ahmedehabb/Memory-R2 @357b4ec src/verl/verl/rema_trainer/ppo/core_algos.py).
 * `token_clip_surrogate_ref(...)`: per-token clipped surrogate (DAPO clip-higher), masked tokens 0.
 * `paged_attention_ref(q, k_pages, v_pages, layer, page_table, q_pos, kv_len)`: the engine's attention
   over a paged KV cache (layout in memjax/engine/paged_attention.py), page by page with an online softmax
@@ -26,7 +28,10 @@ import jax
 import jax.numpy as jnp
 from einops import rearrange
 
-__all__ = ["paged_attention_ref", "token_logprob_entropy_ref", "dual_clip_surrogate", "step_ratio_loss_ref",
+CLAMP_MODES = ("both", "upper")  # log-ratio clamp: two-sided, or upper bound only (Memory-R2's official code)
+
+__all__ = ["CLAMP_MODES", "clamp_log_ratio", "paged_attention_ref", "token_logprob_entropy_ref",
+           "dual_clip_surrogate", "step_ratio_loss_ref",
            "token_clip_surrogate_ref"]
 
 
@@ -54,9 +59,16 @@ def dual_clip_surrogate(rho, adv, *, clip_low: float, clip_high: float, dual_cli
     return jnp.where(adv < 0, jnp.minimum(-adv * dual_clip, clip1), clip1)
 
 
+def clamp_log_ratio(x, clamp: float, mode: str = "both"):
+    """x clipped to [-clamp, clamp] (mode "both") or to (-inf, clamp] (mode "upper")."""
+    if mode not in CLAMP_MODES:
+        raise ValueError(f"log_ratio_clamp_mode must be one of {CLAMP_MODES}, got {mode!r}")
+    return jnp.minimum(x, clamp) if mode == "upper" else jnp.clip(x, -clamp, clamp)
+
+
 def step_ratio_loss_ref(logp, old_logp, advantages, mask, segment_ids, *, num_segments: int,
                         clip_low: float, clip_high: float, dual_clip: float | None = None,
-                        log_ratio_clamp: float = 20.0):
+                        log_ratio_clamp: float = 20.0, log_ratio_clamp_mode: str = "both"):
     """Scalar loss: mean over valid steps of the dual-clip surrogate on length-normalised ratios."""
     seg = segment_ids.reshape(-1).astype(jnp.int32)
     valid = (mask.reshape(-1) != 0) & (seg >= 0) & (seg < num_segments)
@@ -70,17 +82,18 @@ def step_ratio_loss_ref(logp, old_logp, advantages, mask, segment_ids, *, num_se
     denom = jnp.maximum(n, 1.0)
     log_ratio = ssum(logp - old_logp) / denom
     adv = ssum(advantages) / denom
-    rho = jnp.exp(jnp.clip(log_ratio, -log_ratio_clamp, log_ratio_clamp))
+    rho = jnp.exp(clamp_log_ratio(log_ratio, log_ratio_clamp, log_ratio_clamp_mode))
     per_step = dual_clip_surrogate(rho, adv, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip)
     step_valid = n > 0
     return jnp.sum(jnp.where(step_valid, per_step, 0.0)) / jnp.maximum(jnp.sum(step_valid), 1)
 
 
 def token_clip_surrogate_ref(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
-                             dual_clip: float | None = None, log_ratio_clamp: float = 20.0):
+                             dual_clip: float | None = None, log_ratio_clamp: float = 20.0,
+                             log_ratio_clamp_mode: str = "both"):
     """Per-token clipped surrogate, float32, shaped like `logp`; masked tokens 0."""
     log_ratio = (logp - old_logp).astype(jnp.float32)
-    rho = jnp.exp(jnp.clip(log_ratio, -log_ratio_clamp, log_ratio_clamp))
+    rho = jnp.exp(clamp_log_ratio(log_ratio, log_ratio_clamp, log_ratio_clamp_mode))
     per_tok = dual_clip_surrogate(rho, advantages.astype(jnp.float32), clip_low=clip_low,
                                   clip_high=clip_high, dual_clip=dual_clip)
     return jnp.where(mask != 0, per_tok, 0.0)

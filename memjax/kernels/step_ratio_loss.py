@@ -2,18 +2,21 @@
 
 Owns
 * `step_ratio_loss(logp, old_logp, advantages, mask, segment_ids, *, num_segments, clip_low, clip_high,
-  dual_clip=None, log_ratio_clamp=20.0, impl="auto")` -> (loss, metrics). Memory-R2's length-normalised
-  step-level ratio: tokens are grouped into generation steps by `segment_ids` (step id per token; < 0,
-  >= num_segments or mask == 0: no step). Per step u with n_u valid tokens:
+  dual_clip=None, log_ratio_clamp=20.0, log_ratio_clamp_mode="both", impl="auto")` -> (loss, metrics).
+  Memory-R2's length-normalised step-level ratio: tokens are grouped into generation steps by `segment_ids`
+  (step id per token; < 0, >= num_segments or mask == 0: no step). Per step u with n_u valid tokens:
   rho_u = exp(clip(mean_{t in u}(logp - old_logp), ±log_ratio_clamp)), A_u = mean_{t in u} A, and the
   dual-clip surrogate L_u (verl's compute_policy_loss: max(-A·rho, -A·clip(rho, 1-eps_l, 1+eps_h)),
   then for A < 0 and dual_clip c > 1: min(that, -A·c)); loss = mean of L_u over steps with n_u > 0
-  (0 if there are none). One pass over the tokens: a single segment reduction of the stacked
-  [valid, valid·(logp-old), valid·A] gives every per-step statistic. Custom VJP: the forward saves one
-  coefficient per step; the backward is one gather, d loss/d logp_t = valid_t · coef[seg_t].
+  (0 if there are none). log_ratio_clamp_mode="upper" clamps only from above, min(mean log-ratio, clamp),
+  as Memory-R2's official compute_policy_loss (@357b4ec core_algos.py; reference.clamp_log_ratio); a
+  clamped step gets no gradient through rho in either mode. One pass over the tokens: a single segment
+  reduction of the stacked [valid, valid·(logp-old), valid·A] gives every per-step statistic. Custom VJP:
+  the forward saves one coefficient per step; the backward is one gather, d loss/d logp_t = valid_t ·
+  coef[seg_t].
 * `token_clip_surrogate(logp, old_logp, advantages, mask, *, clip_low, clip_high, dual_clip=None,
-  log_ratio_clamp=20.0)` -> (per_token_loss, indicators, metrics): the same surrogate per token (DAPO
-  clip-higher: clip_high > clip_low), masked tokens 0; aggregation (token-mean over group,
+  log_ratio_clamp=20.0, log_ratio_clamp_mode="both")` -> (per_token_loss, indicators, metrics): the same
+  surrogate per token (DAPO clip-higher: clip_high > clip_low), masked tokens 0; aggregation (token-mean over group,
   conversation, token) is the caller's. Custom VJP saving one coefficient per token.
 
 Segment reduction impls: "xla" (jax.ops.segment_sum / gather; the default, "auto"), "pallas" (portable
@@ -37,7 +40,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from .reference import step_ratio_loss_ref
+from .reference import CLAMP_MODES, step_ratio_loss_ref
 
 __all__ = ["step_ratio_loss", "token_clip_surrogate", "STEP_IMPLS"]
 
@@ -53,13 +56,16 @@ class _StepCfg:
     clip_high: float
     dual_clip: float | None
     clamp: float
+    one_sided: bool
     impl: str
     bt: int
     bs: int
     interpret: bool
 
 
-def _check(fn: str, logp, others: dict, clip_low, clip_high, dual_clip, clamp):
+def _check(fn: str, logp, others: dict, clip_low, clip_high, dual_clip, clamp, mode: str = "both"):
+    if mode not in CLAMP_MODES:
+        raise ValueError(f"{fn}: log_ratio_clamp_mode must be one of {CLAMP_MODES}, got {mode!r}")
     for name, x in others.items():
         if x.shape != logp.shape:
             raise ValueError(f"{fn}: {name} has shape {x.shape}, expected logp's shape {logp.shape}")
@@ -184,13 +190,14 @@ def _step_forward(cfg: _StepCfg, logp, old, adv, wt, seg):
                                seg)
     denom = jnp.maximum(n, 1.0)
     log_ratio, adv_u = slr / denom, sa / denom
-    rho = jnp.exp(jnp.clip(log_ratio, -cfg.clamp, cfg.clamp))
+    lo = -jnp.inf if cfg.one_sided else -cfg.clamp
+    rho = jnp.exp(jnp.clip(log_ratio, lo, cfg.clamp))
     per_step, d_rho, clipped, dual = _surrogate_and_grad(rho, adv_u, cfg.clip_low, cfg.clip_high,
                                                          cfg.dual_clip)
     step_valid = n > 0
     n_steps = jnp.maximum(jnp.sum(step_valid), 1).astype(_F32)
     loss = jnp.sum(jnp.where(step_valid, per_step, 0.0)) / n_steps
-    live = step_valid & (jnp.abs(log_ratio) < cfg.clamp)
+    live = step_valid & (log_ratio < cfg.clamp) & (log_ratio > lo)
     coef = jnp.where(live, d_rho * rho / (denom * n_steps), 0.0)
     stats = (step_valid.astype(_F32), adv_u, rho, log_ratio, clipped.astype(_F32), dual.astype(_F32))
     return loss, stats, coef
@@ -217,14 +224,16 @@ def _step_core(cfg: _StepCfg):
 
 def step_ratio_loss(logp, old_logp, advantages, mask, segment_ids, *, num_segments: int, clip_low: float,
                     clip_high: float, dual_clip: float | None = None, log_ratio_clamp: float = 20.0,
-                    impl: str = "auto", block_tokens: int = 256, block_segments: int = 128,
+                    log_ratio_clamp_mode: str = "both", impl: str = "auto", block_tokens: int = 256,
+                    block_segments: int = 128,
                     interpret: bool | None = None):
     """Memory-R2 step-level dual-clip loss (scalar float32) and metrics over valid steps: clipfrac
     (verl's pg_clipfrac), clipfrac_high (A>0, rho>1+eps_h), clipfrac_low (A<0, rho<1-eps_l), clipfrac_dual
     (verl's pg_clipfrac_lower), ratio_mean, approx_kl (mean of -log ratio), num_steps."""
     fn = "step_ratio_loss"
     _check(fn, logp, {"old_logp": old_logp, "advantages": advantages, "mask": mask,
-                      "segment_ids": segment_ids}, clip_low, clip_high, dual_clip, log_ratio_clamp)
+                      "segment_ids": segment_ids}, clip_low, clip_high, dual_clip, log_ratio_clamp,
+           log_ratio_clamp_mode)
     if not jnp.issubdtype(segment_ids.dtype, jnp.integer):
         raise ValueError(f"{fn}: segment_ids must be integer, got {segment_ids.dtype}")
     if not (isinstance(num_segments, int) and num_segments >= 1):
@@ -238,7 +247,7 @@ def step_ratio_loss(logp, old_logp, advantages, mask, segment_ids, *, num_segmen
     bs = 1 << (max(block_segments, 1).bit_length() - 1)
     cfg = _StepCfg(num_segments, float(clip_low), float(clip_high),
                    None if dual_clip is None else float(dual_clip), float(log_ratio_clamp),
-                   impl, bt, bs, bool(interpret))
+                   log_ratio_clamp_mode == "upper", impl, bt, bs, bool(interpret))
 
     f32 = lambda x: x.reshape(-1).astype(_F32)  # noqa: E731
     seg = segment_ids.reshape(-1).astype(jnp.int32)
@@ -248,7 +257,7 @@ def step_ratio_loss(logp, old_logp, advantages, mask, segment_ids, *, num_segmen
     if impl == "reference":
         loss = step_ratio_loss_ref(logp, old_logp, advantages, mask, segment_ids, num_segments=num_segments,
                                    clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip,
-                                   log_ratio_clamp=log_ratio_clamp)
+                                   log_ratio_clamp=log_ratio_clamp, log_ratio_clamp_mode=log_ratio_clamp_mode)
         _, stats, _ = _step_forward(dataclasses.replace(cfg, impl="xla"), lax.stop_gradient(f32(logp)),
                                     f32(old_logp), f32(advantages), wt, seg)
     else:
@@ -262,13 +271,15 @@ def step_ratio_loss(logp, old_logp, advantages, mask, segment_ids, *, num_segmen
 # ---- token-level surrogate ----
 
 @functools.lru_cache(maxsize=None)
-def _token_core(clip_low: float, clip_high: float, dual_clip: float | None, clamp: float):
+def _token_core(clip_low: float, clip_high: float, dual_clip: float | None, clamp: float, one_sided: bool):
+    lo = -jnp.inf if one_sided else -clamp
+
     def terms(logp, old, adv, wt):
         log_ratio = logp - old
-        rho = jnp.exp(jnp.clip(log_ratio, -clamp, clamp))
+        rho = jnp.exp(jnp.clip(log_ratio, lo, clamp))
         per_tok, d_rho, _, _ = _surrogate_and_grad(rho, adv, clip_low, clip_high, dual_clip)
         on = wt > 0
-        return jnp.where(on, per_tok, 0.0), jnp.where(on & (jnp.abs(log_ratio) < clamp), d_rho * rho, 0.0)
+        return jnp.where(on, per_tok, 0.0), jnp.where(on & (log_ratio < clamp) & (log_ratio > lo), d_rho * rho, 0.0)
 
     @jax.custom_vjp
     def core(logp, old, adv, wt):
@@ -286,22 +297,24 @@ def _token_core(clip_low: float, clip_high: float, dual_clip: float | None, clam
 
 
 def token_clip_surrogate(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
-                         dual_clip: float | None = None, log_ratio_clamp: float = 20.0):
+                         dual_clip: float | None = None, log_ratio_clamp: float = 20.0,
+                         log_ratio_clamp_mode: str = "both"):
     """Per-token dual-clip surrogate (float32, logp's shape, masked tokens 0), per-token indicators
     {"ratio", "clipped_high", "clipped_low", "clipped_dual"} (False on masked tokens) and masked-mean
     metrics {clipfrac, clipfrac_high, clipfrac_low, clipfrac_dual, ratio_mean, approx_kl, num_tokens}."""
     fn = "token_clip_surrogate"
     _check(fn, logp, {"old_logp": old_logp, "advantages": advantages, "mask": mask}, clip_low, clip_high,
-           dual_clip, log_ratio_clamp)
+           dual_clip, log_ratio_clamp, log_ratio_clamp_mode)
     cl, ch = float(clip_low), float(clip_high)
     dc, clamp = None if dual_clip is None else float(dual_clip), float(log_ratio_clamp)
     logp32, old, adv = (x.astype(_F32) for x in (logp, old_logp, advantages))
     valid = mask != 0
     wt = valid.astype(_F32)
-    loss = _token_core(cl, ch, dc, clamp)(logp32, old, adv, wt)
+    one_sided = log_ratio_clamp_mode == "upper"
+    loss = _token_core(cl, ch, dc, clamp, one_sided)(logp32, old, adv, wt)
 
     log_ratio = lax.stop_gradient(logp32) - old
-    rho = jnp.exp(jnp.clip(log_ratio, -clamp, clamp))
+    rho = jnp.exp(jnp.clip(log_ratio, -jnp.inf if one_sided else -clamp, clamp))
     _, _, clipped, dual = _surrogate_and_grad(rho, adv, cl, ch, dc)
     indicators = {"ratio": jnp.where(valid, rho, 0.0), "clipped_high": valid & clipped & (adv > 0),
                   "clipped_low": valid & clipped & (adv < 0), "clipped_dual": valid & dual}

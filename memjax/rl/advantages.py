@@ -5,7 +5,9 @@ Owns
   advantages, one per sample (trajectory). With g(s) the group of sample s and R_g its rewards:
     norm="mean"     (Dr.GRPO, MemAgent's choice):  A_s = r_s - mean(R_g)
     norm="mean_std" (GRPO, verl's default):        A_s = (r_s - mean(R_g)) / (std(R_g) + eps)
-  std is the unbiased (ddof=1) sample std, as torch.std in verl's compute_grpo_outcome_advantage.
+  std has `ddof` 1 (unbiased sample std, torch.std in verl's compute_grpo_outcome_advantage; the default)
+  or 0 (population std, sqrt(mean((r - mean)^2)); SUMER's official code, issue 32 item 6), chosen by
+  AdvantageConfig.std_ddof.
   Groups of size 1 get A_s = 0 (no baseline exists; verl instead uses mean 0 / std 1, i.e. A_s = r_s).
   A group whose rewards are all equal gets A = 0 in both modes. Group ids are arbitrary ints (need not be
   contiguous); grouping uses an [S, S] id comparison (jit-friendly, fine for S up to ~10^4).
@@ -60,6 +62,7 @@ class AdvantageConfig:
     gamma: float = 1.0  # GAE discount (estimator="gae")
     lam: float = 1.0  # GAE lambda (estimator="gae")
     whiten: bool = True  # GAE: standardise advantages over the batch's trained tokens (PPO's usual choice)
+    std_ddof: int = 1  # norm="mean_std": 1 = unbiased group std (verl, torch.std); 0 = population std (SUMER)
 
     def __post_init__(self):
         if self.norm not in ADV_NORMS:
@@ -70,6 +73,8 @@ class AdvantageConfig:
             raise ValueError(f"AdvantageConfig.estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
         if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.lam <= 1.0):
             raise ValueError(f"AdvantageConfig: gamma and lam must lie in [0, 1], got {self.gamma}, {self.lam}")
+        if self.std_ddof not in (0, 1) or isinstance(self.std_ddof, bool):
+            raise ValueError(f"AdvantageConfig.std_ddof must be 0 (population) or 1 (unbiased), got {self.std_ddof!r}")
         if not isinstance(self.per_trajectory, bool):
             raise ValueError(f"AdvantageConfig.per_trajectory must be a bool, got {self.per_trajectory!r}")
 
@@ -83,22 +88,24 @@ def _int_ids(fn: str, name: str, x, n: int | None = None):
     return x
 
 
-def grpo_advantages(reward, sample_group, *, norm: str = "mean", eps: float = 1e-6) -> jax.Array:
+def grpo_advantages(reward, sample_group, *, norm: str = "mean", eps: float = 1e-6, ddof: int = 1) -> jax.Array:
     """Group-relative advantage per sample, float32 [S]; see the module docstring for the formulas."""
     fn = "grpo_advantages"
     if norm not in ADV_NORMS:
         raise ValueError(f"{fn}: norm must be one of {ADV_NORMS}, got {norm!r}")
     if not eps > 0:
         raise ValueError(f"{fn}: eps must be > 0, got {eps}")
+    if ddof not in (0, 1) or isinstance(ddof, bool):
+        raise ValueError(f"{fn}: ddof must be 0 (population std) or 1 (unbiased), got {ddof!r}")
     r = jnp.asarray(reward)
     if r.ndim != 1 or not jnp.issubdtype(r.dtype, jnp.floating):
         raise ValueError(f"{fn}: reward must be a 1-D float array, got shape {r.shape} dtype {r.dtype}")
     g = _int_ids(fn, "sample_group", sample_group, r.shape[0])
-    return _grpo_core(r, g, norm, float(eps))
+    return _grpo_core(r, g, norm, float(eps), int(ddof))
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3))
-def _grpo_core(r, g, norm: str, eps: float):
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _grpo_core(r, g, norm: str, eps: float, ddof: int):
     r = r.astype(_F32)
     same = g[:, None] == g[None, :]  # [S, S]; no matmul, so no TF32 on GPU
     count = jnp.sum(same, axis=1).astype(_F32)
@@ -106,7 +113,7 @@ def _grpo_core(r, g, norm: str, eps: float):
     adv = r - mean
     if norm == "mean_std":
         dev2 = jnp.where(same, jnp.square(adv)[None, :], 0.0)  # members share the mean: adv_j = r_j - mean_i
-        std = jnp.sqrt(jnp.sum(dev2, axis=1) / jnp.maximum(count - 1.0, 1.0))
+        std = jnp.sqrt(jnp.sum(dev2, axis=1) / jnp.maximum(count - float(ddof), 1.0))
         adv = adv / (std + eps)
     return jnp.where(count > 1, adv, 0.0)
 
@@ -144,7 +151,7 @@ def trajectory_row_weight(sample, num_samples: int, loss_mask=None) -> jax.Array
 
 def compute_advantages(batch, cfg: AdvantageConfig = AdvantageConfig()):
     """MemAgent advantages for a RolloutBatch: (token advantages f32 [N, T], row weights f32 [N] or None)."""
-    adv = grpo_advantages(batch.reward, batch.sample_group, norm=cfg.norm, eps=cfg.eps)
+    adv = grpo_advantages(batch.reward, batch.sample_group, norm=cfg.norm, eps=cfg.eps, ddof=cfg.std_ddof)
     tokens = broadcast_to_tokens(adv, batch.sample, batch.loss_mask)
     weight = (trajectory_row_weight(batch.sample, batch.num_samples, batch.loss_mask)
               if cfg.per_trajectory else None)

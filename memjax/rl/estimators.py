@@ -1,15 +1,20 @@
 """Advantage estimators beyond the MemAgent rule: group normalisation with every option, LoGo-GRPO, GAE.
 
 Owns (host-side numpy, float32 outputs; advantages are constants of the loss, never differentiated):
-* `group_normalise(x [K], groups [K], *, norm, ddof, eps) -> f32 [K]`: within each group g (arbitrary int
-  ids) with members X_g: norm="mean": x - mean(X_g); norm="mean_std": (x - mean(X_g)) / (std(X_g) + eps),
-  std with `ddof` 0 (population) or 1 (unbiased, torch.std / verl). A group of one member has no baseline:
-  its advantage is 0. A constant group gets 0 in both modes.
+* `group_normalise(x [K], groups [K], *, norm, ddof, eps, singleton) -> f32 [K]`: within each group g
+  (arbitrary int ids) with members X_g: norm="mean": x - mean(X_g); norm="mean_std": (x - mean(X_g)) /
+  (std(X_g) + eps), std with `ddof` 0 (population) or 1 (unbiased, torch.std / verl). A constant group gets 0
+  in both modes. A group of one member has no baseline; `singleton` names its rule:
+    "zero"   (memjax's default): A = 0, the sample carries no signal;
+    "reward" (Memory-R2's official code, ahmedehabb/Memory-R2 @357b4ec
+             src/verl/verl/rema_trainer/ppo/core_algos.py compute_grpo_outcome_advantage, which sets mean 0 and
+             std 1 for such a group): A = x / (1 + eps) with norm="mean_std", A = x with norm="mean".
 * `logo_grpo_advantages(reward [K], global_group [K], local_group [K], ...) -> f32 [K]`: Memory-R2's
   LoGo-GRPO over steps (rows): a row with local_group >= 0 came from a local re-rollout (m re-rollouts of
   one session from a restored memory snapshot) and is normalised within its local group only; a row with
   local_group = -1 belongs to the global branch and is normalised within its global group (the n rollouts
-  of one (conversation, session, role)). The two branches never mix. Defaults: mean_std, ddof 1, eps 1e-6.
+  of one (conversation, session, role)). The two branches never mix. Defaults: mean_std, ddof 1, eps 1e-6,
+  singleton "zero" (Memory-R2's recipes pick "reward", the official rule).
 * `gae(rewards [N, T], values [N, T], mask [N, T], *, gamma, lam) -> (advantages, returns) f32 [N, T]`:
   generalised advantage estimation along each row over its valid tokens (mask != 0) only, in order;
   masked positions (prompt, tool output, padding) are skipped as if absent and get 0. With valid tokens
@@ -22,23 +27,27 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["NORMS", "group_normalise", "logo_grpo_advantages", "gae"]
+__all__ = ["NORMS", "SINGLETONS", "group_normalise", "logo_grpo_advantages", "gae"]
 
 NORMS = ("mean", "mean_std")
+SINGLETONS = ("zero", "reward")
 
 
-def _check(fn: str, norm: str, ddof: int, eps: float):
+def _check(fn: str, norm: str, ddof: int, eps: float, singleton: str = "zero"):
     if norm not in NORMS:
         raise ValueError(f"{fn}: norm must be one of {NORMS}, got {norm!r}")
+    if singleton not in SINGLETONS:
+        raise ValueError(f"{fn}: singleton must be one of {SINGLETONS}, got {singleton!r}")
     if ddof not in (0, 1):
         raise ValueError(f"{fn}: ddof must be 0 (population std) or 1 (unbiased), got {ddof!r}")
     if not eps > 0:
         raise ValueError(f"{fn}: eps must be > 0, got {eps!r}")
 
 
-def group_normalise(x, groups, *, norm: str = "mean_std", ddof: int = 1, eps: float = 1e-6) -> np.ndarray:
+def group_normalise(x, groups, *, norm: str = "mean_std", ddof: int = 1, eps: float = 1e-6,
+                    singleton: str = "zero") -> np.ndarray:
     """Group-relative advantages, f32 [K] (see the module docstring)."""
-    _check("group_normalise", norm, ddof, eps)
+    _check("group_normalise", norm, ddof, eps, singleton)
     x = np.asarray(x, np.float64)
     g = np.asarray(groups)
     if x.ndim != 1 or g.shape != x.shape:
@@ -52,11 +61,15 @@ def group_normalise(x, groups, *, norm: str = "mean_std", ddof: int = 1, eps: fl
     if norm == "mean_std":
         var = np.bincount(inv, weights=adv**2) / np.maximum(count - ddof, 1.0)
         adv = adv / (np.sqrt(var)[inv] + eps)
-    return np.where(count[inv] > 1, adv, 0.0).astype(np.float32)
+    if singleton == "reward":
+        alone = x / (1.0 + eps) if norm == "mean_std" else x
+    else:
+        alone = np.zeros_like(x)
+    return np.where(count[inv] > 1, adv, alone).astype(np.float32)
 
 
 def logo_grpo_advantages(reward, global_group, local_group, *, norm: str = "mean_std", ddof: int = 1,
-                         eps: float = 1e-6) -> np.ndarray:
+                         eps: float = 1e-6, singleton: str = "zero") -> np.ndarray:
     """LoGo-GRPO advantages per row, f32 [K]: local rows within their local group, the rest within their
     global group (see the module docstring)."""
     r = np.asarray(reward, np.float64)
@@ -66,8 +79,9 @@ def logo_grpo_advantages(reward, global_group, local_group, *, norm: str = "mean
                          f"{lg.shape} must all be [K]")
     out = np.zeros(r.shape, np.float32)
     local = lg >= 0
-    out[~local] = group_normalise(r[~local], gg[~local], norm=norm, ddof=ddof, eps=eps)
-    out[local] = group_normalise(r[local], lg[local], norm=norm, ddof=ddof, eps=eps)
+    kw = dict(norm=norm, ddof=ddof, eps=eps, singleton=singleton)
+    out[~local] = group_normalise(r[~local], gg[~local], **kw)
+    out[local] = group_normalise(r[local], lg[local], **kw)
     return out
 
 

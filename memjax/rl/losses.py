@@ -163,7 +163,8 @@ def _masked_mean(x, valid, count):
 def policy_loss_parts(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
                       dual_clip: float | None = None, agg: str = "token-mean", row_weight=None,
                       loss_scale_tokens=None, ref_logp=None, kl_coef: float = 0.0, kl_estimator: str = "k3",
-                      entropy=None, entropy_coef: float = 0.0, log_ratio_clamp: float = 20.0):
+                      entropy=None, entropy_coef: float = 0.0, log_ratio_clamp: float = 20.0,
+                      log_ratio_clamp_mode: str = "both"):
     """(numerator, denominator, metrics) of the policy loss; loss = numerator / denominator."""
     fn = "policy_loss"
     logp = jnp.asarray(logp)
@@ -182,7 +183,7 @@ def policy_loss_parts(logp, old_logp, advantages, mask, *, clip_low: float, clip
 
     pg, ind, sm = token_clip_surrogate(logp, jnp.asarray(old_logp), jnp.asarray(advantages), mask,
                                        clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip,
-                                       log_ratio_clamp=log_ratio_clamp)
+                                       log_ratio_clamp=log_ratio_clamp, log_ratio_clamp_mode=log_ratio_clamp_mode)
     valid = mask != 0
     count = sm["num_tokens"]
     kw = dict(row_weight=row_weight, loss_scale_tokens=loss_scale_tokens)
@@ -215,17 +216,19 @@ def policy_loss_parts(logp, old_logp, advantages, mask, *, clip_low: float, clip
 def policy_loss(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
                 dual_clip: float | None = None, agg: str = "token-mean", row_weight=None, loss_scale_tokens=None,
                 denominator=None, ref_logp=None, kl_coef: float = 0.0, kl_estimator: str = "k3", entropy=None,
-                entropy_coef: float = 0.0, log_ratio_clamp: float = 20.0):
+                entropy_coef: float = 0.0, log_ratio_clamp: float = 20.0, log_ratio_clamp_mode: str = "both"):
     """Public contract: `(loss, metrics)`; loss = numerator / (denominator, or this call's own one).
 
     clip_low / clip_high: PPO clip range (DAPO clip-higher: 0.2 / 0.28, the caller's choice); dual_clip:
     c > 1 bounds the loss of negative-advantage tokens by -A c (None = off); the log-ratio is clamped to
-    +-log_ratio_clamp before exp. Optional terms: KL to ref_logp (kl_coef, kl_estimator) and an entropy
+    +-log_ratio_clamp before exp (log_ratio_clamp_mode="upper": from above only). Optional terms: KL to
+    ref_logp (kl_coef, kl_estimator) and an entropy
     bonus (entropy per token, entropy_coef), aggregated like the surrogate."""
     num, den, metrics = policy_loss_parts(
         logp, old_logp, advantages, mask, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, agg=agg,
         row_weight=row_weight, loss_scale_tokens=loss_scale_tokens, ref_logp=ref_logp, kl_coef=kl_coef,
-        kl_estimator=kl_estimator, entropy=entropy, entropy_coef=entropy_coef, log_ratio_clamp=log_ratio_clamp)
+        kl_estimator=kl_estimator, entropy=entropy, entropy_coef=entropy_coef, log_ratio_clamp=log_ratio_clamp,
+        log_ratio_clamp_mode=log_ratio_clamp_mode)
     return _safe_div(num, den if denominator is None else jnp.asarray(denominator, _F32)), metrics
 
 
@@ -268,9 +271,9 @@ def value_loss(values, old_values, returns, mask, *, clip_value: float | None = 
 
 
 def step_policy_loss(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
-                     dual_clip: float | None = None, log_ratio_clamp: float = 20.0, steps_denominator=None,
+                          dual_clip: float | None = None, log_ratio_clamp: float = 20.0, steps_denominator=None,
                      tokens_denominator=None, ref_logp=None, kl_coef: float = 0.0, kl_estimator: str = "k3",
-                     entropy=None, entropy_coef: float = 0.0):
+                     entropy=None, entropy_coef: float = 0.0, log_ratio_clamp_mode: str = "both"):
     """Memory-R2's step-level loss over rows [R, T] (see the module docstring) -> (loss, metrics).
     Denominators default to this call's own step / token counts."""
     fn = "step_policy_loss"
@@ -284,7 +287,8 @@ def step_policy_loss(logp, old_logp, advantages, mask, *, clip_low: float, clip_
     rows = logp.shape[0]
     seg = jnp.where(valid, jnp.arange(rows, dtype=jnp.int32)[:, None], -1)
     value, metrics = step_ratio_loss(logp, old_logp, advantages, mask, seg, num_segments=rows, clip_low=clip_low,
-                                     clip_high=clip_high, dual_clip=dual_clip, log_ratio_clamp=log_ratio_clamp)
+                                     clip_high=clip_high, dual_clip=dual_clip, log_ratio_clamp=log_ratio_clamp,
+                                     log_ratio_clamp_mode=log_ratio_clamp_mode)
     steps = lax.stop_gradient(metrics["num_steps"])
     count = jnp.sum(valid).astype(_F32)
     sden = steps if steps_denominator is None else steps_denominator

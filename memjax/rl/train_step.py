@@ -104,7 +104,8 @@ class TrainStep:
             value, m = step_ratio_loss(logp, mb["old_logp"], mb["adv"], mask, mb["local"],
                                        num_segments=self.num_segments, clip_low=lc.clip_low,
                                        clip_high=lc.clip_high, dual_clip=lc.dual_clip,
-                                       log_ratio_clamp=lc.log_ratio_clamp)
+                                       log_ratio_clamp=lc.log_ratio_clamp,
+                                       log_ratio_clamp_mode=lc.log_ratio_clamp_mode)
             value = value * jax.lax.stop_gradient(m["num_steps"]) / denom
             valid = mask != 0  # kl / entropy: token means over the mini-batch (tok_w = 1 / its token count)
             out = {"num_tokens": jnp.sum(valid).astype(_F32), **{k: m[k] for k in TOKEN_METRICS if k in m}}
@@ -119,7 +120,8 @@ class TrainStep:
             return value, out
         pg, _, sm = token_clip_surrogate(logp, mb["old_logp"], mb["adv"], mask, clip_low=lc.clip_low,
                                          clip_high=lc.clip_high, dual_clip=lc.dual_clip,
-                                         log_ratio_clamp=lc.log_ratio_clamp)
+                                         log_ratio_clamp=lc.log_ratio_clamp,
+                                         log_ratio_clamp_mode=lc.log_ratio_clamp_mode)
         valid = mask != 0
         count = jnp.maximum(sm["num_tokens"], 1.0)
         per_tok = pg

@@ -46,6 +46,7 @@ import numpy as np
 from flax import nnx
 
 from ..config import RunError
+from ..kernels.reference import CLAMP_MODES
 from ..model.flash_attention import ATTENTION_KINDS
 from ..parallel import data_size, micro_rows_for, to_host
 from .advantages import AdvantageConfig, with_advantages
@@ -105,6 +106,8 @@ class LossConfig:
     kl_estimator: str = "k3"
     entropy_coef: float = 0.0
     log_ratio_clamp: float = 20.0
+    log_ratio_clamp_mode: str = "both"  # "both": clip to +-log_ratio_clamp; "upper": min(., clamp) only, as
+    # Memory-R2's official compute_policy_loss (configs/memory_r2*.py; memjax/kernels/reference.clamp_log_ratio)
     level: str = "token"  # "token": per-token ratios (policy_loss); "step": one length-normalised ratio per
     # row (Memory-R2, memjax/rl/losses.step_policy_loss), mean over the mini-batch's steps (agg is ignored;
     # kl_coef / entropy_coef terms are token means over the mini-batch)
@@ -119,6 +122,9 @@ class LossConfig:
             raise ValueError(f"LossConfig.kl_estimator must be one of {KL_ESTIMATORS}, got {self.kl_estimator!r}")
         if self.kl_coef < 0 or self.log_ratio_clamp <= 0:
             raise ValueError(f"LossConfig: kl_coef must be >= 0 and log_ratio_clamp > 0 (got {self})")
+        if self.log_ratio_clamp_mode not in CLAMP_MODES:
+            raise ValueError(f"LossConfig.log_ratio_clamp_mode must be one of {CLAMP_MODES}, "
+                             f"got {self.log_ratio_clamp_mode!r}")
         if self.level not in LOSS_LEVELS:
             raise ValueError(f"LossConfig.level must be one of {LOSS_LEVELS}, got {self.level!r}")
         if self.agg not in AGG_MODES:

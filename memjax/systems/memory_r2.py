@@ -37,13 +37,14 @@ import numpy as np
 
 from ..agents import run_workflow
 from ..agents.memory_r2 import LOCAL_DECODING, MemoryR2, MemoryR2Config, R2Sample
+from ..agents.memory_r2_messages import ANSWER_PARSERS
 from ..agents.memory_r2_reward import EngineAnswerAgent, OverlapAnswerAgent
 from ..data.locomo import CATEGORY_NAMES, load_locomo
 from ..data.locomo_splits import split_conversations, split_questions
 from ..rewards.locomo import OpenAIJudge, RuleBasedJudge, m_fail
 from ..rewards.text import bleu1
 from ..rl.batch import unit_index
-from ..rl.estimators import logo_grpo_advantages
+from ..rl.estimators import SINGLETONS, logo_grpo_advantages
 from .base import AgentSection, CountingStream, HeldModel, System, frozen_copy, register
 
 _EPISODE = [f.name for f in dataclasses.fields(MemoryR2Config)]
@@ -64,11 +65,16 @@ class MemoryR2Section(AgentSection):
     answer_top_k: int = 30
     answer_threshold: float = 0.1  # paper-silent; the same floor as the manager's candidates
     answer_max_tokens: int = 512
+    answer_parser: str = "official"  # the answer agent's reply reader: "official" (Memory-R2's
+    # extract_answer_from_text: first tag, case-insensitive, then Answer: lines) | "last_tag" (memjax's earlier)
     answer_kv_cache_bytes: int = 4 << 30  # the policy_copy answer agent's own KV pool (one device; memjax.plan)
     judge: str = "rule"  # "rule" (RuleBasedJudge, not an LLM) | "openai"
     judge_url: str = ""
     judge_model: str = ""
     adv_eps: float = 1e-6
+    # a LoGo group of one rollout: "zero" (A = 0) or "reward" (A = r / (1 + adv_eps), the official code's
+    # mean 0 / std 1 rule; configs/memory_r2*.py); memjax/rl/estimators.py group_normalise
+    adv_singleton: str = "zero"
     # the episode (memjax/agents/memory_r2.py MemoryR2Config), paper recipe
     chunks_per_session: int = 6
     max_prompt_tokens: int = 28_672
@@ -106,6 +112,11 @@ class MemoryR2Section(AgentSection):
             raise ValueError(f"MemoryR2Section.answer_kv_cache_bytes must be > 0, got {self.answer_kv_cache_bytes}")
         if self.judge == "openai" and not (self.judge_url and self.judge_model):
             raise ValueError("MemoryR2Section: judge='openai' needs judge_url and judge_model")
+        if self.answer_parser not in ANSWER_PARSERS:
+            raise ValueError(f"MemoryR2Section.answer_parser must be one of {ANSWER_PARSERS}, "
+                             f"got {self.answer_parser!r}")
+        if self.adv_singleton not in SINGLETONS:
+            raise ValueError(f"MemoryR2Section.adv_singleton must be one of {SINGLETONS}, got {self.adv_singleton!r}")
         if self.local_decoding not in LOCAL_DECODING or self.eval_max_sessions < 0 or not self.train_conversations:
             raise ValueError("MemoryR2Section: bad local_decoding, eval_max_sessions or empty train_conversations")
 
@@ -124,7 +135,7 @@ class MemoryR2Section(AgentSection):
         return int(self.curriculum_sessions[self.stage_index(step)])
 
 
-def logo_unit_advantages(batch, *, ddof: int = 1, eps: float = 1e-6):
+def logo_unit_advantages(batch, *, ddof: int = 1, eps: float = 1e-6, singleton: str = "zero"):
     """The batch with `row_advantage` and `advantages` filled by LoGo-GRPO over credit units (module doc)."""
     if batch.unit is None or batch.unit_reward is None:
         raise ValueError("logo_unit_advantages: the batch has no unit / unit_reward (not a Memory-R2 batch)")
@@ -138,7 +149,7 @@ def logo_unit_advantages(batch, *, ddof: int = 1, eps: float = 1e-6):
     gg = np.unique(np.stack([batch.group[first], role], 1), axis=0, return_inverse=True)[1].reshape(-1)
     lgr = np.unique(np.stack([lg, role], 1), axis=0, return_inverse=True)[1].reshape(-1)
     adv = logo_grpo_advantages(batch.unit_reward[first], gg, np.where(lg >= 0, lgr, -1), norm="mean_std",
-                               ddof=ddof, eps=eps)
+                               ddof=ddof, eps=eps, singleton=singleton)
     row = adv[inv].astype(np.float32)
     return batch.replace(row_advantage=row, advantages=(row[:, None] * (batch.loss_mask != 0)).astype(np.float32))
 
@@ -221,7 +232,7 @@ class MemoryR2System(System):
                                        num_pages=None, data_parallel=1, tensor_parallel=1)  # one device, own pool
             self.agent = EngineAnswerAgent(Engine(self._frozen, ecfg), self._tok, self.embedder,
                                            top_k=c.answer_top_k, threshold=c.answer_threshold,
-                                           max_tokens=c.answer_max_tokens)
+                                           max_tokens=c.answer_max_tokens, parser=c.answer_parser)
             self._frozen = None  # the engine holds its own copy
         return self.agent
 
@@ -240,7 +251,7 @@ class MemoryR2System(System):
         return self.cfg.stage_index(step)
 
     def advantages(self, batch, cfg):
-        return logo_unit_advantages(batch, eps=self.cfg.adv_eps)
+        return logo_unit_advantages(batch, eps=self.cfg.adv_eps, singleton=self.cfg.adv_singleton)
 
     # -- evaluation ---------------------------------------------------------------------------------
     def evaluate(self, engine, tokenizer) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..rl.estimators import SINGLETONS
 from ..tiny.agent import engine_config
 from ..tiny.r2_task import HELDOUT_SEED, R2TaskConfig, TinyR2Workflow, evaluate_r2, make_r2_split, r2_tokenizer
 from ..tiny.r2_warmstart import load_r2_warmstart
@@ -41,6 +42,7 @@ class MemoryR2TinySection(AgentSection):
     heldout_size: int = 128
     eval_samples: int = 0  # > 0: held-out evaluation adds f1_sampled over this many temperature-1 rollouts
     adv_eps: float = 1e-6
+    adv_singleton: str = "zero"  # a group of one: "zero" or "reward" (the official rule; MemoryR2Section)
     max_slots: int = 64
 
     def __post_init__(self):
@@ -53,6 +55,9 @@ class MemoryR2TinySection(AgentSection):
             raise ValueError(f"MemoryR2TinySection.temperature must be finite and >= 0, got {self.temperature}")
         if self.adv_eps <= 0:
             raise ValueError(f"MemoryR2TinySection.adv_eps must be > 0, got {self.adv_eps}")
+        if self.adv_singleton not in SINGLETONS:
+            raise ValueError(f"MemoryR2TinySection.adv_singleton must be one of {SINGLETONS}, "
+                             f"got {self.adv_singleton!r}")
 
     def rollout_calls_per_episode(self) -> float:
         t = self.task
@@ -87,7 +92,7 @@ class MemoryR2TinySystem(System):
         return TinyR2Workflow(tokenizer, c.task, group_size=1, temperature=0.0, local=False)
 
     def advantages(self, batch, cfg):
-        return logo_unit_advantages(batch, eps=self.cfg.adv_eps)
+        return logo_unit_advantages(batch, eps=self.cfg.adv_eps, singleton=self.cfg.adv_singleton)
 
     def evaluate(self, engine, tokenizer) -> dict[str, Any]:
         return evaluate_r2(engine, tokenizer, self.cfg.task, self.heldout, sampled=self.cfg.eval_samples)

@@ -2,7 +2,8 @@
 through the pure-JAX reference (docs/architecture.md, principle 4). The pallas segment kernels run in interpret mode.
 
 Cases: one-token steps, empty steps (ids never used), tokens with id -1 or >= num_segments, masked tokens,
-steps whose mean log-ratio is clamped (zero gradient), dual clip active for A < 0, clip-high/-low active,
+steps whose mean log-ratio is clamped (zero gradient; two-sided, or from above only as Memory-R2's
+official code), dual clip active for A < 0, clip-high/-low active,
 every token masked. fp32 tolerances: forward <= 1e-5, gradients <= 1e-4.
 """
 
@@ -30,14 +31,14 @@ def _np_surrogate(rho, a, lo, hi, c):
     return loss, is_clipped, dual
 
 
-def _np_step_loss(logp, old, adv, mask, seg, s, lo, hi, c, clamp):
+def _np_step_loss(logp, old, adv, mask, seg, s, lo, hi, c, clamp, mode="both"):
     losses, rhos, lrs, flags = [], [], [], []
     for u in range(s):
         sel = [i for i in range(len(seg)) if seg[i] == u and mask[i]]
         if not sel:
             continue
         lr = float(np.mean([float(logp[i]) - float(old[i]) for i in sel]))
-        rho = float(np.exp(min(max(lr, -clamp), clamp)))
+        rho = float(np.exp(min(lr, clamp) if mode == "upper" else min(max(lr, -clamp), clamp)))
         a = float(np.mean([float(adv[i]) for i in sel]))
         loss, is_clipped, dual = _np_surrogate(rho, a, lo, hi, c)
         losses.append(loss), rhos.append(rho), lrs.append(lr)
@@ -99,6 +100,62 @@ def test_step_loss_matches_numpy_and_autodiff(impl, dual_clip, clamp):
     if clamp < 2.5:  # step 8 (shift 2.5, A < 0, unclipped branch) is clamped: its tokens get no gradient
         assert np.all(np.asarray(grad)[seg == 8] == 0)
         assert np.any(np.asarray(grad)[(seg == 4) & mask] != 0)  # unclamped, same branch: nonzero
+
+
+@pytest.mark.parametrize("impl", ["xla", "pallas", "reference"])
+@pytest.mark.parametrize("mode", ["upper", "both"])
+def test_step_loss_clamp_modes_match_numpy_value_and_gradient(impl, mode):
+    # Memory-R2's official compute_policy_loss (ahmedehabb/Memory-R2 @357b4ec, core_algos.py) clamps the
+    # mean log-ratio from above only; "both" is memjax's two-sided clamp. Step 6 is pushed to a mean
+    # log-ratio of about -2.0, below -clamp: clamped (no gradient) under "both", live under "upper".
+    s, clamp = 12, 1.5
+    logp, old, adv, mask, seg = _steps_problem(0, s=s)
+    old = np.where(seg == 6, old + 1.0, old).astype(np.float32)
+    adv = np.where(seg == 6, np.abs(adv) + 0.5, adv).astype(np.float32)  # A > 0, rho < 1 - eps: unclipped branch
+    kw = dict(num_segments=s, dual_clip=3.0, log_ratio_clamp=clamp, log_ratio_clamp_mode=mode, **CLIP)
+    (loss, metrics), grad = jax.jit(jax.value_and_grad(
+        lambda x: step_ratio_loss(x, old, adv, mask, seg, impl=impl, block_tokens=8, block_segments=4, **kw),
+        has_aux=True))(jnp.asarray(logp))
+    np_kw = (s, CLIP["clip_low"], CLIP["clip_high"], 3.0, clamp, mode)
+    want, want_metrics = _np_step_loss(logp, old, adv, mask, seg, *np_kw)
+    assert abs(float(loss) - want) <= 1e-5
+    for k, v in want_metrics.items():
+        assert abs(float(metrics[k]) - v) <= 1e-5, k
+    other = _np_step_loss(logp, old, adv, mask, seg, *np_kw[:-1], "both" if mode == "upper" else "upper")[0]
+    assert abs(want - other) > 1e-3  # the problem tells the two modes apart
+    # gradient vs central differences of the numpy formula (float64), on the tokens of steps 6 and 8 and
+    # a few others; no step sits within h of a clip or clamp boundary
+    lp64, h = logp.astype(np.float64), 1e-4
+    g = np.asarray(grad)
+    for i in [int(j) for j in np.flatnonzero(np.isin(seg, [6, 8, 1, 10]) & mask)]:
+        up, dn = lp64.copy(), lp64.copy()
+        up[i] += h
+        dn[i] -= h
+        fd = (_np_step_loss(up, old, adv, mask, seg, *np_kw)[0] - _np_step_loss(dn, old, adv, mask, seg, *np_kw)[0])
+        assert abs(g[i] - fd / (2 * h)) <= 2e-4, (i, seg[i], g[i], fd / (2 * h))
+    live6 = np.any(g[(seg == 6) & mask] != 0)
+    assert live6 == (mode == "upper")  # below -clamp: a gradient only without the lower clamp
+    assert np.all(g[seg == 8] == 0)  # above +clamp: clamped in both modes
+
+
+@pytest.mark.parametrize("mode", ["upper", "both"])
+def test_token_surrogate_clamp_modes(mode):
+    rng = np.random.default_rng(5)
+    logp = rng.normal(-1, 0.5, (2, 9)).astype(np.float32)
+    shift = np.linspace(-3.0, 3.0, 18).reshape(2, 9).astype(np.float32)
+    old, adv, mask = logp - shift, rng.normal(0, 1, (2, 9)).astype(np.float32), np.ones((2, 9), bool)
+    adv = np.where(shift < -2.0, np.abs(adv) + 0.5, adv).astype(np.float32)  # A > 0: the unclipped branch
+    kw = dict(dual_clip=3.0, log_ratio_clamp=2.0, log_ratio_clamp_mode=mode, **CLIP)
+    loss = token_clip_surrogate(jnp.asarray(logp), old, adv, mask, **kw)[0]
+    lr = (logp - old).astype(np.float64)
+    rho = np.exp(np.minimum(lr, 2.0) if mode == "upper" else np.clip(lr, -2.0, 2.0))
+    want = np.array([_np_surrogate(r, float(a), 0.2, 0.28, 3.0)[0] for r, a in zip(rho.ravel(), adv.ravel())])
+    np.testing.assert_allclose(np.asarray(loss).ravel(), want, atol=1e-5)
+    g = np.asarray(jax.grad(lambda x: jnp.sum(token_clip_surrogate(x, old, adv, mask, **kw)[0]))(jnp.asarray(logp)))
+    g_ref = np.asarray(jax.grad(lambda x: jnp.sum(token_clip_surrogate_ref(x, old, adv, mask, **kw)))(
+        jnp.asarray(logp)))
+    np.testing.assert_allclose(g, g_ref, atol=1e-5)
+    assert np.any(g[lr < -2.0] != 0) == (mode == "upper") and np.all(g[lr > 2.0] == 0)
 
 
 @pytest.mark.parametrize("impl", ["xla", "pallas"])
@@ -181,6 +238,10 @@ def test_validation():
         step_ratio_loss(x, x, x, x, x, num_segments=2, **CLIP)
     with pytest.raises(ValueError, match="mask"):
         token_clip_surrogate(x, x, x, x[:2], **CLIP)
+    with pytest.raises(ValueError, match="log_ratio_clamp_mode"):
+        step_ratio_loss(x, x, x, x, seg, num_segments=2, log_ratio_clamp_mode="lower", **CLIP)
+    with pytest.raises(ValueError, match="log_ratio_clamp_mode"):
+        token_clip_surrogate(x, x, x, x, log_ratio_clamp_mode="lower", **CLIP)
 
 
 def test_pallas_segment_kernels_lower_to_triton_ir_for_gpu():

@@ -1,6 +1,7 @@
 """Advantage rules vs loop-based references written with Python's `statistics` module: group mean (Dr.GRPO),
-mean/std (unbiased std, as torch.std in verl), singleton and constant groups, arbitrary group ids, token
-broadcast, per-trajectory row weights, the RolloutBatch entry point and config validation."""
+mean/std (unbiased std, as torch.std in verl, or population std via std_ddof=0 as SUMER; also vs numpy's
+std), singleton and constant groups, arbitrary group ids, token broadcast, per-trajectory row weights, the
+RolloutBatch entry point and config validation."""
 
 import statistics
 
@@ -14,7 +15,7 @@ from memjax.rl.advantages import (AdvantageConfig, broadcast_to_tokens, compute_
 from memjax.rl.batch import Conversation, build_batch
 
 
-def _ref_adv(reward, group, norm, eps=1e-6):
+def _ref_adv(reward, group, norm, eps=1e-6, ddof=1):
     out = []
     for s in range(len(reward)):
         members = [float(reward[j]) for j in range(len(reward)) if group[j] == group[s]]
@@ -23,7 +24,7 @@ def _ref_adv(reward, group, norm, eps=1e-6):
             continue
         a = float(reward[s]) - statistics.fmean(members)
         if norm == "mean_std":
-            a = a / (statistics.stdev(members) + eps)
+            a = a / ((statistics.stdev if ddof == 1 else statistics.pstdev)(members) + eps)
         out.append(a)
     return np.array(out)
 
@@ -53,6 +54,35 @@ def test_mean_std_uses_unbiased_std_and_differs_from_mean():
     np.testing.assert_allclose(grpo_advantages(reward, group, norm="mean"), [-0.75, 0.25, 0.25, 0.25], atol=1e-7)
     np.testing.assert_allclose(grpo_advantages(reward, group, norm="mean_std", eps=0.0 + 1e-9),
                                [-1.5, 0.5, 0.5, 0.5], rtol=1e-6)
+
+
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_std_ddof_matches_numpy_formula(ddof):
+    # independent formula: numpy's std with the same ddof, group by group (SUMER writes ddof 0, verl ddof 1)
+    reward, group = _problem(3)
+    eps = 1e-6
+    expect = np.zeros(len(reward))
+    for g in np.unique(group):
+        m = group == g
+        if m.sum() > 1:
+            x = reward[m].astype(np.float64)
+            expect[m] = (x - x.mean()) / (x.std(ddof=ddof) + eps)
+    got = np.asarray(grpo_advantages(reward, group, norm="mean_std", eps=eps, ddof=ddof))
+    np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, _ref_adv(reward, group, "mean_std", eps, ddof), rtol=1e-5, atol=1e-6)
+    b = _batch()
+    adv, _ = compute_advantages(b, AdvantageConfig(norm="mean_std", std_ddof=ddof))
+    a_s = _ref_adv(b.reward, b.sample_group, "mean_std", 1e-6, ddof)
+    np.testing.assert_allclose(np.asarray(adv), np.where(b.loss_mask != 0, a_s[b.sample][:, None], 0.0),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_population_std_differs_from_unbiased():
+    reward = np.array([0.0, 1.0, 1.0, 1.0], np.float32)  # mean .75, pstdev sqrt(3)/4, stdev .5
+    group = np.zeros(4, np.int32)
+    p = np.asarray(grpo_advantages(reward, group, norm="mean_std", eps=1e-9, ddof=0))
+    np.testing.assert_allclose(p, np.array([-0.75, 0.25, 0.25, 0.25]) / (np.sqrt(3) / 4), rtol=1e-6)
+    assert AdvantageConfig().std_ddof == 1  # existing recipes keep the unbiased std
 
 
 @settings(max_examples=10, deadline=None)
@@ -113,7 +143,8 @@ def test_compute_advantages_on_rollout_batch():
 
 
 @pytest.mark.parametrize("kwargs, match", [({"norm": "std"}, "norm must be one of"), ({"eps": 0.0}, "eps"),
-                                           ({"per_trajectory": 1}, "per_trajectory")])
+                                           ({"per_trajectory": 1}, "per_trajectory"),
+                                           ({"std_ddof": 2}, "std_ddof"), ({"std_ddof": True}, "std_ddof")])
 def test_config_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         AdvantageConfig(**kwargs)
@@ -124,3 +155,5 @@ def test_input_validation():
         grpo_advantages(np.zeros(3, np.float32), np.zeros(2, np.int32))
     with pytest.raises(ValueError, match="norm must be one of"):
         grpo_advantages(np.zeros(3, np.float32), np.zeros(3, np.int32), norm="std")
+    with pytest.raises(ValueError, match="ddof must be 0"):
+        grpo_advantages(np.zeros(3, np.float32), np.zeros(3, np.int32), ddof=2)

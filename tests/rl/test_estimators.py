@@ -26,6 +26,37 @@ def test_group_normalise_options():
         group_normalise(x, g, ddof=2)
 
 
+def _verl_grpo(x, g, eps):
+    # an independent restatement of Memory-R2 @357b4ec core_algos.compute_grpo_outcome_advantage in numpy:
+    # a group of one gets mean 0 / std 1, larger groups mean and unbiased std (torch.std)
+    x, g = np.asarray(x, np.float64), np.asarray(g)
+    out = np.empty_like(x)
+    for k in np.unique(g):
+        m = g == k
+        mu, sd = (0.0, 1.0) if m.sum() == 1 else (x[m].mean(), x[m].std(ddof=1))
+        out[m] = (x[m] - mu) / (sd + eps)
+    return out
+
+
+def test_singleton_reward_rule_matches_memory_r2_official():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 2, 40)
+    g = rng.integers(0, 25, 40)  # many groups of one
+    g[0], g[1:3] = 99, 7  # one singleton for sure, one group of two at least
+    assert (np.bincount(g) == 1).any()
+    got = group_normalise(x, g, singleton="reward", eps=1e-6)
+    np.testing.assert_allclose(got, _verl_grpo(x, g, 1e-6), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[0], x[0] / (1 + 1e-6), rtol=1e-6)
+    alone = np.bincount(g)[g] == 1
+    assert (group_normalise(x, g)[alone] == 0).all()  # the default rule: no signal
+    np.testing.assert_allclose(group_normalise(x, g, norm="mean", singleton="reward")[alone], x[alone], rtol=1e-6)
+    a = logo_grpo_advantages([0.7, 1.0, 0.0, 0.4], [0, 1, 1, 2], [-1, -1, -1, 3], singleton="reward")
+    np.testing.assert_allclose(a, [0.7 / (1 + 1e-6), 0.5 / (np.sqrt(0.5) + 1e-6), -0.5 / (np.sqrt(0.5) + 1e-6),
+                                   0.4 / (1 + 1e-6)], rtol=1e-6)
+    with pytest.raises(ValueError, match="singleton"):
+        group_normalise(x, g, singleton="verl")
+
+
 def test_logo_grpo_branches_are_separate():
     reward = [1.0, 0.0, 1.0, 0.0, 0.5, 1.0, 0.0, 0.3]
     glob = [0, 0, 0, 0, 1, 0, 0, 0]  # local rows carry the global id too: it must not matter

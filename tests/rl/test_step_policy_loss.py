@@ -53,3 +53,25 @@ def test_against_numpy_and_across_micro_batches():
         jnp.asarray(logp))
     g_parts = np.concatenate([np.asarray(jax.grad(part)(jnp.asarray(logp[i]), i)) for i in (a, b)])
     np.testing.assert_allclose(g_parts, np.asarray(g_full), rtol=1e-5, atol=1e-7)
+
+
+def test_log_ratio_clamp_mode_passes_through_and_is_validated():
+    # rows with mean log-ratios -1, 0.3, 1: clamp 0.5 from above only (Memory-R2's official code) or both sides
+    import pytest
+
+    from memjax.rl.trainer import LossConfig
+
+    old = np.zeros((3, 4), np.float32)
+    logp = np.array([[-1.0] * 4, [0.3] * 4, [1.0] * 4], np.float32)
+    adv = np.array([[1.0] * 4, [-0.5] * 4, [2.0] * 4], np.float32)
+    mask = np.ones((3, 4), np.float32)
+    for mode, lo in (("upper", -np.inf), ("both", -0.5)):
+        rho = np.exp(np.clip([-1.0, 0.3, 1.0], lo, 0.5))
+        a = np.array([1.0, -0.5, 2.0])
+        want = np.mean(np.maximum(-a * rho, -a * np.clip(rho, 0.8, 1.2)))
+        got, _ = step_policy_loss(*(jnp.asarray(x) for x in (logp, old, adv, mask)), clip_low=0.2, clip_high=0.2,
+                                  log_ratio_clamp=0.5, log_ratio_clamp_mode=mode)
+        np.testing.assert_allclose(float(got), want, rtol=1e-6)
+    assert LossConfig().log_ratio_clamp_mode == "both"
+    with pytest.raises(ValueError, match="log_ratio_clamp_mode"):
+        LossConfig(log_ratio_clamp_mode="lower")

@@ -60,6 +60,11 @@ def test_unit_advantages_hand_computed():
         "local_group"] < 0)}) for c in convs]
     out2 = logo_unit_advantages(build_batch(convs2, [0.0] * 3, [0] * 3), eps=EPS)
     np.testing.assert_allclose(out2.row_advantage, out.row_advantage, rtol=1e-5, atol=1e-5)
+    # the official code's group of one (Memory-R2 @357b4ec core_algos.py: mean 0, std 1): A = r / (1 + eps)
+    off = logo_unit_advantages(b, eps=EPS, singleton="reward")
+    want_off = np.asarray(want, np.float64)
+    want_off[7] = 3.0 / (1.0 + EPS)
+    np.testing.assert_allclose(off.row_advantage, want_off, rtol=1e-5, atol=1e-6)
     # rows of one unit must agree
     bad = build_batch([row(0, 0, 1.0), row(0, 0, 2.0)], [0.0], [0])
     with pytest.raises(ValueError, match="disagree on unit_reward"):
@@ -96,7 +101,8 @@ def test_section_validation_and_curriculum():
     assert [s.stage_sessions(k) for k in steps] == [8, 8, 16, 16, 32, 32]
     assert [s.stage_index(k) for k in steps] == [build(s).stage(k) for k in steps] == [0, 0, 1, 1, 2, 2]
     for bad in (dict(curriculum_steps=(1, 10, 20)), dict(curriculum_steps=(0, 10)), dict(local_prob=1.5),
-                dict(local_decoding="beam"), dict(judge="openai"), dict(embedder="bert"), dict(group_size=0)):
+                dict(local_decoding="beam"), dict(judge="openai"), dict(embedder="bert"), dict(group_size=0),
+                dict(adv_singleton="one")):
         with pytest.raises(ValueError):
             MemoryR2Section(**bad)
     assert MemoryR2Section(logo=False).episode().local_rollouts == 4  # plain GRPO switches the samples, not m

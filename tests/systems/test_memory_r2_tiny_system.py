@@ -40,6 +40,10 @@ def test_section_and_budget():
     assert cfg.agent.rollout_calls_per_episode() == plain.rollout_calls_per_episode() == 36
     with pytest.raises(ValueError, match="group_size"):
         MemoryR2TinySection(group_size=0)
+    with pytest.raises(ValueError, match="adv_singleton"):
+        MemoryR2TinySection(adv_singleton="one")
+    assert cfg.agent.adv_singleton == "reward"  # the recipe uses the official code's group-of-one rule
+    assert cfg.loss.log_ratio_clamp_mode == "upper"  # and its one-sided log-ratio clamp
 
 
 def test_one_logo_step_through_memjax_train(tmp_path, random_warmstart):
