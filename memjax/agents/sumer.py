@@ -23,7 +23,9 @@ The judge is called per finished trajectory, from inside the rollout loop, with 
 answer): use RuleBasedJudge / OpenAIJudge, or an EngineJudge on ANOTHER engine (stepping the policy's engine
 from inside its own rollout would steal its completions).
 Search metrics (`stats`, logged per training step as rollout_*): `mean_searches` (executed search calls per
-episode), and over the questions whose sample names its `evidence` records: `search_hit_rate` (executed
+episode), `filtered_search_frac` (executed searches with a speaker or session filter, over executed searches),
+`records_per_search` (records shown per executed search, context included), and over the questions whose
+sample names its `evidence` records: `search_hit_rate` (executed
 searches whose shown records -- hits and their context windows -- include an evidence record, over all
 executed searches; 0 when none ran), `evidence_found` (fraction of episodes that showed an evidence record at
 least once) and `mean_evidence_searches`; absent when no sample names evidence.
@@ -111,6 +113,8 @@ class _Episode:
     excess_calls: int = 0
     searches: int = 0
     search_hits: int = 0  # executed searches whose shown records include an evidence record
+    filtered_searches: int = 0  # executed searches with a speaker or session filter
+    shown_records: int = 0  # records shown by the executed searches (hits and their context)
     answer: str | None = None
     end: str = ""
     f1: float = 0.0
@@ -191,7 +195,10 @@ class SumerWorkflow(Workflow):
                 return []
             ep.call_errors += res.kind == "error"
             ep.searches += res.kind == "hits"
-            ep.search_hits += res.kind == "hits" and _has_evidence(res, ep.sample.evidence)
+            if res.kind == "hits":
+                ep.search_hits += _has_evidence(res, ep.sample.evidence)
+                ep.filtered_searches += any(call.arguments.get(k) is not None for k in ("speaker", "session"))
+                ep.shown_records += sum(len(w) for w in res.windows)
             results.append(self.fmt.render(res))
         if ep.turns >= self.cfg.max_turns:
             ep.end = "max_turns"
@@ -249,6 +256,8 @@ class SumerWorkflow(Workflow):
                    mean_searches=sum(e.searches for e in eps) / n,
                    mean_call_errors=sum(e.call_errors for e in eps) / n,
                    mean_excess_calls=sum(e.excess_calls for e in eps) / n,
+                   filtered_search_frac=sum(e.filtered_searches for e in eps) / max(sum(e.searches for e in eps), 1),
+                   records_per_search=sum(e.shown_records for e in eps) / max(sum(e.searches for e in eps), 1),
                    mean_f1_submitted=sum(e.f1 for e in eps if e.answer is not None) / max(ends["submitted"], 1),
                    tool_tokens=float(sum(len(s[0]) for e in eps for s in e.segments if not s[2])),
                    policy_tokens=float(sum(len(s[0]) for e in eps for s in e.segments if s[2])))

@@ -195,6 +195,9 @@ def test_search_hit_metrics_over_hand_built_episodes():
     assert st["evidence_found"] == pytest.approx(1 / 3)
     assert st["mean_evidence_searches"] == pytest.approx(1 / 3)
     assert st["mean_call_errors"] == pytest.approx(1 / 3)
+    assert st["filtered_search_frac"] == pytest.approx(1 / 3)  # 1 of 3 executed searches had a filter
+    # shown: "orange" -> D1:1-5 (5), "Lisbon" -> D2:1-4 (4, twice)
+    assert st["records_per_search"] == pytest.approx((5 + 4 + 4) / 3)
     res, _, _ = run([[(call("search_memory", query="orange", **kw), "stop"), (call("submit_answer", answer="x"),
                                                                               "stop")]])
     assert "search_hit_rate" not in res.stats and "evidence_found" not in res.stats  # no evidence: no hit metrics
