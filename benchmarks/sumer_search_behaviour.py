@@ -94,6 +94,8 @@ def plot(result: dict, path: Path) -> Path:
             v = r["steps"][m]
             ax.plot(range(1, len(v) + 1), v, marker="o", ms=3, label=f"seed {seed}")
         ax.set_title(m.replace("_", " ") + " (rollouts)")
+        if m != "reward":  # a fixed scale: a flat measure looks flat
+            ax.set_ylim(0, 2 if m == "searches" else 1.02)
         ax.set_xlabel("training step")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
