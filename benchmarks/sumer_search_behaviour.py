@@ -99,7 +99,7 @@ def plot(result: dict, path: Path) -> Path:
         ax.set_xlabel("training step")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    abl = result["settings"]["ablation"]
+    abl = result["settings"].get("ablation", "none")
     fig.suptitle("tiny SUMER, GRPO from the warm start" + ("" if abl == "none" else f" ({abl})")
                  + ": reward and search behaviour per step")
     fig.tight_layout()
