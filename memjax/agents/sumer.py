@@ -22,6 +22,13 @@ from the judge, asked only when F1 > 0 since the product is 0 otherwise), `no_an
 The judge is called per finished trajectory, from inside the rollout loop, with a cache on (question, gold,
 answer): use RuleBasedJudge / OpenAIJudge, or an EngineJudge on ANOTHER engine (stepping the policy's engine
 from inside its own rollout would steal its completions).
+Search metrics (`stats`, logged per training step as rollout_*): `mean_searches` (executed search calls per
+episode), `filtered_search_frac` (executed searches with a speaker or session filter, over executed searches),
+`records_per_search` (records shown per executed search, context included), and over the questions whose
+sample names its `evidence` records: `search_hit_rate` (executed
+searches whose shown records -- hits and their context windows -- include an evidence record, over all
+executed searches; 0 when none ran), `evidence_found` (fraction of episodes that showed an evidence record at
+least once) and `mean_evidence_searches`; absent when no sample names evidence.
 Training rows: one `Conversation` per trajectory: prompt = the first prompt; response = turn 1, tool turn 1,
 turn 2, ... with response_mask 1 on generated tokens and 0 on tool-turn ids (and their log-probs 0).
 Invariants: a trajectory's row is exactly the token sequence the engine attended to (continuation = splice);
@@ -81,6 +88,7 @@ class SumerSample:
     user: str = ""  # the user turn; "" = the question alone
     qid: str = ""
     category: int = 0
+    evidence: tuple[str, ...] = ()  # ids of the records that answer the question ("" = unknown: no hit metrics)
 
 
 class QwenSumerFormat(QwenToolFormat):
@@ -104,6 +112,9 @@ class _Episode:
     call_errors: int = 0
     excess_calls: int = 0
     searches: int = 0
+    search_hits: int = 0  # executed searches whose shown records include an evidence record
+    filtered_searches: int = 0  # executed searches with a speaker or session filter
+    shown_records: int = 0  # records shown by the executed searches (hits and their context)
     answer: str | None = None
     end: str = ""
     f1: float = 0.0
@@ -114,6 +125,13 @@ class _Episode:
     @property
     def length(self) -> int:
         return len(self.prompt) + sum(len(s[0]) for s in self.segments)
+
+
+def _has_evidence(result: ToolResult, evidence: Sequence[str]) -> bool:
+    """Whether any record the search showed (hits and their context windows) is an evidence record, by its
+    id or one of its dia_ids."""
+    ev = set(evidence)
+    return bool(ev) and any(m.id in ev or ev.intersection(m.dia_ids) for w in result.windows for m in w)
 
 
 class SumerWorkflow(Workflow):
@@ -177,6 +195,10 @@ class SumerWorkflow(Workflow):
                 return []
             ep.call_errors += res.kind == "error"
             ep.searches += res.kind == "hits"
+            if res.kind == "hits":
+                ep.search_hits += _has_evidence(res, ep.sample.evidence)
+                ep.filtered_searches += any(call.arguments.get(k) is not None for k in ("speaker", "session"))
+                ep.shown_records += sum(len(w) for w in res.windows)
             results.append(self.fmt.render(res))
         if ep.turns >= self.cfg.max_turns:
             ep.end = "max_turns"
@@ -219,7 +241,8 @@ class SumerWorkflow(Workflow):
         out = {"sample": traj.sample, "rollout": traj.rollout, "qid": ep.sample.qid, "category": ep.sample.category,
                "question": ep.sample.question, "gold": ep.sample.gold, "answer": ep.answer, "end": ep.end,
                "reward": traj.reward, "f1": ep.f1, "judge": ep.judged, "turns": ep.turns, "calls": ep.calls,
-               "call_errors": ep.call_errors, "excess_calls": ep.excess_calls, "tokens": ep.length}
+               "call_errors": ep.call_errors, "excess_calls": ep.excess_calls, "searches": ep.searches,
+               "search_hits": ep.search_hits, "tokens": ep.length}
         if self.trace_text:
             out["turn_texts"], out["tool_texts"] = ep.turn_texts, ep.tool_texts
         return out
@@ -233,8 +256,15 @@ class SumerWorkflow(Workflow):
                    mean_searches=sum(e.searches for e in eps) / n,
                    mean_call_errors=sum(e.call_errors for e in eps) / n,
                    mean_excess_calls=sum(e.excess_calls for e in eps) / n,
+                   filtered_search_frac=sum(e.filtered_searches for e in eps) / max(sum(e.searches for e in eps), 1),
+                   records_per_search=sum(e.shown_records for e in eps) / max(sum(e.searches for e in eps), 1),
                    mean_f1_submitted=sum(e.f1 for e in eps if e.answer is not None) / max(ends["submitted"], 1),
                    tool_tokens=float(sum(len(s[0]) for e in eps for s in e.segments if not s[2])),
                    policy_tokens=float(sum(len(s[0]) for e in eps for s in e.segments if s[2])))
+        known = [e for e in eps if e.sample.evidence]  # hit metrics only over questions with known evidence
+        if known:
+            out.update(search_hit_rate=sum(e.search_hits for e in known) / max(sum(e.searches for e in known), 1),
+                       evidence_found=sum(e.search_hits > 0 for e in known) / len(known),
+                       mean_evidence_searches=sum(e.search_hits for e in known) / len(known))
         return out
 

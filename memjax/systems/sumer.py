@@ -126,7 +126,8 @@ class SumerSystem(System):
 
     def sample(self, q: Question) -> SumerSample:
         return SumerSample(q.question, q.answer or "", self.tools(q.conversation),
-                           user=user_turn(self._convs[q.conversation], q.question), qid=q.qid, category=q.category)
+                           user=user_turn(self._convs[q.conversation], q.question), qid=q.qid, category=q.category,
+                           evidence=tuple(q.evidence))
 
     def train_data(self, batch_size: int, seed: int):
         from .base import CountingStream

@@ -46,12 +46,16 @@ def workflow(temperature: float = 1.0, max_turns: int = 4) -> SumerWorkflow:
 
 def evaluate(engine, samples: list, *, sampled: int = 0, seed: int = 12345, max_turns: int = 4) -> dict[str, Any]:
     """Held-out mean reward of the engine's weights: greedy (`reward`, `submitted`, `accuracy`, per question
-    kind) and, when sampled > 0, the mean reward of `sampled` temperature-1 episodes per question."""
+    kind, and SumerWorkflow.stats' search metrics: `mean_searches`, `search_hit_rate`, `evidence_found`,
+    `filtered_search_frac`, `records_per_search`) and, when sampled > 0, the mean reward of `sampled`
+    temperature-1 episodes per question."""
     res = run_workflow(engine, workflow(0.0, max_turns), samples, seed=seed, record=False, progress=False)
     r = np.asarray(res.rewards, np.float64)
     kind = np.asarray([s.category for s in samples])
     out = {"reward": float(r.mean()), "accuracy": float((r > 0).mean()),
            "submitted": float(res.stats["end_submitted"]), "mean_turns": float(res.stats["mean_turns"]),
+           **{k: float(res.stats[k]) for k in ("mean_searches", "search_hit_rate", "evidence_found",
+                                                     "filtered_search_frac", "records_per_search")},
            "traces": res.traces}
     for k, name in ((1, "plain"), (2, "filtered")):
         if (kind == k).any():

@@ -11,6 +11,7 @@ facts are about distractor people (each named once).
   plain keyword search returns several places and the agent must either filter by session (one hit) or
   pick the hit of session S from the list;
 - plain question: `where is K ?` -- K is mentioned once: a keyword search finds it.
+The sample's `evidence` is the id of the one record that answers (K's fact in the asked session).
 No fact is in the prompt: without a search the answer is a guess (1 in 12).
 Syntax (one word per token): prompt `<user> question <end> <assistant>`; an assistant turn is any words, then
 calls, each `<call> search WORDS [session N]` or `<call> submit WORDS`, then `<end>`; the tool turn is
@@ -174,10 +175,11 @@ def make_sample(task: TinySumerTask, seed: int, index: int) -> SumerSample:
         session, gold = key_sessions[k], places[k]
         question = f"where is {key} in session {session} ?"
     else:
-        session, gold = None, places[0]
+        session, gold = key_sessions[0], places[0]
         question = f"where is {key} ?"
+    evidence = tuple(r.id for r in records if r.session == session and r.content == f"{key} in {gold}")
     return SumerSample(question=question, gold=gold, tools=tools, qid=f"{seed}-{index}",
-                       category=2 if filtered else 1)
+                       category=2 if filtered else 1, evidence=evidence)
 
 
 def make_split(task: TinySumerTask, seed: int, count: int, start: int = 0) -> list[SumerSample]:

@@ -79,9 +79,10 @@ class Scripted:
         self.queue = []
 
 
-def run(turn_lists, cfg=SumerConfig(), window=4096, gold="orange"):
+def run(turn_lists, cfg=SumerConfig(), window=4096, gold="orange", evidence=()):
     fmt = QwenSumerFormat(TOK)
-    samples = [SumerSample(f"What colour is Milo? ({i})", gold, TOOLS, qid=str(i)) for i in range(len(turn_lists))]
+    samples = [SumerSample(f"What colour is Milo? ({i})", gold, TOOLS, qid=str(i), evidence=evidence)
+               for i in range(len(turn_lists))]
     wf = SumerWorkflow(fmt, RuleBasedJudge(), cfg, window=window)
     scripts = [{"prompt": fmt.prompt(s.question), "turns": t} for s, t in zip(samples, turn_lists)]
     eng = Scripted(scripts, window)
@@ -172,3 +173,31 @@ def test_search_tool_filters_windows_and_cap():
     hits = TOOLS.search("cat adopted", mode="semantic", session=1)
     assert hits.kind == "hits" and hits.windows and all(m.session == 1 for w in hits.windows for m in w)
     assert np.isfinite(hits.matched)
+
+
+def test_search_hit_metrics_over_hand_built_episodes():
+    """Evidence D1:3 ("Milo is orange."): episode 0 searches twice (one search shows D1:3, one only session 2),
+    episode 1 searches once in session 2 only, episode 2 submits without searching; a failed search (unknown
+    session) is an error, not an executed search."""
+    kw = dict(mode="keyword")
+    res, _, _ = run([
+        [(call("search_memory", query="orange", **kw) + call("search_memory", query="Lisbon", **kw), "stop"),
+         (call("submit_answer", answer="orange"), "stop")],
+        [(call("search_memory", query="Lisbon", session=2, **kw) + call("search_memory", query="Milo", session=9,
+                                                                         **kw), "stop"),
+         (call("submit_answer", answer="green"), "stop")],
+        [(call("submit_answer", answer="orange"), "stop")],
+    ], evidence=("D1:3",))
+    assert [(t["searches"], t["search_hits"]) for t in res.traces] == [(2, 1), (1, 0), (0, 0)]
+    st = res.stats
+    assert st["mean_searches"] == pytest.approx(1.0)
+    assert st["search_hit_rate"] == pytest.approx(1 / 3)
+    assert st["evidence_found"] == pytest.approx(1 / 3)
+    assert st["mean_evidence_searches"] == pytest.approx(1 / 3)
+    assert st["mean_call_errors"] == pytest.approx(1 / 3)
+    assert st["filtered_search_frac"] == pytest.approx(1 / 3)  # 1 of 3 executed searches had a filter
+    # shown: "orange" -> D1:1-5 (5), "Lisbon" -> D2:1-4 (4, twice)
+    assert st["records_per_search"] == pytest.approx((5 + 4 + 4) / 3)
+    res, _, _ = run([[(call("search_memory", query="orange", **kw), "stop"), (call("submit_answer", answer="x"),
+                                                                              "stop")]])
+    assert "search_hit_rate" not in res.stats and "evidence_found" not in res.stats  # no evidence: no hit metrics

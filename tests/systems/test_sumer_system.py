@@ -39,6 +39,8 @@ def test_train_stream_and_samples():
     assert [x.qid for x in next(s2)] == [x.qid for x in a[128:192]]
     assert a[0].user.startswith("The conversation is between Deborah and Jolene; it has 30 sessions, from ")
     assert a[0].tools is sys_.tools("conv-48") and a[0].category != 5
+    ids = {r.id for r in a[0].tools.retriever.records}  # the evidence rides on the sample (search hit metrics)
+    assert sum(bool(x.evidence) for x in a) > 0.9 * len(a) and all(e in ids for x in a for e in x.evidence)
 
 
 @pytest.mark.slow  # ~50 s on CPU: compiles the engine for the 151,936-row vocabulary

@@ -39,6 +39,10 @@ def test_samples_need_a_search_and_keyword_finds_exactly_the_person(index):
         assert [m.content for w in hit.windows for m in w] == [f"{key} in {s.gold}"]
     else:
         assert [r.content for r in about] == [f"{key} in {s.gold}"]
+    answer = [r for r in recs if r.id in s.evidence]  # the evidence is the one record that answers
+    assert len(s.evidence) == 1 and [r.content for r in answer] == [f"{key} in {s.gold}"]
+    if "session" in words:
+        assert answer[0].session == int(words[5])
     assert make_sample(TinySumerTask(), 0, index).question == s.question  # deterministic
     memory_words = [w for w in WORDS if not w.startswith("<")]  # what records and their metadata are made of
     assert len(WORDS) <= 64 and all(p not in w for p in PEOPLE for w in memory_words if w != p)
