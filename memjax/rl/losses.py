@@ -271,7 +271,7 @@ def value_loss(values, old_values, returns, mask, *, clip_value: float | None = 
 
 
 def step_policy_loss(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
-                          dual_clip: float | None = None, log_ratio_clamp: float = 20.0, steps_denominator=None,
+                     dual_clip: float | None = None, log_ratio_clamp: float = 20.0, steps_denominator=None,
                      tokens_denominator=None, ref_logp=None, kl_coef: float = 0.0, kl_estimator: str = "k3",
                      entropy=None, entropy_coef: float = 0.0, log_ratio_clamp_mode: str = "both"):
     """Memory-R2's step-level loss over rows [R, T] (see the module docstring) -> (loss, metrics).
