@@ -177,7 +177,7 @@ def main(argv=None) -> dict | None:
     args = ap.parse_args(argv)
     if args.run_case:
         import faulthandler
-        faulthandler.dump_traceback_later(max(args.timeout - 4.0, 1.0), repeat=True)
+        faulthandler.dump_traceback_later(max(args.timeout - 4.0, 1.0))  # once: repeated dumps during native work crashed a child (exit -11)
         run_case((SMOKE | CASES)[args.run_case])
         return None
     if args.out_dir is None:

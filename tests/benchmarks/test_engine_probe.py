@@ -29,6 +29,6 @@ def test_smoke_case_steps_to_the_end(tmp_path):
 
 
 def test_case_past_its_timeout_is_killed_with_a_traceback(tmp_path):
-    r = _probe(tmp_path, "--only", "tiny_mixed_legacy", "--timeout", "3")["tiny_mixed_legacy"]
+    r = _probe(tmp_path, "--only", "tiny_mixed_legacy", "--timeout", "6")["tiny_mixed_legacy"]
     assert r["status"] == "timeout" and r["seconds"] < 20
     assert "Thread 0x" in r["last_traceback"] and "engine_probe.py" in r["last_traceback"]
