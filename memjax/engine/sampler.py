@@ -1,27 +1,74 @@
-"""Token sampling for the engine: greedy, temperature, top-k and top-p, with no vocabulary sort.
+"""Token sampling for the engine: greedy, temperature, top-k and top-p, with no vocabulary sort and no
+[b, V] random draw.
 
-Owns: `sample(logits, temperature, top_p, top_k, seeds, positions)` for a batch of rows.
+Owns: `sample(logits, temperature, top_p, top_k, seeds, positions, processed)` for a batch of rows, and the
+truncation set (`allowed_threshold` / `allowed_mask`) and `processed_logprob` the trainer recomputes with
+(memjax.rl.logprobs).
 Invariants:
-- Temperature > 0 samples by Gumbel-max: argmax(logits / T + Gumbel noise) over the allowed tokens.
-- top-k and top-p are thresholds found by bisection (a fixed number of halvings of [min, max] logit),
-  never by sorting the vocabulary: top-k keeps the tokens whose logit is >= the k-th largest (ties may
-  keep a few more); top-p keeps the smallest set of most-probable tokens whose mass reaches p (as a
-  probability threshold; ties at the threshold are kept, so the kept mass is >= p).
-- The PRNG key of a sampled token is fold_in(key(seed), position): a request's sample depends only on
-  its own seed and position, not on its batch neighbours, and is reproduced exactly after preemption.
+- Work over the vocabulary is a few streaming reductions of the [b, V] logits viewed as [b, nb, blk] blocks
+  (`vocab_blocks`: blk a divisor of V near sqrt(V); -inf padding only when V has none), never a sort, a
+  [b, V] variadic argmax reduction or a [b, V] noise draw: on XLA:CPU `jnp.argmax` over [64, 151936] takes
+  ~30x a max reduction, and a Gumbel draw over it as long again (benchmarks/peers.py profile, BUILD.md).
+- Greedy rows take the first maximum of the raw logits (jnp.argmax's tie rule: first block holding the
+  maximum, then the first index in it).
+- Temperature > 0 samples by inversion of the categorical CDF: one uniform u per row, the block whose
+  cumulative mass of exp(logits / T - max) first exceeds u * Z, then the token inside that block (its
+  exp recomputed for blk entries). Exact in distribution up to f32 rounding of the block sums.
+- top-k and top-p are one threshold per row, found by bisection (a fixed number of halvings of [min, max]),
+  and the allowed set is {logit / T >= threshold}: top-k keeps the tokens whose logit is >= the k-th largest
+  (ties may keep a few more); top-p keeps the smallest set of most-probable tokens whose mass reaches p (ties
+  at the threshold are kept, so the kept mass is >= p).
+- The uniform of a sampled token comes from fold_in(key(seed), position): a request's sample depends only on
+  its own seed, position and logits, not on its batch neighbours, and is reproduced exactly after preemption.
 - The returned log-prob is log_softmax(logits / T)[token] over the full vocabulary, before top-k/top-p
   truncation (T = 1 when greedy), as verl does; rows with processed=True instead get the log-prob under
   the truncated, renormalised distribution sampled from: logits/T [token] - logsumexp over the allowed
-  set (`processed_logprob`; greedy rows ignore truncation, so theirs is the raw value). The trainer
-  recomputes either with the same functions (memjax.rl.logprobs).
+  set (`processed_logprob`; greedy rows ignore truncation, so theirs is the raw value).
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
 
 _BISECT_STEPS = 32
+_SINGLE_BLOCK_MAX = 4096  # vocabularies up to this size are one block
+
+
+def vocab_block(v: int) -> int:
+    """Block length for the two-stage reductions over a v-token vocabulary: v itself when small, else the
+    smallest divisor of v >= sqrt(v) (at most 128 blocks of >= 1187 for Qwen2.5's 151,936 and 152,064 tokens),
+    else 1024 with padding when that divisor is over 16 sqrt(v) (a prime v)."""
+    if v <= _SINGLE_BLOCK_MAX:
+        return v
+    r = math.isqrt(v)
+    best = min(d for i in range(1, r + 1) if v % i == 0 for d in (i, v // i) if d >= r)
+    return best if best <= 16 * r else 1024
+
+
+def vocab_blocks(x: jax.Array) -> jax.Array:
+    """[b, V] -> [b, nb, blk] (a reshape; padded with -inf at the end when blk does not divide V)."""
+    b, v = x.shape
+    blk = vocab_block(v)
+    nb = -(-v // blk)
+    if nb * blk != v:
+        x = jnp.pad(x, ((0, 0), (0, nb * blk - v)), constant_values=-jnp.inf)
+    return x.reshape(b, nb, blk)
+
+
+def _pick_block(xb: jax.Array, j: jax.Array) -> jax.Array:
+    """xb [b, nb, blk], j int [b] -> [b, blk] (block j of each row)."""
+    return jnp.take_along_axis(xb, j[:, None, None], axis=1)[:, 0]
+
+
+def block_argmax(x: jax.Array) -> jax.Array:
+    """int32 [b]: jnp.argmax(x, -1) of x [b, V] (the first maximum), in two stages. A row holding NaN gets some
+    index in [0, V) (XLA:CPU's max reduction may skip NaN)."""
+    xb = vocab_blocks(x)
+    j = jnp.argmax(xb.max(-1), -1)
+    return (j * xb.shape[-1] + jnp.argmax(_pick_block(xb, j), -1)).astype(jnp.int32)
 
 
 def _bisect_threshold(x: jax.Array, ok, steps: int = _BISECT_STEPS) -> jax.Array:
@@ -38,15 +85,22 @@ def _bisect_threshold(x: jax.Array, ok, steps: int = _BISECT_STEPS) -> jax.Array
     return jnp.where(ok(x >= hi[:, None]), hi, lo)
 
 
-def allowed_mask(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.Array:
-    """scaled logits [b, V] (already / T) -> bool [b, V] of tokens inside top-k and the top-p nucleus."""
+def allowed_threshold(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.Array:
+    """scaled logits [b, V] (already / T) -> f32 [b]: the allowed set of top-k and the top-p nucleus is
+    {scaled >= threshold} (the nucleus is a probability threshold, and probability is monotone in the logit,
+    so it is the smallest logit of the nucleus)."""
     k = jnp.where(top_k > 0, top_k, scaled.shape[-1])
     tau_k = _bisect_threshold(scaled, lambda m: m.sum(-1) >= k)
     keep = scaled >= tau_k[:, None]
     probs = jax.nn.softmax(jnp.where(keep, scaled, -jnp.inf), axis=-1)
     tau_p = _bisect_threshold(probs, lambda m: jnp.where(m, probs, 0.0).sum(-1) >= top_p * (1 - 1e-6))
-    nucleus = probs >= tau_p[:, None]
-    return keep & jnp.where((top_p < 1.0)[:, None], nucleus, True)
+    nucleus_min = jnp.where(keep & (probs >= tau_p[:, None]), scaled, jnp.inf).min(-1)
+    return jnp.where(top_p < 1.0, nucleus_min, tau_k)
+
+
+def allowed_mask(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.Array:
+    """scaled logits [b, V] (already / T) -> bool [b, V] of tokens inside top-k and the top-p nucleus."""
+    return scaled >= allowed_threshold(scaled, top_p, top_k)[:, None]
 
 
 def processed_logprob(scaled: jax.Array, allowed: jax.Array, token: jax.Array) -> jax.Array:
@@ -54,6 +108,12 @@ def processed_logprob(scaled: jax.Array, allowed: jax.Array, token: jax.Array) -
     softmax(scaled) restricted to the allowed set (f32 [...])."""
     lse = jax.nn.logsumexp(jnp.where(allowed, scaled, -jnp.inf), axis=-1)
     return jnp.take_along_axis(scaled, token[..., None], axis=-1)[..., 0] - lse
+
+
+def _last_positive(x: jax.Array) -> jax.Array:
+    """int32 [b]: index of the last x[b, i] > 0 (0 when none)."""
+    n = x.shape[-1]
+    return (n - 1 - jnp.argmax(x[:, ::-1] > 0, axis=-1)).astype(jnp.int32)
 
 
 def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: jax.Array,
@@ -64,27 +124,45 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
 
     Returns (token int32 [b], logprob f32 [b]).
     """
-    logits = logits.astype(jnp.float32)
+    logits = logits.astype(jnp.float32)  # the LM head's output: every pass below is a reduction over it
+    b = logits.shape[0]
     greedy = temperature <= 0
-    t = jnp.where(greedy, 1.0, temperature)
-    scaled = logits / t[:, None]
-    lse_raw = jax.nn.logsumexp(scaled, axis=-1)
-    needs_mask = jnp.any((top_p < 1.0) | (top_k > 0))
-    allowed = jax.lax.cond(needs_mask, lambda: allowed_mask(scaled, top_p, top_k),
-                           lambda: jnp.ones(scaled.shape, bool))
+    inv_t = 1.0 / jnp.where(greedy, 1.0, temperature)[:, None, None]  # no [b, V] `logits / T` is materialised
+    masked = jnp.any(((top_p < 1.0) | (top_k > 0)) & ~greedy)
+    tau = jax.lax.cond(masked, lambda: allowed_threshold(logits * inv_t[:, 0], top_p, top_k),
+                       lambda: jnp.full((b,), -jnp.inf, jnp.float32))
+    xb = vocab_blocks(logits)  # [b, nb, blk] view (a bitcast when blk divides V)
+    blk = xb.shape[-1]
+    bmax = xb.max(-1)  # [b, nb] raw block maxima
+    m = bmax.max(-1) * inv_t[:, 0, 0]  # = max(logits / T): scaling by 1 / T > 0 is monotone
+    m = jnp.where(jnp.isfinite(m), m, 0.0)
+    exp = lambda: jnp.exp(xb * inv_t - m[:, None, None])  # fused into each reduction, never materialised
+    # [b, nb] softmax mass of each block (before truncation); the barrier keeps XLA from also reducing the exp
+    # straight to [b] for the log-normaliser, which would give it two consumers and materialise it
+    z_raw = jax.lax.optimization_barrier(exp().sum(-1))
+    z_ok = jax.lax.cond(masked, lambda: jnp.where(xb * inv_t >= tau[:, None, None], exp(), 0.0).sum(-1),
+                        lambda: z_raw)  # ... inside the allowed set
 
-    def gumbel(seed, pos):
-        key = jax.random.fold_in(jax.random.key(seed.astype(jnp.uint32)), pos)
-        return jax.random.gumbel(key, (logits.shape[-1],), jnp.float32)
+    # greedy: first maximum of the raw logits (block of the maximum, then its first index)
+    jg = jnp.argmax(bmax, -1)
+    tok_greedy = jg * blk + jnp.argmax(_pick_block(xb, jg), -1)
 
-    # an all-greedy batch (the common evaluation case) draws no noise: a [b, V] Gumbel draw costs as much as
-    # the rest of the sampler together on CPU
-    noisy = jax.lax.cond(jnp.all(greedy), lambda: scaled,
-                         lambda: jnp.where(greedy[:, None], scaled, scaled + jax.vmap(gumbel)(seeds, positions)))
-    token = jnp.argmax(jnp.where(allowed | greedy[:, None], noisy, -jnp.inf), axis=-1).astype(jnp.int32)
-    raw = jnp.take_along_axis(scaled, token[:, None], axis=-1)[:, 0] - lse_raw
+    # sampled: invert the CDF of the allowed mass, block first, then inside the block
+    u = jax.vmap(lambda s, p: jax.random.uniform(jax.random.fold_in(jax.random.key(s.astype(jnp.uint32)), p)))(
+        seeds, positions)
+    cum = jnp.cumsum(z_ok, -1)
+    target = u * cum[:, -1]
+    j = jnp.minimum((cum <= target[:, None]).sum(-1), _last_positive(z_ok))
+    before = jnp.where(j > 0, jnp.take_along_axis(cum, jnp.maximum(j - 1, 0)[:, None], -1)[:, 0], 0.0)
+    row = _pick_block(xb, j) * inv_t[:, 0]
+    row_e = jnp.where(row >= tau[:, None], jnp.exp(row - m[:, None]), 0.0)
+    k = jnp.minimum((jnp.cumsum(row_e, -1) <= (target - before)[:, None]).sum(-1), _last_positive(row_e))
+    tok_sampled = j * blk + k
+
+    token = jnp.where(greedy, tok_greedy, tok_sampled).astype(jnp.int32)
+    s_tok = jnp.take_along_axis(logits, token[:, None], axis=-1)[:, 0] * inv_t[:, 0, 0]
+    raw = s_tok - (m + jnp.log(z_raw.sum(-1)))
     if processed is None:
         return token, raw
-    proc = jax.lax.cond(needs_mask & (processed & ~greedy).any(),
-                        lambda: processed_logprob(scaled, allowed, token), lambda: raw)
+    proc = s_tok - (m + jnp.log(z_ok.sum(-1)))
     return token, jnp.where(processed & ~greedy, proc, raw)

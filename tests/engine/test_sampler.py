@@ -101,3 +101,38 @@ def test_processed_logprobs_are_under_the_truncated_distribution():
         assert tok[i] in keep
         np.testing.assert_allclose(lp[i], s[tok[i]] - np.logaddexp.reduce(s[keep]), atol=1e-5)
         assert lp[i] > raw[tok[i]] + 1e-3  # renormalising over a strict subset raises the log-prob
+
+
+@pytest.mark.parametrize("v", [8_192, 151_936, 10_007])  # 2^13 (blocks of 128), Qwen2.5's vocabulary, a prime (padded)
+def test_blocked_argmax_is_jnp_argmax(v):
+    from memjax.engine.sampler import block_argmax, vocab_block
+
+    blk = vocab_block(v)
+    assert blk * blk >= v and (v % blk == 0 or blk == 1024)
+    r = np.random.default_rng(v)
+    x = r.normal(size=(6, v)).astype(np.float32)
+    x[1, [5, v - 3]] = 50.0  # tie across blocks: the first wins
+    x[2, [v // 2, v // 2 + 1]] = 50.0  # tie inside a block
+    x[3, :] = -np.inf
+    x[4, v - 1] = 50.0  # the last token (padding must never win)
+    x[5, [7, v - 1]] = np.nan  # a broken row: any token id in range, never the padding
+    got = np.asarray(jax.jit(block_argmax)(jnp.asarray(x)))
+    np.testing.assert_array_equal(got[:5], np.asarray(jnp.argmax(jnp.asarray(x[:5]), -1)))
+    assert 0 <= got[5] < v
+
+
+@pytest.mark.parametrize("v", [12_288, 10_007])
+def test_sampling_over_many_blocks_matches_softmax(v):
+    """Inversion sampling across blocks (and padding): 8 likely tokens in different blocks, the rest improbable."""
+    hot = np.linspace(3, v - 2, 8).astype(int)
+    logits = np.full(v, -30.0, np.float32)
+    logits[hot] = [1.0, 0.2, -0.5, 2.0, 0.0, -1.5, 0.7, 1.3]
+    n = 20_000
+    tok, lp = _draw(logits, n, 0.8)
+    assert set(tok.tolist()) <= set(hot.tolist())
+    s = logits.astype(np.float64) / 0.8
+    p = np.exp(s - np.logaddexp.reduce(s))
+    counts = np.array([(tok == h).sum() for h in hot])
+    chi2 = ((counts - n * p[hot]) ** 2 / (n * p[hot])).sum()
+    assert chi2 < CHI2_999[7], (chi2, counts, n * p[hot])
+    np.testing.assert_allclose(lp, np.log(p)[tok], atol=1e-5)
