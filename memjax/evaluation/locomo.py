@@ -98,8 +98,8 @@ def score_table(records: Iterable[dict], *, f1: str = "set", metrics: str = "mem
     prof = get_profile(metrics, "answer")
     key = "f1_set" if f1 == "set" else "f1"
     if metrics != "memjax":
-        records = [{**r, key: prof.f1(r["prediction"], r["gold"]), "b1": prof.bleu1(r["prediction"], r["gold"])}
-                   for r in records]
+        records = [{**r, key: prof.f1(r["prediction"], r["gold"], r["category"]),
+                    "b1": None if prof.bleu1 is None else prof.bleu1(r["prediction"], r["gold"])} for r in records]
     groups: dict[str, list[dict]] = {CATEGORY_NAMES[c]: [] for c in ORDER}
     recs = list(records)
     for r in recs:
@@ -114,7 +114,7 @@ def score_table(records: Iterable[dict], *, f1: str = "set", metrics: str = "mem
             ev = [len(r["evidence"]) for r in with_mem]
             missing = sum(x * n for x, n in zip(ratios, ev) if x is not None)
             mf = None if sum(ev) == 0 else round(100.0 * missing / sum(ev), 2)
-        table[name] = {"n": len(rs), "F1": _pct([r[key] for r in rs]), "B1": _pct([r["b1"] for r in rs]),
+        table[name] = {"n": len(rs), "F1": _pct([r[key] for r in rs]), "B1": None if prof.bleu1 is None else _pct([r["b1"] for r in rs]),
                        "J": _pct([r["j"] for r in rs]), "M-Fail": mf}
     return table
 
@@ -259,7 +259,7 @@ class LocomoEvalConfig:
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-oss-120b"
     f1: str = "set"                      # only for metrics="memjax": its set or multiset F1
-    metrics: str = "memory_r2"           # answer metric profile (memjax.evaluation.profiles): memory_r2 | memjax
+    metrics: str = "memory_r2"           # answer metric profile (memjax.evaluation.profiles): memory_r2 | locomo | memjax
     limit: int | None = None
     batch_size: int = 64                 # questions per predictor call (a model system batches its engine calls)
     # system="memory_r1" (memjax/evaluation/memory_r1.py): answer agent `model`, manager `manager_hf_path`
