@@ -259,7 +259,7 @@ class LocomoEvalConfig:
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-oss-120b"
     f1: str = "set"                      # only for metrics="memjax": its set or multiset F1
-    metrics: str = "memory_r2"           # answer metric profile (memjax.evaluation.profiles): memory_r2 | locomo | memjax
+    metrics: str = "memory_r2"           # answer metric profile (memjax.evaluation.profiles): memory_r2 | locomo | mem0 | sumer | memjax
     limit: int | None = None
     batch_size: int = 64                 # questions per predictor call (a model system batches its engine calls)
     # system="memory_r1" (memjax/evaluation/memory_r1.py): answer agent `model`, manager `manager_hf_path`

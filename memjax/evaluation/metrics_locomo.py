@@ -11,7 +11,7 @@ The official code removes the words with the `regex` module's `\\b`, whose word 
 decimal digits, letter numbers, connector punctuation, the join controls and the other-alphabetic symbols; Python's
 `re` differs (it counts other numbers such as '²' and not marks), so the boundary test is written out here.
 Stemming is `memjax.evaluation.porter.porter_stem` (nltk's default PorterStemmer, re-implemented).
-Invariants: equal to the official functions (nltk 3.10.4, regex 2026.11.19) on the golden pairs in
+Invariants: equal to the official functions (run with nltk 3.9.1 and regex; nltk 3.10.4 gives the same) on the pairs in
 tests/fixtures/metric_goldens_locomo.json (scripts/gen_metric_goldens.py).
 """
 

@@ -15,6 +15,14 @@ Profiles (this module grows one per paper; only those listed exist):
   `memjax.evaluation.metrics_locomo.locomo_qa_f1` — commas and a/an/the/and removed, Porter-stemmed multiset F1,
   category-1 answers split on commas (mean over gold parts of the best predicted part), category-3 golds cut at ';'.
   LoCoMo computes no BLEU: the profile has none (tables show B1 as missing).
+- `mem0`: Mem0's LoCoMo evaluation (`mem0ai/mem0` @373709f, evaluation/metrics/utils.py, as evaluation/evals.py
+  calls it; borrowed from A-Mem): `memjax.evaluation.metrics_mem0` — F1 over `simple_tokenize` token *sets* divided by
+  the set sizes (no article or punctuation removal beyond `. , ! ?`), BLEU-1 of `nltk.word_tokenize` tokens with
+  smoothing method1 (nltk 3.9.1 re-implemented: `memjax.evaluation.nltk_word_tokenize`).
+- `sumer`: SUMER has no public code. Its F1 is "over token sets" and its Table 1 sets it beside Mem0 and A-MEM
+  numbers it produced by running those projects' code, whose evaluation is Mem0's `utils.py`; the `sumer` profile is
+  therefore the `mem0` functions (an inference from the paper, not checked against SUMER's own code). SUMER's set F1
+  over SQuAD-normalised tokens, memjax's earlier reading, is the `memjax` profile.
 - `memagent` (boxed): MemAgent (`BytedTsinghua-SIA/MemAgent` @76b7a65, taskutils/memory_eval/ruler_hqa.py with the
   boxed extractor): `memjax.rewards.memagent_official.ruler_hqa_item` — answers[0] only, 2-decimal rounding, the
   reference box reader (its crashes counted as `crashed`, scored 0).
@@ -42,6 +50,7 @@ from ..rewards.locomo import token_set_f1
 from ..rewards.memagent_official import ruler_hqa_item
 from ..rewards.text import bleu1 as _memjax_bleu1
 from .metrics_locomo import locomo_qa_f1
+from .metrics_mem0 import mem0_bleu1, mem0_f1
 
 _PUNCT = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -120,11 +129,14 @@ class BoxedProfile:
     kind: str = "boxed"
 
 
+_MEM0 = "mem0ai/mem0@373709f:evaluation/metrics/utils.py"
 _MA = "BytedTsinghua-SIA/MemAgent@76b7a65:taskutils/memory_eval/ruler_hqa.py"
 PROFILES: dict[str, MetricProfile | BoxedProfile] = {
     "memory_r2": MetricProfile("memory_r2", "ahmedehabb/Memory-R2@357b4ec:src/verl/verl/workers/reward_manager/rema.py",
                                memory_r2_f1, memory_r2_bleu1),
     "memjax": MetricProfile("memjax", "", _memjax_f1, _memjax_bleu),
+    "mem0": MetricProfile("mem0", _MEM0, mem0_f1, mem0_bleu1),
+    "sumer": MetricProfile("sumer", _MEM0 + " (inferred for SUMER, which has no public code)", mem0_f1, mem0_bleu1),
     "locomo": MetricProfile("locomo", "snap-research/locomo@9228632(code):task_eval/evaluation.py", locomo_qa_f1, None),
     "memagent": BoxedProfile("memagent", _MA, _memagent_official),
     "memagent_lenient": BoxedProfile("memagent_lenient", "", _memagent_lenient),
