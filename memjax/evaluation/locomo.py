@@ -40,6 +40,7 @@ from ..engine.config import EngineConfig
 from ..modelsource import ModelSource
 from ..rewards.locomo import RuleBasedJudge, m_fail, token_set_f1
 from ..rewards.text import bleu1, token_f1_multiset
+from ..rewards.judge_profiles import get_judge_profile
 from .profiles import get_profile
 
 ORDER = (4, 1, 3, 2)    # single-hop, multi-hop, open-domain, temporal (SUMER / Memory-R2 table order)
@@ -55,6 +56,7 @@ class RunCounts:
     predictor_errors: int = 0
     judge_unparsed: int = 0
     judge_errors: int = 0
+    judge_dropped: int = 0      # replies without a label left out of J (judge profile memory_r2)
     torn_lines: int = 0
 
 
@@ -83,7 +85,9 @@ def _unpack(out: Any) -> tuple[str | None, list[str] | None]:
     return (out if isinstance(out, str) else None), None
 
 
-def _pct(xs: Sequence[float]) -> float | None:
+def _pct(xs: Sequence[float | None]) -> float | None:
+    """Mean in percent of the values that are not None (a J dropped by the judge profile is None)."""
+    xs = [x for x in xs if x is not None]
     return None if not xs else round(100.0 * sum(xs) / len(xs), 2)
 
 
@@ -217,9 +221,11 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
                 counts.no_answer += answer is None
                 counts.judge_unparsed += verdict.source == "none"
                 counts.judge_errors += verdict.source == "error"
+                counts.judge_dropped += verdict.dropped
                 rec.update(prediction=answer, f1=token_f1_multiset(answer, [q.answer]),
                            f1_set=token_set_f1(answer, q.answer), b1=bleu1(answer, [q.answer]),
-                           j=float(verdict.correct), judge_label=verdict.label, judge_source=verdict.source)
+                           j=None if verdict.dropped else float(verdict.correct), judge_label=verdict.label,
+                           judge_source=verdict.source)
                 if dia is not None:
                     rec["memory_dia_ids"] = dia
                 fh.write(json.dumps(rec) + "\n")
@@ -258,6 +264,7 @@ class LocomoEvalConfig:
     judge: str = "rule"                  # "rule" (tests only) | "openai"
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-oss-120b"
+    judge_profile: str = "memory_r1"     # judge prompt + label parser (memjax.rewards.judge_profiles): memory_r1 | memory_r2 | mem0
     f1: str = "set"                      # only for metrics="memjax": its set or multiset F1
     metrics: str = "memory_r2"           # answer metric profile (memjax.evaluation.profiles): memory_r2 | locomo | mem0 | sumer | memjax
     limit: int | None = None
@@ -282,6 +289,7 @@ class LocomoEvalConfig:
             raise ValueError(f"LocomoEvalConfig.f1: 'set' or 'multiset', got {self.f1!r}")
         try:
             get_profile(self.metrics, "answer")
+            get_judge_profile(self.judge_profile)
         except ValueError as e:
             raise ValueError(f"LocomoEvalConfig.{e}") from None
         if self.limit is not None and self.limit <= 0:
@@ -322,7 +330,8 @@ def make_judge(cfg: LocomoEvalConfig):
         return RuleBasedJudge()
     from ..rewards.locomo import OpenAIJudge
 
-    return OpenAIJudge(cfg.judge_url, cfg.judge_model, api_key=os.environ.get("OPENAI_API_KEY"))
+    return OpenAIJudge(cfg.judge_url, cfg.judge_model, api_key=os.environ.get("OPENAI_API_KEY"),
+                       profile=cfg.judge_profile)
 
 
 def split_part(cfg: LocomoEvalConfig) -> list[Question]:

@@ -71,6 +71,7 @@ class MemoryR2Section(AgentSection):
     judge: str = "rule"  # "rule" (RuleBasedJudge, not an LLM) | "openai"
     judge_url: str = ""
     judge_model: str = ""
+    judge_profile: str = "memory_r2"  # memjax.rewards.judge_profiles: Memory-R2's scorer prompt + extract_label
     adv_eps: float = 1e-6
     # a LoGo group of one rollout: "zero" (A = 0) or "reward" (A = r / (1 + adv_eps), the official code's
     # mean 0 / std 1 rule; configs/memory_r2*.py); memjax/rl/estimators.py group_normalise
@@ -98,6 +99,8 @@ class MemoryR2Section(AgentSection):
 
     def __post_init__(self):
         self.episode()  # validates the episode fields
+        from ..rewards.judge_profiles import get_judge_profile
+        get_judge_profile(self.judge_profile)
         if len(self.curriculum_steps) != len(self.curriculum_sessions) or not self.curriculum_steps \
                 or self.curriculum_steps[0] != 0 or list(self.curriculum_steps) != sorted(set(self.curriculum_steps)):
             raise ValueError("MemoryR2Section.curriculum_steps must start at 0, increase strictly and match "
@@ -266,7 +269,8 @@ class MemoryR2System(System):
 
     def _judge(self):
         c = self.cfg
-        return RuleBasedJudge() if c.judge == "rule" else OpenAIJudge(c.judge_url, c.judge_model)
+        return RuleBasedJudge() if c.judge == "rule" else OpenAIJudge(c.judge_url, c.judge_model,
+                                                                        profile=c.judge_profile)
 
 
 def evaluation_metrics(traces: list[dict], judge, stats: dict | None = None) -> dict[str, Any]:
@@ -282,7 +286,8 @@ def evaluation_metrics(traces: list[dict], judge, stats: dict | None = None) -> 
             continue
         out[f"f1/{name}"] = float(np.mean([rows[i]["f1"] for i in idx]))
         out[f"bleu1/{name}"] = float(np.mean([bleu1(rows[i]["answer"] or "", rows[i]["gold"] or "") for i in idx]))
-        out[f"j/{name}"] = float(np.mean([verdicts[i].correct for i in idx]))
+        kept = [verdicts[i].correct for i in idx if not verdicts[i].dropped]   # Memory-R2's scorer drops no-label
+        out[f"j/{name}"] = float(np.mean(kept)) if kept else float("nan")
     missing = total = 0
     for tr in traces:
         ev = [q["evidence"] for q in tr["questions"]]
