@@ -6,7 +6,7 @@ trajectory per (conversation, global rollout), n = group_size of them per conver
 Episode (global chain): sessions 1..T in order (T = min(sessions, max_sessions)), the bank persisting. Session
 t is cut into K chunks of ceil(turns/K) turns (trailing chunks may be empty; the extractor still sees "[]",
 as in the public code, unless skip_empty_chunks). Per chunk: an extractor call (its chat: system
-EXTRACTOR_SYSTEM, then one user message per chunk, EXTRACTOR_PREFIX from the second on, with its earlier
+the extractor system prompt of `MemoryR2Config.prompt_revision` (memory_r2_prompts.system_prompts), then one user message per chunk, EXTRACTOR_PREFIX from the second on, with its earlier
 answers), then a manager call (its own chat likewise) whose message lists the parsed facts and their
 candidate memories; its operations are applied (`memjax.memory.apply_r2`; bad JSON / ids are counted no-ops).
 Both chats are reset at every session. Both roles are the same model (row `role`: 0 extractor, 1 manager).
@@ -54,7 +54,7 @@ from ..rl.batch import Conversation as Row
 from ..tokenizer import TokenIds
 from .memory_r2_messages import (FactStats, VectorCache, extractor_message, format_turns, manager_message,
                                  manager_payload, parse_facts, select_candidates)
-from .memory_r2_prompts import EXTRACTOR_SYSTEM, MANAGER_SYSTEM
+from .memory_r2_prompts import system_prompts
 from .memory_r2_reward import AnswerAgent, credit_sessions, session_reward, word_count
 from .workflow import Request, Trajectory, Workflow
 
@@ -84,8 +84,10 @@ class MemoryR2Config:
     questions_local: int = 16
     lam: float = 0.3
     alpha: float = 0.7
+    prompt_revision: str = "85aeeb1"  # extractor/manager system prompts (memory_r2_prompts.PROMPT_REVISIONS): 85aeeb1 | f6d3e04
 
     def __post_init__(self):
+        system_prompts(self.prompt_revision)
         for f in ("chunks_per_session", "max_prompt_tokens", "max_response_tokens", "top_k_per_fact",
                   "max_candidates", "group_size"):
             if getattr(self, f) <= 0:
@@ -169,7 +171,7 @@ class MemoryR2(Workflow):
         self.pad_id = getattr(tokenizer, "pad_id", 0)
         self.stop_ids = tuple(stop_token_ids) if stop_token_ids is not None else tuple(
             sorted({tokenizer.eos_id, tokenizer.endoftext_id}))
-        self.system = [TokenIds(tokenizer.encode(EXTRACTOR_SYSTEM)), TokenIds(tokenizer.encode(MANAGER_SYSTEM))]
+        self.system = [TokenIds(tokenizer.encode(p)) for p in system_prompts(config.prompt_revision)]
 
     # -- sample preparation --------------------------------------------------------------------------
     def prepare(self, sample: R2Sample) -> Prepared:

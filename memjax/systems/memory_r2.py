@@ -96,6 +96,7 @@ class MemoryR2Section(AgentSection):
     questions_local: int = 16
     lam: float = 0.3
     alpha: float = 0.7
+    prompt_revision: str = "85aeeb1"  # Memory-R2 extractor/manager system prompts: 85aeeb1 (official HEAD) | f6d3e04
 
     def __post_init__(self):
         self.episode()  # validates the episode fields
