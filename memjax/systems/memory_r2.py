@@ -97,6 +97,8 @@ class MemoryR2Section(AgentSection):
     lam: float = 0.3
     alpha: float = 0.7
     prompt_revision: str = "85aeeb1"  # Memory-R2 extractor/manager system prompts: 85aeeb1 (official HEAD) | f6d3e04
+    local_questions: str = "last_evidence"  # local-branch Q_t: "last_evidence" (official) | "any_evidence" (earlier)
+    dialogue_captions: bool = False  # C_t with image captions (memjax's earlier count); False: turn text only (official)
 
     def __post_init__(self):
         self.episode()  # validates the episode fields

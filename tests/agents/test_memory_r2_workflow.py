@@ -170,3 +170,27 @@ def test_chats_continue_on_the_engine_with_identical_rows():
     a, b = res.batch, runs[False][1].batch
     assert np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.prompt_len, b.prompt_len)
     assert [p for _, p, _ in eng.log] == [p for _, p, _ in runs[False][0].log]
+
+
+def test_local_questions_and_dialogue_words_follow_the_public_code():
+    """Q_t of a local branch: questions whose last evidence is at or before t (official) vs any evidence in t;
+    C_t: turn text only (official) vs with the image captions the extractor sees."""
+    from memjax.agents.memory_r2_reward import word_count
+    from memjax.data.locomo import Session
+
+    base = dataclasses.replace(CFG, local_prob=1.0, local_rollouts=2, questions_local=0)
+    s1 = list(CONV.sessions[0].turns)
+    s1[0] = dataclasses.replace(s1[0], image_caption="a photo of a small brown dog")
+    conv = dataclasses.replace(CONV, sessions=(Session(1, CONV.sessions[0].date_time, tuple(s1)),) + CONV.sessions[1:])
+    prep = workflow(base).prepare(R2Sample(conv))
+    # Q0: evidence in session 1; Q1: sessions 1 and 2 (Q2 adversarial, Q3 without evidence: never credited)
+    assert {p: qs for p, (_, qs) in prep.local_plan.items()} == {0: [0], 1: [0, 1], 2: [0, 1]}
+    old = workflow(dataclasses.replace(base, local_questions="any_evidence", dialogue_captions=True)).prepare(
+        R2Sample(conv))
+    assert {p: qs for p, (_, qs) in old.local_plan.items()} == {0: [0, 1], 1: [1], 2: []}
+    assert prep.credited == old.credited == {0: [0, 1], 1: [1], 2: []}     # the global sessions' Q_t is unchanged
+    c1 = sum(word_count(t.text) for t in s1)
+    assert prep.dialogue_words[0] == c1 and old.dialogue_words[0] == c1 + word_count("[Sent an image showing "
+                                                                                      "a photo of a small brown dog]")
+    with pytest.raises(ValueError, match="local_questions"):
+        MemoryR2Config(local_questions="nope")
