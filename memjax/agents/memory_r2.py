@@ -51,7 +51,6 @@ import numpy as np
 from ..data.locomo import Conversation, Question
 from ..engine import Completion, SamplingParams
 from ..memory import BankSnapshot, MemoryBank, OpStats, apply_r2
-from ..rewards.locomo import token_set_f1
 from ..rl.batch import Conversation as Row
 from ..tokenizer import TokenIds
 from .memory_r2_messages import (FactStats, VectorCache, extractor_message, format_turns, manager_message,
@@ -95,6 +94,9 @@ class MemoryR2Config:
     # C_t counts turn text only (False: the public code's data_preprocess.py) or also the image captions the
     # extractor sees (True: memjax's earlier count)
     dialogue_captions: bool = False
+    # the answer F1 of the reward: a metric profile (memjax.evaluation.profiles): "memory_r2" = rema.py compute_f1
+    # (token-set overlap over token-list lengths, the public code's reward), "memjax" = set overlap over set sizes
+    reward_f1: str = "memory_r2"
 
     def __post_init__(self):
         system_prompts(self.prompt_revision)
@@ -185,6 +187,8 @@ class MemoryR2(Workflow):
         self.stop_ids = tuple(stop_token_ids) if stop_token_ids is not None else tuple(
             sorted({tokenizer.eos_id, tokenizer.endoftext_id}))
         self.system = [TokenIds(tokenizer.encode(p)) for p in system_prompts(config.prompt_revision)]
+        from ..evaluation.profiles import get_profile   # evaluation sits above agents: imported when built
+        self._f1_fn = get_profile(config.reward_f1, "answer").f1
 
     # -- sample preparation --------------------------------------------------------------------------
     def prepare(self, sample: R2Sample) -> Prepared:
@@ -288,9 +292,9 @@ class MemoryR2(Workflow):
                                     [prep.questions[i].question for i in qpos])
         return dict(zip(qpos, answers))
 
-    @staticmethod
-    def _f1(prep: Prepared, answers: dict[int, str]) -> dict[int, float]:
-        return {i: token_set_f1(a, prep.questions[i].answer or "") for i, a in answers.items()}
+    def _f1(self, prep: Prepared, answers: dict[int, str]) -> dict[int, float]:
+        return {i: self._f1_fn(a, prep.questions[i].answer or "", prep.questions[i].category)
+                for i, a in answers.items()}
 
     # -- Workflow ------------------------------------------------------------------------------------
     def start(self, traj: Trajectory, prep: Prepared) -> list[Request]:

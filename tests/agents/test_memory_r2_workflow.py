@@ -194,3 +194,19 @@ def test_local_questions_and_dialogue_words_follow_the_public_code():
                                                                                       "a photo of a small brown dog]")
     with pytest.raises(ValueError, match="local_questions"):
         MemoryR2Config(local_questions="nope")
+
+
+def test_reward_f1_is_the_public_codes_compute_f1():
+    """The session reward's answer F1: rema.py compute_f1 (set overlap over list lengths) by default."""
+    from memjax.evaluation.profiles import memory_r2_f1
+    from memjax.rewards.locomo import token_set_f1
+
+    prep = workflow().prepare(R2Sample(CONV))
+    wf, old = workflow(), workflow(dataclasses.replace(CFG, reward_f1="memjax"))
+    ans = {0: "Rex Rex Rex, the puppy", 1: "nursing"}
+    got, was = wf._f1(prep, ans), old._f1(prep, ans)
+    assert got == {i: memory_r2_f1(a, prep.questions[i].answer) for i, a in ans.items()}
+    assert was == {i: token_set_f1(a, prep.questions[i].answer) for i, a in ans.items()}
+    assert got[0] < was[0]          # the repeats lower compute_f1, not the set F1
+    with pytest.raises(ValueError, match="unknown answer profile"):
+        workflow(dataclasses.replace(CFG, reward_f1="memagent"))
