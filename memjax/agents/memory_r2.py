@@ -6,7 +6,8 @@ trajectory per (conversation, global rollout), n = group_size of them per conver
 Episode (global chain): sessions 1..T in order (T = min(sessions, max_sessions)), the bank persisting. Session
 t is cut into K chunks of ceil(turns/K) turns (trailing chunks may be empty; the extractor still sees "[]",
 as in the public code, unless skip_empty_chunks). Per chunk: an extractor call (its chat: system
-the extractor system prompt of `MemoryR2Config.prompt_revision` (memory_r2_prompts.system_prompts), then one user message per chunk, EXTRACTOR_PREFIX from the second on, with its earlier
+the extractor system prompt of `MemoryR2Config.prompt_revision` (memory_r2_prompts.system_prompts), then one
+user message per chunk, EXTRACTOR_PREFIX from the second on, with its earlier
 answers), then a manager call (its own chat likewise) whose message lists the parsed facts and their
 candidate memories; its operations are applied (`memjax.memory.apply_r2`; bad JSON / ids are counted no-ops).
 Both chats are reset at every session. Both roles are the same model (row `role`: 0 extractor, 1 manager).
@@ -28,7 +29,8 @@ advantage is 0 and the branch spends rollouts without producing any gradient.
 Rewards (memory_r2_reward.py): a global chain's session t gets R(M_T, Q_t, T) from the final bank (the same
 answers, per-session question sets: questions with evidence in session t); a local chain gets R(M_t, Q_t, t) right
 after its session, Q_t per `local_questions` (default: every question whose last evidence is at or before t, as the
-public code). C_t (compression penalty) counts the turn texts of sessions 1..t (`dialogue_captions`: with captions). Question
+public code). C_t (compression penalty) counts the turn texts of sessions 1..t (`dialogue_captions`: with
+captions). Question
 subsets (questions_global over all credited questions, questions_local per session; 0 = all) are drawn
 once per sample from `R2Sample.seed`, so every rollout is scored on the same questions. Local plan (chosen
 sessions, anchors) also depends only on `R2Sample.seed`.
@@ -86,7 +88,7 @@ class MemoryR2Config:
     questions_local: int = 16
     lam: float = 0.3
     alpha: float = 0.7
-    prompt_revision: str = "85aeeb1"  # extractor/manager system prompts (memory_r2_prompts.PROMPT_REVISIONS): 85aeeb1 | f6d3e04
+    prompt_revision: str = "85aeeb1"  # extractor/manager system prompts (memory_r2_prompts.PROMPT_REVISIONS)
     # Q_t of a local branch at session t: "last_evidence" = questions whose last evidence session is <= t (the public
     # code's rows: data_preprocess.py keeps a QA in the row of its last evidence, the branch scores the rows so far);
     # "any_evidence" = questions with any evidence in session t (memjax's earlier reading)

@@ -118,7 +118,8 @@ def score_table(records: Iterable[dict], *, f1: str = "set", metrics: str = "mem
             ev = [len(r["evidence"]) for r in with_mem]
             missing = sum(x * n for x, n in zip(ratios, ev) if x is not None)
             mf = None if sum(ev) == 0 else round(100.0 * missing / sum(ev), 2)
-        table[name] = {"n": len(rs), "F1": _pct([r[key] for r in rs]), "B1": None if prof.bleu1 is None else _pct([r["b1"] for r in rs]),
+        b1 = None if prof.bleu1 is None else _pct([r["b1"] for r in rs])     # LoCoMo's own evaluation has no BLEU
+        table[name] = {"n": len(rs), "F1": _pct([r[key] for r in rs]), "B1": b1,
                        "J": _pct([r["j"] for r in rs]), "M-Fail": mf}
     return table
 
@@ -264,9 +265,9 @@ class LocomoEvalConfig:
     judge: str = "rule"                  # "rule" (tests only) | "openai"
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-oss-120b"
-    judge_profile: str = "memory_r1"     # judge prompt + label parser (memjax.rewards.judge_profiles): memory_r1 | memory_r2 | mem0
+    judge_profile: str = "memory_r1"     # judge prompt + parser (memjax.rewards.judge_profiles)
     f1: str = "set"                      # only for metrics="memjax": its set or multiset F1
-    metrics: str = "memory_r2"           # answer metric profile (memjax.evaluation.profiles): memory_r2 | locomo | mem0 | sumer | memjax
+    metrics: str = "memory_r2"           # answer metrics (memjax.evaluation.profiles)
     limit: int | None = None
     batch_size: int = 64                 # questions per predictor call (a model system batches its engine calls)
     # system="memory_r1" (memjax/evaluation/memory_r1.py): answer agent `model`, manager `manager_hf_path`

@@ -1,9 +1,9 @@
 """Mem0's LoCoMo answer metrics (mem0ai/mem0 @373709f, evaluation/metrics/utils.py, as evaluation/evals.py calls
 them), value for value. The file says it is borrowed from A-Mem's utils.py (WujiangXu/AgenticMemory).
 
-Owns: `mem0_f1` (`calculate_metrics(pred, gold)["f1"]`: both sides `str()`-ed, 0 when either is empty before
-stripping; tokens are `simple_tokenize` — lower-case, `. , ! ?` turned into spaces, whitespace split — and F1 is over
-token *sets*, divided by the set sizes) and `mem0_bleu1` (`calculate_bleu_scores(pred, gold)["bleu1"]`:
+Owns: `mem0_f1` (`calculate_metrics(pred, gold)["f1"]`: both sides `str()`-ed, 0 when either is empty
+before stripping; tokens are `simple_tokenize` — lower-case, `. , ! ?` turned into spaces, whitespace split —
+and F1 is over token *sets*, divided by the set sizes) and `mem0_bleu1` (`calculate_bleu_scores(pred, gold)["bleu1"]`:
 `nltk.word_tokenize` of both lower-cased sides, `sentence_bleu` with weights (1, 0, 0, 0) and smoothing method1:
 0 when no unigram matches, else brevity penalty x exp(log(clipped unigram precision))). Tokenisation is
 `memjax.evaluation.nltk_word_tokenize.word_tokenize_lower` (nltk 3.9.1 re-implemented, no nltk data needed).

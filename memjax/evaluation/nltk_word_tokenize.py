@@ -11,9 +11,9 @@ from nltk 3.9.1 (Apache-2.0, (C) NLTK Project), which used the standard `re` mod
 2. `NLTKWordTokenizer.tokenize` on each sentence (nltk/tokenize/destructive.py): the Treebank regexes (quotes,
    punctuation, final period, brackets, double dashes, clitics, MacIntyre contractions).
 Parameters: the English Punkt model's abbreviation types and collocations, and of its orthographic context only the
-entries that can change a decision on lower-cased text (memjax/assets/punkt/english_lower.json, NOTICE.md there, written from nltk's
-`load_punkt_params` by scripts/gen_locomo_mem0_goldens.py --write-punkt-asset). Why that subset suffices: the text is
-lower-cased first, so no token of the table's (ASCII) types starts upper-case; then the orthographic heuristic only
+entries that can change a decision on lower-cased text (memjax/assets/punkt/english_lower.json, NOTICE.md there,
+written from nltk's `load_punkt_params` by scripts/gen_locomo_mem0_goldens.py --write-punkt-asset). Why that
+subset suffices: the text is lower-cased first, so no token of the table's (ASCII) types starts upper-case; then the orthographic heuristic only
 asks, for a next token starting lower-case, whether its type was seen at a sentence start in lower case and never
 upper-case (`_ORTHO_BEG_LC` and not `_ORTHO_UC`), and the sentence-starter list is only read for upper-case next tokens.
 Invariants: equal to nltk 3.9.1's `word_tokenize(text.lower())` on the Mem0 BLEU goldens

@@ -97,8 +97,8 @@ class MemoryR2Section(AgentSection):
     alpha: float = 0.7
     prompt_revision: str = "85aeeb1"  # Memory-R2 extractor/manager system prompts: 85aeeb1 (official HEAD) | f6d3e04
     local_questions: str = "last_evidence"  # local-branch Q_t: "last_evidence" (official) | "any_evidence" (earlier)
-    dialogue_captions: bool = False  # C_t with image captions (memjax's earlier count); False: turn text only (official)
-    reward_f1: str = "memory_r2"  # reward/evaluation answer metrics: a memjax.evaluation.profiles name (official: memory_r2)
+    dialogue_captions: bool = False  # C_t with image captions (memjax's earlier); False: turn text only (official)
+    reward_f1: str = "memory_r2"  # reward / evaluation answer metrics: a memjax.evaluation.profiles name
 
     def __post_init__(self):
         self.episode()  # validates the episode fields
@@ -278,7 +278,8 @@ class MemoryR2System(System):
                                                                         profile=c.judge_profile)
 
 
-def evaluation_metrics(traces: list[dict], judge, stats: dict | None = None, *, metrics: str = "memjax") -> dict[str, Any]:
+def evaluation_metrics(traces: list[dict], judge, stats: dict | None = None, *,
+                       metrics: str = "memjax") -> dict[str, Any]:
     """F1 / BLEU-1 / J overall and per category, M-Fail and memory size from MemoryR2 evaluation traces. F1 is the
     traces' (the workflow's reward F1, `reward_f1`); BLEU-1 is the metric profile `metrics`' (memjax: its own)."""
     from ..evaluation.profiles import get_profile
