@@ -235,10 +235,12 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
             fh.flush()
     records = [done[q.qid] for q in questions if q.qid in done]
     table = score_table(records, f1=f1, metrics=metrics)
-    result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "f1": f1, "metrics_profile": metrics,
-              "table": table, "counts": vars(counts)}
+    jp = getattr(getattr(judge, "profile", None), "name", None)    # None: a judge without a profile (rule-based)
+    result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "judge_profile": jp, "f1": f1,
+              "metrics_profile": metrics, "table": table, "counts": vars(counts)}
     (out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    (out / "results.md").write_text(_markdown(table, f"{title} (judge: {result['judge']})", f1, metrics),
+    judge_title = result["judge"] + (f", profile {jp}" if jp else "")
+    (out / "results.md").write_text(_markdown(table, f"{title} (judge: {judge_title})", f1, metrics),
                                     encoding="utf-8")
     if chart:
         _chart(table, out / "scores.png", title)

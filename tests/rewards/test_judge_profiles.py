@@ -93,3 +93,16 @@ def test_dropped_j_is_left_out_of_the_table():
     assert LocomoEvalConfig(judge_profile="mem0").judge_profile == "mem0"
     with pytest.raises(ValueError, match="judge_profile"):
         LocomoEvalConfig(judge_profile="nope")
+
+
+def test_results_name_the_judge_profile(tmp_path):
+    from memjax.data.locomo import Question
+    from memjax.evaluation.locomo import evaluate_locomo
+
+    qs = [Question("conv-x", 0, "q?", 4, "7 May", None, ("D1:1",)), Question("conv-x", 1, "q2?", 2, "x", None, ())]
+    server = _Replies(['{"label": "CORRECT"}', "no label", "still none", "none again"])
+    judge = OpenAIJudge("http://x/v1", "m", opener=server, profile="memory_r2", workers=1)
+    res = evaluate_locomo(qs, lambda q: q.answer, judge, tmp_path, chart=False)
+    assert res["judge_profile"] == "memory_r2" and res["counts"]["judge_dropped"] == 1
+    assert res["table"]["overall"]["J"] == 100.0 and res["table"]["overall"]["n"] == 2   # the dropped J left out
+    assert "profile memory_r2" in (tmp_path / "results.md").read_text()
