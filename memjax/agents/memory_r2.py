@@ -6,7 +6,8 @@ trajectory per (conversation, global rollout), n = group_size of them per conver
 Episode (global chain): sessions 1..T in order (T = min(sessions, max_sessions)), the bank persisting. Session
 t is cut into K chunks of ceil(turns/K) turns (trailing chunks may be empty; the extractor still sees "[]",
 as in the public code, unless skip_empty_chunks). Per chunk: an extractor call (its chat: system
-EXTRACTOR_SYSTEM, then one user message per chunk, EXTRACTOR_PREFIX from the second on, with its earlier
+the extractor system prompt of `MemoryR2Config.prompt_revision` (memory_r2_prompts.system_prompts), then one
+user message per chunk, EXTRACTOR_PREFIX from the second on, with its earlier
 answers), then a manager call (its own chat likewise) whose message lists the parsed facts and their
 candidate memories; its operations are applied (`memjax.memory.apply_r2`; bad JSON / ids are counted no-ops).
 Both chats are reset at every session. Both roles are the same model (row `role`: 0 extractor, 1 manager).
@@ -26,7 +27,10 @@ samples never feed later sessions. Local decoding is sampled at the training tem
 the same deterministic continuation (up to numerical noise), so the local group has no variance, every local
 advantage is 0 and the branch spends rollouts without producing any gradient.
 Rewards (memory_r2_reward.py): a global chain's session t gets R(M_T, Q_t, T) from the final bank (the same
-answers, per-session question sets); a local chain gets R(M_t, Q_t, t) right after its session. Question
+answers, per-session question sets: questions with evidence in session t); a local chain gets R(M_t, Q_t, t) right
+after its session, Q_t per `local_questions` (default: every question whose last evidence is at or before t, as the
+public code). C_t (compression penalty) counts the turn texts of sessions 1..t (`dialogue_captions`: with
+captions). Question
 subsets (questions_global over all credited questions, questions_local per session; 0 = all) are drawn
 once per sample from `R2Sample.seed`, so every rollout is scored on the same questions. Local plan (chosen
 sessions, anchors) also depends only on `R2Sample.seed`.
@@ -49,18 +53,18 @@ import numpy as np
 from ..data.locomo import Conversation, Question
 from ..engine import Completion, SamplingParams
 from ..memory import BankSnapshot, MemoryBank, OpStats, apply_r2
-from ..rewards.locomo import token_set_f1
 from ..rl.batch import Conversation as Row
 from ..tokenizer import TokenIds
 from .memory_r2_messages import (FactStats, VectorCache, extractor_message, format_turns, manager_message,
                                  manager_payload, parse_facts, select_candidates)
-from .memory_r2_prompts import EXTRACTOR_SYSTEM, MANAGER_SYSTEM
-from .memory_r2_reward import AnswerAgent, credit_sessions, session_reward, word_count
+from .memory_r2_prompts import system_prompts
+from .memory_r2_reward import AnswerAgent, credit_sessions, evidence_sessions, session_reward, word_count
 from .workflow import Request, Trajectory, Workflow
 
 EXTRACTOR, MANAGER = 0, 1
 SESSION_STRIDE = 1024  # > sessions per conversation (LoCoMo: at most 35)
 LOCAL_DECODING = ("sample", "greedy")
+LOCAL_QUESTIONS = ("last_evidence", "any_evidence")
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,23 @@ class MemoryR2Config:
     questions_local: int = 16
     lam: float = 0.3
     alpha: float = 0.7
+    prompt_revision: str = "85aeeb1"  # extractor/manager system prompts (memory_r2_prompts.PROMPT_REVISIONS)
+    # Q_t of a local branch at session t: "last_evidence" = questions whose last evidence session is <= t (the public
+    # code's rows: data_preprocess.py keeps a QA in the row of its last evidence, the branch scores the rows so far);
+    # "any_evidence" = questions with any evidence in session t (memjax's earlier reading)
+    local_questions: str = "last_evidence"
+    # C_t counts turn text only (False: the public code's data_preprocess.py) or also the image captions the
+    # extractor sees (True: memjax's earlier count)
+    dialogue_captions: bool = False
+    # the answer F1 of the reward: a metric profile (memjax.evaluation.profiles): "memory_r2" = rema.py compute_f1
+    # (token-set overlap over token-list lengths, the public code's reward), "memjax" = set overlap over set sizes
+    reward_f1: str = "memory_r2"
 
     def __post_init__(self):
+        system_prompts(self.prompt_revision)
+        if self.local_questions not in LOCAL_QUESTIONS:
+            raise ValueError(f"MemoryR2Config.local_questions must be one of {LOCAL_QUESTIONS}, got "
+                             f"{self.local_questions!r}")
         for f in ("chunks_per_session", "max_prompt_tokens", "max_response_tokens", "top_k_per_fact",
                   "max_candidates", "group_size"):
             if getattr(self, f) <= 0:
@@ -169,7 +188,9 @@ class MemoryR2(Workflow):
         self.pad_id = getattr(tokenizer, "pad_id", 0)
         self.stop_ids = tuple(stop_token_ids) if stop_token_ids is not None else tuple(
             sorted({tokenizer.eos_id, tokenizer.endoftext_id}))
-        self.system = [TokenIds(tokenizer.encode(EXTRACTOR_SYSTEM)), TokenIds(tokenizer.encode(MANAGER_SYSTEM))]
+        self.system = [TokenIds(tokenizer.encode(p)) for p in system_prompts(config.prompt_revision)]
+        from ..evaluation.profiles import get_profile   # evaluation sits above agents: imported when built
+        self._f1_fn = get_profile(config.reward_f1, "answer").f1
 
     # -- sample preparation --------------------------------------------------------------------------
     def prepare(self, sample: R2Sample) -> Prepared:
@@ -181,7 +202,16 @@ class MemoryR2(Workflow):
         index = {s.index: p for p, s in enumerate(sessions)}
         by_number = credit_sessions(qs, [s.index for s in sessions])
         credited = {index[n]: v for n, v in by_number.items()}
-        words = np.cumsum([sum(word_count(t["text"]) for t in format_turns(s.turns)) for s in sessions])
+        if c.dialogue_captions:
+            words = np.cumsum([sum(word_count(t["text"]) for t in format_turns(s.turns)) for s in sessions])
+        else:
+            words = np.cumsum([sum(word_count(t.text) for t in s.turns) for s in sessions])
+        if c.local_questions == "last_evidence":
+            last = [max(evidence_sessions(q), default=None) for q in qs]
+            local_pool = {p: [i for i, ls in enumerate(last) if ls is not None and ls <= s.index]
+                          for p, s in enumerate(sessions)}
+        else:
+            local_pool = credited
         rng = np.random.default_rng([sample.seed, 0x52])
         pool = list(range(len(qs))) if sample.all_questions else sorted({i for v in credited.values() for i in v})
         global_q = _subset(rng, pool, c.questions_global)
@@ -190,7 +220,7 @@ class MemoryR2(Workflow):
             for p in range(len(sessions)):
                 chosen, anchor = rng.random() < c.local_prob, int(rng.integers(c.group_size))
                 if chosen:
-                    plan[p] = (anchor, _subset(rng, credited[p], c.questions_local))
+                    plan[p] = (anchor, _subset(rng, local_pool[p], c.questions_local))
         return Prepared(conv, sessions, [chunk_turns(s.turns, c.chunks_per_session) for s in sessions],
                         [int(w) for w in words], qs, credited, global_q, plan)
 
@@ -264,9 +294,9 @@ class MemoryR2(Workflow):
                                     [prep.questions[i].question for i in qpos])
         return dict(zip(qpos, answers))
 
-    @staticmethod
-    def _f1(prep: Prepared, answers: dict[int, str]) -> dict[int, float]:
-        return {i: token_set_f1(a, prep.questions[i].answer or "") for i, a in answers.items()}
+    def _f1(self, prep: Prepared, answers: dict[int, str]) -> dict[int, float]:
+        return {i: self._f1_fn(a, prep.questions[i].answer or "", prep.questions[i].category)
+                for i, a in answers.items()}
 
     # -- Workflow ------------------------------------------------------------------------------------
     def start(self, traj: Trajectory, prep: Prepared) -> list[Request]:

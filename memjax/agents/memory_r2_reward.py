@@ -3,7 +3,8 @@
 Owns:
 - `word_count(text)`: Tok of the paper = the number of `\\b\\w+\\b` matches (the public code's count; a
   memory's size is `MemoryBank.words()`, the same count over record contents). C_t, the dialogue size of
-  sessions 1..t, counts the turn texts as the extractor sees them (`format_turns`: image caption appended).
+  sessions 1..t, counts the turn texts only, as the public code's data_preprocess.py does
+  (`MemoryR2Config.dialogue_captions=True`: as the extractor sees them, image caption appended).
   Words, not tokenizer tokens: the count does not depend on the policy's tokenizer.
 - `compression_penalty(memory_words, dialogue_words, lam, alpha)` = lam * max(0, Tok(M) - alpha C_t) / C_t
   (0 when C_t = 0), and `session_reward(f1s, ...)` = mean(f1s) - penalty. A session with no credited question

@@ -12,20 +12,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..engine import SamplingParams
-from ..rewards.locomo import Item, JudgeStats, Verdict, _verdict, judge_messages
+from ..rewards.locomo import Item, JudgeStats, Verdict, _profile, _verdict
 
 
 class EngineJudge:
-    """The Fig. 12 prompt through a memjax Engine at temperature 0 (chat template applied at token-id level)."""
+    """A judge profile's prompt (memjax.rewards.judge_profiles; default Memory-R1's Fig. 12) through a memjax Engine
+    at temperature 0 (chat template applied at token-id level). Greedy decoding repeats a reply, so a profile's
+    re-asks are not made; its handling of a reply without a label (WRONG or dropped from J) is kept."""
 
-    def __init__(self, engine, tokenizer, *, max_tokens: int = 256, name: str = "engine"):
+    def __init__(self, engine, tokenizer, *, max_tokens: int = 256, name: str = "engine", profile="memory_r1"):
         self._engine, self._tok, self.name, self.stats = engine, tokenizer, f"engine:{name}", JudgeStats()
+        self.profile = _profile(profile)
         self._params = SamplingParams(temperature=0.0, max_tokens=max_tokens,
                                       stop_token_ids=(tokenizer.eos_id,))
 
     def judge(self, items: Iterable[Item]) -> list[Verdict]:
         items = list(items)
-        prompts = [self._tok.apply_chat_template(judge_messages(*it), add_generation_prompt=True) for it in items]
+        prompts = [self._tok.apply_chat_template([{"role": "user", "content": self.profile.prompt(*map(str, it))}],
+                                                 add_generation_prompt=True) for it in items]
         outs = self._engine.generate(prompts, self._params)
         return [self.stats.record(_verdict(self._tok.decode(o.token_ids, skip_special_tokens=True,
-                                                              skip_unknown=True))) for o in outs]
+                                                              skip_unknown=True), self.profile)) for o in outs]

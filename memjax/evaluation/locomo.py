@@ -40,6 +40,7 @@ from ..engine.config import EngineConfig
 from ..modelsource import ModelSource
 from ..rewards.locomo import RuleBasedJudge, m_fail, token_set_f1
 from ..rewards.text import bleu1, token_f1_multiset
+from ..rewards.judge_profiles import get_judge_profile
 from .profiles import get_profile
 
 ORDER = (4, 1, 3, 2)    # single-hop, multi-hop, open-domain, temporal (SUMER / Memory-R2 table order)
@@ -55,6 +56,7 @@ class RunCounts:
     predictor_errors: int = 0
     judge_unparsed: int = 0
     judge_errors: int = 0
+    judge_dropped: int = 0      # replies without a label left out of J (judge profile memory_r2)
     torn_lines: int = 0
 
 
@@ -83,7 +85,9 @@ def _unpack(out: Any) -> tuple[str | None, list[str] | None]:
     return (out if isinstance(out, str) else None), None
 
 
-def _pct(xs: Sequence[float]) -> float | None:
+def _pct(xs: Sequence[float | None]) -> float | None:
+    """Mean in percent of the values that are not None (a J dropped by the judge profile is None)."""
+    xs = [x for x in xs if x is not None]
     return None if not xs else round(100.0 * sum(xs) / len(xs), 2)
 
 
@@ -98,8 +102,8 @@ def score_table(records: Iterable[dict], *, f1: str = "set", metrics: str = "mem
     prof = get_profile(metrics, "answer")
     key = "f1_set" if f1 == "set" else "f1"
     if metrics != "memjax":
-        records = [{**r, key: prof.f1(r["prediction"], r["gold"]), "b1": prof.bleu1(r["prediction"], r["gold"])}
-                   for r in records]
+        records = [{**r, key: prof.f1(r["prediction"], r["gold"], r["category"]),
+                    "b1": None if prof.bleu1 is None else prof.bleu1(r["prediction"], r["gold"])} for r in records]
     groups: dict[str, list[dict]] = {CATEGORY_NAMES[c]: [] for c in ORDER}
     recs = list(records)
     for r in recs:
@@ -114,7 +118,8 @@ def score_table(records: Iterable[dict], *, f1: str = "set", metrics: str = "mem
             ev = [len(r["evidence"]) for r in with_mem]
             missing = sum(x * n for x, n in zip(ratios, ev) if x is not None)
             mf = None if sum(ev) == 0 else round(100.0 * missing / sum(ev), 2)
-        table[name] = {"n": len(rs), "F1": _pct([r[key] for r in rs]), "B1": _pct([r["b1"] for r in rs]),
+        b1 = None if prof.bleu1 is None else _pct([r["b1"] for r in rs])     # LoCoMo's own evaluation has no BLEU
+        table[name] = {"n": len(rs), "F1": _pct([r[key] for r in rs]), "B1": b1,
                        "J": _pct([r["j"] for r in rs]), "M-Fail": mf}
     return table
 
@@ -217,9 +222,11 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
                 counts.no_answer += answer is None
                 counts.judge_unparsed += verdict.source == "none"
                 counts.judge_errors += verdict.source == "error"
+                counts.judge_dropped += verdict.dropped
                 rec.update(prediction=answer, f1=token_f1_multiset(answer, [q.answer]),
                            f1_set=token_set_f1(answer, q.answer), b1=bleu1(answer, [q.answer]),
-                           j=float(verdict.correct), judge_label=verdict.label, judge_source=verdict.source)
+                           j=None if verdict.dropped else float(verdict.correct), judge_label=verdict.label,
+                           judge_source=verdict.source)
                 if dia is not None:
                     rec["memory_dia_ids"] = dia
                 fh.write(json.dumps(rec) + "\n")
@@ -228,10 +235,12 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
             fh.flush()
     records = [done[q.qid] for q in questions if q.qid in done]
     table = score_table(records, f1=f1, metrics=metrics)
-    result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "f1": f1, "metrics_profile": metrics,
-              "table": table, "counts": vars(counts)}
+    jp = getattr(getattr(judge, "profile", None), "name", None)    # None: a judge without a profile (rule-based)
+    result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "judge_profile": jp, "f1": f1,
+              "metrics_profile": metrics, "table": table, "counts": vars(counts)}
     (out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    (out / "results.md").write_text(_markdown(table, f"{title} (judge: {result['judge']})", f1, metrics),
+    judge_title = result["judge"] + (f", profile {jp}" if jp else "")
+    (out / "results.md").write_text(_markdown(table, f"{title} (judge: {judge_title})", f1, metrics),
                                     encoding="utf-8")
     if chart:
         _chart(table, out / "scores.png", title)
@@ -258,8 +267,9 @@ class LocomoEvalConfig:
     judge: str = "rule"                  # "rule" (tests only) | "openai"
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-oss-120b"
+    judge_profile: str = "memory_r1"     # judge prompt + parser (memjax.rewards.judge_profiles)
     f1: str = "set"                      # only for metrics="memjax": its set or multiset F1
-    metrics: str = "memory_r2"           # answer metric profile (memjax.evaluation.profiles): memory_r2 | memjax
+    metrics: str = "memory_r2"           # answer metrics (memjax.evaluation.profiles)
     limit: int | None = None
     batch_size: int = 64                 # questions per predictor call (a model system batches its engine calls)
     # system="memory_r1" (memjax/evaluation/memory_r1.py): answer agent `model`, manager `manager_hf_path`
@@ -282,6 +292,7 @@ class LocomoEvalConfig:
             raise ValueError(f"LocomoEvalConfig.f1: 'set' or 'multiset', got {self.f1!r}")
         try:
             get_profile(self.metrics, "answer")
+            get_judge_profile(self.judge_profile)
         except ValueError as e:
             raise ValueError(f"LocomoEvalConfig.{e}") from None
         if self.limit is not None and self.limit <= 0:
@@ -322,7 +333,8 @@ def make_judge(cfg: LocomoEvalConfig):
         return RuleBasedJudge()
     from ..rewards.locomo import OpenAIJudge
 
-    return OpenAIJudge(cfg.judge_url, cfg.judge_model, api_key=os.environ.get("OPENAI_API_KEY"))
+    return OpenAIJudge(cfg.judge_url, cfg.judge_model, api_key=os.environ.get("OPENAI_API_KEY"),
+                       profile=cfg.judge_profile)
 
 
 def split_part(cfg: LocomoEvalConfig) -> list[Question]:

@@ -11,6 +11,18 @@ Profiles (this module grows one per paper; only those listed exist):
   lengths (repeats lower the score); both sides empty scores 1, one side empty 0; BLEU-1 tokenises the SQuAD-normalised
   text (lower-case, punctuation and a/an/the removed), has no smoothing, and its brevity penalty is 1 when the
   prediction is at least as long as the gold (0 when the gold is empty).
+- `locomo`: LoCoMo's own evaluation (`snap-research/locomo` branch `code` @9228632, task_eval/evaluation.py):
+  `memjax.evaluation.metrics_locomo.locomo_qa_f1` — commas and a/an/the/and removed, Porter-stemmed multiset F1,
+  category-1 answers split on commas (mean over gold parts of the best predicted part), category-3 golds cut at ';'.
+  LoCoMo computes no BLEU: the profile has none (tables show B1 as missing).
+- `mem0`: Mem0's LoCoMo evaluation (`mem0ai/mem0` @373709f, evaluation/metrics/utils.py, as evaluation/evals.py
+  calls it; borrowed from A-Mem): `memjax.evaluation.metrics_mem0` — F1 over `simple_tokenize` token *sets* divided by
+  the set sizes (no article or punctuation removal beyond `. , ! ?`), BLEU-1 of `nltk.word_tokenize` tokens with
+  smoothing method1 (nltk 3.9.1 re-implemented: `memjax.evaluation.nltk_word_tokenize`).
+- `sumer`: SUMER has no public code. Its F1 is "over token sets" and its Table 1 sets it beside Mem0 and A-MEM
+  numbers it produced by running those projects' code, whose evaluation is Mem0's `utils.py`; the `sumer` profile is
+  therefore the `mem0` functions (an inference from the paper, not checked against SUMER's own code). SUMER's set F1
+  over SQuAD-normalised tokens, memjax's earlier reading, is the `memjax` profile.
 - `memagent` (boxed): MemAgent (`BytedTsinghua-SIA/MemAgent` @76b7a65, taskutils/memory_eval/ruler_hqa.py with the
   boxed extractor): `memjax.rewards.memagent_official.ruler_hqa_item` — answers[0] only, 2-decimal rounding, the
   reference box reader (its crashes counted as `crashed`, scored 0).
@@ -20,7 +32,8 @@ Profiles (this module grows one per paper; only those listed exist):
   on raw word/punctuation tokens), kept as a named non-default choice.
 
 Invariants: values are floats in [0, 1]; a non-str prediction scores 0.0. Checked against the official code's outputs
-on generated (prediction, gold) pairs in tests/fixtures/metric_goldens_memory_r2.json (scripts/gen_metric_goldens.py).
+on generated (prediction, gold) pairs in tests/fixtures/metric_goldens_<profile>.json (scripts/gen_metric_goldens.py,
+scripts/gen_locomo_mem0_goldens.py).
 """
 
 from __future__ import annotations
@@ -36,6 +49,8 @@ from ..rewards import last_boxed, squad_scores
 from ..rewards.locomo import token_set_f1
 from ..rewards.memagent_official import ruler_hqa_item
 from ..rewards.text import bleu1 as _memjax_bleu1
+from .metrics_locomo import locomo_qa_f1
+from .metrics_mem0 import mem0_bleu1, mem0_f1
 
 _PUNCT = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -47,7 +62,7 @@ def squad_normalize(s: str) -> str:
     return " ".join(_ARTICLES.sub(" ", s).split())
 
 
-def memory_r2_f1(pred: object, gold: object) -> float:
+def memory_r2_f1(pred: object, gold: object, category: int | None = None) -> float:
     if not isinstance(pred, str):
         return 0.0
     p, g = squad_normalize(pred).split(), squad_normalize(str(gold)).split()
@@ -90,12 +105,19 @@ def _memagent_lenient(text: object, answers) -> dict[str, float]:
     return {**squad_scores(pred, list(answers)), "missing": float(pred is None), "crashed": 0.0}
 
 
+def _memjax_f1(pred: object, gold: object, category: int | None = None) -> float:
+    return token_set_f1(pred, gold)
+
+
 @dataclass(frozen=True)
 class MetricProfile:
+    """F1 is called as f1(prediction, gold, category) (LoCoMo's depends on the QA category; the others ignore it);
+    bleu1(prediction, gold), or None where the official evaluation computes no BLEU-1."""
+
     name: str
     source: str                                   # repository @ commit : path it reproduces ("" for memjax's own)
-    f1: Callable[[object, object], float]
-    bleu1: Callable[[object, object], float]
+    f1: Callable[..., float]
+    bleu1: Callable[[object, object], float] | None
     kind: str = "answer"
 
 
@@ -107,11 +129,15 @@ class BoxedProfile:
     kind: str = "boxed"
 
 
+_MEM0 = "mem0ai/mem0@373709f:evaluation/metrics/utils.py"
 _MA = "BytedTsinghua-SIA/MemAgent@76b7a65:taskutils/memory_eval/ruler_hqa.py"
 PROFILES: dict[str, MetricProfile | BoxedProfile] = {
     "memory_r2": MetricProfile("memory_r2", "ahmedehabb/Memory-R2@357b4ec:src/verl/verl/workers/reward_manager/rema.py",
                                memory_r2_f1, memory_r2_bleu1),
-    "memjax": MetricProfile("memjax", "", token_set_f1, _memjax_bleu),
+    "memjax": MetricProfile("memjax", "", _memjax_f1, _memjax_bleu),
+    "mem0": MetricProfile("mem0", _MEM0, mem0_f1, mem0_bleu1),
+    "sumer": MetricProfile("sumer", _MEM0 + " (inferred for SUMER, which has no public code)", mem0_f1, mem0_bleu1),
+    "locomo": MetricProfile("locomo", "snap-research/locomo@9228632(code):task_eval/evaluation.py", locomo_qa_f1, None),
     "memagent": BoxedProfile("memagent", _MA, _memagent_official),
     "memagent_lenient": BoxedProfile("memagent_lenient", "", _memagent_lenient),
 }

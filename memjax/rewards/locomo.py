@@ -18,6 +18,7 @@ M-Fail (Memory-R2) = sum over questions of |evidence not in the bank's dia_ids| 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -100,9 +101,10 @@ def parse_judge_label(reply: object) -> tuple[str | None, str]:
 @dataclass(frozen=True)
 class Verdict:
     correct: bool
-    label: str | None          # None: unparseable reply or failed request (scored WRONG)
+    label: str | None          # None: unparseable reply or failed request (scored WRONG, or dropped: below)
     source: str                # "json" | "text" | "none" | "error" | "rule"
     reply: str
+    dropped: bool = False      # no label and the judge profile leaves such replies out of J (Memory-R2's scorer)
 
 
 @dataclass
@@ -110,10 +112,12 @@ class JudgeStats:
     asked: int = 0
     unparsed: int = 0
     errors: int = 0
+    dropped: int = 0
     log: list[str] = field(default_factory=list)
 
     def record(self, v: Verdict) -> Verdict:
         self.asked += 1
+        self.dropped += v.dropped
         if v.source == "none":
             self.unparsed += 1
             self.log.append(f"unparseable judge reply: {v.reply[:120]!r}")
@@ -123,9 +127,16 @@ class JudgeStats:
         return v
 
 
-def _verdict(reply: str) -> Verdict:
-    label, source = parse_judge_label(reply)
-    return Verdict(correct=label == "CORRECT", label=label, source=source, reply=reply)
+def _verdict(reply: str, profile=None) -> Verdict:
+    """The verdict on `reply` under a judge profile (memjax.rewards.judge_profiles; None: Memory-R1's parser)."""
+    label, source = parse_judge_label(reply) if profile is None else profile.parse(reply)
+    dropped = label is None and profile is not None and profile.unparsed == "drop"
+    return Verdict(correct=label == "CORRECT", label=label, source=source, reply=reply, dropped=dropped)
+
+
+def _profile(profile):
+    from .judge_profiles import JudgeProfile, get_judge_profile   # judge_profiles imports this module
+    return profile if isinstance(profile, JudgeProfile) else get_judge_profile(profile)
 
 
 Item = tuple[str, str, str]    # (question, gold answer, generated answer)
@@ -148,13 +159,19 @@ class RuleBasedJudge:
 
 
 class OpenAIJudge:
-    """POST {base_url}/chat/completions (OpenAI-compatible), temperature 0; stdlib only."""
+    """POST {base_url}/chat/completions (OpenAI-compatible), temperature 0; stdlib only.
+
+    `profile` (memjax.rewards.judge_profiles: "memory_r1" | "memory_r2" | "mem0") picks the prompt, the label
+    parser, the max_tokens (unless given), re-asks while a reply has no label, and whether such a reply is WRONG or
+    dropped from J."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 60.0,
-                 retries: int = 2, max_tokens: int = 512, workers: int = 8,
-                 opener: Callable[..., object] = urllib.request.urlopen):
+                 retries: int = 2, max_tokens: int | None = None, workers: int = 8,
+                 opener: Callable[..., object] = urllib.request.urlopen, profile="memory_r1"):
         if workers < 1:
             raise ValueError(f"OpenAIJudge.workers: must be >= 1, got {workers}")
+        self.profile = _profile(profile)
+        max_tokens = self.profile.max_tokens if max_tokens is None else max_tokens
         self._workers = workers
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.name, self.stats = model, f"openai:{model}", JudgeStats()
@@ -162,8 +179,20 @@ class OpenAIJudge:
                                                                                  max_tokens, opener)
 
     def _ask(self, item: Item) -> Verdict:
-        body = json.dumps({"model": self.model, "messages": judge_messages(*item), "temperature": 0,
-                           "max_tokens": self._max_tokens}).encode()
+        v = self._ask_once(item)
+        for _ in range(self.profile.attempts - 1):      # Memory-R2's scorer re-asks while it has no label
+            if v.label is not None:
+                break
+            v = self._ask_once(item)
+        if v.label is None and self.profile.unparsed == "drop" and not v.dropped:
+            v = dataclasses.replace(v, dropped=True)    # there a failed request is left out of J too
+        return v
+
+    def _ask_once(self, item: Item) -> Verdict:
+        q, gold, gen = item
+        msgs = [{"role": "user", "content": self.profile.prompt(str(q), str(gold), str(gen))}]
+        req_body = {"model": self.model, "messages": msgs, "temperature": 0, "max_tokens": self._max_tokens}
+        body = json.dumps(req_body).encode()
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
@@ -174,7 +203,7 @@ class OpenAIJudge:
                 with self._open(req, timeout=self._timeout) as resp:
                     data = json.loads(resp.read().decode("utf-8"))
                 content = data["choices"][0]["message"]["content"]
-                return _verdict(content if isinstance(content, str) else "")
+                return _verdict(content if isinstance(content, str) else "", self.profile)
             except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as e:
                 err = f"judge request to {self.url} failed: {type(e).__name__}: {e}"
                 if attempt < self._retries:

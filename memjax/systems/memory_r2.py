@@ -42,7 +42,6 @@ from ..agents.memory_r2_reward import EngineAnswerAgent, OverlapAnswerAgent
 from ..data.locomo import CATEGORY_NAMES, load_locomo
 from ..data.locomo_splits import split_conversations, split_questions
 from ..rewards.locomo import OpenAIJudge, RuleBasedJudge, m_fail
-from ..rewards.text import bleu1
 from ..rl.batch import unit_index
 from ..rl.estimators import SINGLETONS, logo_grpo_advantages
 from .base import AgentSection, CountingStream, HeldModel, System, frozen_copy, register
@@ -71,6 +70,7 @@ class MemoryR2Section(AgentSection):
     judge: str = "rule"  # "rule" (RuleBasedJudge, not an LLM) | "openai"
     judge_url: str = ""
     judge_model: str = ""
+    judge_profile: str = "memory_r2"  # memjax.rewards.judge_profiles: Memory-R2's scorer prompt + extract_label
     adv_eps: float = 1e-6
     # a LoGo group of one rollout: "zero" (A = 0) or "reward" (A = r / (1 + adv_eps), the official code's
     # mean 0 / std 1 rule; configs/memory_r2*.py); memjax/rl/estimators.py group_normalise
@@ -95,9 +95,17 @@ class MemoryR2Section(AgentSection):
     questions_local: int = 16
     lam: float = 0.3
     alpha: float = 0.7
+    prompt_revision: str = "85aeeb1"  # Memory-R2 extractor/manager system prompts: 85aeeb1 (official HEAD) | f6d3e04
+    local_questions: str = "last_evidence"  # local-branch Q_t: "last_evidence" (official) | "any_evidence" (earlier)
+    dialogue_captions: bool = False  # C_t with image captions (memjax's earlier); False: turn text only (official)
+    reward_f1: str = "memory_r2"  # reward / evaluation answer metrics: a memjax.evaluation.profiles name
 
     def __post_init__(self):
         self.episode()  # validates the episode fields
+        from ..rewards.judge_profiles import get_judge_profile
+        get_judge_profile(self.judge_profile)
+        from ..evaluation.profiles import get_profile
+        get_profile(self.reward_f1, "answer")
         if len(self.curriculum_steps) != len(self.curriculum_sessions) or not self.curriculum_steps \
                 or self.curriculum_steps[0] != 0 or list(self.curriculum_steps) != sorted(set(self.curriculum_steps)):
             raise ValueError("MemoryR2Section.curriculum_steps must start at 0, increase strictly and match "
@@ -262,15 +270,22 @@ class MemoryR2System(System):
                             all_questions=True) for conv in convs]
         res = run_workflow(engine, self.workflow(engine, tokenizer, train=False), samples, group_size=1,
                            seed=self.seed, record=False)
-        return evaluation_metrics(res.traces, self._judge(), res.stats)
+        return evaluation_metrics(res.traces, self._judge(), res.stats, metrics=self.cfg.reward_f1)
 
     def _judge(self):
         c = self.cfg
-        return RuleBasedJudge() if c.judge == "rule" else OpenAIJudge(c.judge_url, c.judge_model)
+        return RuleBasedJudge() if c.judge == "rule" else OpenAIJudge(c.judge_url, c.judge_model,
+                                                                        profile=c.judge_profile)
 
 
-def evaluation_metrics(traces: list[dict], judge, stats: dict | None = None) -> dict[str, Any]:
-    """F1 / BLEU-1 / J overall and per category, M-Fail and memory size from MemoryR2 evaluation traces."""
+def evaluation_metrics(traces: list[dict], judge, stats: dict | None = None, *,
+                       metrics: str = "memjax") -> dict[str, Any]:
+    """F1 / BLEU-1 / J overall and per category, M-Fail and memory size from MemoryR2 evaluation traces. F1 is the
+    traces' (the workflow's reward F1, `reward_f1`); BLEU-1 is the metric profile `metrics`' (memjax: its own)."""
+    from ..evaluation.profiles import get_profile
+
+    prof = get_profile(metrics, "answer")
+    b1 = prof.bleu1 if prof.bleu1 is not None else (lambda p, g: float("nan"))
     rows = [q for tr in traces for q in tr["questions"]]
     verdicts = judge.judge([(q.get("question", ""), q["gold"] or "", q["answer"] or "") for q in rows])
     out: dict[str, Any] = {}
@@ -281,8 +296,9 @@ def evaluation_metrics(traces: list[dict], judge, stats: dict | None = None) -> 
         if not idx:
             continue
         out[f"f1/{name}"] = float(np.mean([rows[i]["f1"] for i in idx]))
-        out[f"bleu1/{name}"] = float(np.mean([bleu1(rows[i]["answer"] or "", rows[i]["gold"] or "") for i in idx]))
-        out[f"j/{name}"] = float(np.mean([verdicts[i].correct for i in idx]))
+        out[f"bleu1/{name}"] = float(np.mean([b1(rows[i]["answer"] or "", rows[i]["gold"] or "") for i in idx]))
+        kept = [verdicts[i].correct for i in idx if not verdicts[i].dropped]   # Memory-R2's scorer drops no-label
+        out[f"j/{name}"] = float(np.mean(kept)) if kept else float("nan")
     missing = total = 0
     for tr in traces:
         ev = [q["evidence"] for q in tr["questions"]]

@@ -35,6 +35,7 @@ from ..agents.sumer_tools import MemoryTools
 from ..data.locomo import CATEGORY_NAMES, Conversation, Question, load_locomo
 from ..data.locomo_splits import split_conversations
 from ..evaluation.locomo import score_table
+from ..evaluation.profiles import get_profile
 from ..memory.embedders import FileEmbedder, HashedBowEmbedder, WordLlamaEmbedder
 from ..memory.retrieval import Retriever, conversation_records
 from ..rewards.locomo import OpenAIJudge, RuleBasedJudge, token_set_f1
@@ -60,8 +61,10 @@ class SumerSection(AgentSection):
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-oss-120b"
     max_active: int = 0  # trajectories in flight (0 = all)
+    metrics: str = "sumer"  # evaluation F1/B1 profile (memjax.evaluation.profiles): sumer | mem0 | locomo | memjax | ...
 
     def __post_init__(self):
+        get_profile(self.metrics, "answer")
         if self.group_size < 1 or self.eval_limit < 0:
             raise ValueError(f"SumerSection: group_size must be >= 1 and eval_limit >= 0 ({self})")
         if self.judge not in ("rule", "openai"):
@@ -163,19 +166,21 @@ class SumerSystem(System):
         qs = qs[: self.cfg.eval_limit] if self.cfg.eval_limit else qs
         res = run_workflow(engine, self.workflow(engine, tokenizer, train=False), [self.sample(q) for q in qs],
                            seed=self.seed, max_active=self.cfg.max_active, record=False, progress=False)
-        out = summarize(qs, res.traces, res.rewards, res.stats, self.judge())
+        out = summarize(qs, res.traces, res.rewards, res.stats, self.judge(), metrics=self.cfg.metrics)
         out["seconds_per_question"] = float(res.stats["seconds"]) / max(len(qs), 1)
         return out
 
 
-def summarize(questions: list[Question], traces: list[dict], rewards: list[float], stats: dict, judge) -> dict:
-    """Per-category and overall F1 / B1 / J (percent), reward, turns, calls and no-answer counts."""
+def summarize(questions: list[Question], traces: list[dict], rewards: list[float], stats: dict, judge, *,
+              metrics: str = "sumer") -> dict:
+    """Per-category and overall F1 / B1 / J (percent), reward, turns, calls and no-answer counts; F1 / B1 from the
+    answer metric profile `metrics` (memjax.evaluation.profiles; `SumerSection.metrics`)."""
     answers = [t["answer"] for t in traces]
     verdicts = judge.judge([(q.question, q.answer or "", a or "") for q, a in zip(questions, answers)])
-    recs = [{"category": q.category, "f1_set": token_set_f1(a, q.answer), "f1": token_f1_multiset(a, [q.answer]),
-             "b1": bleu1(a, [q.answer]), "j": float(v.correct and a is not None)}
+    recs = [{"category": q.category, "prediction": a, "gold": q.answer or "", "f1_set": token_set_f1(a, q.answer),
+             "f1": token_f1_multiset(a, [q.answer]), "b1": bleu1(a, [q.answer]), "j": float(v.correct and a is not None)}
             for q, a, v in zip(questions, answers, verdicts)]
-    table = score_table(recs)
+    table = score_table(recs, metrics=metrics)
     out: dict[str, Any] = {"reward": float(np.mean(rewards)) if rewards else 0.0,
                            "no_answer": float(sum(a is None for a in answers)),
                            "mean_turns": float(stats.get("mean_turns", 0.0)),

@@ -27,8 +27,9 @@ def test_episode_and_answer_agent_on_the_engine():
                                         progress=False, kv_cache_bytes=64 << 20))
     conv = Conversation("conv-y", "Ann", "Bob", (Session(1, "1 May", CONV.sessions[0].turns[:4]),),
                         CONV.questions[:1])
+    # prompt_revision f6d3e04: its shorter system prompts fit the 3k-token window sized for this CPU test
     cfg = MemoryR2Config(chunks_per_session=2, group_size=2, local_prob=1.0, local_rollouts=2, max_response_tokens=6,
-                         max_prompt_tokens=3000)
+                         max_prompt_tokens=3000, prompt_revision="f6d3e04")
     emb = HashedBowEmbedder(64)
     wf = MemoryR2(TOK, cfg, emb, OverlapAnswerAgent(emb))
     res = run_workflow(engine, wf, [R2Sample(conv, seed=0)], group_size=2, seed=1)

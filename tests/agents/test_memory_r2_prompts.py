@@ -185,3 +185,26 @@ def test_select_candidates_hand_computed():
     _, related = select_candidates(recs, facts[:1], cache, top_k=5, threshold=0.1, same_speaker=False)
     assert related[0][0] == "00000008"
     assert select_candidates([], facts, cache) == ([], [[], []])
+
+
+def test_prompt_revisions_byte_exact_and_selectable():
+    """85aeeb1 (the official HEAD's, default) and f6d3e04 (memjax's earlier) extractor / manager system prompts."""
+    src = FIX / "multi_turn_mamrp_85aeeb1.py.txt"
+    assert len(src.read_text(encoding="utf-8")) == 18453
+    s = _py_strings(src)
+    assert P.EXTRACTOR_SYSTEM_85AEEB1 == s["MEMORY_REASONER_PROMPT"]
+    assert P.MANAGER_SYSTEM_85AEEB1 == s["MEMORY_EXECUTOR_PROMPT"]
+    assert P.system_prompts("85aeeb1") == (P.EXTRACTOR_SYSTEM_85AEEB1, P.MANAGER_SYSTEM_85AEEB1)
+    assert P.system_prompts("f6d3e04") == (P.EXTRACTOR_SYSTEM, P.MANAGER_SYSTEM)
+    # the material differences
+    assert "Extract facts ONLY from user messages." in P.EXTRACTOR_SYSTEM
+    assert "Extract facts from the provided dialogue turns for BOTH speakers." in P.EXTRACTOR_SYSTEM_85AEEB1
+    assert "related_memory_ids" in P.MANAGER_SYSTEM_85AEEB1 and "related_memory_ids" not in P.MANAGER_SYSTEM
+    from memjax.agents.memory_r2 import MemoryR2Config
+    from memjax.systems.memory_r2 import MemoryR2Section
+
+    assert MemoryR2Config().prompt_revision == "85aeeb1" == MemoryR2Section().episode().prompt_revision
+    assert MemoryR2Section(prompt_revision="f6d3e04").episode().prompt_revision == "f6d3e04"
+    import pytest
+    with pytest.raises(ValueError, match="prompt_revision"):
+        MemoryR2Config(prompt_revision="nope")

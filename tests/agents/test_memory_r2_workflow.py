@@ -19,7 +19,9 @@ from memjax.rewards.locomo import m_fail
 from r2_fixtures import CONV, S1, S2, S3, ScriptedEngine, copy_policy
 
 TOK = memjax.Tokenizer.default()
-CFG = MemoryR2Config(chunks_per_session=3, group_size=2, local_rollouts=0, questions_global=0, questions_local=0)
+# prompt_revision f6d3e04: the token-limit expectations below were derived with its (shorter) system prompts
+CFG = MemoryR2Config(chunks_per_session=3, group_size=2, local_rollouts=0, questions_global=0, questions_local=0,
+                     prompt_revision="f6d3e04")
 
 
 def workflow(cfg=CFG):
@@ -168,3 +170,43 @@ def test_chats_continue_on_the_engine_with_identical_rows():
     a, b = res.batch, runs[False][1].batch
     assert np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.prompt_len, b.prompt_len)
     assert [p for _, p, _ in eng.log] == [p for _, p, _ in runs[False][0].log]
+
+
+def test_local_questions_and_dialogue_words_follow_the_public_code():
+    """Q_t of a local branch: questions whose last evidence is at or before t (official) vs any evidence in t;
+    C_t: turn text only (official) vs with the image captions the extractor sees."""
+    from memjax.agents.memory_r2_reward import word_count
+    from memjax.data.locomo import Session
+
+    base = dataclasses.replace(CFG, local_prob=1.0, local_rollouts=2, questions_local=0)
+    s1 = list(CONV.sessions[0].turns)
+    s1[0] = dataclasses.replace(s1[0], image_caption="a photo of a small brown dog")
+    conv = dataclasses.replace(CONV, sessions=(Session(1, CONV.sessions[0].date_time, tuple(s1)),) + CONV.sessions[1:])
+    prep = workflow(base).prepare(R2Sample(conv))
+    # Q0: evidence in session 1; Q1: sessions 1 and 2 (Q2 adversarial, Q3 without evidence: never credited)
+    assert {p: qs for p, (_, qs) in prep.local_plan.items()} == {0: [0], 1: [0, 1], 2: [0, 1]}
+    old = workflow(dataclasses.replace(base, local_questions="any_evidence", dialogue_captions=True)).prepare(
+        R2Sample(conv))
+    assert {p: qs for p, (_, qs) in old.local_plan.items()} == {0: [0, 1], 1: [1], 2: []}
+    assert prep.credited == old.credited == {0: [0, 1], 1: [1], 2: []}     # the global sessions' Q_t is unchanged
+    c1 = sum(word_count(t.text) for t in s1)
+    assert prep.dialogue_words[0] == c1 and old.dialogue_words[0] == c1 + word_count("[Sent an image showing "
+                                                                                      "a photo of a small brown dog]")
+    with pytest.raises(ValueError, match="local_questions"):
+        MemoryR2Config(local_questions="nope")
+
+
+def test_reward_f1_is_the_public_codes_compute_f1():
+    """The session reward's answer F1: rema.py compute_f1 (set overlap over list lengths) by default."""
+    from memjax.evaluation.profiles import memory_r2_f1
+    from memjax.rewards.locomo import token_set_f1
+
+    prep = workflow().prepare(R2Sample(CONV))
+    wf, old = workflow(), workflow(dataclasses.replace(CFG, reward_f1="memjax"))
+    ans = {0: "Rex Rex Rex, the puppy", 1: "nursing"}
+    got, was = wf._f1(prep, ans), old._f1(prep, ans)
+    assert got == {i: memory_r2_f1(a, prep.questions[i].answer) for i, a in ans.items()}
+    assert was == {i: token_set_f1(a, prep.questions[i].answer) for i, a in ans.items()}
+    assert got[0] < was[0]          # the repeats lower compute_f1, not the set F1
+    with pytest.raises(ValueError, match="unknown answer profile"):
+        workflow(dataclasses.replace(CFG, reward_f1="memagent"))

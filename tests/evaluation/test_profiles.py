@@ -67,3 +67,17 @@ def test_configs_name_and_check_the_profile():
     t = score_table([rec], metrics="memory_r2")["overall"]
     assert t["F1"] == pytest.approx(100 * 2 / 3, abs=0.01) and t["B1"] == pytest.approx(50.0, abs=0.01)
     assert "`memagent`" in _markdown([], "memagent")
+
+
+def test_locomo_profile_in_the_table():
+    from memjax.evaluation.locomo import LocomoEvalConfig, _markdown, score_table
+
+    assert get_profile("locomo").bleu1 is None and LocomoEvalConfig(metrics="locomo").metrics == "locomo"
+    recs = [{"category": 1, "prediction": "hiking", "gold": "hiking, swimming", "f1_set": 1.0, "b1": 1.0, "j": 1.0,
+             "evidence": []},
+            {"category": 4, "prediction": "running dogs", "gold": "the dog runs", "f1_set": 0.0, "b1": 0.0, "j": 0.0,
+             "evidence": []}]
+    t = score_table(recs, metrics="locomo")
+    assert t["multi-hop"]["F1"] == 50.0 and t["single-hop"]["F1"] == 100.0 and t["overall"]["F1"] == 75.0
+    assert t["overall"]["B1"] is None                      # LoCoMo's evaluation computes no BLEU
+    assert "| B1 | — |" in _markdown(t, "x", "set", "locomo")

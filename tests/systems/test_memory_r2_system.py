@@ -187,3 +187,25 @@ def test_configs_load():
     assert paper.engine.window > paper.agent.max_prompt_tokens + 1
     smoke = load_config_file(root / "memory_r2_smoke.py")
     assert smoke.agent.answer_agent == "overlap" and smoke.model.preset == "tiny-qwen-vocab"
+
+
+@needs_locomo
+def test_local_questions_on_real_locomo():
+    """conv-43 session 1: 5 questions have their last evidence there (the public code's Q_1), 14 have some evidence
+    there (memjax's earlier local Q_1); C_1 without the image captions."""
+    from memjax.agents.memory_r2 import MemoryR2, R2Sample
+    from memjax.agents.memory_r2_reward import OverlapAnswerAgent, word_count
+    from memjax.data.locomo import load_locomo
+    from memjax.memory import HashedBowEmbedder
+
+    conv = load_locomo(str(LOCOMO)).conversation("conv-43")
+    emb = HashedBowEmbedder(64)
+    sec = MemoryR2Section(locomo_path=str(LOCOMO), local_prob=1.0, questions_local=0)
+    plans = {}
+    for lq in ("last_evidence", "any_evidence"):
+        wf = MemoryR2(memjax.Tokenizer.default(), sec.episode(local_questions=lq), emb, OverlapAnswerAgent(emb))
+        prep = wf.prepare(R2Sample(conv, max_sessions=3))
+        plans[lq] = [len(prep.local_plan[p][1]) for p in range(3)]
+    assert plans == {"last_evidence": [5, 8, 18], "any_evidence": [14, 8, 22]}
+    s1 = conv.sessions[0].turns
+    assert prep.dialogue_words[0] == sum(word_count(t.text) for t in s1)

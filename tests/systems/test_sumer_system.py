@@ -2,6 +2,7 @@
 questions only, deterministic per (seed, position) and reshuffled per epoch; the full pipeline (prompt with
 tools, engine continuation, judge, summary) runs on random tiny-qwen-vocab weights; bad sections fail fast."""
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -62,3 +63,22 @@ def test_pipeline_on_random_weights():
     assert {"reward", "no_answer", "mean_turns", "J_overall", "F1_overall", "B1_overall"} <= set(ev)
     assert ev["no_answer"] <= 3 and len(ev["traces"]) == 3
     assert engine.retained_pages == 0  # every retained turn given back
+
+
+def test_summarize_uses_the_metric_profile():
+    """SUMER's evaluation table takes F1 / B1 from SumerSection.metrics ('sumer': Mem0's set F1 and nltk BLEU-1)."""
+    from memjax.data.locomo import Question
+    from memjax.rewards.locomo import RuleBasedJudge
+    from memjax.systems.sumer import SumerSection, summarize
+
+    qs = [Question("conv-x", 0, "q?", 4, "The cat", None, ()), Question("conv-x", 1, "q2?", 1, "7 May 2023", None, ()),
+          Question("conv-x", 2, "q3?", 2, "well known cats", None, ())]
+    traces = [{"answer": "the cat, the cat."}, {"answer": None}, {"answer": "well-known cats"}]
+    args = (qs, traces, [0.0, -1.0, 0.0], {}, RuleBasedJudge())
+    s, m = summarize(*args, metrics="sumer"), summarize(*args, metrics="memjax")
+    assert s["F1_single-hop"] == 100.0 and s["F1_multi-hop"] == 0.0             # sets, articles kept
+    # nltk keeps 'well-known' one token: brevity penalty exp(1 - 3/2) x 1/2; memjax splits the hyphen
+    assert s["B1_temporal"] == pytest.approx(100 * 0.5 * math.exp(-0.5), abs=0.005) and m["B1_temporal"] == 75.0
+    assert SumerSection().metrics == "sumer"
+    with pytest.raises(ValueError, match="unknown answer profile"):
+        SumerSection(metrics="memagent")
