@@ -16,6 +16,12 @@ initialised model are nearly flat, greedy decoding repeats one token, and parity
    peer alternate (interleaved, so machine noise hits both); tokens/s = batch x new tokens / seconds of one call
    (memjax: Engine.generate; peer: its sampler call inside the worker, ids in and out). Reported: min and median
    seconds, tokens/s at the min, and memjax / peer.
+3. Skewed lengths (--skew-batch, default 64): the same 64-token prompts, but each request needs its own number of
+   new tokens (max_tokens: a quarter of the requests --new x 2, the rest --new / 8, shuffled; a stand-in for
+   answers that stop early). memjax serves them with continuous batching (Engine.generate with per-request
+   SamplingParams: a finished sequence leaves the batch); the peer's sampler takes one max_generation_steps per
+   call, so its own batching runs every row to the longest request. Tokens/s counts the useful tokens only
+   (sum of max_tokens), the same for both; interleaved repeats as in 2.
 Run: `python -m benchmarks.peers --peer tunix` (after `scripts/make_peer_venv.sh tunix`); `--quick` for a
 CI-sized run (batches 1 and 4, 16 new tokens, 1 repeat).
 """
@@ -159,6 +165,46 @@ def throughput(model, worker: Worker, batches: list[int], prompt_len: int, new: 
     return out
 
 
+def skew_lengths(batch: int, new: int, seed: int = 7) -> list[int]:
+    """Per-request max_tokens of the skewed workload: a quarter of the rows 2 x new, the rest new // 8."""
+    long = max(1, batch // 4)
+    lens = [2 * new] * long + [max(1, new // 8)] * (batch - long)
+    np.random.default_rng(seed).shuffle(lens)
+    return lens
+
+
+def skewed(model, worker: Worker, batch: int, prompt_len: int, new: int, repeats: int) -> dict:
+    prompts = _prompts(batch, prompt_len, seed=99)
+    lens = skew_lengths(batch, new)
+    eng = _engine(model, batch, prompt_len, max(lens))
+    sps = [SamplingParams(temperature=0.0, max_tokens=n) for n in lens]
+
+    def ours():
+        t = time.perf_counter()
+        out = eng.generate(prompts, sps)
+        assert [len(o.token_ids) for o in out] == lens
+        return time.perf_counter() - t
+
+    def theirs():  # the peer's own batching: one call, every row to the longest request
+        return worker.ask(cmd="generate", prompts=prompts, max_new=max(lens), prompt_len=prompt_len)["seconds"]
+
+    ours(), theirs()
+    t_ours, t_theirs = [], []
+    for _ in range(repeats):
+        t_ours.append(ours())
+        t_theirs.append(theirs())
+    useful = sum(lens)
+    row = {"batch": batch, "max_tokens": {str(n): lens.count(n) for n in sorted(set(lens))}, "useful_tokens": useful,
+           "peer_generated_tokens": batch * max(lens), "memjax_s": t_ours, "peer_s": t_theirs,
+           "memjax_tok_s": useful / min(t_ours), "peer_tok_s": useful / min(t_theirs),
+           "memjax": "continuous batching: a finished request frees its slot (Engine.generate, per-request max_tokens)",
+           "peer": "static batch: one sampler call with max_generation_steps = the longest request"}
+    row["ratio"] = row["memjax_tok_s"] / row["peer_tok_s"]
+    print(f"skewed batch {batch}: memjax {row['memjax_tok_s']:8.0f} useful tok/s  peer {row['peer_tok_s']:8.0f}  "
+          f"memjax/peer {row['ratio']:.2f}", flush=True)
+    return row
+
+
 def run(args) -> dict:
     model = make_model(args.init_scale)
     python = args.python or str(ROOT / ".venv-peers" / args.peer / "bin" / "python")
@@ -167,20 +213,23 @@ def run(args) -> dict:
                          f"scripts/make_peer_venv.sh {args.peer}")
     with tempfile.TemporaryDirectory(prefix="memjax-peers-") as tmp:
         save_hf(model, tmp)
-        cache = max(args.prompt_len + args.new, args.parity_prompt_len + args.parity_new)
+        cache = max(args.prompt_len + 2 * args.new, args.parity_prompt_len + args.parity_new)
         worker = Worker(python, args.peer, Path(tmp), cache)
         try:
             par = parity(model, worker, args.parity_batch, args.parity_prompt_len, args.parity_new)
             print(f"parity: {par['sequences_equal']}/{par['sequences']} greedy sequences equal; max |log-prob diff| "
                   f"{par['max_abs_logprob_diff_full_forward']:.2e} (full forwards)", flush=True)
             thr = throughput(model, worker, args.batches, args.prompt_len, args.new, args.repeats)
+            skw = skewed(model, worker, args.skew_batch, args.prompt_len, args.new, args.repeats) \
+                if args.skew_batch else None
         finally:
             worker.close()
     return {"benchmark": "peers", "peer": args.peer, "peer_info": worker.info, "memjax_jax": jax.__version__,
             "backend": jax.default_backend(), "device_kind": jax.devices()[0].device_kind, "model": MODEL,
             "init_scale": args.init_scale, "dtype": "float32", "engine": "EngineConfig defaults; page 16, max_slots = batch, pool = batch windows",
             "parity": par, "throughput": {"prompt_len": args.prompt_len, "new_tokens": args.new,
-                                          "repeats": args.repeats, "rows": thr}}
+                                          "repeats": args.repeats, "rows": thr},
+            "skewed": skw}
 
 
 def main(argv=None) -> dict:
@@ -194,15 +243,18 @@ def main(argv=None) -> dict:
     ap.add_argument("--parity-batch", type=int, default=8)
     ap.add_argument("--parity-prompt-len", type=int, default=32)
     ap.add_argument("--parity-new", type=int, default=64)
+    ap.add_argument("--skew-batch", type=int, default=64, help="batch of the skewed-length workload (0: skip it)")
     ap.add_argument("--init-scale", type=float, default=10.0)
     ap.add_argument("--quick", action="store_true", help="CI size: batches 1 4, 16 new tokens, 1 repeat")
     ap.add_argument("--out", type=Path, default=None, help="JSON path (default results/peers_<backend>.json)")
     args = ap.parse_args(argv)
     if args.quick:
-        args.batches, args.new, args.repeats, args.parity_new = [1, 4], 16, 1, 16
+        args.batches, args.new, args.repeats, args.parity_new, args.skew_batch = [1, 4], 16, 1, 16, 8
     for f in ("prompt_len", "new", "repeats", "parity_batch", "parity_prompt_len", "parity_new"):
         if getattr(args, f) <= 0:
             ap.error(f"--{f.replace('_', '-')} must be > 0")
+    if args.skew_batch < 0:
+        ap.error("--skew-batch must be >= 0")
     if min(args.batches) <= 0:
         ap.error("--batches must be > 0")
     res = run(args)
