@@ -1,10 +1,11 @@
 """memjax next to a peer framework on the same weights, prompts, batch and machine, in one run: greedy parity and
 generation throughput (benchmarks/results/peers_<backend>.json).
 
-Peers: tunix (google-tunix 0.1.7, its `Sampler`: static KV cache, jitted prefill + while_loop decode). Each peer runs
+Peers: tunix (google-tunix 0.1.7, its `Sampler`: static KV cache, jitted prefill + while_loop decode); trl (TRL's
+generation path without vLLM: Hugging Face transformers `generate`, PyTorch on CPU). Each peer runs
 in its own virtual environment (scripts/make_peer_venv.sh PEER -> .venv-peers/PEER) as a worker process
 (benchmarks/peer_workers/) that loads the Hugging Face checkpoint memjax.save_hf wrote with the peer's own loader.
-EasyDeL and TRL are not wired yet.
+EasyDeL is not wired yet; TRL's GRPO step (item 4 of issue 37) is not measured yet.
 
 Model: a Qwen2-architecture model with random weights (hidden 256, 4 layers, 4 / 2 heads, tied embedding, the real
 151,936-token vocabulary), every weight matrix scaled by --init-scale (10: without it the logits of a freshly
@@ -50,7 +51,7 @@ from memjax.model.config import ModelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-PEERS = {"tunix": "tunix_worker.py"}
+PEERS = {"tunix": "tunix_worker.py", "trl": "trl_worker.py"}
 MODEL = dict(vocab_size=151_936, hidden_size=256, intermediate_size=1024, num_layers=4, num_heads=4, num_kv_heads=2,
              tie_word_embeddings=True, max_position_embeddings=4096)
 
