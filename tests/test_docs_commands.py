@@ -214,6 +214,8 @@ COMMANDS = {
     "python -m benchmarks.gpu_pass --out DIR --only train_3b": PARSE,
     "python -m benchmarks.memory_r1_operations": PARSE,
     "python -m benchmarks.sumer_search_behaviour --steps 20": PARSE,
+    "python -m benchmarks.memagent_length_extrapolation": PARSE,
+    "python -m memjax.tiny.full_context": PARSE,
     "python -m benchmarks.sumer_search_behaviour --steps 10 --heldout 32 --seeds 0 1 2 3 4": PARSE,
 }
 
