@@ -19,7 +19,7 @@ length in `lengths` on the same held-out questions (HELDOUT_SEED: `questions` on
 - `shuffled`: the same with `ablation=shuffle_rewards` (rewards permuted within the batch: no signal);
 - `full_context`: memjax/tiny/full_context.py, the same model size reading the whole document in one prompt
   (the shipped baseline, supervised at 3 chunks), at the lengths <= `baseline_max_chunks`: its cost per
-  question grows with the square of the length (a 96-chunk prompt is 1,166 tokens), and beyond 24 chunks it
+  question grows with the square of the length (a 96-chunk prompt is 1,162 tokens), and beyond 24 chunks it
   no longer fits this study's CPU budget; the JSON names the lengths it skipped.
 Accuracy is the MemAgent reward (last \\boxed{}, exact match), per hop and their mean. Summary per policy and
 length: mean, std (ddof=1), min and max over seeds. Writes the JSON after every policy (partial results

@@ -28,7 +28,7 @@ QUESTIONS, LONG = 32, 24
 MIN_FC_DROP, MIN_MEMAGENT_OVER_FC, MAX_MEMAGENT_DROP = 0.17, 0.17, 0.12
 
 
-@pytest.mark.slow(seconds=60)  # two engines' compiles: 96 s wall on 2 cores at load ~9 (full context at 24 chunks: 13 s)
+@pytest.mark.slow(seconds=51)  # two engines compiled, 64 questions x 2 lengths x 2 models: 51 s on 2 cores, load ~10
 def test_memagent_keeps_its_accuracy_where_full_context_falls():
     from memjax.tiny.full_context import load_baseline
     from memjax.tiny.warmstart import load_warmstart
