@@ -2,7 +2,7 @@
 
     python -m benchmarks.memagent_length_extrapolation [--seeds 0 1 2] [--steps 10] [--prompts 32]
         [--lengths 3 6 12 24 48 96] [--questions 32] [--baseline-max-chunks 24] [--baseline DIR]
-        [--root /tmp/memagent_length] [--replot]
+        [--root /tmp/memagent_length] [--replot] [--memory-json PATH]
         [--json benchmarks/results/memagent_length_extrapolation_cpu.json]
         [--png benchmarks/results/memagent_length_extrapolation_cpu.png]
 
@@ -60,6 +60,32 @@ def _row(ev: dict) -> dict:
     return row
 
 
+def retention(samples: list[dict], traces: list[dict], facts_per_chunk: int = 3) -> dict[str, float]:
+    """Where answers are lost, from the memory after every chunk (MemAgent traces, in sample order). One-hop:
+    `hop1_written` (the memory after K's chunk holds `K in P .`), `hop1_kept_final` (the last memory holds it).
+    Two-hop: `hop2_written` (after K's chunk the memory holds `K in C .`), `hop2_kept_to_second` (it is still
+    there just before the chunk of `C in P .`), `hop2_both_final` (the last memory holds both facts)."""
+    out: dict[str, list[float]] = {}
+    for s, t in zip(samples, traces):
+        words = s["context"].split()
+        facts = [" ".join(words[i:i + 4]) for i in range(0, len(words), 4)]
+        key = s["query"].split()[2]
+        i1 = next(i for i, f in enumerate(facts) if f.split()[0] == key)
+        mem = [f" {m} " for m in t["memories"]]
+        first, c1 = f" {facts[i1]} ", i1 // facts_per_chunk
+        if s["hops"] == 1:
+            out.setdefault("hop1_written", []).append(float(first in mem[c1]))
+            out.setdefault("hop1_kept_final", []).append(float(first in mem[-1]))
+            continue
+        c = facts[i1].split()[2]
+        i2 = next(i for i, f in enumerate(facts) if f.split()[0] == c)
+        second, c2 = f" {facts[i2]} ", i2 // facts_per_chunk
+        out.setdefault("hop2_written", []).append(float(first in mem[c1]))
+        out.setdefault("hop2_kept_to_second", []).append(float(first in mem[c2 - 1]))
+        out.setdefault("hop2_both_final", []).append(float(first in mem[-1] and second in mem[-1]))
+    return {k: statistics.fmean(v) for k, v in out.items()}
+
+
 def memagent_engine(model, questions: int):
     """One engine for every policy (Engine.update_weights swaps them in: compiled once)."""
     from memjax.engine import Engine
@@ -77,8 +103,9 @@ def eval_memagent(engine, model, lengths: list[int], questions: int) -> dict[str
     tok, out = TinyTokenizer(), {}
     for n in lengths:
         t0 = time.perf_counter()
-        out[str(n)] = {**_row(evaluate(engine, tok, TaskConfig(num_chunks=n), heldout(n, questions))),
-                       "seconds": time.perf_counter() - t0}
+        samples = heldout(n, questions)
+        ev = evaluate(engine, tok, TaskConfig(num_chunks=n), samples)
+        out[str(n)] = {**_row(ev), "memory": retention(samples, ev["traces"]), "seconds": time.perf_counter() - t0}
     return out
 
 
@@ -174,6 +201,30 @@ def plot(result: dict, path: Path) -> Path:
     return path
 
 
+def memory_study(args) -> int:
+    """--memory-json: the memory measures (`retention`) of the warm start and of the RL policies of an earlier
+    study (their saved `hf` directories), at every length; the accuracies repeat the study's (greedy)."""
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from memjax.checkpoint import load_hf
+    from memjax.tiny.warmstart import load_warmstart
+
+    warm, _ = load_warmstart(log=print)
+    engine = memagent_engine(warm, args.questions)
+    policies = {"warm_start": warm}
+    for s in args.seeds:
+        d = Path(args.root) / f"rl_seed{s}" / "hf"
+        if (d / "config.json").is_file():
+            policies[f"rl_seed{s}"] = load_hf(d)
+    out = {"command": "python -m benchmarks.memagent_length_extrapolation " + " ".join(sys.argv[1:]),
+           "settings": {"lengths": args.lengths, "questions": args.questions, "root": args.root}, "policies": {}}
+    for name, model in policies.items():
+        out["policies"][name] = eval_memagent(engine, model, args.lengths, args.questions)
+        Path(args.memory_json).write_text(json.dumps(out, indent=1) + "\n")
+        print(name, "  ".join(f"{n}: " + " ".join(f"{k} {v:.2f}" for k, v in r["memory"].items())
+                              for n, r in out["policies"][name].items()), flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -187,10 +238,15 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=str(RESULTS / "memagent_length_extrapolation_cpu.json"))
     ap.add_argument("--png", default=str(RESULTS / "memagent_length_extrapolation_cpu.png"))
     ap.add_argument("--replot", action="store_true", help="only redraw the PNG from the JSON")
+    ap.add_argument("--memory-json", default=None,
+                    help="only re-evaluate the warm start and the RL policies a study left under --root (<root>/"
+                         "rl_seed<S>/hf) and write their memory measures (retention) here; no training")
     args = ap.parse_args(argv)
     if args.replot:
         plot(json.loads(Path(args.json).read_text()), Path(args.png))
         return 0
+    if args.memory_json:
+        return memory_study(args)
     if min(args.lengths) < 2 or args.steps < 1 or args.questions < 1:
         ap.error("lengths must be >= 2, steps and questions >= 1")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")

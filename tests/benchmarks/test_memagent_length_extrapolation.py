@@ -40,3 +40,20 @@ def test_memagent_keeps_its_accuracy_where_full_context_falls():
     assert fc["3"]["accuracy"] - fc[long]["accuracy"] >= MIN_FC_DROP, fc
     assert mem[long]["accuracy"] - fc[long]["accuracy"] >= MIN_MEMAGENT_OVER_FC, (mem, fc)
     assert mem["3"]["accuracy"] - mem[long]["accuracy"] <= MAX_MEMAGENT_DROP, mem
+
+
+def test_memory_retention_reads_the_trace():
+    """`retention` finds the key's facts in the document and checks the memory after the right chunks."""
+    from benchmarks.memagent_length_extrapolation import retention
+    from memjax.tiny.task import TaskConfig, make_sample
+
+    two = make_sample(TaskConfig(num_chunks=12, multihop_frac=1.0), 2, 0)
+    one = make_sample(TaskConfig(num_chunks=12, multihop_frac=0.0), 2, 1)
+    teacher = [{"memories": s["memories"]} for s in (one, two)]
+    assert retention([one, two], teacher) == {"hop1_written": 1.0, "hop1_kept_final": 1.0, "hop2_written": 1.0,
+                                              "hop2_kept_to_second": 1.0, "hop2_both_final": 1.0}
+    first = two["memories"][-1].split(" . ")[0] + " ."  # K in C
+    dropped = [m.replace(first, "").strip() or "none" for m in two["memories"]]  # K in C never kept
+    got = retention([one, two], [{"memories": ["none"] * 12}, {"memories": dropped}])
+    assert got == {"hop1_written": 0.0, "hop1_kept_final": 0.0, "hop2_written": 0.0, "hop2_kept_to_second": 0.0,
+                   "hop2_both_final": 0.0}
