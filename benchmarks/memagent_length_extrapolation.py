@@ -64,7 +64,9 @@ def retention(samples: list[dict], traces: list[dict], facts_per_chunk: int = 3)
     """Where answers are lost, from the memory after every chunk (MemAgent traces, in sample order). One-hop:
     `hop1_written` (the memory after K's chunk holds `K in P .`), `hop1_kept_final` (the last memory holds it).
     Two-hop: `hop2_written` (after K's chunk the memory holds `K in C .`), `hop2_kept_to_second` (it is still
-    there just before the chunk of `C in P .`), `hop2_both_final` (the last memory holds both facts)."""
+    there just before the chunk of `C in P .`), `hop2_other_before_second` (it is there together with another
+    fact: the 9-token memory holds two facts, so a distractor kept fills it), `hop2_second_written` (it was
+    kept and the memory after that chunk holds `C in P .` too), `hop2_both_final` (the last memory holds both)."""
     out: dict[str, list[float]] = {}
     for s, t in zip(samples, traces):
         words = s["context"].split()
@@ -80,8 +82,11 @@ def retention(samples: list[dict], traces: list[dict], facts_per_chunk: int = 3)
         c = facts[i1].split()[2]
         i2 = next(i for i, f in enumerate(facts) if f.split()[0] == c)
         second, c2 = f" {facts[i2]} ", i2 // facts_per_chunk
+        before = t["memories"][c2 - 1].split(" . ")
         out.setdefault("hop2_written", []).append(float(first in mem[c1]))
         out.setdefault("hop2_kept_to_second", []).append(float(first in mem[c2 - 1]))
+        out.setdefault("hop2_other_before_second", []).append(float(first in mem[c2 - 1] and len(before) > 1))
+        out.setdefault("hop2_second_written", []).append(float(first in mem[c2 - 1] and second in mem[c2]))
         out.setdefault("hop2_both_final", []).append(float(first in mem[-1] and second in mem[-1]))
     return {k: statistics.fmean(v) for k, v in out.items()}
 

@@ -51,9 +51,13 @@ def test_memory_retention_reads_the_trace():
     one = make_sample(TaskConfig(num_chunks=12, multihop_frac=0.0), 2, 1)
     teacher = [{"memories": s["memories"]} for s in (one, two)]
     assert retention([one, two], teacher) == {"hop1_written": 1.0, "hop1_kept_final": 1.0, "hop2_written": 1.0,
-                                              "hop2_kept_to_second": 1.0, "hop2_both_final": 1.0}
+                                              "hop2_kept_to_second": 1.0, "hop2_other_before_second": 0.0,
+                                              "hop2_second_written": 1.0, "hop2_both_final": 1.0}
     first = two["memories"][-1].split(" . ")[0] + " ."  # K in C
     dropped = [m.replace(first, "").strip() or "none" for m in two["memories"]]  # K in C never kept
     got = retention([one, two], [{"memories": ["none"] * 12}, {"memories": dropped}])
     assert got == {"hop1_written": 0.0, "hop1_kept_final": 0.0, "hop2_written": 0.0, "hop2_kept_to_second": 0.0,
-                   "hop2_both_final": 0.0}
+                   "hop2_other_before_second": 0.0, "hop2_second_written": 0.0, "hop2_both_final": 0.0}
+    c2 = next(i for i, m in enumerate(two["memories"]) if len(m.split(" . ")) > 1)  # chunk of `C in P`
+    crowded = [f"{first} bob in rome ." if i == c2 - 1 else m for i, m in enumerate(two["memories"])]  # a distractor kept
+    assert retention([two], [{"memories": crowded}])["hop2_other_before_second"] == 1.0
