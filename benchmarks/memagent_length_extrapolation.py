@@ -21,7 +21,8 @@ length in `lengths` on the same held-out questions (HELDOUT_SEED: `questions` on
   (the shipped baseline, supervised at 3 chunks), at the lengths <= `baseline_max_chunks`: its cost per
   question grows with the square of the length (a 96-chunk prompt is 1,162 tokens), and beyond 24 chunks it
   no longer fits this study's CPU budget; the JSON names the lengths it skipped.
-Accuracy is the MemAgent reward (last \\boxed{}, exact match), per hop and their mean. Summary per policy and
+Accuracy is the MemAgent reward (last \\boxed{}, exact match), per hop and their mean; every MemAgent row also
+carries `memory` (`retention`: where in the memory trace answers are lost). Summary per policy and
 length: mean, std (ddof=1), min and max over seeds. Writes the JSON after every policy (partial results
 survive a stop) and the plot (accuracy vs chunks, one panel per hop) at the end.
 """
