@@ -2,6 +2,10 @@
 
   python -m memjax.evaluate configs/tiny_eval.py --set policy=out/tiny/hf      (a trained policy)
   python -m memjax.evaluate configs/tiny_eval.py                               (the shipped warm start)
+  python -m memjax.evaluate configs/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96   (accuracy per length)
+The last form adds, for every num_chunks N listed, the same held-out questions with documents of N chunks
+(results.json metrics `chunks<N>/accuracy`, `chunks<N>/accuracy_hop1`, `chunks<N>/accuracy_hop2`, and
+`chunks<N>/accuracy_sampled` when eval_samples > 0): the tiny MemAgent's length extrapolation.
 """
 
 from memjax.eval_config import SystemEvalConfig

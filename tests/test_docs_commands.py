@@ -143,6 +143,7 @@ COMMANDS = {
     "python -m memjax.convert ...": "",
     "python -m memjax.evaluate configs/tiny_eval.py": "--set agent.eval_samples=1 --set out_dir={tmp}/tiny_eval",
     "python -m memjax.evaluate configs/tiny_eval.py --set policy=out/tiny/hf": CHECK,
+    "python -m memjax.evaluate configs/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96": CHECK,
     "python -m memjax.evaluate configs/memagent_eval.py --set model.hf_path=... --set data_path=hotpot_dev.json":
         CHECK,
     "python -m memjax.evaluate configs/memagent_eval.py --set model.hf_path=... --set data_path=/data/hotpot_dev.json":
@@ -213,6 +214,8 @@ COMMANDS = {
     "python -m benchmarks.gpu_pass --out DIR --only train_3b": PARSE,
     "python -m benchmarks.memory_r1_operations": PARSE,
     "python -m benchmarks.sumer_search_behaviour --steps 20": PARSE,
+    "python -m benchmarks.memagent_length_extrapolation": PARSE,
+    "python -m memjax.tiny.full_context": PARSE,
     "python -m benchmarks.sumer_search_behaviour --steps 10 --heldout 32 --seeds 0 1 2 3 4": PARSE,
 }
 

@@ -6,11 +6,16 @@ Invariants: the model and tokenizer are the tiny task's own (the shipped supervi
 (memjax/tiny/agent.py engine_config); the training stream is `make_split(task, RL_DATA_SEED + 1000 *
 seed, ...)` sample by sample (a CountingStream), the held-out split uses HELDOUT_SEED and is never trained
 on; evaluation is greedy accuracy (+ per hop) and, with `eval_samples`, the mean reward of temperature-1
-answers.
+answers. `eval_lengths` (num_chunks values) adds the same evaluation at each document length, under the keys
+`chunks<N>/<metric>` (e.g. `chunks96/accuracy_hop2`): the same held-out questions (HELDOUT_SEED, indices
+0..heldout_size-1) with documents of N chunks (memjax/tiny/task.py: only the distractors grow). It is how
+`python -m memjax.evaluate configs/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96` measures length
+extrapolation (benchmarks/memagent_length_extrapolation.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,11 +37,15 @@ class TinySection(AgentSection):
     max_slots: int = 64  # engine slots
     heldout_size: int = 256
     eval_samples: int = 4  # temperature-1 answers per held-out question for `accuracy_sampled` (0 = off)
+    eval_lengths: tuple[int, ...] = ()  # also evaluate at these num_chunks (keys chunks<N>/...); () = off
 
     def __post_init__(self):
         for f in ("group_size", "heldout_size", "max_slots"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"TinySection.{f} must be > 0, got {getattr(self, f)}")
+        if any(int(n) < 2 for n in self.eval_lengths) or len(set(self.eval_lengths)) != len(self.eval_lengths):
+            raise ValueError(f"TinySection.eval_lengths must list distinct num_chunks values >= 2, got "
+                             f"{self.eval_lengths}")
         if self.eval_samples < 0 or not self.temperature >= 0:
             raise ValueError(f"TinySection: eval_samples and temperature must be >= 0 (got {self})")
 
@@ -67,5 +76,11 @@ class TinySystem(System):
         c = self.cfg
         heldout = make_split(c.task, HELDOUT_SEED, c.heldout_size)
         ev = evaluate(engine, tokenizer, c.task, heldout, sampled=c.eval_samples)
-        return {**{k: v for k, v in ev.items() if k.startswith("accuracy")}, "traces": ev["traces"][:8],
-                "samples": heldout[:8]}
+        out = {k: v for k, v in ev.items() if k.startswith("accuracy")}
+        for n in c.eval_lengths:
+            task = dataclasses.replace(c.task, num_chunks=int(n))
+            ev_n = ev if task == c.task else evaluate(engine, tokenizer, task, make_split(task, HELDOUT_SEED,
+                                                                                        c.heldout_size),
+                                                      sampled=c.eval_samples)
+            out.update({f"chunks{n}/{k}": v for k, v in ev_n.items() if k.startswith("accuracy")})
+        return {**out, "traces": ev["traces"][:8], "samples": heldout[:8]}

@@ -16,7 +16,11 @@ question `where is K ?` comes first, the answer is a place written as `\\boxed{ 
 - hops=1: the document holds `K in P .` somewhere; the other facts are distractors.
 - hops=2 (multi-hop, probability `multihop_frac`): `K in C .` (C a container) in one chunk and `C in P .`
   in a strictly later chunk; the agent must keep both facts in memory and combine them.
-Distractors never mention K nor C; every subject appears at most once, so the answer is unique.
+Distractors never mention K nor C, so the answer is unique at any length. A document of at most 22 facts (23
+for one hop: the other 15 people and the containers but C) uses every subject at most once; a longer one
+(length extrapolation: `num_chunks` 100 and more) repeats distractor subjects, drawn in successive shuffled
+rounds of those same names (`bob in rome .` and later `bob in oslo .` are both distractors), so the
+vocabulary never runs out; the first round is the short document's draw, so short documents are unchanged.
 Correct memory after chunk t: the relevant facts seen so far, in document order (`none` before any).
 Invariants: generation is a pure function of (config, seed, index); `decode(encode(s)) == " ".join(s.split())`
 for any string of vocabulary words; unknown words raise a ValueError naming the word.
@@ -125,8 +129,6 @@ class TaskConfig:
             raise ValueError(f"TaskConfig: num_chunks must be >= 2 and facts_per_chunk >= 1 (got {self})")
         if not 0.0 <= self.multihop_frac <= 1.0:
             raise ValueError(f"TaskConfig.multihop_frac must be in [0, 1], got {self.multihop_frac}")
-        if self.num_facts > len(PEOPLE) + len(CONTAINERS) - 2:
-            raise ValueError(f"TaskConfig: {self.num_facts} facts need more distinct subjects than the vocabulary has")
 
     @property
     def num_facts(self) -> int:
@@ -166,8 +168,9 @@ def make_sample(cfg: TaskConfig, seed: int, index: int) -> dict[str, Any]:
         c2 = int(rng.integers(c1 + 1, cfg.num_chunks))
         rel_pos = [c1 * f + int(rng.integers(f)), c2 * f + int(rng.integers(f))]
         rel = [_fact(key, container), _fact(container, place)]
-    subjects = [p for p in PEOPLE if p != key] + [c for c in CONTAINERS if c != container]
-    subjects = [str(s) for s in rng.permutation(subjects)[: n - hops]]
+    pool = [p for p in PEOPLE if p != key] + [c for c in CONTAINERS if c != container]
+    rounds = -(-(n - hops) // len(pool))  # 1 for a document of at most len(pool) distractors
+    subjects = [str(s) for _ in range(rounds) for s in rng.permutation(pool)][: n - hops]
     objects = [p for p in PLACES] + [c for c in CONTAINERS if c != container]
     facts: list[str] = []
     others = iter(subjects)
