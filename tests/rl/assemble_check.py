@@ -6,8 +6,9 @@ GRPO groups). It then
 1. assembles one mini-batch's input_ids from its own rows (Trainer._build: jax.make_array_from_process_local_data)
    and all-gathers the result, which must equal memjax.rl.assemble.reference_global of every process's block
    computed here on the host (what one process holding every row builds);
-2. runs two Trainer updates (token level, packed rows, 2 mini-batches; then step level) and writes the metrics
-   and the final parameters (process 0) to OUT/result_<processes>.npz, which the test compares across runs.
+2. runs two Trainer updates (token level, packed rows, 2 mini-batches; then step level) and, token level, a third
+   where the last process holds no sample at all (it still takes part), and writes the metrics and the final
+   parameters (process 0) to OUT/, which the test compares across runs.
 """
 
 import json
@@ -82,6 +83,10 @@ def main(out):
             res["assembled_shape"] = list(got.shape)
             res["rows_per_process"] = [b.num_rows for b in rows_of]
         metrics = [tr.update(local, seed=3, shard=shard) for _ in range(2)]
+        if level == "token":  # 3. the last process holds no sample (its groups were all filtered out)
+            keep = np.full(batch.num_samples, n == 1 or me < n - 1)
+            metrics.append(tr.update(batch.select_samples(keep), seed=4,
+                                     shard=RowShard(np.nonzero(keep)[0], batch.num_samples)))
         res[level] = metrics
         params = [to_host(x) for x in jax.tree.leaves(nnx.state(model, nnx.Param))]
         if me == 0:
