@@ -16,9 +16,9 @@ prefill_slots, num_pages and kv_cache_bytes are then totals; it also applies whe
 engine config); the default 1 runs it on one device.
 Several processes (memjax.launch, jax.distributed): each process rolls out its block of whole groups on its own
 devices and the trainer assembles the global training arrays from every process's own rows
-(memjax/rl/assemble.py). Only rewards, statistics and row lengths are exchanged, unless dynamic sampling, a
-reward ablation or GAE needs the global batch: then the rollouts are gathered to every process first
-(memjax/rl/shares.py) and each process still hands the trainer only its own samples.
+(memjax/rl/assemble.py). Only rewards, statistics, row lengths and (dynamic sampling) kept-group counts are
+exchanged, unless a reward ablation or GAE needs the global batch: then the rollouts are gathered to every
+process first (memjax/rl/shares.py) and each process still hands the trainer only its own samples.
 The system is chosen by `agent.name` from the registry in memjax/systems (memagent, tiny, ...); `--set
 agent.name=X` swaps the `agent` section for X's defaults. The sampling temperature has one source: the
 system's (`agent...temperature`); the trainer's log-probs use it (`update.temperature` must be left at
@@ -70,7 +70,7 @@ from .rl.batch import unit_index
 from .rl.credit import Credit
 from .rl.dapo import DynamicSampler, filter_groups
 from .rl.assemble import global_sum
-from .rl.shares import gather_rollouts, gather_rows, gather_states, local_part, own_state, share
+from .rl.shares import gather_records, gather_rollouts, gather_rows, gather_states, local_part, own_state, share
 from .rl.trainer import Trainer
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, tb_writer, write_atomic
 from .systems import build as build_system, shard_stream
@@ -172,16 +172,18 @@ class Run:
         # each process reads its own block of every generation batch (whole groups: a sample's trajectories all
         # run where it was read); with one process the block is the whole batch
         self._block = share(cfg.prompts_per_step)
-        self.data = shard_stream(sysm.train_data(cfg.prompts_per_step, cfg.seed), *self._block)
+        self.data = sysm.train_data(cfg.prompts_per_step, cfg.seed)
+        if jax.process_count() > 1:
+            self.data = shard_stream(self.data, *self._block)
         # several processes keep their rollouts' token arrays to themselves (the trainer assembles its arrays from
-        # process-local rows) unless a decision needs the global batch: dynamic sampling (a global trim of the
-        # kept groups), a reward ablation (over the whole batch), GAE (the critic's programs take every row)
-        self.local_rollouts = (jax.process_count() > 1 and not cfg.dynamic_sampling and cfg.ablation == "none"
+        # process-local rows) unless a decision needs the global batch: a reward ablation (over the whole batch),
+        # GAE (the critic's programs take every row). Dynamic sampling counts kept groups globally.
+        self.local_rollouts = (jax.process_count() > 1 and cfg.ablation == "none"
                                and cfg.advantage.estimator != "gae")
         if jax.process_count() > 1:
             self.con.print("rollouts: " + ("process-local (each process trains on its own rows)" if self.local_rollouts
-                                           else "gathered to every process (dynamic sampling, an ablation or GAE "
-                                                "needs the global batch); each process trains on its own rows"))
+                                           else "gathered to every process (an ablation or GAE needs the global "
+                                                "batch); each process trains on its own rows"))
         self.rng = np.random.default_rng([cfg.seed, 99])  # the ablation's permutations
         self.ckpts = RunCheckpoints(self.out / "checkpoints", cfg.keep_checkpoints,
                                     warn=lambda m: self.con.print(m, style="yellow", markup=False))
@@ -287,14 +289,14 @@ class Run:
         sampling), shaped and ablated; returns (batch or None, traces, stats)."""
         cfg, sysm = self.cfg, self.system
         sampler = DynamicSampler(cfg.prompts_per_step, cfg.max_gen_batches if cfg.dynamic_sampling else 1,
-                                 pad_id=getattr(self.tok, "pad_id", 0))
+                                 pad_id=getattr(self.tok, "pad_id", 0), across_processes=self.local_rollouts)
         traces, stats = [], {}
         g = 0
         self._records = []  # the data records read this step (streams that number them)
         lo, hi = self._block
         while True:
             samples = next(self.data)  # this process's block [lo, hi) of the generation batch, whole groups
-            self._records += getattr(self.data, "last_records", [])
+            self._records.append(getattr(self.data, "last_records", []))
             res = run_workflow(self.engine, sysm.workflow(self.engine, self.tok, train=True), samples,
                                group_size=sysm.group_size, seed=rollout_seed(cfg.seed, self.step, g),
                                max_active=getattr(sysm, "max_active", 0), first_trajectory=lo * sysm.group_size)
@@ -323,7 +325,7 @@ class Run:
                 kept, info = sampler.take()
                 stats.update({f"dyn_{k}": float(v) for k, v in info.items()})
                 stats["groups_with_signal"] /= g
-                stats["trained_samples"] = 0 if kept is None else kept.num_samples
+                stats["trained_samples"] = int(info["num_samples"])  # over every process
                 return kept, traces, stats
 
     def train_step(self) -> dict:
@@ -332,8 +334,7 @@ class Run:
         t1 = time.perf_counter()
         reward = rstats.pop("_reward_sum") / rstats.pop("_rewards")  # over every process's trajectories
         metrics = {"step": self.step + 1, "rollout_s": t1 - t0, "reward": reward,
-                   **({"data_records": gather_rows(np.asarray(self._records, np.int64)).tolist()}
-                      if hasattr(self.data, "last_records") else {}),
+                   **({"data_records": gather_records(self._records)} if hasattr(self.data, "last_records") else {}),
                    **{k: v for k, v in rstats.items() if k in ("groups_with_signal", "trained_samples")},
                    **{f"rollout_{k}": v for k, v in rstats.items()
                       if not k.startswith("engine_") and k not in ("groups_with_signal", "trained_samples")}}

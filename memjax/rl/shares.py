@@ -16,7 +16,9 @@ Owns:
   `process` is the whole step (one process) or already this process's own (`process_shard`).
 - `process_shard(num_samples)`: the RowShard of a process-local batch: its samples follow those of the
   processes before it (one all-gather of the sample counts).
-- `gather_rows(a)`: a per-row host vector of every process, concatenated in process order (metrics).
+- `gather_rows(a)`: a per-row host vector of every process, concatenated in process order (metrics);
+  `gather_records(per_batch)`: the data records every process read, per generation batch, in the one-process
+  order (generation batch, then process).
 - `gather_states(state)`: every process's JSON-able data-stream state, in process order (checkpoints record
   them all); `own_state(meta)`: this process's state from a checkpoint's meta -- its own entry when the
   checkpoint was written by as many processes, the common one when every recorded state is equal (streams
@@ -104,6 +106,8 @@ def process_shard(num_samples: int) -> RowShard:
 
 
 def local_part(batch: RolloutBatch) -> tuple[RolloutBatch, RowShard]:
+    if "global_samples" in batch.info and jax.process_count() > 1:  # numbered by the dynamic sampler
+        return batch, RowShard(batch.info["global_samples"], int(batch.info["total_samples"]))
     if batch.process is None:
         return batch, (RowShard.whole(batch) if jax.process_count() == 1 else process_shard(batch.num_samples))
     mine = batch.process == jax.process_index()
@@ -133,3 +137,11 @@ def own_state(meta: dict):
         return states[0]
     raise ValueError(f"its data stream was read by {len(states)} processes in different states; resume it on "
                      f"{len(states)} processes")
+
+
+def gather_records(per_batch: list[list[int]]) -> list[int]:
+    mine = np.asarray(per_batch, np.int64).reshape(len(per_batch), -1)
+    if jax.process_count() == 1:
+        return mine.reshape(-1).tolist()
+    every = _allgather_ragged(mine)
+    return [int(r) for g in range(len(per_batch)) for part in every for r in part[g]]
