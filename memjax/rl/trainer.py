@@ -17,6 +17,13 @@ Invariants:
   optimizer state follows the parameters. With a mesh (memjax.parallel.MeshConfig), ZeRO-3: parameters,
   gradients and optimizer state sharded over fsdp (tensor over heads / MLP columns), weights gathered layer
   by layer inside the scanned layer loop, rows sharded over (data, fsdp) so every device has its own rows.
+- Several processes: `update(batch, shard=RowShard)` gets THIS process's samples and which samples of the
+  step's global batch they are; mini-batches are drawn over the global sample numbering (the same on every
+  process), each process packs its own conversations into its block of every micro-batch's rows and the
+  global arrays are made with jax.make_array_from_process_local_data (memjax/rl/assemble.py); row length and
+  micro-batch count are agreed by a small all-gather, recomputed log-probs are read back from the process's
+  own shards, denominators and statistics are summed over processes. With one process the layout is the
+  one-process layout row for row.
 - The reference policy (only when LossConfig.kl_coef > 0) is kept as params in UpdateConfig.ref_dtype
   (bf16 by default), sharded like the policy; with kl_coef == 0 nothing of it is allocated.
 - The learning rate schedule counts TRAINING steps: `update(batch, step=...)` (default: this trainer's
