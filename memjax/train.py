@@ -14,6 +14,11 @@ engine.tensor_parallel = T devices, T = mesh.tensor keeps the trainer's tensor g
 the KV pool each, weights resharded from the trainer's layout at every hand-off; engine.max_slots,
 prefill_slots, num_pages and kv_cache_bytes are then totals; it also applies when the system brings its own
 engine config); the default 1 runs it on one device.
+Several processes (memjax.launch, jax.distributed): each process rolls out its block of whole groups on its own
+devices and the trainer assembles the global training arrays from every process's own rows
+(memjax/rl/assemble.py). Only rewards, statistics, row lengths and (dynamic sampling) kept-group counts are
+exchanged, unless a reward ablation or GAE needs the global batch: then the rollouts are gathered to every
+process first (memjax/rl/shares.py) and each process still hands the trainer only its own samples.
 The system is chosen by `agent.name` from the registry in memjax/systems (memagent, tiny, ...); `--set
 agent.name=X` swaps the `agent` section for X's defaults. The sampling temperature has one source: the
 system's (`agent...temperature`); the trainer's log-probs use it (`update.temperature` must be left at
@@ -64,10 +69,11 @@ from .report import write_report
 from .rl.batch import unit_index
 from .rl.credit import Credit
 from .rl.dapo import DynamicSampler, filter_groups
-from .rl.shares import gather_rollouts, share
+from .rl.assemble import global_sum
+from .rl.shares import gather_records, gather_rollouts, gather_rows, gather_states, local_part, own_state, share
 from .rl.trainer import Trainer
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, tb_writer, write_atomic
-from .systems import build as build_system
+from .systems import build as build_system, shard_stream
 from .train_config import ABLATIONS, TrainConfig  # noqa: F401  (re-exported: memjax.train.TrainConfig)
 
 
@@ -163,7 +169,21 @@ class Run:
             self.engine = Engine(self.model, ecfg, devices=rollout_devices(mesh))
         except ValueError as e:
             raise ConfigError(f"engine: {e}") from None
+        # each process reads its own block of every generation batch (whole groups: a sample's trajectories all
+        # run where it was read); with one process the block is the whole batch
+        self._block = share(cfg.prompts_per_step)
         self.data = sysm.train_data(cfg.prompts_per_step, cfg.seed)
+        if jax.process_count() > 1:
+            self.data = shard_stream(self.data, *self._block)
+        # several processes keep their rollouts' token arrays to themselves (the trainer assembles its arrays from
+        # process-local rows) unless a decision needs the global batch: a reward ablation (over the whole batch),
+        # GAE (the critic's programs take every row). Dynamic sampling counts kept groups globally.
+        self.local_rollouts = (jax.process_count() > 1 and cfg.ablation == "none"
+                               and cfg.advantage.estimator != "gae")
+        if jax.process_count() > 1:
+            self.con.print("rollouts: " + ("process-local (each process trains on its own rows)" if self.local_rollouts
+                                           else "gathered to every process (an ablation or GAE needs the global "
+                                                "batch); each process trains on its own rows"))
         self.rng = np.random.default_rng([cfg.seed, 99])  # the ablation's permutations
         self.ckpts = RunCheckpoints(self.out / "checkpoints", cfg.keep_checkpoints,
                                     warn=lambda m: self.con.print(m, style="yellow", markup=False))
@@ -196,6 +216,7 @@ class Run:
     def save(self) -> None:
         best = self.curriculum.sync(self.ckpts)  # the bests this checkpoint records are on disk
         meta = {"step": self.step, "seed": self.cfg.seed, "data": self.data.get_state(),
+                "data_processes": gather_states(self.data.get_state()),
                 "optimizer_steps": self.trainer.optimizer_steps, "evals": self.evals, "history": self.history,
                 "config": dataclasses.asdict(self.cfg), "best": best}
         self.ckpts.save(self.step, args=ocp.args.Composite(  # waits for (and verifies) the previous save
@@ -233,7 +254,7 @@ class Run:
             params.replace_by_pure_dict(placed_like(got["state"]["model"], params.to_pure_dict()))
             opt = nnx.state(self.trainer.optimizer)
             opt.replace_by_pure_dict(placed_like(got["state"]["opt"], opt.to_pure_dict()))
-            self.data.set_state(got["meta"]["data"])
+            self.data.set_state(own_state(got["meta"]))
             if "critic" in got["state"]:
                 self.credit.load_state(got["state"]["critic"])
         except Exception as e:
@@ -268,38 +289,43 @@ class Run:
         sampling), shaped and ablated; returns (batch or None, traces, stats)."""
         cfg, sysm = self.cfg, self.system
         sampler = DynamicSampler(cfg.prompts_per_step, cfg.max_gen_batches if cfg.dynamic_sampling else 1,
-                                 pad_id=getattr(self.tok, "pad_id", 0))
+                                 pad_id=getattr(self.tok, "pad_id", 0), across_processes=self.local_rollouts)
         traces, stats = [], {}
         g = 0
+        self._records = []  # the data records read this step (streams that number them)
+        lo, hi = self._block
         while True:
-            samples = next(self.data)
-            lo, hi = share(len(samples))  # several processes: each runs its block of whole groups on its devices
-            res = run_workflow(self.engine, sysm.workflow(self.engine, self.tok, train=True), samples[lo:hi],
+            samples = next(self.data)  # this process's block [lo, hi) of the generation batch, whole groups
+            self._records.append(getattr(self.data, "last_records", []))
+            res = run_workflow(self.engine, sysm.workflow(self.engine, self.tok, train=True), samples,
                                group_size=sysm.group_size, seed=rollout_seed(cfg.seed, self.step, g),
                                max_active=getattr(sysm, "max_active", 0), first_trajectory=lo * sysm.group_size)
             batch, rewards, rollout_stats = gather_rollouts(sysm.shape(res.batch, res.traces), res.rewards, res.stats,
-                                                            pad_id=getattr(self.tok, "pad_id", 0))
+                                                            pad_id=getattr(self.tok, "pad_id", 0),
+                                                            tokens=not self.local_rollouts)
             batch = _ablate(batch, cfg.ablation, self.rng)
             traces += res.traces  # this process's (process 0's: the first samples')
             stats["_reward_sum"] = stats.get("_reward_sum", 0.0) + float(np.sum(rewards))
             stats["_rewards"] = stats.get("_rewards", 0) + len(rewards)
             for k, v in rollout_stats.items():
                 stats[k] = stats.get(k, 0.0) + v
-            r = np.asarray(rewards, np.float64).reshape(len(samples), sysm.group_size)
+            r = np.asarray(rewards, np.float64).reshape(cfg.prompts_per_step, sysm.group_size)
             stats["groups_with_signal"] = stats.get("groups_with_signal", 0.0) + float((r.std(1) > 0).mean())
             g += 1
-            if cfg.filter_flat_groups:
+            if cfg.filter_flat_groups:  # a group is whole on one process: a process-local batch filters alone
                 keep = filter_groups(batch.reward, batch.sample_group)
-                stats["trained_samples"] = int(keep.sum())
-                return (batch.select_samples(keep) if keep.any() else None), traces, stats
+                kept = int(global_sum([keep.sum()])[0]) if self.local_rollouts else int(keep.sum())
+                stats["trained_samples"] = kept
+                return (batch.select_samples(keep) if kept else None), traces, stats
             if not cfg.dynamic_sampling:
-                stats["trained_samples"] = batch.num_samples
+                stats["trained_samples"] = int(global_sum([batch.num_samples])[0]) if self.local_rollouts else \
+                    batch.num_samples
                 return batch, traces, stats
             if sampler.add(batch):
                 kept, info = sampler.take()
                 stats.update({f"dyn_{k}": float(v) for k, v in info.items()})
                 stats["groups_with_signal"] /= g
-                stats["trained_samples"] = 0 if kept is None else kept.num_samples
+                stats["trained_samples"] = int(info["num_samples"])  # over every process
                 return kept, traces, stats
 
     def train_step(self) -> dict:
@@ -308,24 +334,29 @@ class Run:
         t1 = time.perf_counter()
         reward = rstats.pop("_reward_sum") / rstats.pop("_rewards")  # over every process's trajectories
         metrics = {"step": self.step + 1, "rollout_s": t1 - t0, "reward": reward,
+                   **({"data_records": gather_records(self._records)} if hasattr(self.data, "last_records") else {}),
                    **{k: v for k, v in rstats.items() if k in ("groups_with_signal", "trained_samples")},
                    **{f"rollout_{k}": v for k, v in rstats.items()
                       if not k.startswith("engine_") and k not in ("groups_with_signal", "trained_samples")}}
         mcfg = self.model.cfg
-        conv_lens = [] if batch is None else batch.lengths.tolist()
+        conv_lens = [] if batch is None else (gather_rows(batch.lengths) if self.local_rollouts else
+                                              batch.lengths).tolist()
         rollout_flops = flops.estimate(mcfg, [t for t in conv_lens if t > 0], training=False) if conv_lens else 0.0
         if batch is not None:
             if self.cfg.engine_sleep:  # before the critic's programs too: the plan's update phase holds them
                 freed = self.engine.sleep() + sum(e.sleep(weights=False) for e in self.system.frozen_engines())
                 metrics["engine_freed_gib"] = freed / 2**30
-            own = self.system.advantages(batch, self.cfg.advantage)
-            if own is not None:
+            if batch.num_samples == 0:  # this process kept none of its groups; the others train, it takes part
+                batch = batch.replace(advantages=np.zeros(batch.input_ids.shape, np.float32),
+                                      row_weight=np.zeros(0, np.float32))
+            elif (own := self.system.advantages(batch, self.cfg.advantage)) is not None:
                 batch = own
             else:
                 batch, cmetrics = self.credit.assign(batch)
                 metrics.update(cmetrics)
-            metrics.update(self.trainer.update(batch, seed=self.cfg.seed * 7919 + self.step,
-                                               step=self.curriculum.schedule_step(self.step)))
+            local, shard = local_part(batch)  # this process's samples: the trainer assembles from its rows
+            metrics.update(self.trainer.update(local, seed=self.cfg.seed * 7919 + self.step,
+                                               step=self.curriculum.schedule_step(self.step), shard=shard))
             self.engine.update_weights(self.model)
         metrics["update_s"] = time.perf_counter() - t1
         if conv_lens:

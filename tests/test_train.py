@@ -103,7 +103,7 @@ def test_nonfinite_update_stops_and_keeps_the_last_good_checkpoint(uninterrupted
     shutil.copytree(src, out)
     shutil.rmtree(out / "hf")
 
-    def nan_update(self, batch, seed=0, step=None):
+    def nan_update(self, batch, seed=0, step=None, shard=None):
         raise NonFiniteError("non-finite loss (loss nan, gradient norm nan) at optimizer step 3; the update was "
                              "not applied")
 

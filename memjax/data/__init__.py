@@ -31,7 +31,7 @@ from .ruler import (
     metric_for,
     without_essay,
 )
-from .sources import HotpotQASource, RulerSource, make_dataloader, make_pipeline
+from .sources import HotpotQASource, PipelineStream, RulerSource, make_dataloader, make_pipeline
 from .squad import SquadCorpus, SquadQuestion, load_squad
 
 __all__ = [
@@ -40,6 +40,6 @@ __all__ = [
     "Fit", "fit_units",
     "TASKS", "CWESpec", "FWESpec", "NIAHSpec", "QASpec", "RulerConfig", "RulerGenerator", "RulerSample", "TaskSpec",
     "VTSpec", "metric_for", "without_essay",
-    "HotpotQASource", "RulerSource", "make_dataloader", "make_pipeline",
+    "HotpotQASource", "PipelineStream", "RulerSource", "make_dataloader", "make_pipeline",
     "SquadCorpus", "SquadQuestion", "load_squad",
 ]

@@ -97,10 +97,27 @@ def _check(i: int, n: int) -> int:
     return i
 
 
+class _Block:
+    """Records [lo, hi) of every whole batch of `batch_size` records of `ds` (a grain MapDataset), in order."""
+
+    def __init__(self, ds, batch_size: int, lo: int, hi: int) -> None:
+        self.ds, self.batch_size, self.lo, self.n = ds, batch_size, lo, hi - lo
+        self.length = (len(ds) // batch_size) * self.n
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, j: int) -> Record:
+        return self.ds[(j // self.n) * self.batch_size + self.lo + j % self.n]
+
+
 def make_pipeline(source: HotpotQASource | RulerSource, *, batch_size: int, seed: int, shuffle: bool = True,
                   num_epochs: int | None = 1, drop_remainder: bool = False, read_threads: int = 0,
-                  prefetch: int | None = None) -> grain.IterDataset:
+                  prefetch: int | None = None, shard: tuple[int, int] | None = None) -> grain.IterDataset:
     """source -> (seeded shuffle, reshuffled each epoch) -> repeat(num_epochs; None = forever) -> batches (lists).
+
+    `shard=(lo, hi)`: each batch is the block [lo, hi) of the batch the unsharded pipeline gives, and only
+    those records are read (one process's share of a generation batch; needs drop_remainder).
 
     Records are synthesised on `read_threads` threads (0: in the consuming thread) with at most `prefetch` batches
     (default `2 * read_threads`) read ahead. grain's own default (16 threads, 500 elements ahead) would synthesise
@@ -110,15 +127,49 @@ def make_pipeline(source: HotpotQASource | RulerSource, *, batch_size: int, seed
         raise ValueError(f"make_pipeline: batch_size must be >= 1, got {batch_size}")
     if read_threads < 0 or (prefetch is not None and prefetch < 0):
         raise ValueError(f"make_pipeline: read_threads and prefetch must be >= 0, got {read_threads}, {prefetch}")
+    if shard is not None and not (drop_remainder and 0 <= shard[0] < shard[1] <= batch_size):
+        raise ValueError(f"make_pipeline: shard={shard} needs drop_remainder=True and 0 <= lo < hi <= batch_size "
+                         f"({batch_size})")
     grain = _grain()
     ds = grain.MapDataset.source(source)
     if shuffle:
         ds = ds.shuffle(seed=seed)
     if num_epochs != 1:
         ds = ds.repeat(num_epochs)
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder, batch_fn=list)
+    if shard is not None:
+        ds = grain.MapDataset.source(_Block(ds, batch_size, *shard))
+        ds = ds.batch(shard[1] - shard[0], drop_remainder=True, batch_fn=list)
+    else:
+        ds = ds.batch(batch_size, drop_remainder=drop_remainder, batch_fn=list)
     ahead = 2 * read_threads if prefetch is None else prefetch
     return ds.to_iter_dataset(grain.ReadOptions(num_threads=read_threads, prefetch_buffer_size=ahead))
+
+
+class PipelineStream:
+    """A training DataStream over `make(shard) -> grain IterDataset` (make_pipeline with its arguments bound):
+    `next()` a batch, `get_state()` / `set_state()` the iterator's, `shard(lo, hi)` the same stream reading
+    only the block [lo, hi) of every batch (memjax.systems.shard_stream)."""
+
+    def __init__(self, make, shard: tuple[int, int] | None = None) -> None:
+        self.make, self._shard = make, shard
+        self.it = iter(make(shard))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[Record]:
+        return next(self.it)
+
+    def shard(self, lo: int, hi: int) -> "PipelineStream":
+        out = PipelineStream(self.make, (lo, hi))
+        out.set_state(self.get_state())
+        return out
+
+    def get_state(self):
+        return self.it.get_state()
+
+    def set_state(self, state) -> None:
+        self.it.set_state(state)
 
 
 def make_dataloader(source: HotpotQASource | RulerSource, *, batch_size: int, seed: int, shuffle: bool = True,

@@ -28,7 +28,7 @@ import numpy as np
 from flax import nnx
 
 from ..model.qwen2 import Qwen2
-from ..parallel import data_size, micro_rows_for
+from ..parallel import data_size, micro_rows_for, to_host
 from .batch import RolloutBatch
 from .losses import AGG_MODES
 from .trainer import OptimConfig, OptimizerState, UpdateConfig, _denominator, layout, lr_at
@@ -99,8 +99,8 @@ class CriticTrainer:
 
     def values(self, batch: RolloutBatch) -> np.ndarray:
         p, n_micro, build = layout(batch, np.arange(batch.num_rows), self.update_cfg, self.step.data_sharding)
-        v = np.asarray(self.step.values(self._placed(nnx.state(self.critic, nnx.Param)),
-                                        build({"input_ids": batch.input_ids}), np.int32(n_micro)))
+        v = to_host(self.step.values(self._placed(nnx.state(self.critic, nnx.Param)),  # every process's rows
+                                     build({"input_ids": batch.input_ids}), np.int32(n_micro)))
         v = p.unpack(v.reshape(-1, p.row_len), batch.input_ids.shape[1])
         return (v * (batch.loss_mask > 0)).astype(np.float32)
 

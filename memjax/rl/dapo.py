@@ -12,6 +12,14 @@ Owns
   `take()` returns (RolloutBatch trimmed to the first target_groups kept groups, or None if none were kept,
   info) and resets. A batch that falls short of the target is returned as is and reported (info["filled"]
   False + a logged warning); verl would raise instead.
+  `across_processes=True` (several processes, each adding its own block of every generation batch, whole
+  groups): the counts are global (one small all-gather per generation batch, memjax/rl/assemble.py), `done`
+  is the same everywhere, and `take()` returns THIS process's part of the global result: the first
+  target_groups kept groups in (generation batch, process, group id) order -- the order of the gathered
+  batch -- so the processes' parts together are what one process given every batch keeps, and
+  batch.info["global_samples"] / ["total_samples"] number each local sample in that one-process batch (the
+  trainer's RowShard, memjax.rl.shares.local_part). A process whose groups were all dropped or trimmed gets an
+  empty batch (0 samples), not None (None only when no process kept anything).
 * `overlong_penalty(response_len, max_len, buffer, penalty_factor=1.0) -> f32`: DAPO soft overlong
   punishment, with L_exp = max_len - buffer:
       0                                          if len <= L_exp
@@ -26,8 +34,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import jax
 import numpy as np
 
+from .assemble import all_processes
 from .batch import RolloutBatch, concat_batches
 
 __all__ = ["filter_groups", "concat_batches", "DynamicSampler", "overlong_penalty"]
@@ -58,7 +68,7 @@ class DynamicSampler:
     `max_gen_batches` batches were used (see module docstring)."""
 
     def __init__(self, target_groups: int, max_gen_batches: int, *, keep_singletons: bool = False,
-                 pad_id: int = 0):
+                 pad_id: int = 0, across_processes: bool = False):
         if not (isinstance(target_groups, int) and target_groups >= 1):
             raise ValueError(f"DynamicSampler: target_groups must be an int >= 1, got {target_groups!r}")
         if not (isinstance(max_gen_batches, int) and max_gen_batches >= 1):
@@ -67,10 +77,13 @@ class DynamicSampler:
         self.max_gen_batches = max_gen_batches
         self.keep_singletons = keep_singletons
         self.pad_id = pad_id
+        self.across_processes = across_processes
         self._reset()
 
     def _reset(self):
         self._kept: list[RolloutBatch] = []
+        self._per_batch: list[tuple[RolloutBatch | None, np.ndarray]] = []  # (kept part, kept groups per process)
+        self._empty: RolloutBatch | None = None
         self.num_gen_batches = 0
         self.num_groups = 0  # informative groups kept so far
         self.groups_seen = 0
@@ -87,12 +100,32 @@ class DynamicSampler:
                                f"groups, {self.num_gen_batches}/{self.max_gen_batches} batches); call take()")
         keep = filter_groups(batch.reward, batch.sample_group, keep_singletons=self.keep_singletons)
         self.num_gen_batches += 1
-        self.groups_seen += len(np.unique(batch.sample_group))
-        self.samples_seen += batch.num_samples
-        if keep.any():
-            self._kept.append(batch.select_samples(keep))
-            self.num_groups += len(np.unique(batch.sample_group[keep]))
+        mine = [len(np.unique(batch.sample_group[keep])), len(np.unique(batch.sample_group)), batch.num_samples]
+        every = all_processes(np.asarray(mine, np.int64)) if self.across_processes else np.asarray([mine])
+        self.groups_seen += int(every[:, 1].sum())
+        self.samples_seen += int(every[:, 2].sum())
+        self.num_groups += int(every[:, 0].sum())
+        kept = batch.select_samples(keep) if keep.any() else None
+        self._empty = batch.select_samples(np.zeros(batch.num_samples, bool))
+        if self.across_processes:
+            self._per_batch.append((kept, every[:, 0]))
+        elif kept is not None:
+            self._kept.append(kept)
         return self.done
+
+    def _mine(self) -> list[RolloutBatch | None]:
+        """This process's kept part of every generation batch trimmed to its share of the first target_groups
+        groups (global order); None where it keeps nothing."""
+        me, before, out = jax.process_index(), 0, []
+        for kept, counts in self._per_batch:
+            allow = int(np.clip(self.target_groups - before - counts[:me].sum(), 0, counts[me]))
+            before += int(counts.sum())
+            if kept is not None and allow:
+                ids = np.unique(kept.sample_group)[:allow]  # its first `allow` groups, ascending id
+                out.append(kept.select_samples(np.isin(kept.sample_group, ids)))
+            else:
+                out.append(None)
+        return out
 
     def take(self) -> tuple[RolloutBatch | None, dict]:
         """(batch of at most target_groups groups, or None; info) and reset for the next training step."""
@@ -102,7 +135,20 @@ class DynamicSampler:
                 "groups_dropped": self.groups_seen - self.num_groups, "samples_seen": self.samples_seen,
                 "filled": filled}
         batch = None
-        if self._kept:
+        if self.across_processes:
+            mine = self._mine()
+            # each local sample's index in the one-process batch: (generation batch, process, sample) order
+            sizes = [0 if b is None else b.num_samples for b in mine]
+            every = all_processes(np.asarray(sizes, np.int64)).reshape(-1, len(sizes))  # [P, generation batches]
+            me = jax.process_index()
+            before = np.concatenate([[0], np.cumsum(every.sum(0))[:-1]]) + every[:me].sum(0)
+            numbers = np.concatenate([np.arange(n) + b for n, b in zip(sizes, before)] + [np.zeros(0, np.int64)])
+            kept_parts = [b for b in mine if b is not None and b.num_samples]
+            if self.num_groups:  # some process kept groups: every process trains (maybe on nothing)
+                batch = concat_batches(kept_parts, pad_id=self.pad_id) if kept_parts else self._empty
+                batch = batch.replace(info={**batch.info, "global_samples": numbers.astype(np.int64),
+                                            "total_samples": int(every.sum())})
+        elif self._kept:
             batch = concat_batches(self._kept, pad_id=self.pad_id)
             if self.num_groups > self.target_groups:
                 batch = batch.select_samples(batch.sample_group < self.target_groups)
@@ -110,6 +156,8 @@ class DynamicSampler:
                                             "group_origin": batch.info["group_origin"][:self.target_groups]})
         info["num_groups"] = min(self.num_groups, self.target_groups)
         info["num_samples"] = 0 if batch is None else batch.num_samples
+        if self.across_processes:
+            info["num_samples"] = int(all_processes(np.asarray([info["num_samples"]], np.int64)).sum())
         if not filled:
             log.warning("dynamic sampling: %d/%d informative groups after %d generation batches (limit); "
                         "training on what there is", self.num_groups, self.target_groups, self.num_gen_batches)

@@ -118,6 +118,8 @@ def pack(lengths, row_len: int, max_segments: int = 1, packed: bool = True) -> P
 
 def _rank_within(group: np.ndarray, key: np.ndarray) -> np.ndarray:
     """0-based rank of each element by `key` among the elements of its `group`."""
+    if len(group) == 0:  # a process may hold no conversation of a mini-batch
+        return np.zeros(0, np.int64)
     order = np.lexsort((key, group))
     g = group[order]
     first = np.r_[0, np.nonzero(g[1:] != g[:-1])[0] + 1]

@@ -4,11 +4,25 @@ Owns:
 - `share(n)`: this process's contiguous block [lo, hi) of a generation batch's n samples (sizes differ by at
   most one; a process may get none). A sample and its whole group of trajectories stay on one process, and
   the blocks are in process order, so concatenating the processes' results gives the one-process order.
-- `gather_rollouts(batch, rewards, stats, pad_id)`: every process's RolloutBatch (process order, padded to the
-  longest row, group ids renumbered by `concat_batches`), per-trajectory rewards and summed statistics, the
-  same on every process; dynamic sampling and the group filter then decide on the global batch, identically
-  everywhere. The exchange is host arrays through `multihost_utils.process_allgather` (two small collectives
-  per field); with one process it returns its inputs.
+- `gather_rollouts(batch, rewards, stats, pad_id, tokens=True)`: every process's RolloutBatch (process order,
+  padded to the longest row, group ids renumbered by `concat_batches`, `process` set per sample),
+  per-trajectory rewards and summed statistics, the same on every process; dynamic sampling, reward ablations
+  and the critic then work on the global batch, identically everywhere. With `tokens=False` only the rewards
+  and statistics are exchanged and the batch returned is this process's own: the training batch is then
+  assembled from process-local rows (memjax/rl/assemble.py) and no token array leaves its process. The
+  exchange is host arrays through `multihost_utils.process_allgather` (two small collectives per field);
+  with one process it returns its inputs.
+- `local_part(batch)`: (this process's samples of a gathered batch, their RowShard); a batch without
+  `process` is the whole step (one process) or already this process's own (`process_shard`).
+- `process_shard(num_samples)`: the RowShard of a process-local batch: its samples follow those of the
+  processes before it (one all-gather of the sample counts).
+- `gather_rows(a)`: a per-row host vector of every process, concatenated in process order (metrics);
+  `gather_records(per_batch)`: the data records every process read, per generation batch, in the one-process
+  order (generation batch, then process).
+- `gather_states(state)`: every process's JSON-able data-stream state, in process order (checkpoints record
+  them all); `own_state(meta)`: this process's state from a checkpoint's meta -- its own entry when the
+  checkpoint was written by as many processes, the common one when every recorded state is equal (streams
+  whose state is the global position resume on any process count), else a ValueError.
 Invariants: every process calls `gather_rollouts` once per generation batch, in the same order; the fields
 set (optional ones) and the statistics' keys are the same on every process (one workflow); statistics keys
 ending in "seconds" or "_s" take the slowest process's value, "mean_*" the mean weighted by "trajectories",
@@ -17,9 +31,12 @@ the others the sum.
 
 from __future__ import annotations
 
+import json
+
 import jax
 import numpy as np
 
+from .assemble import RowShard, all_processes
 from .batch import FIELDS, RolloutBatch, concat_batches
 
 
@@ -46,19 +63,24 @@ def _allgather_ragged(a: np.ndarray) -> list[np.ndarray]:
     return [every[p][tuple(slice(0, s) for s in shapes[p])].astype(dtype) for p in range(len(shapes))]
 
 
-def gather_rollouts(batch: RolloutBatch, rewards, stats: dict, pad_id: int = 0):
-    """(global batch, global per-trajectory rewards, combined stats); see the module docstring."""
+def gather_rollouts(batch: RolloutBatch, rewards, stats: dict, pad_id: int = 0, tokens: bool = True):
+    """(global batch -- or this process's own with tokens=False --, global per-trajectory rewards, combined
+    stats); see the module docstring."""
     if jax.process_count() == 1:
         return batch, list(rewards), dict(stats)
-    per_field = {}
-    for k, f in FIELDS.items():
-        if getattr(batch, k) is None:
-            continue
-        per_field[k] = _allgather_ragged(getattr(batch, k))
     n = jax.process_count()
-    parts = [RolloutBatch(**{k: v[p] for k, v in per_field.items()}) for p in range(n)]
-    parts = [b for b in parts if b.num_samples > 0]
-    out = concat_batches(parts, pad_id=pad_id) if len(parts) > 1 else parts[0]
+    if tokens:
+        per_field = {}
+        for k, f in FIELDS.items():
+            if getattr(batch, k) is None:
+                continue
+            per_field[k] = _allgather_ragged(getattr(batch, k))
+        parts = [RolloutBatch(**{k: v[p] for k, v in per_field.items()}) for p in range(n)]
+        parts = [b.replace(process=np.full(b.num_samples, p, np.int32)) for p, b in enumerate(parts)
+                 if b.num_samples > 0]
+        out = concat_batches(parts, pad_id=pad_id) if len(parts) > 1 else parts[0]
+    else:
+        out = batch
     all_rewards = [float(r) for p in _allgather_ragged(np.asarray(rewards, np.float32)) for r in p]
     keys = sorted(stats)
     vals = _allgather_ragged(np.asarray([stats[k] for k in keys], np.float32))
@@ -75,3 +97,51 @@ def gather_rollouts(batch: RolloutBatch, rewards, stats: dict, pad_id: int = 0):
         else:
             combined[k] = sum(col)
     return out, all_rewards, combined
+
+
+def process_shard(num_samples: int) -> RowShard:
+    counts = all_processes(np.asarray([num_samples], np.int64)).reshape(-1)
+    first = int(counts[:jax.process_index()].sum())
+    return RowShard(first + np.arange(num_samples), int(counts.sum()))
+
+
+def local_part(batch: RolloutBatch) -> tuple[RolloutBatch, RowShard]:
+    if "global_samples" in batch.info and jax.process_count() > 1:  # numbered by the dynamic sampler
+        return batch, RowShard(batch.info["global_samples"], int(batch.info["total_samples"]))
+    if batch.process is None:
+        return batch, (RowShard.whole(batch) if jax.process_count() == 1 else process_shard(batch.num_samples))
+    mine = batch.process == jax.process_index()
+    return batch.select_samples(mine).replace(process=None), RowShard(np.nonzero(mine)[0], batch.num_samples)
+
+
+def gather_rows(a) -> np.ndarray:
+    a = np.asarray(a)
+    return a if jax.process_count() == 1 else np.concatenate(_allgather_ragged(a))
+
+
+def gather_states(state) -> list:
+    text = json.dumps(state, sort_keys=True, default=str)
+    if jax.process_count() == 1:
+        return [json.loads(text)]
+    parts = _allgather_ragged(np.frombuffer(text.encode(), np.uint8))
+    return [json.loads(p.astype(np.uint8).tobytes().decode()) for p in parts]
+
+
+def own_state(meta: dict):
+    states = meta.get("data_processes")
+    if not states:  # a checkpoint from before per-process states
+        return meta["data"]
+    if len(states) == jax.process_count():
+        return states[jax.process_index()]
+    if all(st == states[0] for st in states):
+        return states[0]
+    raise ValueError(f"its data stream was read by {len(states)} processes in different states; resume it on "
+                     f"{len(states)} processes")
+
+
+def gather_records(per_batch: list[list[int]]) -> list[int]:
+    mine = np.asarray(per_batch, np.int64).reshape(len(per_batch), -1)
+    if jax.process_count() == 1:
+        return mine.reshape(-1).tolist()
+    every = _allgather_ragged(mine)
+    return [int(r) for g in range(len(per_batch)) for part in every for r in part[g]]

@@ -17,6 +17,13 @@ Invariants:
   optimizer state follows the parameters. With a mesh (memjax.parallel.MeshConfig), ZeRO-3: parameters,
   gradients and optimizer state sharded over fsdp (tensor over heads / MLP columns), weights gathered layer
   by layer inside the scanned layer loop, rows sharded over (data, fsdp) so every device has its own rows.
+- Several processes: `update(batch, shard=RowShard)` gets THIS process's samples and which samples of the
+  step's global batch they are; mini-batches are drawn over the global sample numbering (the same on every
+  process), each process packs its own conversations into its block of every micro-batch's rows and the
+  global arrays are made with jax.make_array_from_process_local_data (memjax/rl/assemble.py); row length and
+  micro-batch count are agreed by a small all-gather, recomputed log-probs are read back from the process's
+  own shards, denominators and statistics are summed over processes. With one process the layout is the
+  one-process layout row for row.
 - The reference policy (only when LossConfig.kl_coef > 0) is kept as params in UpdateConfig.ref_dtype
   (bf16 by default), sharded like the policy; with kl_coef == 0 nothing of it is allocated.
 - The learning rate schedule counts TRAINING steps: `update(batch, step=...)` (default: this trainer's
@@ -48,8 +55,9 @@ from flax import nnx
 from ..config import RunError
 from ..kernels.reference import CLAMP_MODES
 from ..model.flash_attention import ATTENTION_KINDS
-from ..parallel import data_size, micro_rows_for, to_host
+from ..parallel import data_size, micro_rows_for
 from .advantages import AdvantageConfig, with_advantages
+from .assemble import RowShard, agree_slots, all_processes, global_max, global_sum, local_slots, put_local, take_local
 from .batch import RolloutBatch
 from .losses import AGG_MODES, KL_ESTIMATORS
 from .packing import pack, row_length
@@ -254,6 +262,8 @@ class Trainer:
         self.step_fn = TrainStep(graphdef, jax.eval_shape(lambda: params), mesh, optim, loss, update,
                                  temperature=update.temperature, use_ref=bool(loss.kl_coef),
                                  use_entropy=bool(loss.entropy_coef))
+        # this process's block of every micro-batch's rows (all of them with one process)
+        self._first_slot, self._m_local = local_slots(self.step_fn.data_sharding, update.micro_rows)
         params = self._placed(params)
         nnx.update(model, params)
         self.ref_params = None  # the reference policy: bf16 params, only when the KL term needs it
@@ -307,25 +317,54 @@ class Trainer:
         self.optimizer.set(value)
 
     # -- array plumbing -----------------------------------------------------------------------------
-    def _layout(self, batch: RolloutBatch, rows: np.ndarray):
-        """Pack conversations `rows` of the batch; -> (packing, micro-batch count, data builder)."""
-        return layout(batch, rows, self.update_cfg, self.step_fn.data_sharding, step_level=self.loss_cfg.level == "step")
+    def _plans(self, batch: RolloutBatch, parts: list[np.ndarray]) -> list:
+        """(rows, packing, Slots) of each mini-batch `parts` (this process's row indices), None for one that no
+        process has rows of. Two small all-gathers: the row length from the longest conversation of any
+        process, the micro-batch count from the most packed rows any process has (memjax/rl/assemble.py)."""
+        u = self.update_cfg
+        lengths = np.asarray(batch.lengths)
+        mine = np.asarray([[r.size, lengths[r].max() if r.size else 0] for r in parts], np.float64).reshape(-1, 2)
+        every = all_processes(mine)
+        rows_in_all, longest = every[..., 0].sum(0), every[..., 1].max(0)
+        row_lens = [row_length(max(int(n), 1), u.row_buckets, u.pad_tokens) for n in longest]
+        packs = [pack(lengths[r], L, u.max_segments, u.pack) for r, L in zip(parts, row_lens)]
+        slots = agree_slots(row_lens, [p.num_rows for p in packs], self._m_local, u.min_micro_batches)
+        return [(r, p, sl) if n > 0 else None for r, p, sl, n in zip(parts, packs, slots, rows_in_all)]
 
-    def _logprobs(self, params, batch: RolloutBatch, parts: list[np.ndarray] | None = None) -> np.ndarray:
-        """Log-probs [N, T] computed part by part (row-index arrays; default all rows at once). The update
-        passes its own mini-batches, so both programs see the same (micro-batch count, row length) shapes."""
+    def _build(self, plan, fields: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+        """This process's rows of one mini-batch as the global [cap, micro_rows, L] arrays: each process lays
+        its own conversations into its slots (jax.make_array_from_process_local_data)."""
+        rows, p, sl = plan
+        m, first = self._m_local, self._first_slot
+        n = sl.cap * m
+        put = lambda x: put_local(x.reshape(sl.cap, m, sl.row_len), self.step_fn.data_sharding, self.update_cfg.micro_rows)
+        out = {"positions": put(p.positions(n)), "segment_ids": put(p.segment_ids(n))}
+        if self.loss_cfg.level == "step":  # conversation index within its micro-batch, unique over processes
+            local = p.local_index(m, n)
+            segs = self.update_cfg.max_segments if self.update_cfg.pack else 1
+            out["local"] = put(np.where(local >= 0, local + first * segs, -1).astype(np.int32))
+        for k, v in fields.items():
+            out[k] = put(p.tokens(np.asarray(v)[rows], 0, n))
+        return out
+
+    def _logprobs(self, params, batch: RolloutBatch, plans: list) -> np.ndarray:
+        """Log-probs [N, T] of this process's rows, mini-batch by mini-batch (`plans` of _plans), so the
+        update's programs see the same (micro-batch count, row length) shapes; read back from this process's
+        own shards (no gather)."""
         out = np.zeros(batch.input_ids.shape, np.float32)
-        for rows in parts if parts is not None else [np.arange(batch.num_rows)]:
-            sub = batch.input_ids[rows], batch.loss_mask[rows]
-            p, n_micro, build = self._layout(batch, rows)
-            data = build({"input_ids": batch.input_ids, "loss_mask": batch.loss_mask})
-            lp = to_host(self.step_fn.logprobs(params, data, np.int32(n_micro)))  # all processes' rows
-            out[rows] = p.unpack(lp.reshape(-1, p.row_len), batch.input_ids.shape[1]) * (sub[1] > 0)
+        for plan in plans:
+            if plan is None:
+                continue
+            rows, p, sl = plan
+            data = self._build(plan, {"input_ids": batch.input_ids, "loss_mask": batch.loss_mask})
+            lp = take_local(self.step_fn.logprobs(params, data, np.int32(sl.n_micro)))
+            out[rows] = p.unpack(lp.reshape(-1, sl.row_len), batch.input_ids.shape[1]) * (batch.loss_mask[rows] > 0)
         return out
 
     def logprobs(self, model, batch: RolloutBatch) -> np.ndarray:
-        """Per-token log-probs [N, T] of the batch under `model` (zero where loss_mask is 0)."""
-        return self._logprobs(self._placed(nnx.state(model, nnx.Param)), batch)
+        """Per-token log-probs [N, T] of the batch (this process's rows) under `model` (zero where loss_mask is 0)."""
+        return self._logprobs(self._placed(nnx.state(model, nnx.Param)), batch,
+                              self._plans(batch, [np.arange(batch.num_rows)]))
 
     def _token_weights(self, batch: RolloutBatch, row_w: np.ndarray) -> np.ndarray:
         valid = (batch.loss_mask != 0).astype(np.float32)
@@ -335,28 +374,35 @@ class Trainer:
         return w.astype(np.float32)
 
     # -- the update -----------------------------------------------------------------------------------
-    def update(self, batch: RolloutBatch, seed: int = 0, step: int | None = None) -> dict[str, float]:
+    def update(self, batch: RolloutBatch, seed: int = 0, step: int | None = None,
+               shard: RowShard | None = None) -> dict[str, float]:
         """One training step's policy update. `step`: the 0-based training step the learning-rate schedule
-        reads (default: the number of earlier update() calls of this trainer)."""
+        reads (default: the number of earlier update() calls of this trainer). `batch` holds this process's
+        samples, `shard` says which of the step's global batch they are (default: the batch is the whole step,
+        one process); mini-batches are drawn over the global samples, every process lays its own rows into
+        its slots (memjax/rl/assemble.py) and denominators and statistics are global."""
         u, lc = self.update_cfg, self.loss_cfg
+        shard = RowShard.whole(batch) if shard is None else shard
         step = self.train_steps if step is None else int(step)
         lr = float(lr_at(self.optim_cfg, step))
         stats: dict[str, float] = {"lr": lr}
         mask = batch.loss_mask > 0
         params = self._placed(nnx.state(self.model, nnx.Param))
         rng = np.random.default_rng(seed)
-        epochs = [[np.nonzero(np.isin(batch.sample, part))[0]
-                   for part in np.array_split(rng.permutation(batch.num_samples), u.mini_batches)]
+        mine = shard.samples[batch.sample]  # global sample index of each of this process's rows
+        epochs = [[np.nonzero(np.isin(mine, part))[0]
+                   for part in np.array_split(rng.permutation(shard.total), u.mini_batches)]
                   for _ in range(u.ppo_epochs)]
-        epochs = [[rows for rows in parts if rows.size] for parts in epochs]
+        plans = [self._plans(batch, parts) for parts in epochs]  # None: a mini-batch no process has rows of
         if u.recompute_old_logp:
-            old = self._logprobs(params, batch, epochs[0])
+            old = self._logprobs(params, batch, plans[0])
             diff = np.abs(old - batch.old_logp)[mask]
-            stats["logp_mismatch_mean"] = float(diff.mean()) if diff.size else 0.0
-            stats["logp_mismatch_max"] = float(diff.max()) if diff.size else 0.0
+            tot, top = global_sum([diff.sum(), diff.size]), global_max([diff.max() if diff.size else 0.0])
+            stats["logp_mismatch_mean"] = float(tot[0] / tot[1]) if tot[1] else 0.0
+            stats["logp_mismatch_max"] = float(top[0])
             batch = batch.replace(old_logp=old)
         if lc.kl_coef:
-            batch = batch.replace(ref_logp=self._logprobs(self.ref_params, batch, epochs[0]))
+            batch = batch.replace(ref_logp=self._logprobs(self.ref_params, batch, plans[0]))
         if batch.advantages is None:  # callers that did not run an estimator get the configured MemAgent rule
             batch = with_advantages(batch, self.adv_cfg)
         row_w = np.ones(batch.num_rows, np.float32) if batch.row_weight is None else np.asarray(batch.row_weight,
@@ -365,44 +411,50 @@ class Trainer:
                    "adv": np.asarray(batch.advantages, np.float32), "tok_w": self._token_weights(batch, row_w)}
         if lc.kl_coef:
             fields_["ref_logp"] = batch.ref_logp
+        flat = [pl for pls in plans for pl in pls if pl is not None]
+        if lc.level == "step":  # (steps, valid tokens) of each mini-batch, over all processes
+            dens = global_sum([[mask[pl[0]].any(1).sum(), mask[pl[0]].sum()] for pl in flat]).reshape(-1, 2)
+        else:
+            dens = global_sum([_denominator(batch.loss_mask[pl[0]], row_w[pl[0]], lc.agg, lc.loss_scale_tokens)
+                               for pl in flat]).reshape(-1, 1)
         totals: dict[str, float] = {}
         steps = skipped = 0
         slots = real = 0
-        for parts in epochs:
-            for rows in parts:
-                if lc.level == "step":
-                    denom = float(max(int(mask[rows].any(1).sum()), 1))
-                    valid = mask[rows]  # KL / entropy terms: token means over the mini-batch
-                    fields_["tok_w"] = (mask / max(int(valid.sum()), 1)).astype(np.float32)
-                else:
-                    denom = _denominator(batch.loss_mask[rows], row_w[rows], lc.agg, lc.loss_scale_tokens)
-                p, n_micro, build = self._layout(batch, rows)
-                slots += n_micro * u.micro_rows * p.row_len
-                real += int(p.lengths.sum())
-                params, self.opt_state, m = self.step_fn.update(params, self.opt_state, build(fields_),
-                                                                 np.int32(n_micro), np.float32(denom), np.float32(lr))
-                nnx.update(self.model, params)  # the donated arrays are gone; the model holds the new ones
-                m = {k: float(v) for k, v in jax.device_get(m).items()}  # the one host sync of a mini-batch
-                if not m["ok"]:
-                    if self.optim_cfg.on_nonfinite == "stop":
-                        bad = "loss" if not math.isfinite(m["loss"]) else "gradient"
-                        raise NonFiniteError(f"non-finite {bad} (loss {m['loss']}, gradient norm {m['grad_norm']}) "
-                                             f"at optimizer step {self.optimizer_steps + 1}; the update was not "
-                                             f"applied")
-                    skipped += 1
-                    continue
-                self.optimizer_steps += 1
-                steps += 1
-                keys = ["clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean", "grad_norm", "loss"]
-                keys += ["kl_ref"] if lc.kl_coef else []
-                keys += ["entropy"] if lc.entropy_coef else []
-                for key in keys:
-                    totals[key] = totals.get(key, 0.0) + m[key]
+        for plan, den in zip(flat, dens):
+            rows, p, sl = plan
+            if lc.level == "step":
+                denom = float(max(den[0], 1))
+                # KL / entropy terms: token means over the mini-batch
+                fields_["tok_w"] = (mask / max(den[1], 1)).astype(np.float32)
+            else:
+                denom = float(den[0])
+            slots += sl.n_micro * u.micro_rows * sl.row_len
+            real += int(p.lengths.sum())
+            params, self.opt_state, m = self.step_fn.update(params, self.opt_state, self._build(plan, fields_),
+                                                             np.int32(sl.n_micro), np.float32(denom), np.float32(lr))
+            nnx.update(self.model, params)  # the donated arrays are gone; the model holds the new ones
+            m = {k: float(v) for k, v in jax.device_get(m).items()}  # the one host sync of a mini-batch
+            if not m["ok"]:
+                if self.optim_cfg.on_nonfinite == "stop":
+                    bad = "loss" if not math.isfinite(m["loss"]) else "gradient"
+                    raise NonFiniteError(f"non-finite {bad} (loss {m['loss']}, gradient norm {m['grad_norm']}) "
+                                         f"at optimizer step {self.optimizer_steps + 1}; the update was not "
+                                         f"applied")
+                skipped += 1
+                continue
+            self.optimizer_steps += 1
+            steps += 1
+            keys = ["clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean", "grad_norm", "loss"]
+            keys += ["kl_ref"] if lc.kl_coef else []
+            keys += ["entropy"] if lc.entropy_coef else []
+            for key in keys:
+                totals[key] = totals.get(key, 0.0) + m[key]
         self.train_steps += 1
+        counts = global_sum([real, float(batch.reward.sum()), batch.num_samples, float(mask.sum())])
         stats.update({k: v / max(steps, 1) for k, v in totals.items()})
         stats["optimizer_steps"] = steps
         stats["skipped_steps"] = skipped
-        stats["pad_fraction"] = 1.0 - real / max(slots, 1)
-        stats["reward_mean"] = float(batch.reward.mean())
-        stats["response_tokens"] = float(mask.sum())
+        stats["pad_fraction"] = 1.0 - float(counts[0]) / max(slots, 1)
+        stats["reward_mean"] = float(counts[1] / counts[2]) if counts[2] else 0.0
+        stats["response_tokens"] = float(counts[3])
         return stats

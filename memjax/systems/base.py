@@ -13,7 +13,9 @@ Invariants:
   the trainer computes log-probs at that temperature.
 - `train_data` is a stateful stream: `next()` gives one generation batch (a list of samples),
   `get_state()` a JSON-able state saved in every checkpoint, `set_state()` restores it; the stream depends
-  only on (section, seed), so a resumed run sees the same samples as an uninterrupted one.
+  only on (section, seed), so a resumed run sees the same samples as an uninterrupted one. With several
+  processes the loop reads `shard_stream(stream, lo, hi)`: each process only its block of every generation
+  batch (CountingStream.shard reads nothing else; other streams are sliced, SlicedStream).
 - `stage(step)` splits training into curriculum stages (default one); a stage's data may depend on it (the
   stream is a function of the position, so the system derives the step from it, as Memory-R2 does).
 - `workflow(...)` returns a fresh memjax.agents.Workflow; the loop runs it with
@@ -68,17 +70,30 @@ class DataStream(Protocol):
 
 class CountingStream:
     """A DataStream over a pure function `make(start, n) -> list[sample]` (sample i depends only on i):
-    the state is the number of samples handed out."""
+    the state is the number of samples handed out. `shard(lo, hi)`: the same stream reading only records
+    [pos + lo, pos + hi) of each batch of batch_size (one process's block of a generation batch: the others'
+    records are never made); its state is the same global position, so every process's state is equal and a
+    resume continues every shard exactly. `last_records`: the record indices of the last batch handed out."""
 
-    def __init__(self, make, batch_size: int):
-        self.make, self.batch_size, self.pos = make, batch_size, 0
+    def __init__(self, make, batch_size: int, lo: int = 0, hi: int | None = None):
+        hi = batch_size if hi is None else hi
+        if not 0 <= lo <= hi <= batch_size:
+            raise ValueError(f"CountingStream: shard [{lo}, {hi}) is not inside a batch of {batch_size}")
+        self.make, self.batch_size, self.pos, self.lo, self.hi = make, batch_size, 0, lo, hi
+        self.last_records: list[int] = []
 
     def __iter__(self):
         return self
 
     def __next__(self) -> list[Any]:
-        out = self.make(self.pos, self.batch_size)
+        out = self.make(self.pos + self.lo, self.hi - self.lo) if self.hi > self.lo else []
+        self.last_records = list(range(self.pos + self.lo, self.pos + self.hi))
         self.pos += self.batch_size
+        return out
+
+    def shard(self, lo: int, hi: int) -> "CountingStream":
+        out = CountingStream(self.make, self.batch_size, lo, hi)
+        out.pos = self.pos
         return out
 
     def get_state(self) -> dict:
@@ -86,6 +101,32 @@ class CountingStream:
 
     def set_state(self, state: dict) -> None:
         self.pos = int(state["pos"])
+
+
+class SlicedStream:
+    """The block [lo, hi) of every batch of a DataStream that cannot read a shard by itself (a grain pipeline):
+    it still reads whole batches and keeps its block; the state is the wrapped stream's."""
+
+    def __init__(self, stream, lo: int, hi: int):
+        self.stream, self.lo, self.hi = stream, lo, hi
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[Any]:
+        return list(next(self.stream))[self.lo:self.hi]
+
+    def get_state(self) -> Any:
+        return self.stream.get_state()
+
+    def set_state(self, state: Any) -> None:
+        self.stream.set_state(state)
+
+
+def shard_stream(stream, lo: int, hi: int):
+    """This process's block [lo, hi) of each batch of `stream` (memjax.rl.shares.share): a CountingStream reads
+    only its block, another stream is sliced (SlicedStream)."""
+    return stream.shard(lo, hi) if hasattr(stream, "shard") else SlicedStream(stream, lo, hi)
 
 
 class System(abc.ABC):

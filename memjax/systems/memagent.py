@@ -3,7 +3,8 @@
 Owns `MemAgentSection` (the `agent` section: the workflow's MemAgentConfig, the HotpotQA data, DAPO's
 overlong shaping) and `MemAgentSystem`.
 Invariants: the training stream is grain's (memjax/data/sources.py make_pipeline over HotpotQASource, shuffled
-by `data.seed`, endless, drop_remainder) and its iterator state is what checkpoints save; the overlong
+by `data.seed`, endless, drop_remainder, as a PipelineStream: with several processes each reads only its block
+of every batch) and its iterator state is what checkpoints save; the overlong
 penalty (DAPO) applies to the final-answer conversation's response length only (memory updates have a hard
 budget and no penalty); held-out evaluation is off unless `eval_questions` > 0 (greedy sub-EM on questions
 synthesised with a different data seed, so never trained on).
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..agents import MemAgent, MemAgentConfig
 from ..config import ConfigError
-from ..data import HotpotQASource, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
+from ..data import HotpotQASource, PipelineStream, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
 from ..rl.dapo import overlong_penalty
 from .base import AgentSection, System, register
 
@@ -89,7 +90,8 @@ class MemAgentSystem(System):
     def train_data(self, batch_size: int, seed: int):
         d = self.cfg.data
         source = HotpotQASource(self.corpus(), RulerHotpotQAConfig(num_docs=d.num_docs, seed=d.seed))
-        return iter(make_pipeline(source, batch_size=batch_size, seed=d.seed, num_epochs=None, drop_remainder=True))
+        return PipelineStream(lambda shard: make_pipeline(source, batch_size=batch_size, seed=d.seed, num_epochs=None,
+                                                          drop_remainder=True, shard=shard))
 
     def workflow(self, engine, tokenizer, *, train: bool = True):
         mcfg = self.cfg.memagent if train else dataclasses.replace(self.cfg.memagent, temperature=0.0, group_size=1)

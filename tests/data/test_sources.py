@@ -17,6 +17,7 @@ from memjax.data import (
     load_hotpotqa,
     load_squad,
     make_dataloader,
+    PipelineStream,
     make_pipeline,
     synthesize,
     without_essay,
@@ -59,6 +60,39 @@ def test_pipeline_batches_a_seeded_permutation_each_epoch(source: HotpotQASource
     plain = [r["index"] for b in make_pipeline(source, batch_size=4, seed=0, shuffle=False) for r in b]
     assert plain == list(range(8))
     assert [len(b) for b in make_pipeline(source, batch_size=3, seed=0, drop_remainder=True)] == [3, 3]
+
+
+def test_pipeline_shards_read_only_their_block(source: HotpotQASource) -> None:
+    read = []
+
+    class Counting:  # the source, recording which records are synthesised
+        def __len__(self):
+            return len(source)
+
+        def __getitem__(self, i):
+            read.append(i)
+            return source[i]
+
+    whole = _ids(b for b, _ in zip(make_pipeline(source, batch_size=3, seed=2, num_epochs=None, drop_remainder=True),
+                                   range(6)))
+    blocks = [(0, 2), (2, 3)]
+    parts = []
+    for lo, hi in blocks:
+        read.clear()
+        ds = make_pipeline(Counting(), batch_size=3, seed=2, num_epochs=None, drop_remainder=True, shard=(lo, hi))
+        parts.append(_ids(b for _, b in zip(range(6), ds)))
+        assert len(read) == 6 * (hi - lo)  # only its own records were read
+    assert [a + b for a, b in zip(*parts)] == whole  # the blocks together are the unsharded batches
+    with pytest.raises(ValueError, match="drop_remainder"):
+        make_pipeline(source, batch_size=3, seed=2, shard=(0, 2))
+    stream = PipelineStream(lambda shard: make_pipeline(source, batch_size=3, seed=2, num_epochs=None,
+                                                        drop_remainder=True, shard=shard))
+    next(stream)
+    one = stream.shard(2, 3)  # starts where the stream is
+    assert _ids([next(one) for _ in range(2)]) == [b[2:] for b in whole[1:3]]
+    again = PipelineStream(stream.make).shard(2, 3)
+    again.set_state(json.loads(json.dumps(one.get_state())))
+    assert _ids([next(again)]) == [whole[3][2:]]
 
 
 @pytest.mark.parametrize("read_threads", [0, 2])

@@ -1,11 +1,13 @@
 """Several real processes on one machine (jax.distributed over 127.0.0.1, gloo collectives on CPU devices).
 
-- 2 processes x 4 devices train configs/tiny.py for 3 steps; per-step metrics and the final (HF-exported)
+- 2 processes x 4 devices train configs/tiny.py for 3 steps, rollouts kept process-local (each process's rows
+  assembled into the training arrays, memjax/rl/assemble.py); per-step metrics and the final (HF-exported)
   parameters equal a 1-process x 8-device run with the same mesh shape (data 2 x fsdp 4) to fp32 rounding, and
   only process 0 writes the run's files (one line per step in metrics.jsonl).
 - kill -9 of one process mid-step: the other exits non-zero within the heartbeat bound (MEMJAX_HEARTBEAT_S=5
   here); a restart of both resumes from the last checkpoint and ends with the uninterrupted 2-process run's
-  parameters bit for bit. Under memjax.launch the launcher stops the rest at once and names the dead one.
+  parameters bit for bit, having consumed the same prompt records per step (each process reads its own shard
+  of the stream; every process's stream state is in the checkpoint). Under memjax.launch the launcher stops the rest at once and names the dead one.
 - processes started with different configs refuse at start with a one-line error.
 - the launcher's environment and exit status; the hybrid mesh's sizes.
 """
@@ -87,6 +89,7 @@ def test_two_processes_equal_one_process(tmp_path, two):
     assert diff < 1e-5, diff
     assert (two / "result.json").is_file() and (two / "checkpoints" / "3").is_dir()
     assert "[0] step 3/3" in r2.stdout and "[1] step" not in r2.stdout  # the terminal: process 0 only
+    assert "[0] rollouts: process-local" in r2.stdout  # the training batch from each process's own rows
 
 
 def _start(i: int, port: int, out: Path, extra=()) -> subprocess.Popen:
@@ -124,6 +127,11 @@ def test_peer_killed_mid_step_then_restart_resumes_bit_for_bit(tmp_path, two):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "resumed from" in r.stdout, r.stdout[-3000:]
     assert [m["step"] for m in _metrics(out)] == [1, 2, 3]
+    # each process read its own shard of the prompt stream; the records consumed (process order) continue exactly
+    assert [m["data_records"] for m in _metrics(out)] == [m["data_records"] for m in _metrics(two[0])]
+    assert [m["data_records"] for m in _metrics(out)] == [list(range(4 * s, 4 * s + 4)) for s in range(3)]
+    meta = json.loads((out / "checkpoints" / "3" / "meta" / "metadata").read_text())
+    assert meta["data_processes"] == [meta["data"]] * 2 == [{"pos": 12}] * 2  # every process's stream state
     w, want = load_file(out / "hf" / "model.safetensors"), load_file(two[0] / "hf" / "model.safetensors")
     assert all(np.array_equal(w[k], want[k]) for k in want)
 

@@ -156,3 +156,36 @@ def test_dynamic_sampler_bounded_and_empty(caplog):
     for bad in ({"target_groups": 0, "max_gen_batches": 1}, {"target_groups": 1, "max_gen_batches": 0}):
         with pytest.raises(ValueError, match="must be an int >= 1"):
             DynamicSampler(**bad)
+
+
+def test_dynamic_sampling_across_two_processes_keeps_what_one_process_keeps(tmp_path):
+    """dapo_check.py on 2 real processes (each adding its block of every generation batch, counts all-gathered)
+    against 1 process given every batch: per step the same kept samples (each process's part in the one-process
+    order and numbered by its place there, one part empty at step 4) and the same info."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root, check = Path(__file__).resolve().parents[2], Path(__file__).with_name("dapo_check.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
+                                                                      "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
+    env.update(PYTHONPATH=str(root), JAX_PLATFORMS="cpu")
+    for cmd in ([sys.executable, str(check), str(tmp_path)],
+                [sys.executable, "-m", "memjax.launch", "--nproc", "2", "--devices-per-proc", "1", "--",
+                 "tests.rl.dapo_check", str(tmp_path)]):
+        r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    one, two = (json.loads((tmp_path / f"dapo_{n}.json").read_text()) for n in (1, 2))
+    assert len(one) == len(two) == 4
+    for a, b in zip(one, two):
+        assert a["info"] == b["info"] and a["none"] == b["none"] is False
+        whole = a["ids"][0]
+        assert sorted(b["ids"][0] + b["ids"][1]) == sorted(whole)
+        for part in b["ids"]:  # each process's part keeps the one-process order
+            assert part == [i for i in whole if i in part]
+        # and numbers its samples by their place in the one-process batch (the trainer's mini-batch draw)
+        placed = {n: i for part, nums in zip(b["ids"], b["numbers"]) for i, n in zip(part, nums)}
+        assert [placed[k] for k in range(len(whole))] == whole
+    assert [] in two[3]["ids"]  # a process whose kept groups were all trimmed trains on an empty batch

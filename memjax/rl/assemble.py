@@ -1,0 +1,132 @@
+"""The training arrays of several processes, assembled from process-local rows (nothing gathered on one host).
+
+Owns how the trainer turns THIS process's conversations into its slots of the global micro-batch arrays
+[M, m, L] (M micro-batches of m rows of L tokens, rows sharded over the mesh's (data, fsdp) plane):
+- `RowShard(samples, total)`: which samples of a training step's global batch this process's RolloutBatch
+  holds (their global indices) and how many the step has in all; `RowShard.whole(batch)` for one process
+  (or a batch that every process holds whole).
+- `local_slots(sharding, m)`: (first, count) of this process's contiguous block of the m rows of a
+  micro-batch (devices are ordered by process, so a process owns whole consecutive mesh rows).
+- `Slots`: the agreed shape of one mini-batch: row length L (from the longest conversation of ANY process,
+  rounded to a bucket), micro-batch count n_micro (the most any process needs) and cap (the compiled slot
+  count, a power of two); `agree_slots` gives them for every mini-batch of an update with one all-gather.
+- `local_block(packing, x, slots, m_local)`: this process's conversations packed (memjax/rl/packing.py) into
+  its block [cap, m_local, L]: packed row r goes to micro-batch r // m_local, slot r % m_local.
+- `put_local(block, sharding, global_shape)`: `jax.make_array_from_process_local_data`: each process gives
+  its block, the global array is assembled without any host exchange; `take_local(x)`: this process's
+  block of a global array read from its addressable shards (no collective).
+- `all_processes(v)` [P, ...]: a small host array of every process (one all-gather); `global_sum(v)` /
+  `global_max(v)`: summed / maxed over processes.
+- `reference_global(blocks)`: what a single process holding every process's rows builds: the blocks
+  concatenated along the rows axis in process order (tests compare the assembled array with it).
+Invariants: every process calls `agree_slots`, `all_processes`, `global_sum` and `global_max` at the same points with arrays
+of the same shape (they are collectives); with one process each is a no-op, `local_slots` is (0, m) and the
+layout is the one-process layout row for row. A process may hold no rows of a mini-batch: its block is all
+padding (loss_mask 0), and it still takes part in the update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RowShard:
+    samples: np.ndarray  # int [S_local]: global sample index of each of this process's samples
+    total: int  # samples of the step's global batch
+
+    def __post_init__(self):
+        s = np.asarray(self.samples, np.int64)
+        object.__setattr__(self, "samples", s)
+        if s.size and (s.min() < 0 or s.max() >= self.total or len(np.unique(s)) != s.size):
+            raise ValueError(f"RowShard: sample indices must be distinct and in [0, {self.total}), got {s.tolist()}")
+
+    @classmethod
+    def whole(cls, batch) -> "RowShard":
+        return cls(np.arange(batch.num_samples), batch.num_samples)
+
+
+def all_processes(v) -> np.ndarray:
+    """[P, *v.shape]: every process's `v` in process order (v itself with one process)."""
+    v = np.asarray(v)
+    if jax.process_count() == 1:
+        return v[None]
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(v)).reshape((jax.process_count(),) + v.shape)
+
+
+def global_sum(v) -> np.ndarray:
+    return all_processes(np.asarray(v, np.float64)).sum(0)
+
+
+def global_max(v) -> np.ndarray:
+    return all_processes(np.asarray(v, np.float64)).max(0)
+
+
+def local_slots(sharding, m: int) -> tuple[int, int]:
+    """(first, count): this process's rows of axis 1 of an [M, m, L] array placed with `sharding`."""
+    if sharding is None:
+        return 0, m
+    idx = sharding.addressable_devices_indices_map((1, m, 1)).values()
+    spans = sorted({(s[1].start or 0, m if s[1].stop is None else s[1].stop) for s in idx})
+    first, stop = spans[0][0], spans[-1][1]
+    covered = sum(b - a for a, b in spans)
+    if covered != stop - first or any(b0 != a1 for (_, b0), (a1, _) in zip(spans, spans[1:])):
+        raise ValueError(f"local_slots: this process's rows {spans} of the {m} rows of a micro-batch are not one "
+                         "contiguous block (devices must be ordered by process)")
+    return first, stop - first
+
+
+@dataclass(frozen=True)
+class Slots:
+    row_len: int
+    n_micro: int
+    cap: int
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def agree_slots(row_lens: list[int], local_rows: list[int], m_local: int, min_micro: int) -> list[Slots]:
+    """Slots of every mini-batch of an update: `row_lens` (already agreed: from the global longest
+    conversation, `global_max`) and n_micro = the most micro-batches any process's packed rows
+    (`local_rows`, this process's per mini-batch) need; one all-gather."""
+    need = global_max(np.asarray([-(-r // m_local) for r in local_rows], np.float64)).astype(np.int64)
+    return [Slots(int(L), int(n), max(_pow2(int(n)), _pow2(min_micro))) for L, n in zip(row_lens, need)]
+
+
+def local_block(packing, x: np.ndarray, slots: Slots, m_local: int, pad=0) -> np.ndarray:
+    """[N_local, T] per-conversation array -> this process's block [cap, m_local, row_len]."""
+    return packing.tokens(np.asarray(x), pad, slots.cap * m_local).reshape(slots.cap, m_local, slots.row_len)
+
+
+def put_local(block: np.ndarray, sharding, m: int):
+    """The global [cap, m, L] array whose rows [first, first + m_local) of every micro-batch are this
+    process's `block` (jax.make_array_from_process_local_data); with no sharding, the block itself."""
+    import jax.numpy as jnp
+
+    if sharding is None:
+        return jnp.asarray(block)
+    return jax.make_array_from_process_local_data(sharding, block, (block.shape[0], m, block.shape[2]))
+
+
+def take_local(x) -> np.ndarray:
+    """This process's contiguous block of axis 1 of a global [M, m, L] array, from its addressable shards."""
+    if getattr(x, "is_fully_addressable", True):
+        return np.asarray(x)
+    parts = {}
+    for s in x.addressable_shards:
+        start = s.index[1].start or 0
+        if start not in parts:  # replicas (tensor axis) hold the same rows
+            parts[start] = np.asarray(s.data)
+    return np.concatenate([parts[k] for k in sorted(parts)], axis=1)
+
+
+def reference_global(blocks: list[np.ndarray]) -> np.ndarray:
+    """The array a single process would build from every process's blocks (process order along rows)."""
+    return np.concatenate(blocks, axis=1)
