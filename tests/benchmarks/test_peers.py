@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TUNIX = ROOT / ".venv-peers" / "tunix" / "bin" / "python"
+TRL = ROOT / ".venv-peers" / "trl" / "bin" / "python"
 
 
 def _run(*args, timeout=900):
@@ -28,11 +29,24 @@ def test_bad_arguments_and_missing_environment(tmp_path):
     assert p.returncode == 1 and "scripts/make_peer_venv.sh tunix" in p.stderr
 
 
-@pytest.mark.skipif(not TUNIX.exists(), reason="no tunix environment: scripts/make_peer_venv.sh tunix makes it "
-                                               "(not made in CI: it installs a second jax from PyPI)")
-def test_quick_run_against_tunix(tmp_path):
+def test_skewed_lengths():
+    from benchmarks.peers import skew_lengths
+
+    lens = skew_lengths(64, 128)
+    assert len(lens) == 64 and lens.count(256) == 16 and lens.count(16) == 48 and lens != sorted(lens)
+    assert skew_lengths(64, 128) == lens and skew_lengths(1, 8) == [16]
+
+
+@pytest.mark.parametrize("peer,python", [
+    pytest.param("tunix", TUNIX, marks=pytest.mark.skipif(
+        not TUNIX.exists(), reason="no tunix environment: scripts/make_peer_venv.sh tunix makes it (not made in CI: "
+                                   "it installs a second jax from PyPI)")),
+    pytest.param("trl", TRL, marks=pytest.mark.skipif(
+        not TRL.exists(), reason="no trl environment: scripts/make_peer_venv.sh trl makes it (not made in CI: it "
+                                 "installs torch from PyPI)"))])
+def test_quick_run_against_peer(tmp_path, peer, python):
     out = tmp_path / "peers.json"
-    p = _run("--peer", "tunix", "--quick", "--out", str(out))
+    p = _run("--peer", peer, "--quick", "--out", str(out))
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     res = json.loads(out.read_text())
     par = res["parity"]
@@ -41,3 +55,6 @@ def test_quick_run_against_tunix(tmp_path):
     assert par["max_abs_logprob_diff_full_forward"] < 1e-2
     assert [r["batch"] for r in res["throughput"]["rows"]] == [1, 4]
     assert all(r["ratio"] > 0 for r in res["throughput"]["rows"])
+    skw = res["skewed"]
+    assert skw["batch"] == 8 and skw["useful_tokens"] == 2 * 32 + 6 * 2 and skw["peer_generated_tokens"] == 8 * 32
+    assert skw["ratio"] > 0
