@@ -58,6 +58,7 @@ def test_parser():
     assert FMT.tool_turn(["none"], closed=False) == FMT.encode("<end> <tool> none <end> <assistant>")
 
 
+@pytest.mark.slow(seconds=130)  # the module: ~310 s on 2 cores at load ~10 (engine compiles for the tiny SUMER task)
 def test_teacher_episode_is_what_the_workflow_records():
     """A policy that emits the teacher's turns (scripted through the real engine's continuation) gets reward 1
     and exactly the warm-start row and mask."""
