@@ -1,5 +1,5 @@
 """memjax next to a peer framework on the same weights, prompts, batch and machine, in one run: greedy parity and
-generation throughput (benchmarks/results/peers_<backend>.json).
+generation throughput (benchmarks/results/peers_<peer>_<backend>.json).
 
 Peers: tunix (google-tunix 0.1.7, its `Sampler`: static KV cache, jitted prefill + while_loop decode); trl (TRL's
 generation path without vLLM: Hugging Face transformers `generate`, PyTorch on CPU). Each peer runs
@@ -247,7 +247,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--skew-batch", type=int, default=64, help="batch of the skewed-length workload (0: skip it)")
     ap.add_argument("--init-scale", type=float, default=10.0)
     ap.add_argument("--quick", action="store_true", help="CI size: batches 1 4, 16 new tokens, 1 repeat")
-    ap.add_argument("--out", type=Path, default=None, help="JSON path (default results/peers_<backend>.json)")
+    ap.add_argument("--out", type=Path, default=None, help="JSON path (default results/peers_<peer>_<backend>.json)")
     args = ap.parse_args(argv)
     if args.quick:
         args.batches, args.new, args.repeats, args.parity_new, args.skew_batch = [1, 4], 16, 1, 16, 8
@@ -259,7 +259,7 @@ def main(argv=None) -> dict:
     if min(args.batches) <= 0:
         ap.error("--batches must be > 0")
     res = run(args)
-    out = args.out or RESULTS / f"peers_{res['backend']}.json"
+    out = args.out or RESULTS / f"peers_{args.peer}_{res['backend']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1) + "\n")
     print(f"wrote {out}")
