@@ -189,5 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as a module: call the importable copy, so its classes are not defined twice
+    from memjax.tiny.full_context import main as _main
+
+    sys.exit(_main())
