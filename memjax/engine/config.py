@@ -79,6 +79,10 @@ class EngineConfig:
     data_parallel: int = 1
     # devices per group that split the attention heads, KV heads (the pool) and MLP columns (Megatron style)
     tensor_parallel: int = 1
+    # mixed schedule: row buckets below max_slots (max_slots / 4, / 16, ... while >= 4 rows; at most this many).
+    # A round whose total need fits one runs its forward and LM head on that many rows, so the tail of a
+    # skewed batch (few sequences still decoding) does not pay for max_slots rows. 0 = none (smallest = max_slots)
+    small_rounds: int = 2
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -123,6 +127,8 @@ class EngineConfig:
         if not isinstance(self.tensor_parallel, int) or isinstance(self.tensor_parallel, bool) \
                 or self.tensor_parallel < 1:
             raise ValueError(f"EngineConfig.tensor_parallel must be >= 1, got {self.tensor_parallel!r}")
+        if not isinstance(self.small_rounds, int) or isinstance(self.small_rounds, bool) or self.small_rounds < 0:
+            raise ValueError(f"EngineConfig.small_rounds must be an int >= 0, got {self.small_rounds!r}")
         if self.data_parallel > 1:
             self.per_device(self.data_parallel)  # the totals must split into data_parallel groups
 
@@ -144,12 +150,19 @@ class EngineConfig:
 
     @property
     def round_sizes(self) -> tuple[int, ...]:
-        """Row counts a mixed round is compiled for (ascending): max_slots (decode only), round_tokens, and
-        round_tokens / 8**k while that stays >= 2 * max_slots (a short prefill does not pay the full budget;
-        each size is one more compiled forward)."""
+        """Row counts a mixed round is compiled for (ascending): max_slots (decode only), round_tokens,
+        round_tokens / 8**k while that stays >= 2 * max_slots (a short prefill does not pay the full budget),
+        and up to small_rounds sizes max_slots / 4**k >= 4 (a round with few live sequences does not pay for
+        max_slots rows). Each size is one more compiled forward."""
         sizes, x = {self.max_slots, self.round_tokens}, self.round_tokens
         while x // 8 >= 2 * self.max_slots:
             x //= 8
+            sizes.add(x)
+        x = self.max_slots
+        for _ in range(self.small_rounds):
+            if x // 4 < 4:
+                break
+            x //= 4
             sizes.add(x)
         return tuple(sorted(sizes))
 

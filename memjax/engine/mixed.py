@@ -12,7 +12,7 @@ prompt finishes first, which is what minimises time-to-first-token under a budge
 are cut at the round's token budget: `take` = the slot's share (a prefix of its remaining prompt:
 chunked prefill, the chunk is whatever budget is left, no fixed prefill_chunk and no padding to
 [prefill_slots, prefill_chunk]). A slot whose take completes its known tokens samples its next token
-from the hidden state of its last row (LM head on max_slots rows only), with the PRNG position
+from the hidden state of its last row (LM head on min(n_rows, max_slots) rows only), with the PRNG position
 prompt_len + n_gen (+ pos_offset), exactly the position the split schedule uses, so sampling stays
 batch-independent and both schedules return the same tokens (log-probs equal to fp32 rounding).
 
@@ -23,9 +23,11 @@ kv_len = position + 1, so a prefill chunk is causal within itself and over the c
 existing paged attention, unchanged. The alternative, a packed [1, n_rows] layout with segment ids, needs
 a new attention (per-token page tables inside one sequence row) and gains nothing on CPU.
 Row buckets: a round runs at the smallest of `EngineConfig.round_sizes` (max_slots, token_budget and
-token_budget / 8**k down to 2 * max_slots) that holds its total need, capped at token_budget (one
-`lax.switch`; each size is one compiled forward): a decode-only round costs what the split decode round
-costs, and a short prefill (a follower's partial page) does not pay for the whole budget.
+token_budget / 8**k down to 2 * max_slots, and up to `small_rounds` sizes max_slots / 4**k) that holds its
+total need, capped at token_budget (one `lax.switch`; each size is one compiled forward): a decode-only round
+costs at most what the split decode round costs, a round with few live sequences (the tail of a skewed batch)
+runs forward, LM head and sampler on a quarter or a sixteenth of the rows, and a short prefill (a follower's
+partial page) does not pay for the whole budget.
 
 Cost on a GPU and what the kernel would need. Dense work (projections, MLP, LM head) is ragged-exact: at
 most token_budget rows, no [prefill_slots, prefill_chunk] padding. Attention is not: the reference
@@ -72,6 +74,7 @@ class RoundPlan:
     slot: jax.Array  # int32 [N] slot of each row (padding: 0)
     pos: jax.Array  # int32 [N] position of each row's token (padding: 0)
     valid: jax.Array  # bool [N]
+    order: jax.Array  # int32 [B] slots ranked (decoding, prefilling by admission, idle): take > 0 is a prefix
 
 
 def round_need(slots: Slots) -> jax.Array:
@@ -99,7 +102,8 @@ def plan_round(slots: Slots, n_rows: int) -> RoundPlan:
     pos = jnp.where(valid, slots.seq_len[slot] + r - start_s[seg], 0)
     take = jnp.zeros(b, jnp.int32).at[perm].set(take_s)
     row_start = jnp.zeros(b, jnp.int32).at[perm].set(start_s)
-    return RoundPlan(take=take, row_start=row_start, decoding=decoding, slot=slot, pos=pos, valid=valid)
+    return RoundPlan(take=take, row_start=row_start, decoding=decoding, slot=slot, pos=pos, valid=valid,
+                     order=perm.astype(jnp.int32))
 
 
 def make_mixed_round(forward, emit, ecfg: EngineConfig):
@@ -113,14 +117,17 @@ def make_mixed_round(forward, emit, ecfg: EngineConfig):
         pt = jnp.where(plan.valid[:, None], slots.page_table[plan.slot], 0)
         model, hidden, pool = forward(params, ids, plan.pos[:, None], pt, plan.pos, plan.valid.astype(jnp.int32),
                                       pool)
-        last = jnp.clip(plan.row_start + plan.take - 1, 0, n_rows - 1)
-        logits = model.logits(hidden[last, 0])  # [B, V]: LM head on each slot's last row only
-        target = slots.prompt_len + slots.n_gen  # index of the token sampled this round
-        tok, lp = sample(logits, slots.temperature, slots.top_p, slots.top_k, slots.seed,
-                         target + slots.pos_offset, slots.processed)
-        done = (plan.take > 0) & (slots.seq_len + plan.take == target)
+        # LM head on each slot's last row only, and only for the first min(n_rows, B) ranked slots: every slot
+        # with take > 0 is among them (each takes >= 1 row), so a small round samples a small batch
+        sel = plan.order[:min(n_rows, B)]
+        last = jnp.clip(plan.row_start[sel] + plan.take[sel] - 1, 0, n_rows - 1)
+        logits = model.logits(hidden[last, 0])  # [min(n_rows, B), V]
+        target = (slots.prompt_len + slots.n_gen)[sel]  # index of the token sampled this round
+        tok, lp = sample(logits, slots.temperature[sel], slots.top_p[sel], slots.top_k[sel], slots.seed[sel],
+                         target + slots.pos_offset[sel], slots.processed[sel])
+        done = (plan.take[sel] > 0) & (slots.seq_len[sel] + plan.take[sel] == target)
         slots = slots.replace(seq_len=slots.seq_len + plan.take)
-        slots = emit(slots, jnp.arange(B), tok, lp, done)
+        slots = emit(slots, sel, tok, lp, done)
         return slots, pool, (plan.take, plan.decoding)
 
     def mixed_round(params, slots: Slots, pool: Pool, ring: Ring, cnt: Counters):

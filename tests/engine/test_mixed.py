@@ -109,9 +109,34 @@ def test_schedule_config_errors():
     assert EngineConfig(**CFG).round_tokens == 4 + 2 * 8 and EngineConfig(**CFG, token_budget=9).round_tokens == 9
     assert EngineConfig(**CFG).round_sizes == (4, 20) and EngineConfig(**CFG, token_budget=4).round_sizes == (4,)
     big = EngineConfig(max_slots=16, prefill_slots=4, prefill_chunk=64, window=512)
-    assert big.round_sizes == (16, 34, 272)
+    assert big.round_sizes == (4, 16, 34, 272)
+    assert EngineConfig(max_slots=16, prefill_slots=4, prefill_chunk=64, window=512, small_rounds=0).round_sizes \
+        == (16, 34, 272)
     memagent = EngineConfig(max_slots=256, page_size=64, window=8192, prefill_slots=16, prefill_chunk=2048)
-    assert memagent.round_tokens == 256 + 8192 and memagent.round_sizes == (256, 1056, 8448)
+    assert memagent.round_tokens == 256 + 8192 and memagent.round_sizes == (16, 64, 256, 1056, 8448)
+    assert EngineConfig(max_slots=256, small_rounds=1).round_sizes[:2] == (64, 256)
+    with pytest.raises(ValueError, match="small_rounds must be an int >= 0"):
+        EngineConfig(**CFG, small_rounds=-1)
+
+
+def test_small_rounds_sample_the_same_tokens(model):
+    """A skewed batch on 16 slots: its tail (<= 4 live sequences) runs in the 4-row bucket, LM head and sampler
+    on 4 rows; tokens and log-probs equal the run without small buckets and the split schedule's."""
+    r = np.random.default_rng(7)
+    prompts = [r.integers(0, 512, int(k)).tolist() for k in r.integers(2, 20, 14)]
+    params = [SamplingParams(temperature=0.0 if i % 2 else 0.9, top_k=30 if i % 3 == 0 else 0,
+                             max_tokens=24 if i < 3 else 3, seed=i) for i in range(len(prompts))]
+    base = dict(max_slots=16, page_size=4, window=64, prefill_slots=4, prefill_chunk=8, progress=False)
+    runs = {}
+    for name, kw in {"small": dict(schedule="mixed"), "none": dict(schedule="mixed", small_rounds=0),
+                     "split": dict(schedule="split")}.items():
+        eng = Engine(model, EngineConfig(**base, **kw))
+        runs[name] = eng.generate(prompts, params)
+    assert EngineConfig(**base, schedule="mixed").round_sizes[0] == 4
+    for name in ("none", "split"):
+        for a, b in zip(runs["small"], runs[name]):
+            assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason, name
+            np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-6)
 
 
 def test_continuation_with_idle_return_equals_split(engines):
