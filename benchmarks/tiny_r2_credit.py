@@ -161,7 +161,8 @@ def plot(rows: list[dict], path: Path) -> Path:
                 ax.scatter([x] * len(v), v, color=COLOURS[k], s=14, alpha=0.6)
                 ax.plot([x - 0.09, x + 0.09], [statistics.mean(v)] * 2, color=COLOURS[k], lw=2.5,
                         label=k if si == 0 else None)
-        ax.set_xticks(range(len(specs)), [f"{s.split('x')[0]} sessions x {s.split('x')[1]} facts" for s in specs])
+        ax.set_xticks(range(len(specs)), [f"{s.split('x')[0]} sessions of {s.split('x')[1]} fact"
+                                          + ("s" if s.split("x")[1] != "1" else "") for s in specs])
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)

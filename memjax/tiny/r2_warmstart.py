@@ -3,9 +3,10 @@
     python -m memjax.tiny.r2_warmstart [--out memjax/assets/tiny/r2_warmstart] [--steps 400] [--seed 0]
         [--sessions 3] [--facts-per-session 2]
 
-`--sessions 8 --facts-per-session 1` (and `--out memjax/assets/tiny/r2_warmstart_s8`) gives the shipped warm
-start of the many-session variant (docs/memory_r2.md, "Where credit matters"); every other task field stays
-at its default. `load_r2_warmstart(path, task)` refuses a warm start trained on other session / fact counts.
+`--sessions 8 --facts-per-session 1 --steps 100` (and `--out memjax/assets/tiny/r2_warmstart_s8`) gives the
+shipped warm start of the many-session variant (docs/memory_r2.md, "Where credit matters"; every other task
+field at its default): its loss is 0.306 at step 100, the teacher mixture's entropy per response token (0.61
+nats per op over an op and `<end>`), dev greedy F1 0.227, correct op 0.154 (new 0.29, move 0, chit-chat 0). `load_r2_warmstart(path, task)` refuses a warm start trained on other session / fact counts.
 
 Owns the SFT arrays (per session of a teacher trace: the exact prompt TinyR2Workflow builds for the teacher's
 bank + the teacher's ops + `<end>`), the loop (AdamW on the response NLL through `warmstart.sft_step`) and the
