@@ -21,7 +21,9 @@ kept (`replay_reward`: the bank replayed, the rule reader, the compression penal
 ops is checked to equal the reward the workflow gave (the replay is the workflow's reward).
 Measured per estimator over trained tokens (token-weighted): var (advantage variance), corr (Pearson with
 delta), noise = var * (1 - corr^2) (the advantage variance not explained by the true contribution) and sign
-agreement (sign(A) == sign(delta) where delta != 0). The JSON keeps per (task, seed) the numbers and per task
+agreement (sign(A) == sign(delta) where delta != 0); and what the batch's gradient sees (`by_decision`): per
+decision (the bank-relative case of the fact and the op taken, e.g. `new:add`) the mean advantage, its
+z-score over the decision's tokens and the mean delta, and `decision_corr` over decisions. The JSON keeps per (task, seed) the numbers and per task
 their mean and sample std over seeds (rows of other tasks / seeds at the same --episodes already in the file
 are kept); the plot: corr and noise per estimator and task, one dot per seed.
 """
@@ -43,6 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 ESTIMATORS = ("logo", "session", "outcome")
 COLOURS = {"logo": "tab:blue", "session": "tab:green", "outcome": "tab:orange"}
+STEP_EPISODES = 4  # episodes per training step (configs/memory_r2_tiny.py prompts_per_step)
+DECISIVE = ("new:add", "new:skip", "move:update", "move:add")  # 1-fact decisions that decide a question
 
 
 def task_of(spec: str):
@@ -73,6 +77,27 @@ def weighted(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> dict[str, float]:
             "tokens": int(round(n))}
 
 
+def by_decision(x: np.ndarray, y: np.ndarray, w: np.ndarray, key: np.ndarray, episodes: int) -> dict:
+    """What a batch's gradient sees: per decision (case:op) the token-weighted mean advantage, its z-score
+    (mean / standard error over the decision's rows) in this batch and scaled to one training step of
+    STEP_EPISODES episodes (`z_step`), and the mean delta; `decision_corr` = the weighted correlation over
+    decisions of mean advantage with mean delta (the per-token noise averaged out within each decision)."""
+    per, mx, my, n = {}, [], [], []
+    for k in sorted(set(key.tolist())):
+        m = key == k
+        wk = w[m]
+        mean = float((wk * x[m]).sum() / wk.sum())
+        sd = float(np.sqrt((wk * (x[m] - mean) ** 2).sum() / wk.sum()))
+        rows = int(m.sum())
+        z = mean / (sd / np.sqrt(rows)) if sd > 0 else 0.0
+        per[k] = {"rows": rows, "tokens": int(wk.sum()), "mean_adv": mean, "z": float(z),
+                  "z_step": float(z * np.sqrt(STEP_EPISODES / episodes)),
+                  "mean_delta": float((wk * y[m]).sum() / wk.sum())}
+        mx.append(mean), my.append(per[k]["mean_delta"]), n.append(wk.sum())
+    c = weighted(np.asarray(mx), np.asarray(my), np.asarray(n, np.float64))["corr"] if len(n) > 1 else 0.0
+    return {"decision_corr": c, "decisions": per}
+
+
 def measure(spec: str, *, episodes: int = 64, seed: int = 0, group: int = 8, local: int = 4) -> dict:
     """One batch of the warm start on task `spec` (module doc) and the three estimators' credit on it."""
     from memjax.engine import Engine
@@ -81,7 +106,9 @@ def measure(spec: str, *, episodes: int = 64, seed: int = 0, group: int = 8, loc
     from memjax.systems.memory_r2 import logo_unit_advantages
     from memjax.systems.memory_r2_tiny import RL_DATA_SEED, outcome_unit_rewards
     from memjax.tiny.agent import engine_config
-    from memjax.tiny.r2_task import OPS, TinyR2Workflow, make_r2_split, r2_tokenizer, replay_reward
+    from memjax.memory import MemoryBank
+    from memjax.tiny.r2_task import (OPS, TinyR2Workflow, apply_ops, case_of, make_r2_split, parse_ops,
+                                     r2_tokenizer, replay_reward)
     from memjax.tiny.r2_warmstart import load_r2_warmstart
 
     task, warm = task_of(spec)
@@ -114,6 +141,25 @@ def measure(spec: str, *, episodes: int = 64, seed: int = 0, group: int = 8, loc
             raise AssertionError(f"replay_reward {qv(i, 0, outs[0])} != workflow reward {b.reward[i]} (rollout {i})")
     delta = np.asarray([qv(int(traj[r]), int(sess[r]), texts[r])
                         - np.mean([qv(int(traj[r]), int(sess[r]), x) for x in alts]) for r in range(b.num_rows)])
+    decision = []  # per row: the bank-relative case of each fact and the op taken, e.g. "new:add"
+    for r in range(b.num_rows):
+        i, t = int(traj[r]), int(sess[r])
+        sample = samples[i // group]
+        bank = MemoryBank(seed=0)
+        for s in range(t):
+            ops = parse_ops(outputs[i][s], task.facts_per_session)
+            if ops is not None:
+                apply_ops(bank, sample["sessions"][s], ops)
+        ops = parse_ops(texts[r], task.facts_per_session)
+        if ops is None:
+            decision.append("bad")
+            continue
+        keys = []
+        for f, op in zip(sample["sessions"][t], ops):
+            keys.append(f"{case_of(bank, f)}:{op}")
+            apply_ops(bank, [f], [op])
+        decision.append(" ".join(keys))
+    decision = np.asarray(decision)
     tokens = b.loss_mask.sum(1)
     gb = rows_of(b, glob)
     adv = {"logo": logo_unit_advantages(b, singleton="reward").row_advantage,
@@ -125,6 +171,8 @@ def measure(spec: str, *, episodes: int = 64, seed: int = 0, group: int = 8, loc
     for k in ESTIMATORS:
         d, w = (delta, tokens) if k == "logo" else (delta[glob], tokens[glob])
         out[k] = weighted(np.asarray(adv[k], np.float64), d, w.astype(np.float64))
+        out[k].update(by_decision(np.asarray(adv[k], np.float64), d, w.astype(np.float64),
+                                  decision if k == "logo" else decision[glob], episodes))
     loc = ~glob
     out["logo_local"] = weighted(np.asarray(adv["logo"])[loc], delta[loc], tokens[loc].astype(np.float64))
     out["logo_global"] = weighted(np.asarray(adv["logo"])[glob], delta[glob], tokens[glob].astype(np.float64))
@@ -137,10 +185,16 @@ def summary(rows: list[dict]) -> dict:
         rs = [r for r in rows if r["task"] == spec]
         out[spec] = {"seeds": [r["seed"] for r in rs]}
         for k in (*ESTIMATORS, "logo_local", "logo_global"):
-            for m in ("var", "corr", "noise", "sign_agreement"):
+            for m in ("var", "corr", "noise", "sign_agreement", "decision_corr"):
+                if m not in rs[0][k]:
+                    continue
                 v = [r[k][m] for r in rs]
                 out[spec][f"{k}_{m}_mean"] = statistics.mean(v)
                 out[spec][f"{k}_{m}_std"] = statistics.stdev(v) if len(v) > 1 else None
+            for dec in DECISIVE:  # one training step's z-score of the decisions the warm start gets wrong / right
+                v = [r[k]["decisions"][dec]["z_step"] for r in rs if dec in r[k].get("decisions", {})]
+                if v:
+                    out[spec][f"{k}_z_step_{dec}_mean"] = statistics.mean(v)
     return out
 
 
