@@ -218,8 +218,7 @@ COMMANDS = {
     "python -m benchmarks.gpu_pass --out DIR --only memagent_28k": PARSE,
     "python -m benchmarks.gpu_pass --out DIR --only train_3b": PARSE,
     "python -m benchmarks.memory_r1_operations": PARSE,
-    "python -m benchmarks.tiny_r2_credit": "--tasks 8x1 --episodes 1 --seeds 0 --json {tmp}/credit.json "
-    "--png {tmp}/credit.png",
+    "python -m benchmarks.tiny_r2_credit": PARSE,
     "python -m benchmarks.tiny_r2_logo_seeds --sessions 8 --seeds 0 1 2 --arms logo grpo outcome --steps 12 "
     "--eval-every 2 "
     "--heldout 64 --jobs 2": PARSE,

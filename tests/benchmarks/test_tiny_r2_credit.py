@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.tiny_r2_credit import measure
+from benchmarks.tiny_r2_credit import measure, plot, summary
 
 EPISODES = 16
 MIN_CORR_GAIN, MIN_NOISE_GAIN = 0.05, 0.15
 
 
 @pytest.mark.slow(seconds=30)  # one batch of 16 x 96 calls and the replays: ~30 s wall on 2 busy cores
-def test_logo_credit_tracks_the_true_contribution_better_than_outcome_grpo():
+def test_logo_credit_tracks_the_true_contribution_better_than_outcome_grpo(tmp_path):
     r = measure("8x1", episodes=EPISODES, seed=0)
     assert r["rows"] == EPISODES * (8 * 8 + 8 * 4) and r["global_rows"] == EPISODES * 8 * 8
     assert r["logo"]["corr"] - r["outcome"]["corr"] >= MIN_CORR_GAIN, r
@@ -32,3 +32,7 @@ def test_logo_credit_tracks_the_true_contribution_better_than_outcome_grpo():
     # standardised per group, so comparable scales (LoGo's lower: its local groups often tie -> advantage 0)
     for k in ("logo", "session", "outcome"):
         assert 0.3 <= r[k]["var"] <= 1.0, (k, r[k])
+    # the result file's summary and the plot (what `python -m benchmarks.tiny_r2_credit` writes)
+    s = summary([r])["8x1"]
+    assert s["logo_corr_mean"] == r["logo"]["corr"] and s["outcome_corr_std"] is None
+    assert "outcome_z_step_new:add_mean" in s and plot([r], tmp_path / "c.png").stat().st_size > 0
