@@ -108,6 +108,8 @@ COMMANDS = {
     # the warm starts train for about a minute even at one step (their evaluation); tests/tiny runs them
     "python -m memjax.tiny.warmstart": PARSE,
     "python -m memjax.tiny.r2_warmstart": PARSE,
+    "python -m memjax.tiny.r2_warmstart --sessions 8 --facts-per-session 1 --steps 100 "
+    "--out memjax/assets/tiny/r2_warmstart_s8": PARSE,
     "python -m memjax.train": f"--set agent.data.path={FIXTURES}/hotpotqa_dev_excerpt.json {CHECK}",
     "python -m memjax.train --help": "",
     "python -m memjax.train configs/tiny.py": CHECK,
@@ -136,6 +138,9 @@ COMMANDS = {
     "python -m memjax.train configs/memory_r2_smoke.py": CHECK,
     "python -m memjax.train configs/memory_r2_smoke.py --set agent.locomo_path=/path/to/locomo10.json": CHECK,
     "python -m memjax.train configs/memory_r2_tiny.py --set agent.logo=false --set agent.group_size=12": CHECK,
+    "python -m memjax.train configs/memory_r2_tiny.py --set agent.task.facts_per_session=1 --set agent.task.sessions=8 "
+    "--set agent.warmstart=memjax/assets/tiny/r2_warmstart_s8 --set agent.logo=false --set agent.group_size=12 "
+    "--set agent.credit=outcome": CHECK,
     "python -m memjax.train configs/sumer.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
     "--set agent.data_path=/path/to/locomo10.json --set agent.judge_url=http://judge-host:8000/v1": CHECK,
     "python -m memjax.evaluate": f"--set data_path={FIXTURES}/hotpotqa_dev_excerpt.json {CHECK}",
@@ -213,6 +218,10 @@ COMMANDS = {
     "python -m benchmarks.gpu_pass --out DIR --only memagent_28k": PARSE,
     "python -m benchmarks.gpu_pass --out DIR --only train_3b": PARSE,
     "python -m benchmarks.memory_r1_operations": PARSE,
+    "python -m benchmarks.tiny_r2_credit": PARSE,
+    "python -m benchmarks.tiny_r2_logo_seeds --sessions 8 --seeds 0 1 2 --arms logo grpo outcome --steps 12 "
+    "--eval-every 2 "
+    "--heldout 64 --jobs 2": PARSE,
     "python -m benchmarks.sumer_search_behaviour --steps 20": PARSE,
     "python -m benchmarks.memagent_length_extrapolation": PARSE,
     "python -m memjax.tiny.full_context": PARSE,

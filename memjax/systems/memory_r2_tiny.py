@@ -8,6 +8,10 @@ standardised over the n rollouts per (episode, session), local units within thei
 held-out evaluation (`evaluate_r2`: greedy, one rollout, every question on the final bank, mean F1; with
 `eval_samples` > 0 also the sampled F1).
 `logo = False` is plain GRPO at the session level: no local branch, the same per-session global credit.
+`credit = "outcome"` is outcome-only credit: every global unit's reward is its trajectory's reward (the mean of
+the trajectory's session rewards), so every session of a rollout gets one advantage, standardised over the n
+rollouts of the episode (`outcome_unit_rewards`; local units, if any, keep their local reward). With
+`logo = False` that is plain outcome GRPO, the baseline whose credit the paper says cannot tell sessions apart.
 Budget: rollout calls per episode = group_size * sessions + (sessions chosen for a local branch) *
 local_rollouts; `rollout_calls_per_episode` gives the expected number, so a plain-GRPO run can raise its
 group_size to match a LoGo run's calls.
@@ -21,6 +25,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..rl.estimators import SINGLETONS
 from ..tiny.agent import engine_config
 from ..tiny.r2_task import HELDOUT_SEED, R2TaskConfig, TinyR2Workflow, evaluate_r2, make_r2_split, r2_tokenizer
@@ -29,6 +35,16 @@ from .base import AgentSection, CountingStream, System, register
 from .memory_r2 import logo_unit_advantages
 
 RL_DATA_SEED = 27
+CREDITS = ("session", "outcome")
+
+
+def outcome_unit_rewards(batch):
+    """The batch with every global row's (local_group -1) unit_reward set to its trajectory's reward."""
+    if batch.unit_reward is None:
+        raise ValueError("outcome_unit_rewards: the batch has no unit_reward (not a Memory-R2 batch)")
+    local = batch.local_group if batch.local_group is not None else np.full(batch.num_rows, -1, np.int32)
+    ur = np.where(local < 0, batch.reward[batch.sample], batch.unit_reward).astype(np.float32)
+    return batch.replace(unit_reward=ur)
 
 
 @dataclass(frozen=True)
@@ -37,6 +53,7 @@ class MemoryR2TinySection(AgentSection):
     task: R2TaskConfig = field(default_factory=R2TaskConfig)
     warmstart: str = ""  # directory from memjax.tiny.r2_warmstart; "" = the shipped one
     logo: bool = True  # False: plain GRPO (no local branch)
+    credit: str = "session"  # global units: "session" (paper) or "outcome" (one trajectory reward per rollout)
     group_size: int = 8
     temperature: float = 1.0
     heldout_size: int = 128
@@ -55,6 +72,8 @@ class MemoryR2TinySection(AgentSection):
             raise ValueError(f"MemoryR2TinySection.temperature must be finite and >= 0, got {self.temperature}")
         if self.adv_eps <= 0:
             raise ValueError(f"MemoryR2TinySection.adv_eps must be > 0, got {self.adv_eps}")
+        if self.credit not in CREDITS:
+            raise ValueError(f"MemoryR2TinySection.credit must be one of {CREDITS}, got {self.credit!r}")
         if self.adv_singleton not in SINGLETONS:
             raise ValueError(f"MemoryR2TinySection.adv_singleton must be one of {SINGLETONS}, "
                              f"got {self.adv_singleton!r}")
@@ -75,7 +94,7 @@ class MemoryR2TinySystem(System):
         self.heldout = make_r2_split(cfg.task, HELDOUT_SEED, cfg.heldout_size)
 
     def load_model(self, source):
-        model, _ = load_r2_warmstart(self.cfg.warmstart or None)
+        model, _ = load_r2_warmstart(self.cfg.warmstart or None, self.cfg.task)
         return model, r2_tokenizer()
 
     def engine_config(self, default):
@@ -92,6 +111,8 @@ class MemoryR2TinySystem(System):
         return TinyR2Workflow(tokenizer, c.task, group_size=1, temperature=0.0, local=False)
 
     def advantages(self, batch, cfg):
+        if self.cfg.credit == "outcome":
+            batch = outcome_unit_rewards(batch)
         return logo_unit_advantages(batch, eps=self.cfg.adv_eps, singleton=self.cfg.adv_singleton)
 
     def evaluate(self, engine, tokenizer) -> dict[str, Any]:

@@ -232,6 +232,19 @@ def bank_f1(bank: MemoryBank, sample: dict[str, Any], qpos: Sequence[int]) -> li
     return [token_set_f1(read(bank, qs[i]["key"]), qs[i]["answer"]) for i in qpos]
 
 
+def replay_reward(cfg: R2TaskConfig, sample: dict[str, Any], outputs: Sequence[str]) -> float:
+    """The global reward of one rollout whose policy answered `outputs[t]` at session t (TinyR2Workflow.reward
+    for that rollout, recomputed from the texts: an unparseable text is a counted no-op). Pure: the tiny
+    task's counterfactuals (replace one session's ops, keep the rest) are calls of this."""
+    bank, c_words = MemoryBank(seed=0), dialogue_words(sample)
+    for facts, text in zip(sample["sessions"], outputs):
+        ops = parse_ops(text, len(facts))
+        if ops is not None:
+            apply_ops(bank, facts, ops)
+    return float(np.mean([session_reward(bank_f1(bank, sample, qpos), bank.words(), c_words[-1], lam=cfg.lam,
+                                         alpha=cfg.alpha) for qpos in credited(sample).values()]))
+
+
 def teacher_trace(cfg: R2TaskConfig, sample: dict[str, Any]) -> list[tuple[str, str]]:
     """(prompt text, teacher ops text) per session, the bank following the teacher's own (noisy) ops. The teacher
     decides on the fact's EPISODE case (`fact["case"]`: new person, move, chit-chat, as generated), not on its

@@ -1,6 +1,12 @@
 """Warm start of the tiny Memory-R2 policy: supervised training on a NOISY teacher, so RL starts partly right.
 
     python -m memjax.tiny.r2_warmstart [--out memjax/assets/tiny/r2_warmstart] [--steps 400] [--seed 0]
+        [--sessions 3] [--facts-per-session 2]
+
+`--sessions 8 --facts-per-session 1 --steps 100` (and `--out memjax/assets/tiny/r2_warmstart_s8`) gives the
+shipped warm start of the many-session variant (docs/memory_r2.md, "Where credit matters"; every other task
+field at its default): its loss is 0.306 at step 100, the teacher mixture's entropy per response token (0.61
+nats per op over an op and `<end>`), dev greedy F1 0.227, correct op 0.154 (new 0.29, move 0, chit-chat 0). `load_r2_warmstart(path, task)` refuses a warm start trained on other session / fact counts.
 
 Owns the SFT arrays (per session of a teacher trace: the exact prompt TinyR2Workflow builds for the teacher's
 bank + the teacher's ops + `<end>`), the loop (AdamW on the response NLL through `warmstart.sft_step`) and the
@@ -85,10 +91,21 @@ def save(model, info: dict, out: str | Path) -> Path:
     return save_model(model, info, out, "r2_warmstart.json")
 
 
-def load_r2_warmstart(path: str | Path | None = None, *, log=print):
-    """The shipped warm start (or `path`); if absent, train it and cache it there."""
-    return load_or_train(Path(path) if path else default_path(), "r2_warmstart.json", train, save,
-                         what="tiny Memory-R2 warm start (supervised, noisy teacher)", log=log)
+def load_r2_warmstart(path: str | Path | None = None, task: R2TaskConfig | None = None, *, log=print):
+    """The shipped warm start (or `path`); if absent, train it (on `task`, default R2TaskConfig()) and cache it
+    there. With `task`, a warm start whose recorded sessions / facts_per_session differ is refused (its policy
+    was never shown prompts or responses of this shape)."""
+    task = task or R2TaskConfig()
+    model, info = load_or_train(Path(path) if path else default_path(), "r2_warmstart.json",
+                                lambda log: train(task, log=log), save,
+                                what="tiny Memory-R2 warm start (supervised, noisy teacher)", log=log)
+    got = info.get("task", {})
+    for f in ("sessions", "facts_per_session"):
+        if f in got and got[f] != getattr(task, f):
+            raise ValueError(f"load_r2_warmstart: the warm start at {path or default_path()} was trained with "
+                             f"{f}={got[f]}, the task has {getattr(task, f)} (train one with "
+                             f"python -m memjax.tiny.r2_warmstart --sessions ... --facts-per-session ...)")
+    return model, info
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,8 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-every", type=positive_int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=positive_float, default=2e-3)
+    ap.add_argument("--sessions", type=positive_int, default=R2TaskConfig.sessions)
+    ap.add_argument("--facts-per-session", type=positive_int, default=R2TaskConfig.facts_per_session)
     args = ap.parse_args(argv)
-    model, info = train(seed=args.seed, steps=args.steps, lr=args.lr, eval_every=args.eval_every)
+    task = R2TaskConfig(sessions=args.sessions, facts_per_session=args.facts_per_session)
+    model, info = train(task, seed=args.seed, steps=args.steps, lr=args.lr, eval_every=args.eval_every)
     out = save(model, info, args.out)
     print(f"saved tiny Memory-R2 warm start ({info['steps']} steps, dev {info['dev']}) to {out}")
     return 0

@@ -1,6 +1,8 @@
 """The tiny Memory-R2 task: generation, the op grammar and the frozen reader, per-session rewards with the
 compression penalty on hand-computed episodes, and the LoGo bookkeeping of TinyR2Workflow on a scripted engine
-(local chains from the anchor's snapshot, local group ids, global banks untouched, LoGo credit per unit)."""
+(local chains from the anchor's snapshot, local group ids, global banks untouched, LoGo credit per unit);
+`replay_reward` equals the workflow's reward and outcome-only credit gives every session of a rollout one
+advantage; the many-session shapes fit the window."""
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from memjax.systems.memory_r2 import logo_unit_advantages
 from memjax.tiny.agent import WINDOW
 from memjax.tiny.r2_task import (LOCATION_RELS, R2_WORDS, R2TaskConfig, TinyR2Workflow, apply_ops, bank_text,
                                  case_of, correct_op, make_r2_sample, parse_ops, prompt_text, r2_tokenizer, read,
-                                 teacher_trace)
+                                 replay_reward, teacher_trace)
 
 from scripted_engine import ScriptedEngine
 
@@ -189,6 +191,47 @@ def test_logo_bookkeeping_and_credit():
     # plain GRPO: no local rows at all
     plain = _run(reply, local=False, n=n, m=m).batch
     assert plain.num_rows == n * 2 and (plain.local_group == -1).all()
+
+
+def test_replay_reward_and_outcome_credit():
+    from memjax.systems.memory_r2_tiny import outcome_unit_rewards
+
+    replies = {"ann in rome": ["add skip", "add add", "skip add"], "ann in lima": ["update add", "add add", "add"]}
+    count = dict.fromkeys(replies, 0)
+
+    def reply(text):
+        k = next(k for k in replies if k + " . bob" in text or k + " . cal" in text)
+        count[k] += 1
+        return replies[k][(count[k] - 1) % 3]
+
+    n = 3
+    res = _run(reply, local=True, n=n, m=2)
+    task = R2TaskConfig()
+    for tr in res.traces:  # the replay of a rollout's outputs is its reward (the unparseable one included)
+        assert replay_reward(task, EPISODE, tr["outputs"]) == pytest.approx(tr["reward"])
+    assert len({tuple(tr["outputs"]) for tr in res.traces}) == n and len(set(res.rewards)) > 1
+    b = res.batch
+    out = outcome_unit_rewards(b)
+    glob = b.local_group == -1
+    np.testing.assert_allclose(out.unit_reward[glob], b.reward[b.sample[glob]])
+    np.testing.assert_array_equal(out.unit_reward[~glob], b.unit_reward[~glob])  # local units keep theirs
+    adv = logo_unit_advantages(out).row_advantage
+    for i in set(b.sample[glob]):  # one advantage per rollout: both sessions share it
+        assert len(set(np.round(adv[glob & (b.sample == i)], 6))) == 1
+    r = b.reward
+    np.testing.assert_allclose(sorted(set(np.round(adv[glob], 5))),
+                               sorted(np.round((r - r.mean()) / (r.std(ddof=1) + 1e-6), 5)), atol=1e-5)
+    with pytest.raises(ValueError, match="unit_reward"):
+        outcome_unit_rewards(b.replace(unit_reward=None))
+
+
+def test_many_session_shapes():
+    cfg = R2TaskConfig(facts_per_session=1, sessions=8)
+    s = make_r2_sample(cfg, 3, 0)
+    assert len(s["sessions"]) == 8 and all(len(x) == 1 for x in s["sessions"]) and cfg.max_response_tokens == 2
+    assert 3 + 3 + 4 * 8 + 2 <= WINDOW
+    with pytest.raises(ValueError, match="overflow"):
+        R2TaskConfig(facts_per_session=1, sessions=11)
 
 
 def test_shipped_warm_start_and_sft_rows():
