@@ -4,7 +4,9 @@ loader and serves generation and scoring requests, one JSON object per line.
 Runs in EasyDeL's virtual environment (scripts/make_peer_venv.sh easydel), never imports memjax. Generation uses
 EasyDeL's recommended inference engine, eSurge (continuous batching over a paged KV cache; on a non-GPU backend its
 default attention is `ragged_page_attention_v3`), built from the checkpoint path the documented way
-(`eSurge(model=path, ...)`: it calls AutoEasyDeLModelForCausalLM.from_pretrained itself), fp32, greedy
+(`eSurge(model=path, ...)`: it calls AutoEasyDeLModelForCausalLM.from_pretrained itself), fp32 (torch_dtype
+float32 too: without it EasyDeL's Hugging Face conversion loads the checkpoint as float16, so the "fp32" weights are
+fp16-rounded; measured: the loaded embedding is exactly the fp16 rounding of the checkpoint's), greedy
 (temperature 0), ignore_eos (every request runs to its max_tokens, as memjax's do), one request per prompt, each
 with its own max_tokens (the skewed workload uses eSurge's own continuous batching). Settings (SETTINGS below:
 page size, max_num_seqs = the largest batch asked for, max_model_len, prefix caching off since every prompt is
@@ -66,6 +68,7 @@ def main():
     import jax
     import jax.numpy as jnp
     import numpy as np
+    import torch
     import easydel as ed
     from easydel.inference.sampling_params import SamplingParams
 
@@ -94,7 +97,7 @@ def main():
         return sp
 
     def make(**extra):
-        return ed.eSurge(model=ckpt, tokenizer=tok, dtype=jnp.float32, max_model_len=max_model_len,
+        return ed.eSurge(model=ckpt, tokenizer=tok, dtype=jnp.float32, torch_dtype=torch.float32, max_model_len=max_model_len,
                          max_num_seqs=max_seqs, page_size=PAGE_SIZE, enable_prefix_caching=False,
                          hbm_utilization=HBM_UTILIZATION, sampling_params_callback=per_request, silent_mode=True,
                          reasoning_parser="", tool_parser="", **extra)
@@ -116,6 +119,7 @@ def main():
     # attention in fp32 too (EasyDeL's attn_dtype defaults to bfloat16; eSurge sets it to its dtype, as here)
     model = ed.AutoEasyDeLModelForCausalLM.from_pretrained(
         ckpt, dtype=jnp.float32, param_dtype=jnp.float32, precision=jax.lax.Precision.DEFAULT, verbose=False,
+        torch_dtype=torch.float32,
         config_kwargs=ed.EasyDeLBaseConfigDict(attn_dtype=jnp.float32, kvdtype=jnp.float32,
                                                attn_softmax_dtype=jnp.float32))
 
