@@ -2,10 +2,12 @@
 generation throughput (benchmarks/results/peers_<peer>_<backend>.json).
 
 Peers: tunix (google-tunix 0.1.7, its `Sampler`: static KV cache, jitted prefill + while_loop decode); trl (TRL's
-generation path without vLLM: Hugging Face transformers `generate`, PyTorch on CPU). Each peer runs
+generation path without vLLM: Hugging Face transformers `generate`, PyTorch on CPU); easydel (EasyDeL 0.3.0, its
+eSurge engine: continuous batching over a paged KV cache, settings in the results' peer_info). Each peer runs
 in its own virtual environment (scripts/make_peer_venv.sh PEER -> .venv-peers/PEER) as a worker process
-(benchmarks/peer_workers/) that loads the Hugging Face checkpoint memjax.save_hf wrote with the peer's own loader.
-EasyDeL is not wired yet; TRL's GRPO step (item 4 of issue 37) is not measured yet.
+(benchmarks/peer_workers/) that loads the Hugging Face checkpoint memjax.save_hf wrote with the peer's own loader;
+the worker gets the checkpoint, the longest sequence and the largest batch of the run. TRL's GRPO step (item 4 of
+issue 37) is not measured here.
 
 Model: a Qwen2-architecture model with random weights (hidden 256, 4 layers, 4 / 2 heads, tied embedding, the real
 151,936-token vocabulary), every weight matrix scaled by --init-scale (10: without it the logits of a freshly
@@ -20,11 +22,12 @@ initialised model are nearly flat, greedy decoding repeats one token, and parity
 3. Skewed lengths (--skew-batch, default 64): the same 64-token prompts, but each request needs its own number of
    new tokens (max_tokens: a quarter of the requests --new x 2, the rest --new / 8, shuffled; a stand-in for
    answers that stop early). memjax serves them with continuous batching (Engine.generate with per-request
-   SamplingParams: a finished sequence leaves the batch); the peer's sampler takes one max_generation_steps per
-   call, so its own batching runs every row to the longest request. Tokens/s counts the useful tokens only
-   (sum of max_tokens), the same for both; interleaved repeats as in 2.
-Run: `python -m benchmarks.peers --peer tunix` (after `scripts/make_peer_venv.sh tunix`); `--quick` for a
-CI-sized run (batches 1 and 4, 16 new tokens, 1 repeat).
+   SamplingParams: a finished sequence leaves the batch); tunix's sampler and transformers' generate take one
+   max_generation_steps per call, so their own batching runs every row to the longest request; EasyDeL's eSurge
+   (worker ready line "per_request_max_tokens") gets each request's own max_tokens and batches continuously too.
+   Tokens/s counts the useful tokens only (sum of max_tokens), the same for both; interleaved repeats as in 2.
+Run: `python -m benchmarks.peers --peer tunix` (after `scripts/make_peer_venv.sh tunix`; likewise `--peer trl`,
+`--peer easydel`); `--quick` for a CI-sized run (batches 1 and 4, 16 new tokens, 1 repeat).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from memjax.model.config import ModelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-PEERS = {"tunix": "tunix_worker.py", "trl": "trl_worker.py"}
+PEERS = {"tunix": "tunix_worker.py", "trl": "trl_worker.py", "easydel": "easydel_worker.py"}
 MODEL = dict(vocab_size=151_936, hidden_size=256, intermediate_size=1024, num_layers=4, num_heads=4, num_kv_heads=2,
              tie_word_embeddings=True, max_position_embeddings=4096)
 
@@ -64,12 +67,14 @@ def make_model(scale: float, seed: int = 0):
 class Worker:
     """The peer's worker process: one JSON request per line in, one reply per line out."""
 
-    def __init__(self, python: str, peer: str, ckpt: Path, cache_size: int):
+    def __init__(self, python: str, peer: str, ckpt: Path, cache_size: int, max_batch: int):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JAX_COMPILATION_CACHE_DIR")}
         self.proc = subprocess.Popen([python, str(ROOT / "benchmarks" / "peer_workers" / PEERS[peer]), str(ckpt),
-                                      str(cache_size)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env=env)
+                                      str(cache_size), str(max_batch)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env)
         self.info = self._read()
+        if "error" in self.info:  # the peer could not start its engine: its exact error
+            raise RuntimeError(f"peer worker: {self.info['error']}")
 
     def _read(self) -> dict:
         line = self.proc.stdout.readline()
@@ -186,8 +191,12 @@ def skewed(model, worker: Worker, batch: int, prompt_len: int, new: int, repeats
         assert [len(o.token_ids) for o in out] == lens
         return time.perf_counter() - t
 
-    def theirs():  # the peer's own batching: one call, every row to the longest request
-        return worker.ask(cmd="generate", prompts=prompts, max_new=max(lens), prompt_len=prompt_len)["seconds"]
+    own = worker.info.get("per_request_max_tokens", False)  # the peer batches continuously itself (EasyDeL)
+
+    def theirs():  # the peer's own batching: per-request max_tokens, or one call with every row to the longest
+        out = worker.ask(cmd="generate", prompts=prompts, max_new=lens if own else max(lens), prompt_len=prompt_len)
+        assert not own or [len(t) for t in out["tokens"]] == lens
+        return out["seconds"]
 
     ours(), theirs()
     t_ours, t_theirs = [], []
@@ -196,10 +205,11 @@ def skewed(model, worker: Worker, batch: int, prompt_len: int, new: int, repeats
         t_theirs.append(theirs())
     useful = sum(lens)
     row = {"batch": batch, "max_tokens": {str(n): lens.count(n) for n in sorted(set(lens))}, "useful_tokens": useful,
-           "peer_generated_tokens": batch * max(lens), "memjax_s": t_ours, "peer_s": t_theirs,
+           "peer_generated_tokens": useful if own else batch * max(lens), "memjax_s": t_ours, "peer_s": t_theirs,
            "memjax_tok_s": useful / min(t_ours), "peer_tok_s": useful / min(t_theirs),
            "memjax": "continuous batching: a finished request frees its slot (Engine.generate, per-request max_tokens)",
-           "peer": "static batch: one sampler call with max_generation_steps = the longest request"}
+           "peer": "its own continuous batching: one request per prompt with its own max_tokens" if own else
+           "static batch: one sampler call with max_generation_steps = the longest request"}
     row["ratio"] = row["memjax_tok_s"] / row["peer_tok_s"]
     print(f"skewed batch {batch}: memjax {row['memjax_tok_s']:8.0f} useful tok/s  peer {row['peer_tok_s']:8.0f}  "
           f"memjax/peer {row['ratio']:.2f}", flush=True)
@@ -215,7 +225,8 @@ def run(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="memjax-peers-") as tmp:
         save_hf(model, tmp)
         cache = max(args.prompt_len + 2 * args.new, args.parity_prompt_len + args.parity_new)
-        worker = Worker(python, args.peer, Path(tmp), cache)
+        worker = Worker(python, args.peer, Path(tmp), cache,
+                        max([*args.batches, args.parity_batch, args.skew_batch]))
         try:
             par = parity(model, worker, args.parity_batch, args.parity_prompt_len, args.parity_new)
             print(f"parity: {par['sequences_equal']}/{par['sequences']} greedy sequences equal; max |log-prob diff| "
