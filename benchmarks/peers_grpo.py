@@ -47,7 +47,7 @@ from memjax import save_hf
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.model import init_model
 from memjax.model.config import ModelConfig
-from memjax.rl.advantages import AdvantageConfig
+from memjax.rl.advantages import AdvantageConfig, grpo_advantages
 from memjax.rl.batch import Conversation, build_batch
 from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 
@@ -130,15 +130,17 @@ class MemjaxGRPO:
         jax.block_until_ready(nnx.state(self.model, nnx.Param))
         t2 = time.perf_counter()
         self.steps += 1
+        adv = grpo_advantages(batch.reward, batch.sample_group, norm="mean_std", eps=1e-6)  # reported, not timed
         return {"rollout_s": t1 - t0, "update_s": t2 - t1, "total_s": t2 - t0,
-                "reward_mean": float(np.mean(rewards)), "completion_tokens": sum(len(o.token_ids) for o in outs),
+                "reward_mean": float(np.mean(rewards)), "adv_nonzero": float(np.mean(np.abs(np.asarray(adv)) > 1e-6)),
+                "completion_tokens": sum(len(o.token_ids) for o in outs),
                 "loss": stats.get("loss"), "grad_norm": stats.get("grad_norm"),
                 "optimizer_steps": stats["optimizer_steps"]}
 
 
 class GRPOWorker(Worker):
     """The peer's GRPO worker process (benchmarks/peer_workers/<peer>_grpo_worker.py): argv = checkpoint, settings
-    JSON (GRPOSettings fields + "prompts_ids"); requests {"cmd": "step"} -> one timed step, {"cmd": "quit"}."""
+    JSON (GRPOSettings fields + "prompt_ids"); requests {"cmd": "step"} -> one timed step, {"cmd": "quit"}."""
 
     def __init__(self, python: str, peer: str, ckpt: Path, settings: dict):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JAX_COMPILATION_CACHE_DIR")}

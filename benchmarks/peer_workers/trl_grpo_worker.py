@@ -18,7 +18,8 @@ group advantages; no log-prob forward with these settings) = "rollout"; then one
 logits of the completion positions only, the clipped surrogate, backward, clip, AdamW step = "update" (total - rollout).
 Timed: the step from the Trainer's on_step_begin to on_step_end callback; the worker blocks in on_step_end until
 the next request. Requests: {"cmd": "step"} -> {"rollout_s", "update_s", "total_s", "reward_mean",
-"completion_tokens", "loss"}; {"cmd": "quit"}.
+"completion_tokens",
+"adv_nonzero" (the fraction of sequences with a non-zero advantage)}; {"cmd": "quit"}.
 """
 
 import json
@@ -75,7 +76,8 @@ def main():
             out = super()._generate_and_score_completions(inputs)
             self.rollout = {"rollout_s": time.perf_counter() - t,
                             "reward_mean": float(sum(reward_fn(None, None, out["completion_ids"].tolist())) / n),
-                            "completion_tokens": int(out["completion_mask"].sum())}
+                            "completion_tokens": int(out["completion_mask"].sum()),
+                            "adv_nonzero": float((out["advantages"].abs() > 1e-6).float().mean())}
             return out
 
     class Drive(TrainerCallback):
