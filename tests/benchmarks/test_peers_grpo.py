@@ -61,6 +61,8 @@ def test_bad_arguments_and_missing_environment(tmp_path):
     assert p.returncode == 1 and "scripts/make_peer_venv.sh trl" in p.stderr
 
 
+@pytest.mark.slow(seconds=100)  # each peer: ~100 s measured on the 2 shared cores at load ~10 (tunix compiles its
+# sampler and train step, TRL starts torch); skipped without the peer's environment
 @pytest.mark.parametrize("peer,python", [
     pytest.param("tunix", TUNIX, marks=pytest.mark.skipif(
         not TUNIX.exists(), reason="no tunix environment: scripts/make_peer_venv.sh tunix makes it (not made in CI: "
