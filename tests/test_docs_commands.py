@@ -229,6 +229,8 @@ COMMANDS = {
     "python -m benchmarks.peers --peer trl": PARSE,
     "python -m benchmarks.peers --peer easydel": PARSE,
     "python -m benchmarks.peers --peer easydel --repeats 2": PARSE,
+    "python -m benchmarks.peers_grpo --peer tunix": PARSE,
+    "python -m benchmarks.peers_grpo --peer trl": PARSE,
     "python -m benchmarks.sumer_search_behaviour --steps 10 --heldout 32 --seeds 0 1 2 3 4": PARSE,
 }
 

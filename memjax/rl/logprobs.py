@@ -11,6 +11,11 @@ logprobs="processed" with top_p < 1 or top_k > 0 recomputes the engine's Samplin
 "processed" definition (log-prob under the top-k / top-p truncated, renormalised softmax(logits / T)) with
 the engine's own threshold and log-prob functions (memjax.engine.sampler), one conversation's [T, V] logits
 at a time; entropy stays that of the full tempered distribution.
+Masked tokens (prompts, tool outputs, padding) cost no LM-head work on one device: without a `sharding` the
+fused log-prob compacts the valid tokens first (`compact=True`: row blocks with no valid token are skipped), so the
+head's cost follows the response tokens, not the row length (issue 37: 1.7x faster GRPO update, CPU, 32 rows of
+32 prompt + 64 response tokens). With a `sharding` rows stay in place (a global permutation of sharded rows would
+gather them across devices).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ def token_logprobs(model, input_ids: jax.Array, loss_mask: jax.Array, *, tempera
     if sharding is not None:
         w = sharding.head(w)
     fused = lambda h_, w_, t_, m_: token_logprob_entropy(h_, w_, t_, m_, temperature=temperature, impl=impl,
-                                                         compact=False)
+                                                         compact=sharding is None)
     if sharding is not None and hasattr(sharding, "row_map"):
         fused = sharding.row_map(fused, hidden.shape[0])  # each device its own rows (memjax/parallel/fsdp.py)
     logp, ent = fused(hidden[:, :-1], w, input_ids[:, 1:], mask)
