@@ -29,25 +29,7 @@ import json
 import sys
 import time
 
-
-class IdTokenizer:
-    def __init__(self, pad: int):
-        self.pad = pad
-
-    def encode(self, text, **_):
-        return [int(t) for t in text.split()]
-
-    def decode(self, ids, **_):
-        return " ".join(str(int(i)) for i in ids)
-
-    def bos_id(self):
-        return 0  # falsy: tunix prepends no bos
-
-    def eos_id(self):
-        return -1
-
-    def pad_id(self):
-        return self.pad
+from tunix_worker import IdTokenizer  # this folder is on sys.path: the worker runs as a script
 
 
 def reward_fn(prompts, completions, **_):
