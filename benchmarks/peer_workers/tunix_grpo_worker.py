@@ -29,7 +29,7 @@ import json
 import sys
 import time
 
-from tunix_worker import IdTokenizer  # this folder is on sys.path: the worker runs as a script
+from tunix_worker import IdTokenizer, model_config  # this folder is on sys.path: the worker runs as a script
 
 
 def reward_fn(prompts, completions, **_):
@@ -46,7 +46,6 @@ def main():
     import numpy as np
     import optax
     from flax import nnx
-    from tunix.models.qwen2 import model as qmodel
     from tunix.models.qwen2 import params as qparams
     from tunix.rl import rl_cluster as rlc
     from tunix.rl.grpo import grpo_learner
@@ -54,12 +53,7 @@ def main():
 
     ckpt, s = sys.argv[1], json.loads(sys.argv[2])
     hf = json.load(open(f"{ckpt}/config.json"))
-    cfg = qmodel.ModelConfig(num_layers=hf["num_hidden_layers"], vocab_size=hf["vocab_size"],
-                             embed_dim=hf["hidden_size"], hidden_dim=hf["intermediate_size"],
-                             num_heads=hf["num_attention_heads"],
-                             head_dim=hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
-                             num_kv_heads=hf["num_key_value_heads"], rope_theta=int(hf["rope_theta"]),
-                             norm_eps=hf["rms_norm_eps"], use_tied_embedding=hf["tie_word_embeddings"])
+    cfg = model_config(hf)
     mesh = jax.make_mesh((1, 1), ("fsdp", "tp"), devices=jax.devices()[:1],
                          axis_types=(jax.sharding.AxisType.Auto,) * 2)  # tunix shards with Auto axes
     with mesh:

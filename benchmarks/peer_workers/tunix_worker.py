@@ -38,22 +38,28 @@ class IdTokenizer:
         return self.pad
 
 
+def model_config(hf: dict):
+    """tunix's Qwen2 ModelConfig from a Hugging Face config.json (also used by tunix_grpo_worker.py)."""
+    from tunix.models.qwen2 import model as qmodel
+
+    return qmodel.ModelConfig(num_layers=hf["num_hidden_layers"], vocab_size=hf["vocab_size"],
+                              embed_dim=hf["hidden_size"], hidden_dim=hf["intermediate_size"],
+                              num_heads=hf["num_attention_heads"],
+                              head_dim=hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
+                              num_kv_heads=hf["num_key_value_heads"], rope_theta=int(hf["rope_theta"]),
+                              norm_eps=hf["rms_norm_eps"], use_tied_embedding=hf["tie_word_embeddings"])
+
+
 def main():
     import jax
     import jax.numpy as jnp
     import numpy as np
     from tunix.generate.sampler import CacheConfig, Sampler
-    from tunix.models.qwen2 import model as qmodel
     from tunix.models.qwen2 import params as qparams
 
     ckpt, cache_size = sys.argv[1], int(sys.argv[2])
     hf = json.load(open(f"{ckpt}/config.json"))
-    cfg = qmodel.ModelConfig(num_layers=hf["num_hidden_layers"], vocab_size=hf["vocab_size"],
-                             embed_dim=hf["hidden_size"], hidden_dim=hf["intermediate_size"],
-                             num_heads=hf["num_attention_heads"],
-                             head_dim=hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
-                             num_kv_heads=hf["num_key_value_heads"], rope_theta=int(hf["rope_theta"]),
-                             norm_eps=hf["rms_norm_eps"], use_tied_embedding=hf["tie_word_embeddings"])
+    cfg = model_config(hf)
     model = qparams.create_model_from_safe_tensors(ckpt, cfg)
     tok = IdTokenizer(hf["vocab_size"] - 1)
     sampler = Sampler(model, tok, CacheConfig(cache_size=cache_size, num_layers=cfg.num_layers,
