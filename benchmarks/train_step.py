@@ -150,7 +150,8 @@ def run(args) -> dict:
     return res
 
 
-def main(argv=None) -> dict:
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line, validated (argparse exits with status 2 and the usage on a bad one)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="qwen2.5-1.5b", choices=presets.names())
     ap.add_argument("--config", type=Path, default=ROOT / "configs" / "memagent.py",
@@ -177,6 +178,11 @@ def main(argv=None) -> dict:
             ap.error(f"--{f.replace('_', '-')} must be >= 1")
     if not args.min_conv <= args.max_conv <= args.row_len:
         ap.error("need --min-conv <= --max-conv <= --row-len")
+    return args
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
     res = run(args)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     path = args.out_dir / f"train_step_{args.preset}{args.tag}_{device_slug(res['device_kind'])}.json"

@@ -212,9 +212,16 @@ def cudnn_packed_attention(q, k, v, segment_ids, *, max_segments: int) -> jax.Ar
     from jax._src.cudnn.fused_attention_stablehlo import MaskType, dot_product_attention as cudnn_dpa
 
     seqlen, offsets = segment_offsets(segment_ids, max_segments)
+    # On an H200 (2026-11-26) dK came out 118% off the dense reference at one shape while out and dQ matched:
+    # consistent with cuDNN's backward leaving dK / dV of tokens outside every segment unwritten (dQ is
+    # accumulated in a zeroed buffer). Not yet confirmed on a GPU. Selecting the inputs makes the gradient at
+    # padding exactly 0 whatever the kernel leaves there: select's VJP drops that cotangent.
+    valid = (segment_ids > 0)[:, :, None, None]
+    zero = jnp.zeros((), q.dtype)
+    q, k, v = (jnp.where(valid, x, zero) for x in (q, k, v))
     out = cudnn_dpa(q, k, v, q_seqlen=seqlen, kv_seqlen=seqlen, q_offsets=offsets, kv_offsets=offsets,
                     scale=1.0 / float(q.shape[-1]) ** 0.5, mask_type=MaskType.PADDING_CAUSAL, qkv_layout="BTNH")
-    return jnp.where((segment_ids > 0)[:, :, None, None], out, jnp.zeros((), out.dtype))
+    return jnp.where(valid, out, jnp.zeros((), out.dtype))
 
 
 @dataclass(frozen=True)

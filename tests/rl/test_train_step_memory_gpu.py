@@ -22,10 +22,23 @@ from conftest import on_gpu
 ROOT = Path(__file__).resolve().parents[2]
 
 
+GPU_ARGS = ["--preset", "qwen2.5-1.5b", "--row-len", "4096", "--micro-batches", "2", "--min-conv", "512",
+            "--max-conv", "3584", "--iters", "1"]
+
+
+def test_gpu_arguments_parse():
+    """Runs on CPU: the GPU test's command line passes the benchmark's checks (it once did not, and the H200
+    run of 2026-11-26 spent its call on the usage message)."""
+    from benchmarks.train_step import parse_args
+
+    args = parse_args(GPU_ARGS)
+    assert (args.row_len, args.min_conv, args.max_conv) == (4096, 512, 3584)
+
+
 @pytest.mark.gpu
 def test_train_step_peak_within_ten_percent_of_plan(tmp_path):
     if on_gpu():
-        args = ["--preset", "qwen2.5-1.5b", "--row-len", "4096", "--micro-batches", "2", "--iters", "1"]
+        args = GPU_ARGS
     else:
         args = ["--preset", "tiny", "--row-len", "256", "--micro-rows", "2", "--micro-batches", "2",
                 "--min-conv", "32", "--max-conv", "200", "--iters", "1"]
