@@ -148,6 +148,38 @@ def token_budget(args) -> dict:
                 arrive_every=args.arrive_every, window=args.window, same_tokens=same)
 
 
+def decode_profile(eng, prompts, one, full, out_dir: Path, steps: int, step_ms: float, top: int = 25) -> dict:
+    """Trace the prefill-only run and the full run (benchmarks/profile_summary.py) and subtract them per kernel
+    name: what one decode step spends on the device, kernel by kernel, and how much of the measured step time no
+    kernel covers (launches, the host reads of loop and branch predicates, idle gaps)."""
+    from .profile_summary import summarize, trace
+
+    runs = {}
+    for name, sp in (("prefill", one), ("full", full)):
+        try:  # a profiler failure costs the profile, never the sweep's measured rows
+            trace(lambda: eng.generate(prompts, sp), out_dir / name)
+        except Exception as e:  # noqa: BLE001
+            print(f"    profile failed: {type(e).__name__}: {e}", flush=True)
+            return {"error": f"{type(e).__name__}: {e}"}
+        runs[name] = summarize(out_dir / name, top=100_000)
+    if "error" in runs["full"] or "error" in runs["prefill"]:
+        return {"error": runs["full"].get("error") or runs["prefill"].get("error")}
+    per = lambda r: {t["name"]: (t["us"], t["count"]) for t in r["top"]}
+    pre, ful = per(runs["prefill"]), per(runs["full"])
+    diff = {n: (us - pre.get(n, (0.0, 0))[0], c - pre.get(n, (0.0, 0))[1]) for n, (us, c) in ful.items()}
+    busy_us = (runs["full"]["device_us"] - runs["prefill"]["device_us"]) / steps
+    rows = sorted(diff.items(), key=lambda kv: -kv[1][0])[:top]
+    out = dict(trace_dir=str(out_dir), device_us_per_step=busy_us, measured_us_per_step=1e3 * step_ms,
+               device_busy_frac=busy_us / (1e3 * step_ms), kernels_per_step=sum(c for _, c in diff.values()) / steps,
+               top=[dict(name=n[:160], us_per_step=us / steps, launches_per_step=c / steps) for n, (us, c) in rows])
+    print(f"    decode step on the device: {busy_us / 1e3:.2f} of {step_ms:.2f} ms measured "
+          f"({100 * out['device_busy_frac']:.0f}% busy), {out['kernels_per_step']:.0f} kernels per step; top:")
+    out["device_lines_us_full_run"] = runs["full"].get("device_lines_us")
+    for r in out["top"][:12]:
+        print(f"      {r['us_per_step']:8.1f} us  x{r['launches_per_step']:<6.1f} {r['name'][:100]}")
+    return out
+
+
 def sweep(args) -> dict:
     model = make_model(args.preset, args.dtype)
     cfg = model.cfg
@@ -184,6 +216,9 @@ def sweep(args) -> dict:
         print(f"  batch {b}: prefill {rows[-1]['prefill_tok_s']:.0f} tok/s, decode {rows[-1]['decode_tok_s']:.0f} tok/s "
               f"({100 * rows[-1]['decode_roofline_frac']:.1f}% of roofline, {rows[-1]['decode_step_ms']:.2f} ms/step)",
               flush=True)
+        if args.profile is not None and b in (args.profile_batches or args.batches[:1]):
+            rows[-1]["profile"] = decode_profile(eng, prompts, one, full, args.profile / f"b{b}", steps,
+                                                 rows[-1]["decode_step_ms"])
         if args.partial is not None:  # a batch's row survives a later batch's crash or timeout
             args.partial.write_text(json.dumps(dict(mode="sweep", partial=True, preset=args.preset, rows=rows), indent=2))
     return dict(mode="sweep", hbm_tbps=bw, weight_bytes=weight_bytes, prompt_len=args.prompt_len,
@@ -215,10 +250,17 @@ def main(argv=None) -> dict:
                     help="sweep: EngineConfig.attention")
     ap.add_argument("--decode-splits", type=int, default=0, help="sweep: EngineConfig.decode_splits (0 = auto)")
     ap.add_argument("--page-size", type=int, default=64, help="sweep: EngineConfig.page_size")
+    ap.add_argument("--profile", type=Path, default=None, help="sweep: trace the prefill-only and the full run "
+                    "of --profile-batches into this folder (a relative one under --out-dir); the row gets the decode "
+                    "step's kernels (full - prefill)")
+    ap.add_argument("--profile-batches", type=int, nargs="*", default=None,
+                    help="sweep: batch sizes to profile (default: the first of --batches)")
     ap.add_argument("--tag", default="", help="suffix of the result file name")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     args.partial = None
+    if args.profile is not None and not args.profile.is_absolute():
+        args.profile = args.out_dir / args.profile
     if args.mode == "sweep":
         args.out_dir.mkdir(parents=True, exist_ok=True)
         args.partial = args.out_dir / f"rollout_sweep_{args.preset}{args.tag}_partial.json"
