@@ -57,6 +57,17 @@ def gpu_device(target: str = H100_TARGET):
     return topologies.get_topology_desc("topo", "cuda", target_config=target, topology="1x1x1").devices[0]
 
 
+def weight_copies(txt: str, cfg) -> dict:
+    """Copies of layer weights in the optimised HLO: `slices` = async dynamic slices (fusion-start) of a stacked
+    [L, a, b] weight (a 2-D slice materialised before a GEMM reads it), `concats` = concatenate fusions whose
+    output is a 2-D weight of the model's width (the dot merger's fused q/k/v or gate/up). Norm vectors
+    ([L, h] slices) are not counted: they are a few KiB."""
+    L = cfg.num_layers
+    slices = len(re.findall(r"fusion-start[.0-9]* = \(\([a-z0-9]+\[" + str(L) + r",\d+,\d+\]", txt))
+    concats = len(re.findall(r"concatenate_fusion[.0-9]* = [a-z0-9]+\[" + str(cfg.hidden_size) + r",\d+\]", txt))
+    return dict(slices=slices, concats=concats)
+
+
 def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, window: int = 256, page_size: int = 16,
                  schedule: str = "split", attention: str = "reference", prefill_slots: int = 8,
                  prefill_chunk: int = 2048, device=None) -> tuple[dict, str]:
@@ -103,7 +114,8 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
                  temp_bytes=ma.temp_size_in_bytes, argument_bytes=ma.argument_size_in_bytes,
                  alias_bytes=ma.alias_size_in_bytes,
                  pool_copies=len(re.findall(r"= " + re.escape(kv_type) + r"\{[0-9,]*\} copy\(", txt)),
-                 while_loops=len(re.findall(r" while\(", txt)), kv_scatters=len(kv_scatters),
+                 while_loops=len(re.findall(r" while\(", txt)), weight_copies=weight_copies(txt, cfg),
+                 kv_scatters=len(kv_scatters),
                  kv_scatters_unique=sum("unique_indices=true" in s for s in kv_scatters))
     return facts, txt
 

@@ -22,6 +22,16 @@ root of each branch of a `lax.cond` / `lax.switch` whose branches all update the
 schedule's prefill/decode cond, the mixed schedule's row-size switch), i.e. a second pool in temporaries and a
 pool-sized copy every round; region analysis removes it (deviceless H100 compile of the Qwen2.5-1.5B loop, 3.5 GiB
 pool: temporaries 3.62 GiB -> see benchmarks/results/engine_gpu_hang.md). XLA:CPU never made the copy.
+The same options read each weight once per round. The layer scan slices layer i's weights out of the stacked
+[L, ...] arrays. With Triton GEMM fusions, XLA:GPU copies each slice into a new buffer before the GEMM reads it:
+every weight byte is read, written and read again, so a decode round moves 3x the weight bytes. The dot merger
+also concatenated q/k/v and gate/up into fresh buffers every round. With `xla_gpu_enable_triton_gemm=False` the
+GEMMs are cuBLAS calls that take the slice in place ("dynamic-slice fusion", an address offset). With the dot
+merger off, nothing is concatenated. The q/k/v biases are added after an optimization barrier
+(memjax/model/qwen2.py), because a bias fused into the GEMM's epilogue blocks that fusion. Deviceless H100
+compile of the Qwen2.5-1.5B loop, batch 32: slices copied per layer 7 -> 0, concatenations 2 -> 0
+(`benchmarks/gpu_aot.py` `weight_copies`). The H200 decode of 2026-11-26 before this change ran at 20-34% of the
+HBM roofline.
 `make_loop` returns the same function unjitted: memjax/engine/data_parallel.py runs it per device group
 inside `jax.shard_map` (each group's while loop has its own trip count; no collective crosses groups).
 """
@@ -50,7 +60,8 @@ def _finish_code(tok, n_gen, index, stop, max_new, window):
 
 
 # XLA DebugOptions for the loop's compile (other backends ignore the xla_gpu_ field)
-LOOP_COMPILER_OPTIONS = {"xla_gpu_copy_insertion_use_region_analysis": True}
+LOOP_COMPILER_OPTIONS = {"xla_gpu_copy_insertion_use_region_analysis": True, "xla_gpu_enable_triton_gemm": False,
+                         "xla_gpu_dot_merger_threshold_mb": 0}
 
 
 def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):

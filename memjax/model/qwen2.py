@@ -131,7 +131,9 @@ class Qwen2(nnx.Module):
             p = jax.tree.map(lambda a: a.astype(dt), p)
             hn = rms_norm(x, p["input_norm"], cfg.rms_norm_eps)
             q, k, v = hn @ p["q_w"], hn @ p["k_w"], hn @ p["v_w"]
-            if cfg.attention_bias:
+            if cfg.attention_bias:  # added outside the GEMMs: a bias epilogue keeps XLA:GPU from reading the
+                # layer's weight slice in place and it copies the slice first (memjax/engine/loop.py)
+                q, k, v = jax.lax.optimization_barrier((q, k, v))
                 q, k, v = q + p["q_b"], k + p["k_b"], v + p["v_b"]
             q = apply_rope(q.reshape(b, t, cfg.num_heads, cfg.head_dim), cos, sin)
             k = apply_rope(k.reshape(b, t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
