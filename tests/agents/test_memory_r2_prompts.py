@@ -1,8 +1,7 @@
-"""Memory-R2 prompts (byte-exact against the public code's files in tests/fixtures/memory_r2/), message
+"""Memory-R2 prompts (byte-exact against the texts extracted from the public code, tests/fixtures/memory_r2/), message
 building on a fixture conversation (golden strings written out by hand), fact / answer parsing (fuzzed),
 candidate selection (hand-computed)."""
 
-import ast
 import json
 from pathlib import Path
 
@@ -20,26 +19,20 @@ from memjax.memory import MemoryRecord
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "memory_r2"
 
 
-def _py_strings(path):
-    """Module-level NAME = \"\"\"...\"\"\".strip() / NAME = "..." assignments of a source file, evaluated."""
-    out = {}
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign):
-            v = node.value
-            if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "strip":
-                out[node.targets[0].id] = v.func.value.value.strip()
-            elif isinstance(v, ast.Constant):
-                out[node.targets[0].id] = v.value
-    return out
+def _system_prompts(rev):
+    """The official file's two system prompts at `rev`, as scripts/gen_memory_r2_prompt_fixture.py extracted them
+    (with the file's SHA-256 and length: the fixture holds no official code)."""
+    d = json.loads((FIX / "system_prompts.json").read_text(encoding="utf-8"))
+    assert d["repository"] == "ahmedehabb/Memory-R2" and d["path"] == "prompt/math/multi_turn_mamrp.py"
+    return d["revisions"][rev]
 
 
 def test_prompts_byte_exact_against_source_files():
-    src = FIX / "multi_turn_mamrp.py.txt"
-    # character counts of the three files as stored at the cited commits
-    assert len(src.read_text(encoding="utf-8")) == 11059
+    s = _system_prompts("f6d3e04")
+    # the source file and the two template files as read at the cited commits
+    assert (s["chars"], s["sha256"][:12]) == (11059, "a302949f9935")
     assert len((FIX / "memory_v2.txt").read_text(encoding="utf-8")) == 376
     assert len((FIX / "qa.txt").read_text(encoding="utf-8")) == 2566
-    s = _py_strings(src)
     assert P.EXTRACTOR_SYSTEM == s["MEMORY_REASONER_PROMPT"]
     assert P.MANAGER_SYSTEM == s["MEMORY_EXECUTOR_PROMPT"]
     assert P.MANAGER_TEMPLATE == (FIX / "memory_v2.txt").read_text(encoding="utf-8")
@@ -189,9 +182,8 @@ def test_select_candidates_hand_computed():
 
 def test_prompt_revisions_byte_exact_and_selectable():
     """85aeeb1 (the official HEAD's, default) and f6d3e04 (memjax's earlier) extractor / manager system prompts."""
-    src = FIX / "multi_turn_mamrp_85aeeb1.py.txt"
-    assert len(src.read_text(encoding="utf-8")) == 18453
-    s = _py_strings(src)
+    s = _system_prompts("85aeeb1")
+    assert (s["chars"], s["sha256"][:12]) == (18453, "03b1bf044b26")
     assert P.EXTRACTOR_SYSTEM_85AEEB1 == s["MEMORY_REASONER_PROMPT"]
     assert P.MANAGER_SYSTEM_85AEEB1 == s["MEMORY_EXECUTOR_PROMPT"]
     assert P.system_prompts("85aeeb1") == (P.EXTRACTOR_SYSTEM_85AEEB1, P.MANAGER_SYSTEM_85AEEB1)
