@@ -21,7 +21,8 @@ Profiles:
 - `mem0`: Mem0 (`mem0ai/mem0` @373709f, evaluation/metrics/llm_judge.py): its `ACCURACY_PROMPT` (`str.format`),
   `json.loads(extract_json(reply))["label"]` (`mem0.memory.utils.extract_json`: a ``` fenced block, else first `{`
   to last `}`) and 1 iff it equals "CORRECT"; the official script raises on a reply that is not such JSON (the run
-  stops); memjax scores it WRONG and counts it as unparseable.
+  stops); memjax scores it WRONG and counts it as unparseable. Its request has response_format json_object and
+  no max_tokens (`api_max_tokens=False`); OpenAIJudge sends the same, the engine judge cannot constrain to JSON.
 Invariants: parsers never raise; `extract_label_memory_r2` and `parse_label_mem0` equal the official functions on
 tests/fixtures/judge_label_goldens.json (scripts/gen_judge_label_goldens.py).
 """
@@ -139,7 +140,9 @@ class JudgeProfile:
     parse: Callable[[object], tuple[str | None, str]]    # reply -> (label | None, source)
     unparsed: str = "wrong"                              # "wrong" (J = 0) | "drop" (left out of the J mean)
     attempts: int = 1                                    # asks while the reply has no label
-    max_tokens: int = 512
+    max_tokens: int = 512                                # the engine judge's cap; sent to an API unless below
+    api_max_tokens: bool = True                          # False: the API request has no max_tokens (API default)
+    response_format: str | None = None                   # API request's response_format type ("json_object")
 
     def __post_init__(self):
         if self.unparsed not in ("wrong", "drop"):
@@ -154,7 +157,8 @@ JUDGE_PROFILES: dict[str, JudgeProfile] = {
         "memory_r2", "ahmedehabb/Memory-R2@357b4ec:testing/pipeline_test_locomo_qa_dump/score_locomo_qa_dumps.py",
         _fill_format(MEMORY_R2_JUDGE_PROMPT), extract_label_memory_r2, unparsed="drop", attempts=3, max_tokens=256),
     "mem0": JudgeProfile("mem0", "mem0ai/mem0@373709f:evaluation/metrics/llm_judge.py",
-                         _fill_format(MEM0_JUDGE_PROMPT), parse_label_mem0),
+                         _fill_format(MEM0_JUDGE_PROMPT), parse_label_mem0, api_max_tokens=False,
+                         response_format="json_object"),
 }
 
 

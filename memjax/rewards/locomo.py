@@ -162,8 +162,9 @@ class OpenAIJudge:
     """POST {base_url}/chat/completions (OpenAI-compatible), temperature 0; stdlib only.
 
     `profile` (memjax.rewards.judge_profiles: "memory_r1" | "memory_r2" | "mem0") picks the prompt, the label
-    parser, the max_tokens (unless given), re-asks while a reply has no label, and whether such a reply is WRONG or
-    dropped from J."""
+    parser, the max_tokens (unless given; "mem0" sends none, as Mem0's request does), the response_format
+    ("mem0": json_object), re-asks while a reply has no label, and whether such a reply is WRONG or dropped
+    from J."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 60.0,
                  retries: int = 2, max_tokens: int | None = None, workers: int = 8,
@@ -191,7 +192,11 @@ class OpenAIJudge:
     def _ask_once(self, item: Item) -> Verdict:
         q, gold, gen = item
         msgs = [{"role": "user", "content": self.profile.prompt(str(q), str(gold), str(gen))}]
-        req_body = {"model": self.model, "messages": msgs, "temperature": 0, "max_tokens": self._max_tokens}
+        req_body = {"model": self.model, "messages": msgs, "temperature": 0}
+        if self.profile.api_max_tokens or self._max_tokens != self.profile.max_tokens:  # an explicit cap is sent
+            req_body["max_tokens"] = self._max_tokens
+        if self.profile.response_format:  # Mem0's request asks for a JSON object
+            req_body["response_format"] = {"type": self.profile.response_format}
         body = json.dumps(req_body).encode()
         headers = {"Content-Type": "application/json"}
         if self._key:

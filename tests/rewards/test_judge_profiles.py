@@ -64,7 +64,8 @@ class _Replies:
 
     def __call__(self, req, timeout):
         body = json.loads(req.data.decode())
-        self.prompts.append((body["messages"][0]["content"], body["max_tokens"]))
+        self.prompts.append((body["messages"][0]["content"], body.get("max_tokens")))
+        self.bodies = getattr(self, "bodies", []) + [body]
         return io.BytesIO(json.dumps({"choices": [{"message": {"content": self.replies.pop(0)}}]}).encode())
 
 
@@ -82,6 +83,23 @@ def test_openai_judge_memory_r1_unparsed_is_wrong():
     server = _Replies(["hmm"])
     v = OpenAIJudge("http://x/v1", "m", opener=server, workers=1).judge([("q", "g", "a")])[0]
     assert not v.correct and not v.dropped and len(server.prompts) == 1 and server.prompts[0][1] == 512
+
+
+def test_openai_judge_requests_as_each_official_script():
+    """Mem0's llm_judge.py sends response_format json_object, temperature 0 and no max_tokens; Memory-R2's
+    judge_once temperature 0 and max_tokens 256; neither sends the other's field."""
+    server = _Replies(['{"label": "CORRECT"}', '{"label": "WRONG"}', "CORRECT", '{"label": "CORRECT"}'])
+    assert OpenAIJudge("http://x/v1", "m", opener=server, profile="mem0", workers=1).judge([("q", "g", "a")])[0].correct
+    assert not OpenAIJudge("http://x/v1", "m", opener=server, profile="mem0", workers=1,
+                           max_tokens=64).judge([("q", "g", "a")])[0].correct
+    OpenAIJudge("http://x/v1", "m", opener=server, profile="memory_r2", workers=1).judge([("q", "g", "a")])
+    OpenAIJudge("http://x/v1", "m", opener=server, workers=1).judge([("q", "g", "a")])
+    mem0, mem0_capped, r2, r1 = server.bodies
+    assert mem0 == {"model": "m", "messages": mem0["messages"], "temperature": 0,
+                    "response_format": {"type": "json_object"}}
+    assert mem0_capped["max_tokens"] == 64  # an explicit cap is still sent
+    assert r2 == {"model": "m", "messages": r2["messages"], "temperature": 0, "max_tokens": 256}
+    assert "response_format" not in r1 and r1["max_tokens"] == 512
 
 
 def test_dropped_j_is_left_out_of_the_table():
