@@ -200,3 +200,12 @@ def test_prompt_revisions_byte_exact_and_selectable():
     import pytest
     with pytest.raises(ValueError, match="prompt_revision"):
         MemoryR2Config(prompt_revision="nope")
+
+
+def test_prompt_token_counts():
+    """The revision's cost per call in Qwen2.5 tokens, as docs/metric_profiles.md states it."""
+    from memjax.tokenizer import _default
+
+    tok = _default()
+    counts = {r: tuple(len(tok.encode(p)) for p in P.system_prompts(r)) for r in ("f6d3e04", "85aeeb1")}
+    assert counts == {"f6d3e04": (1151, 1434), "85aeeb1": (1548, 2950)}
