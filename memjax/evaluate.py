@@ -14,6 +14,10 @@ traces.jsonl (memory after every chunk, final answer, scores). Results are writt
 (results.json / results.md atomically, traces appended), so a failure at a later length loses nothing
 finished; out_dir is locked for the run and the config is checked before the model loads. The CLI ends every
 kind of evaluation by writing out_dir/report.html (memjax.report) and printing its path.
+Several processes (`python -m memjax.launch --nproc N -- memjax.evaluate CONFIG`, or the JAX / SLURM / Open MPI
+variables): every kind splits its held-out items over the processes (memjax/agents/heldout.py for workflows,
+blocks of each length's questions and of the baseline prompts, LoCoMo by conversation), every process gets the
+gathered one-process result, and process 0 alone takes the out_dir lock and writes the files and the report.
 Nothing is downloaded: the model is an
 HF directory (model.hf_path) or random weights of a preset, the data a HotpotQA JSON file (data_path).
 """

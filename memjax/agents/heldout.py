@@ -11,6 +11,7 @@ traces and the workflow's statistics are those of the one-process run (computed 
 in the same order); the run-level counters are combined: `seconds` is the slowest process's, the others
 (trajectories, tokens, engine_* counters) are summed. Every process returns the same result, so decisions
 taken from it (best checkpoint, curriculum) agree. Trajectory states must pickle (they are plain data).
+`judge_heldout(judge, items)`: the verdicts of a summary's judge the same way (each process its block).
 """
 
 from __future__ import annotations
@@ -46,3 +47,13 @@ def run_heldout(engine, workflow: Workflow, samples: Iterable[Any], *, group_siz
     for k in ("seconds", "trajectories", "conversations", "prompt_tokens", "generated_tokens"):
         combined.setdefault(k, 0)
     return summarize(workflow, all_trajs, combined, record=False)
+
+
+def judge_heldout(judge, items: list) -> list:
+    """judge.judge(items) (a held-out summary's verdicts on the gathered answers), each process judging its
+    block: an LLM judge is asked each question once, not once per process, and every process gets the same
+    verdicts (process order = item order)."""
+    if jax.process_count() == 1:
+        return list(judge.judge(items))
+    lo, hi = block(len(items))
+    return gather_objects(list(judge.judge(items[lo:hi])) if hi > lo else [])
