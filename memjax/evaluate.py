@@ -14,23 +14,32 @@ traces.jsonl (memory after every chunk, final answer, scores). Results are writt
 (results.json / results.md atomically, traces appended), so a failure at a later length loses nothing
 finished; out_dir is locked for the run and the config is checked before the model loads. The CLI ends every
 kind of evaluation by writing out_dir/report.html (memjax.report) and printing its path.
+Several processes (`python -m memjax.launch --nproc N -- memjax.evaluate CONFIG`, or the JAX / SLURM / Open MPI
+variables): every kind splits its held-out items over the processes (memjax/agents/heldout.py for workflows,
+blocks of each length's questions and of the baseline prompts, LoCoMo by conversation), every process gets the
+gathered one-process result, and process 0 alone takes the out_dir lock and writes the files and the report.
 Nothing is downloaded: the model is an
 HF directory (model.hf_path) or random weights of a preset, the data a HotpotQA JSON file (data_path).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
+import jax
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from .agents import MemAgent
+from .agents.heldout import run_heldout
+from .agents.workflow import request_seed
 from .cli_check import check_evaluate
 from .config import ConfigError, run_cli
 from .data import RulerHotpotQAConfig, load_hotpotqa, synthesize
@@ -38,6 +47,8 @@ from .engine import Engine, SamplingParams
 from .eval_config import EvalConfig, SystemEvalConfig
 from .evaluation.locomo import LocomoEvalConfig, run_locomo_eval
 from .evaluation.profiles import get_profile
+from .parallel import agree, code_digest, initialize, is_primary
+from .parallel.split import block, gather_objects
 from .report import write_report
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, write_atomic
 from .systems import build as build_system
@@ -56,7 +67,8 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
     if cfg.policy and not (Path(cfg.policy) / "config.json").is_file():
         raise ConfigError(f"policy={cfg.policy}: not a Hugging Face model directory (no config.json)")
     out = prepare_out_dir(cfg.out_dir)
-    with OutDirLock(out):
+    primary = is_primary()
+    with _lock(out):
         model, tok = system.load_model(cfg.model)
         if cfg.policy:
             model = load_hf(cfg.policy)
@@ -68,10 +80,11 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
         scalars = {k: v for k, v in ev.items() if k not in ("traces", "samples")}
         result = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "system": system.name,
                   "metrics": scalars, "seconds": time.perf_counter() - t0}
-        write_atomic(out / "results.json", json.dumps(result, indent=2, default=str))
-        log = JsonlLog(out / "traces.jsonl")
-        log.path.unlink(missing_ok=True)
-        log.write(*ev.get("traces", []))
+        if primary:  # several processes: each ran its share of the held-out set, all hold the whole result
+            write_atomic(out / "results.json", json.dumps(result, indent=2, default=str))
+            log = JsonlLog(out / "traces.jsonl")
+            log.path.unlink(missing_ok=True)
+            log.write(*ev.get("traces", []))
     table = Table(title=f"{system.name}: held-out evaluation ({cfg.policy or 'initial model'})")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -87,8 +100,14 @@ def _score(text: str, answers, metrics: str = "memagent") -> dict[str, float]:
 
 
 def evaluate(cfg: EvalConfig | LocomoEvalConfig, console: Console | None = None) -> dict:
+    initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
+    if jax.process_count() > 1:  # processes of one evaluation refuse unless code and config match
+        agree("code version", code_digest())
+        agree("config", json.dumps(asdict(cfg), sort_keys=True, default=str))
+    if not is_primary():
+        console = Console(quiet=True)
     if isinstance(cfg, LocomoEvalConfig):
-        with OutDirLock(prepare_out_dir(cfg.out_dir)):
+        with _lock(prepare_out_dir(cfg.out_dir)):
             res = run_locomo_eval(cfg)
         (console or Console()).print(f"LoCoMo {cfg.split}/{cfg.part}: overall {res['table']['overall']} -> {cfg.out_dir}")
         return res
@@ -102,8 +121,13 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig, console: Console | None = None)
     if not Path(cfg.data_path).is_file():
         raise ConfigError(f"data_path={cfg.data_path}: file not found")
     out = prepare_out_dir(cfg.out_dir)
-    with OutDirLock(out):
+    with _lock(out):
         return _evaluate(cfg, out, console or Console())
+
+
+def _lock(out: Path):
+    """The out_dir lock, taken once: by process 0 of a multi-process evaluation (the one that writes)."""
+    return OutDirLock(out) if is_primary() else contextlib.nullcontext()
 
 
 def _evaluate(cfg: EvalConfig, out: Path, con: Console) -> dict:
@@ -113,9 +137,11 @@ def _evaluate(cfg: EvalConfig, out: Path, con: Console) -> dict:
     engine = Engine(model, cfg.engine)
     agent = MemAgent(engine, tok, cfg.memagent)
     rows = []
-    traces_log = JsonlLog(out / "traces.jsonl")
-    traces_log.path.unlink(missing_ok=True)
-    (out / "results.json").unlink(missing_ok=True)  # never leave a previous run's results looking like ours
+    primary = is_primary()  # several processes: each runs its share of every length, process 0 writes
+    traces_log = JsonlLog(out / "traces.jsonl", primary)
+    if primary:
+        traces_log.path.unlink(missing_ok=True)
+        (out / "results.json").unlink(missing_ok=True)  # never leave a previous run's results looking like ours
     config = json.loads(json.dumps(asdict(cfg), default=str))
     stop = (tok.eos_id, tok.endoftext_id)
     for k, num_docs in enumerate(cfg.num_docs):
@@ -124,7 +150,8 @@ def _evaluate(cfg: EvalConfig, out: Path, con: Console) -> dict:
                   f"rollout(s), {sum(-(-len(tok.encode(s.context)) // cfg.memagent.chunk_tokens) for s in samples)} "
                   "chunks in all ...")
         t0 = time.perf_counter()
-        res = agent.run(samples)
+        c = agent.cfg
+        res = run_heldout(engine, agent, samples, group_size=c.group_size, seed=c.seed, max_active=c.max_active)
         dt = time.perf_counter() - t0
         scores = [_score(t["final"], t["answers"], cfg.metrics) for t in res.traces]
         traces_log.write(*({"num_docs": num_docs, "id": samples[t["sample"]].id, **t, "scores": s}
@@ -138,20 +165,25 @@ def _evaluate(cfg: EvalConfig, out: Path, con: Console) -> dict:
                 context=s.context, question=s.question)}]) for s in samples]
             fits = [p for p in prompts if len(p) + cfg.memagent.max_final_tokens <= cfg.engine.window]
             if len(fits) == len(prompts):
-                comps = engine.generate(prompts, SamplingParams(temperature=cfg.memagent.temperature, top_p=cfg.memagent.top_p,
-                                                                max_tokens=cfg.memagent.max_final_tokens, stop_token_ids=stop))
-                bs = [_score(tok.decode(c.token_ids, skip_special_tokens=True, skip_unknown=True), s.answers, cfg.metrics)
-                      for c, s in zip(comps, samples)]
+                lo, hi = block(len(prompts))  # this process's share; a prompt's seed is its global index's
+                sp = SamplingParams(temperature=cfg.memagent.temperature, top_p=cfg.memagent.top_p,
+                                    max_tokens=cfg.memagent.max_final_tokens, stop_token_ids=stop)
+                comps = engine.generate(prompts[lo:hi], [dataclasses.replace(sp, seed=request_seed(cfg.seed, i, 0))
+                                                         for i in range(lo, hi)]) if hi > lo else []
+                bs = gather_objects([_score(tok.decode(c.token_ids, skip_special_tokens=True, skip_unknown=True),
+                                            s.answers, cfg.metrics) for c, s in zip(comps, samples[lo:hi])])
                 row["baseline_sub_em"] = float(np.mean([b["sub_em"] for b in bs]))
             else:
                 row["baseline_sub_em"] = None  # does not fit the window
         rows.append(row)
         result = {"config": config, "metrics_profile": cfg.metrics, "rows": rows, "complete": k + 1 == len(cfg.num_docs)}
-        write_atomic(out / "results.json", json.dumps(result, indent=2))  # after every length: nothing lost
-        write_atomic(out / "results.md", _markdown(rows, cfg.metrics))
+        if primary:
+            write_atomic(out / "results.json", json.dumps(result, indent=2))  # after every length: nothing lost
+            write_atomic(out / "results.md", _markdown(rows, cfg.metrics))
         con.print(f"N={num_docs}: {row['mean_tokens']:.0f} tokens, sub-EM {row['sub_em']:.3f}, "
                   f"{row['conversations']} conversations in {dt:.1f}s")
-    _plot(rows, out / "accuracy.png")
+    if primary:
+        _plot(rows, out / "accuracy.png")
     table = Table(title=f"MemAgent accuracy vs length ({n} questions each)")
     for c in ("N docs", "tokens", "sub-EM", "EM", "F1", "no \\boxed", "full context sub-EM"):
         table.add_column(c, justify="right")
@@ -200,7 +232,8 @@ def _plot(rows: list[dict], path: Path) -> None:
 def evaluate_and_report(cfg, console: Console | None = None) -> dict:
     """What the CLI runs: `evaluate`, then out_dir/report.html (memjax.report), its path printed."""
     result = evaluate(cfg, console)
-    (console or Console()).print(f"report: {write_report(cfg.out_dir)}")
+    if is_primary():  # several processes: one report, by the writer
+        (console or Console()).print(f"report: {write_report(cfg.out_dir)}")
     return result
 
 

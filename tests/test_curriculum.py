@@ -41,6 +41,18 @@ class OneTurn(Workflow):
         return float(bool(traj.state) and traj.state[0] % 2 == 0)
 
 
+class _Tracked(CountingStream):
+    """The toy's stream; with several processes the loop reads its shard, which `evaluate` then reads instead."""
+
+    def __init__(self, system, *args):
+        super().__init__(*args)
+        self.system = system
+
+    def shard(self, lo, hi):
+        self.system.stream = super().shard(lo, hi)
+        return self.system.stream
+
+
 @dataclass(frozen=True)
 class StagedSection(AgentSection):
     name: str = "staged_toy"
@@ -66,8 +78,8 @@ class StagedSystem(System):
 
     def train_data(self, batch_size, seed):
         assert batch_size == BATCH
-        self.stream = CountingStream(lambda i, n: [[3 + s % 4, 5, 7 + s % 3, 9] for s in range(i, i + n)],
-                                     batch_size)
+        self.stream = _Tracked(self, lambda i, n: [[3 + s % 4, 5, 7 + s % 3, 9] for s in range(i, i + n)],
+                               batch_size)
         return self.stream
 
     def workflow(self, engine, tokenizer, *, train=True):
@@ -185,3 +197,39 @@ def test_several_stages_need_a_metric_to_restart(tmp_path):
         Run(_cfg(tmp_path, select_metric=""))
     with pytest.raises(ValueError, match="stage_optimizer must be one of"):
         _cfg(tmp_path, stage_optimizer="best")
+
+
+@pytest.mark.slow(seconds=85)  # 2 real processes (memjax.launch) train 6 steps: 81 s on 2 busy cores
+def test_two_processes_hand_off_like_one(uninterrupted, tmp_path):
+    """`memjax.launch --nproc 2 --devices-per-proc 2 -- memjax.train` of the same two-stage run: the same
+    best checkpoint per stage (every process takes the same decision from the same, gathered, evaluation),
+    stage 1 started from stage 0's best with the warm-up restarted, checkpoints_best/ written once, and the
+    per-step losses of the one-process run."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _, _, hist, _, state = uninterrupted
+    tests = Path(__file__).resolve().parent
+    out = tmp_path / "two"
+    cfg = tmp_path / "staged_two.py"   # the toy system registers itself in each process on import
+    cfg.write_text(f"import sys\nsys.path[:0] = [{str(tests)!r}]\nfrom test_curriculum import _cfg\n"
+                   f"config = _cfg({str(out)!r})\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
+                                                                      "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
+    env.update(PYTHONPATH=str(tests.parent), JAX_PLATFORMS="cpu")
+    p = subprocess.run([sys.executable, "-m", "memjax.launch", "--nproc", "2", "--devices-per-proc", "2", "--",
+                        "memjax.train", str(cfg)], cwd=tests.parent, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    res = json.loads((out / "result.json").read_text())
+    assert res["stage_best"] == state["best"] == {"0": {"step": 2, "value": 0.9}, "1": {"step": 5, "value": 0.8}}
+    assert [(e["step"], e["score"]) for e in res["evals"]] == [(e["step"], e["score"]) for e in state["evals"]]
+    assert [h["lr"] for h in res["history"]] == pytest.approx([h["lr"] for h in hist])   # warm-up per stage
+    for a, b in zip(hist, res["history"]):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-6), (a["step"], a["loss"], b["loss"])
+    assert sorted(int(d.name) for d in (out / "checkpoints_best").iterdir() if d.name.isdigit()) == [2, 5]
+    assert "[0] best of stage 0 so far: step 2" in p.stdout and "[1] best of stage" not in p.stdout
+

@@ -123,6 +123,16 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
 
     max_active: trajectories in flight at once (0 = all). record=False keeps only rewards, traces and stats
     (no conversations, no batch). progress: show a bar (default: the engine config's `progress`)."""
+    trajs, run_stats = drive(engine, workflow, samples, group_size=group_size, seed=seed, max_active=max_active,
+                             record=record, progress=progress, first_trajectory=first_trajectory)
+    return summarize(workflow, trajs, run_stats, record=record)
+
+
+def drive(engine, workflow: Workflow, samples: Iterable[Any], *, group_size: int = 1, seed: int = 0,
+          max_active: int = 0, record: bool = True, progress: bool | None = None,
+          first_trajectory: int = 0) -> tuple[list[Trajectory], dict[str, float]]:
+    """The finished trajectories (rewarded) and the run-level statistics (seconds, counts, engine_* deltas):
+    run_workflow without the summary."""
     if group_size <= 0:
         raise ValueError(f"run_workflow: group_size must be > 0, got {group_size}")
     if max_active < 0:
@@ -200,15 +210,24 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
             if comp.kv is not None:
                 engine.release(comp)
         raise
+    run_stats = {"seconds": time.perf_counter() - t0, "trajectories": len(trajs),
+                 "conversations": sum(t.n_requests for t in trajs),
+                 "prompt_tokens": sum(t.prompt_tokens for t in trajs),
+                 "generated_tokens": sum(t.generated_tokens for t in trajs),
+                 **{f"engine_{k}": engine.stats[k] - before.get(k, 0) for k in engine.stats}}
+    return trajs, run_stats
+
+
+def summarize(workflow: Workflow, trajs: Sequence[Trajectory], run_stats: dict[str, float], *,
+              record: bool = True) -> WorkflowResult:
+    """The WorkflowResult of finished trajectories: rewards, traces, the run's and the workflow's statistics
+    and (record) the RolloutBatch."""
     rewards = [t.reward for t in trajs]
     batch = None
     if record and trajs:
         convs = [cv for t in trajs for cv in workflow.conversations(t)]
         batch = build_batch(convs, rewards, [t.sample for t in trajs], pad_id=workflow.pad_id)
-    stats = {"seconds": time.perf_counter() - t0, "trajectories": len(trajs),
-             "conversations": sum(t.n_requests for t in trajs),
-             "prompt_tokens": sum(t.prompt_tokens for t in trajs),
-             "generated_tokens": sum(t.generated_tokens for t in trajs),
-             **workflow.stats(trajs), "mean_reward": sum(rewards) / max(len(rewards), 1)}
-    stats.update({f"engine_{k}": engine.stats[k] - before.get(k, 0) for k in engine.stats})
+    engine = {k: v for k, v in run_stats.items() if k.startswith("engine_")}
+    stats = {**{k: v for k, v in run_stats.items() if k not in engine}, **workflow.stats(trajs),
+             "mean_reward": sum(rewards) / max(len(rewards), 1), **engine}
     return WorkflowResult(batch, rewards, [workflow.trace(t) for t in trajs], stats)

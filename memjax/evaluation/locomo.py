@@ -23,11 +23,17 @@ Files in out_dir:
   and M-Fail where memory dia_ids were given; all in percent like the papers;
 - scores.png: grouped bars of F1/B1/J per category;
 - report.html (the CLI, through memjax.report): tables and every prediction per conversation, searchable.
+Several processes (`python -m memjax.launch --nproc N -- memjax.evaluate ...`): the conversations are dealt over
+the processes (memjax/parallel/split.py `deal_groups`: a conversation's questions, and its memory bank, stay on
+one process); each predicts and judges its share in chunks, the chunks' records are gathered after each round and
+process 0 alone writes predictions.jsonl, results.json / results.md and the chart. The table equals the
+one-process table (records in question order); predictions.jsonl lines are in round order.
 Invariants: category 5 is refused (never scored); a qid appears at most once in predictions.jsonl.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -35,9 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jax
+
 from ..data.locomo import CATEGORY_NAMES, Question
 from ..engine.config import EngineConfig
 from ..modelsource import ModelSource
+from ..parallel.split import deal_groups, gather_objects
 from ..rewards.locomo import RuleBasedJudge, m_fail, token_set_f1
 from ..rewards.text import bleu1, token_f1_multiset
 from ..rewards.judge_profiles import get_judge_profile
@@ -60,7 +69,7 @@ class RunCounts:
     torn_lines: int = 0
 
 
-def _read_done(path: Path, counts: RunCounts) -> dict[str, dict]:
+def _read_done(path: Path, counts: RunCounts, rewrite: bool = True) -> dict[str, dict]:
     done: dict[str, dict] = {}
     if not path.exists():
         return done
@@ -72,7 +81,7 @@ def _read_done(path: Path, counts: RunCounts) -> dict[str, dict]:
             good.append(line)
         except (json.JSONDecodeError, KeyError, TypeError):
             counts.torn_lines += 1
-    if counts.torn_lines:               # rewrite without the torn line so the file stays valid JSONL
+    if counts.torn_lines and rewrite:   # rewrite without the torn line so the file stays valid JSONL
         path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
     return done
 
@@ -181,6 +190,32 @@ def _predict_chunk(chunk: list[Question], predictor: Predictor | None, batch_pre
     return res
 
 
+def _score_chunk(chunk: list[Question], predictor, batch_predictor, judge, counts: RunCounts) -> list[dict]:
+    """Predict, judge and score one chunk of questions: its predictions.jsonl records, in order."""
+    outs = _predict_chunk(chunk, predictor, batch_predictor, counts)
+    unpacked = [_unpack(o) for o, _ in outs]
+    verdicts = judge.judge([(q.question, q.answer, a or "") for q, (a, _) in zip(chunk, unpacked)])
+    recs = []
+    for q, (answer, dia), (_, err), verdict in zip(chunk, unpacked, outs, verdicts):
+        rec: dict[str, Any] = {"qid": q.qid, "conversation": q.conversation, "category": q.category,
+                               "question": q.question, "gold": q.answer, "evidence": list(q.evidence)}
+        if err is not None:
+            rec["error"] = err
+        counts.no_answer += answer is None
+        counts.judge_unparsed += verdict.source == "none"
+        counts.judge_errors += verdict.source == "error"
+        counts.judge_dropped += verdict.dropped
+        rec.update(prediction=answer, f1=token_f1_multiset(answer, [q.answer]),
+                   f1_set=token_set_f1(answer, q.answer), b1=bleu1(answer, [q.answer]),
+                   j=None if verdict.dropped else float(verdict.correct), judge_label=verdict.label,
+                   judge_source=verdict.source)
+        if dia is not None:
+            rec["memory_dia_ids"] = dia
+        recs.append(rec)
+        counts.scored += 1
+    return recs
+
+
 def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, judge, out_dir: str | os.PathLike,
                     *, batch_predictor: BatchPredictor | None = None, batch_size: int = 1, title: str = "LoCoMo",
                     f1: str = "set", chart: bool = True, metrics: str = "memjax") -> dict[str, Any]:
@@ -198,7 +233,9 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     out.mkdir(parents=True, exist_ok=True)
     counts = RunCounts()
     pred_path = out / "predictions.jsonl"
-    done = _read_done(pred_path, counts)
+    primary = jax.process_index() == 0     # several processes: each its share of the conversations, 0 writes
+    done = _read_done(pred_path, counts, rewrite=primary)
+    done = gather_objects([done])[0]       # every process resumes from process 0's reading of the file
     counts.resumed = len(done)
     seen = set()
     for q in questions:
@@ -207,37 +244,31 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
         if q.qid in seen:
             raise ValueError(f"evaluate_locomo: {q.qid} listed twice")
         seen.add(q.qid)
-    todo = [q for q in questions if q.qid not in done]
-    with pred_path.open("a", encoding="utf-8") as fh:
-        for s in range(0, len(todo), batch_size):
+    keys, n = [q.conversation for q in questions], jax.process_count()
+    shares = [[q for q, m in zip(questions, deal_groups(keys, p, n)) if m and q.qid not in done] for p in range(n)]
+    todo = shares[jax.process_index()]
+    rounds = max(-(-len(t) // batch_size) for t in shares)    # every process takes part in every exchange
+    with (pred_path.open("a", encoding="utf-8") if primary else contextlib.nullcontext()) as fh:
+        for s in range(0, rounds * batch_size, batch_size):
             chunk = todo[s: s + batch_size]
-            outs = _predict_chunk(chunk, predictor, batch_predictor, counts)
-            unpacked = [_unpack(o) for o, _ in outs]
-            verdicts = judge.judge([(q.question, q.answer, a or "") for q, (a, _) in zip(chunk, unpacked)])
-            for q, (answer, dia), (_, err), verdict in zip(chunk, unpacked, outs, verdicts):
-                rec: dict[str, Any] = {"qid": q.qid, "conversation": q.conversation, "category": q.category,
-                                       "question": q.question, "gold": q.answer, "evidence": list(q.evidence)}
-                if err is not None:
-                    rec["error"] = err
-                counts.no_answer += answer is None
-                counts.judge_unparsed += verdict.source == "none"
-                counts.judge_errors += verdict.source == "error"
-                counts.judge_dropped += verdict.dropped
-                rec.update(prediction=answer, f1=token_f1_multiset(answer, [q.answer]),
-                           f1_set=token_set_f1(answer, q.answer), b1=bleu1(answer, [q.answer]),
-                           j=None if verdict.dropped else float(verdict.correct), judge_label=verdict.label,
-                           judge_source=verdict.source)
-                if dia is not None:
-                    rec["memory_dia_ids"] = dia
-                fh.write(json.dumps(rec) + "\n")
-                done[q.qid] = rec
-                counts.scored += 1
-            fh.flush()
+            recs = _score_chunk(chunk, predictor, batch_predictor, judge, counts) if chunk else []
+            for rec in gather_objects(recs):
+                if primary:
+                    fh.write(json.dumps(rec) + "\n")
+                done[rec["qid"]] = rec
+            if primary:
+                fh.flush()
+    if n > 1:   # the run's counters: every process's own, summed (resumed / torn lines: process 0's reading)
+        for c in gather_objects([vars(counts)])[1:]:
+            for k in ("scored", "no_answer", "predictor_errors", "judge_unparsed", "judge_errors", "judge_dropped"):
+                setattr(counts, k, getattr(counts, k) + c[k])
     records = [done[q.qid] for q in questions if q.qid in done]
     table = score_table(records, f1=f1, metrics=metrics)
     jp = getattr(getattr(judge, "profile", None), "name", None)    # None: a judge without a profile (rule-based)
     result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "judge_profile": jp, "f1": f1,
               "metrics_profile": metrics, "table": table, "counts": vars(counts)}
+    if not primary:
+        return result
     (out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     judge_title = result["judge"] + (f", profile {jp}" if jp else "")
     (out / "results.md").write_text(_markdown(table, f"{title} (judge: {judge_title})", f1, metrics),
@@ -322,10 +353,15 @@ def run_locomo_eval(cfg: LocomoEvalConfig) -> dict:
 
         judge = make_judge(cfg)
         return evaluate_locomo(questions, None, judge, cfg.out_dir, batch_size=cfg.batch_size, f1=cfg.f1,
-                               metrics=cfg.metrics, batch_predictor=memory_r1_predictor(cfg, questions),
+                               metrics=cfg.metrics, batch_predictor=memory_r1_predictor(cfg, _mine(questions)),
                                title=title + ("" if cfg.distill else ", no distillation"))
     return evaluate_locomo(questions, answers_predictor(cfg.answers), make_judge(cfg), cfg.out_dir, title=title,
                            f1=cfg.f1, metrics=cfg.metrics)
+
+
+def _mine(questions: list[Question]) -> list[Question]:
+    """The questions of the conversations this process answers (evaluate_locomo deals them the same way)."""
+    return [q for q, m in zip(questions, deal_groups([q.conversation for q in questions])) if m]
 
 
 def make_judge(cfg: LocomoEvalConfig):

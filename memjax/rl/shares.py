@@ -36,31 +36,13 @@ import json
 import jax
 import numpy as np
 
+from ..parallel.split import allgather_ragged, block
 from .assemble import RowShard, all_processes
 from .batch import FIELDS, RolloutBatch, concat_batches
 
 
-def share(n: int, process: int | None = None, processes: int | None = None) -> tuple[int, int]:
-    p = jax.process_index() if process is None else process
-    k = jax.process_count() if processes is None else processes
-    base, extra = divmod(n, k)
-    lo = p * base + min(p, extra)
-    return lo, lo + base + (1 if p < extra else 0)
-
-
-def _allgather_ragged(a: np.ndarray) -> list[np.ndarray]:
-    """Each process's array (same rank and dtype, any shape), in process order."""
-    from jax.experimental import multihost_utils
-
-    a = np.asarray(a)
-    dtype = a.dtype
-    if dtype == np.bool_:
-        a = a.astype(np.uint8)
-    shapes = np.asarray(multihost_utils.process_allgather(np.asarray(a.shape, np.int32))).reshape(-1, a.ndim)
-    padded = np.zeros(tuple(shapes.max(0)), a.dtype)
-    padded[tuple(slice(0, s) for s in a.shape)] = a
-    every = np.asarray(multihost_utils.process_allgather(padded))
-    return [every[p][tuple(slice(0, s) for s in shapes[p])].astype(dtype) for p in range(len(shapes))]
+share = block              # this process's contiguous block of a generation batch (memjax/parallel/split.py)
+_allgather_ragged = allgather_ragged
 
 
 def gather_rollouts(batch: RolloutBatch, rewards, stats: dict, pad_id: int = 0, tokens: bool = True):

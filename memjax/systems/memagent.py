@@ -111,12 +111,11 @@ class MemAgentSystem(System):
         n = self.cfg.eval_questions
         if not n:
             return {}
-        from ..agents.workflow import run_workflow
+        from ..agents.heldout import run_heldout
 
         d = self.cfg.data
         source = HotpotQASource(self.corpus(), RulerHotpotQAConfig(num_docs=d.num_docs,
                                                                    seed=d.seed + EVAL_DATA_SEED_OFFSET))
         samples = [source[len(source) - 1 - i] for i in range(min(n, len(source)))]
-        res = run_workflow(engine, self.workflow(engine, tokenizer, train=False), samples, seed=12345,
-                           record=False)
+        res = run_heldout(engine, self.workflow(engine, tokenizer, train=False), samples, seed=12345)
         return {"accuracy": float(np.mean(res.rewards)), "traces": res.traces[:8]}

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..agents import run_workflow
+from ..agents.heldout import run_heldout
 from ..agents.memory_r1 import AnswerWorkflow, FrozenAnswerer, ManagerWorkflow, MemoryR1Config, construct
 from ..agents.memory_r1_data import (EMBEDDERS, MemoryIndex, answer_sample, make_embedder, manager_samples,
                                      qa_items)
@@ -205,7 +205,7 @@ class MemoryR1ManagerSystem(_MemoryR1):
         samples = self._eval_set()
         if not samples:
             return {}
-        res = run_workflow(engine, self.workflow(engine, tokenizer, train=False), samples, record=False)
+        res = run_heldout(engine, self.workflow(engine, tokenizer, train=False), samples)
         return {"em": float(np.mean(res.rewards)), "samples": float(len(samples)),
                 **{k: float(v) for k, v in res.stats.items() if k.startswith("ops_")}, "traces": res.traces[:4]}
 
@@ -237,7 +237,7 @@ class MemoryR1AnswerSystem(_MemoryR1):
         samples = self._eval_set()
         if not samples:
             return {}
-        res = run_workflow(engine, self.workflow(engine, tokenizer, train=False), samples, record=False)
+        res = run_heldout(engine, self.workflow(engine, tokenizer, train=False), samples)
         f1 = [token_set_f1(t["answer"], t["gold"]) for t in res.traces]
         return {"em": float(np.mean(res.rewards)), "f1": float(np.mean(f1)), "samples": float(len(samples)),
                 "answer_unmarked": float(res.stats["answer_unmarked"]), "traces": res.traces[:4]}

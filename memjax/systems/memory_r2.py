@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..agents import run_workflow
+from ..agents.heldout import judge_heldout, run_heldout
 from ..agents.memory_r2 import LOCAL_DECODING, MemoryR2, MemoryR2Config, R2Sample
 from ..agents.memory_r2_messages import ANSWER_PARSERS
 from ..agents.memory_r2_reward import EngineAnswerAgent, OverlapAnswerAgent
@@ -268,8 +268,8 @@ class MemoryR2System(System):
         convs = split_conversations(self.data(), "memory_r2")[c.eval_part]
         samples = [R2Sample(conv, qs.get(conv.sample_id, ()), max_sessions=c.eval_max_sessions, local=False,
                             all_questions=True) for conv in convs]
-        res = run_workflow(engine, self.workflow(engine, tokenizer, train=False), samples, group_size=1,
-                           seed=self.seed, record=False)
+        res = run_heldout(engine, self.workflow(engine, tokenizer, train=False), samples, group_size=1,
+                           seed=self.seed)
         return evaluation_metrics(res.traces, self._judge(), res.stats, metrics=self.cfg.reward_f1)
 
     def _judge(self):
@@ -287,7 +287,7 @@ def evaluation_metrics(traces: list[dict], judge, stats: dict | None = None, *,
     prof = get_profile(metrics, "answer")
     b1 = prof.bleu1 if prof.bleu1 is not None else (lambda p, g: float("nan"))
     rows = [q for tr in traces for q in tr["questions"]]
-    verdicts = judge.judge([(q.get("question", ""), q["gold"] or "", q["answer"] or "") for q in rows])
+    verdicts = judge_heldout(judge, [(q.get("question", ""), q["gold"] or "", q["answer"] or "") for q in rows])
     out: dict[str, Any] = {}
     groups = [("all", list(range(len(rows))))] + [
         (CATEGORY_NAMES[k], [i for i, q in enumerate(rows) if q["category"] == k])

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..agents import run_workflow
+from ..agents.heldout import judge_heldout, run_heldout
 from ..agents.sumer import DEFAULT_SYSTEM, QwenSumerFormat, SumerConfig, SumerSample, SumerWorkflow
 from ..agents.sumer_tools import MemoryTools
 from ..data.locomo import CATEGORY_NAMES, Conversation, Question, load_locomo
@@ -164,8 +164,8 @@ class SumerSystem(System):
     def evaluate(self, engine, tokenizer) -> dict[str, Any]:
         qs = self._load()[self.cfg.eval_part]
         qs = qs[: self.cfg.eval_limit] if self.cfg.eval_limit else qs
-        res = run_workflow(engine, self.workflow(engine, tokenizer, train=False), [self.sample(q) for q in qs],
-                           seed=self.seed, max_active=self.cfg.max_active, record=False, progress=False)
+        res = run_heldout(engine, self.workflow(engine, tokenizer, train=False), [self.sample(q) for q in qs],
+                           seed=self.seed, max_active=self.cfg.max_active, progress=False)
         out = summarize(qs, res.traces, res.rewards, res.stats, self.judge(), metrics=self.cfg.metrics)
         out["seconds_per_question"] = float(res.stats["seconds"]) / max(len(qs), 1)
         return out
@@ -176,7 +176,7 @@ def summarize(questions: list[Question], traces: list[dict], rewards: list[float
     """Per-category and overall F1 / B1 / J (percent), reward, turns, calls and no-answer counts; F1 / B1 from the
     answer metric profile `metrics` (memjax.evaluation.profiles; `SumerSection.metrics`)."""
     answers = [t["answer"] for t in traces]
-    verdicts = judge.judge([(q.question, q.answer or "", a or "") for q, a in zip(questions, answers)])
+    verdicts = judge_heldout(judge, [(q.question, q.answer or "", a or "") for q, a in zip(questions, answers)])
     recs = [{"category": q.category, "prediction": a, "gold": q.answer or "", "f1_set": token_set_f1(a, q.answer),
              "f1": token_f1_multiset(a, [q.answer]), "b1": bleu1(a, [q.answer]), "j": float(v.correct and a is not None)}
             for q, a, v in zip(questions, answers, verdicts)]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..agents import MemAgent, MemAgentConfig
+from ..agents.heldout import run_heldout
 from ..engine import Engine, EngineConfig
 from ..model import ModelConfig, presets
 from .task import FINAL_TEMPLATE, MEMORY_TEMPLATE, MODEL_VOCAB, NO_MEMORY, TaskConfig, TinyTokenizer
@@ -53,7 +54,7 @@ def evaluate(engine: Engine, tok: TinyTokenizer, task: TaskConfig, samples: list
     """Held-out accuracy of the engine's current weights: greedy (`accuracy`, per hop, traces) and, when
     sampled > 0, the mean reward of `sampled` temperature-1 answers per question (`accuracy_sampled`)."""
     cfg = dataclasses.replace(memagent_config(task, temperature=0.0, seed=seed), record_conversations=False)
-    res = make_agent(engine, tok, cfg).run(samples)
+    res = _heldout(make_agent(engine, tok, cfg), samples)
     r = np.asarray(res.rewards, np.float64)
     hops = np.asarray([s["hops"] for s in samples])
     out = {"accuracy": float(r.mean()), "traces": res.traces, "stats": res.stats}
@@ -62,5 +63,11 @@ def evaluate(engine: Engine, tok: TinyTokenizer, task: TaskConfig, samples: list
             out[f"accuracy_hop{h}"] = float(r[hops == h].mean())
     if sampled:
         cfg = dataclasses.replace(cfg, temperature=1.0, group_size=sampled)
-        out["accuracy_sampled"] = float(np.mean(make_agent(engine, tok, cfg).run(samples).rewards))
+        out["accuracy_sampled"] = float(np.mean(_heldout(make_agent(engine, tok, cfg), samples).rewards))
     return out
+
+
+def _heldout(agent: MemAgent, samples):
+    """agent.run(samples) without conversations, each process of a run taking its share (agents/heldout.py)."""
+    c = agent.cfg
+    return run_heldout(agent.engine, agent, samples, group_size=c.group_size, seed=c.seed, max_active=c.max_active)

@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ..agents.workflow import Request, Trajectory, Workflow, run_workflow
+from ..agents.heldout import run_heldout
+from ..agents.workflow import Request, Trajectory, Workflow
 from ..engine import Completion, SamplingParams
 from ..memory import MemoryBank, OpStats, apply_mem0, mem0_view
 from .task import PEOPLE, PLACES, SPECIALS, TinyTokenizer
@@ -200,7 +201,7 @@ def evaluate_r1(engine, tok: TinyTokenizer, samples: list[dict[str, Any]], *, sa
                 seed: int = 12345) -> dict[str, Any]:
     """Held-out exact match: greedy (`em`, per case) and the mean over `sampled` temperature-1 answers (`em_sampled`);
     `em_bank` / `em_bank_sampled`: the same for every question about the bank (`bank_accuracy`)."""
-    res = run_workflow(engine, TinyR1Workflow(tok, temperature=0.0), samples, seed=seed, record=False)
+    res = run_heldout(engine, TinyR1Workflow(tok, temperature=0.0), samples, seed=seed)
     r = np.asarray(res.rewards)
     out: dict[str, Any] = {"em": float(r.mean()), "invalid_ops": res.stats["invalid_ops"],
                            "correct_op": res.stats["correct_op"], "em_bank": res.stats["bank_em"],
@@ -210,8 +211,7 @@ def evaluate_r1(engine, tok: TinyTokenizer, samples: list[dict[str, Any]], *, sa
         if (cases == c).any():
             out[f"em_{c}"] = float(r[cases == c].mean())
     if sampled:
-        res = run_workflow(engine, TinyR1Workflow(tok, temperature=1.0), samples, group_size=sampled, seed=seed,
-                           record=False)
+        res = run_heldout(engine, TinyR1Workflow(tok, temperature=1.0), samples, group_size=sampled, seed=seed)
         out["em_sampled"] = float(np.mean(res.rewards))
         out["em_bank_sampled"] = res.stats["bank_em"]
     return out

@@ -61,7 +61,8 @@ import numpy as np
 
 from ..agents.memory_r2 import MANAGER, SESSION_STRIDE
 from ..agents.memory_r2_reward import session_reward, word_count
-from ..agents.workflow import Request, Trajectory, Workflow, run_workflow
+from ..agents.heldout import run_heldout
+from ..agents.workflow import Request, Trajectory, Workflow
 from ..engine import Completion, SamplingParams
 from ..memory import MemoryBank
 from ..rewards.locomo import token_set_f1
@@ -427,12 +428,12 @@ def evaluate_r2(engine, tok: TinyTokenizer, cfg: R2TaskConfig, samples: list[dic
     With `sampled` > 0 also `f1_sampled` / `correct_op_sampled`: the same over `sampled` temperature-1 rollouts
     per episode (a smooth function of the policy, where greedy F1 jumps when a case's top op flips)."""
     wf = TinyR2Workflow(tok, cfg, group_size=1, temperature=0.0, local=False)
-    res = run_workflow(engine, wf, samples, seed=seed, record=False)
+    res = run_heldout(engine, wf, samples, seed=seed)
     keys = ("f1", "correct_op", "bad_output", "missed_updates", "memory_words", "op_add", "op_update", "op_skip",
             *(f"correct_{c}" for c in CASES))
     out = {**{k: float(res.stats[k]) for k in keys}, "reward": float(np.mean(res.rewards)), "traces": res.traces[:3]}
     if sampled:
         wf = TinyR2Workflow(tok, cfg, group_size=sampled, temperature=1.0, local=False)
-        st = run_workflow(engine, wf, samples, group_size=sampled, seed=seed, record=False).stats
+        st = run_heldout(engine, wf, samples, group_size=sampled, seed=seed).stats
         out.update(f1_sampled=float(st["f1"]), correct_op_sampled=float(st["correct_op"]))
     return out

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..agents import run_workflow
+from ..agents.heldout import run_heldout
 from ..agents.sumer import SumerConfig, SumerWorkflow
 from ..engine import EngineConfig
 from ..model import ModelConfig, presets
@@ -49,7 +49,7 @@ def evaluate(engine, samples: list, *, sampled: int = 0, seed: int = 12345, max_
     kind, and SumerWorkflow.stats' search metrics: `mean_searches`, `search_hit_rate`, `evidence_found`,
     `filtered_search_frac`, `records_per_search`) and, when sampled > 0, the mean reward of `sampled`
     temperature-1 episodes per question."""
-    res = run_workflow(engine, workflow(0.0, max_turns), samples, seed=seed, record=False, progress=False)
+    res = run_heldout(engine, workflow(0.0, max_turns), samples, seed=seed, progress=False)
     r = np.asarray(res.rewards, np.float64)
     kind = np.asarray([s.category for s in samples])
     out = {"reward": float(r.mean()), "accuracy": float((r > 0).mean()),
@@ -61,7 +61,7 @@ def evaluate(engine, samples: list, *, sampled: int = 0, seed: int = 12345, max_
         if (kind == k).any():
             out[f"reward_{name}"] = float(r[kind == k].mean())
     if sampled:
-        res = run_workflow(engine, workflow(1.0, max_turns), samples, group_size=sampled, seed=seed, record=False,
+        res = run_heldout(engine, workflow(1.0, max_turns), samples, group_size=sampled, seed=seed,
                            progress=False)
         out["reward_sampled"] = float(np.mean(res.rewards))
     return out

@@ -88,6 +88,8 @@ def test_two_processes_equal_one_process(tmp_path, two):
     diff = max(float(np.abs(w1[k] - w2[k]).max()) for k in w1)
     assert diff < 1e-5, diff
     assert (two / "result.json").is_file() and (two / "checkpoints" / "3").is_dir()
+    e1, e2 = (json.loads((d / "result.json").read_text())["evals"] for d in (one, two))
+    assert e1[0] == e2[0] and [e["step"] for e in e2] == [0, 3]  # the held-out set split over the processes
     assert "[0] step 3/3" in r2.stdout and "[1] step" not in r2.stdout  # the terminal: process 0 only
     assert "[0] rollouts: process-local" in r2.stdout  # the training batch from each process's own rows
 
