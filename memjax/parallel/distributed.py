@@ -153,5 +153,12 @@ def on_mesh(tree, mesh):
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     rep = NamedSharding(mesh, P())
-    return jax.tree.map(lambda a: jax.device_put(a, rep) if isinstance(a, jax.Array) and len(a.sharding.device_set)
-                        == 1 and jax.device_count() > 1 else a, tree)
+    local = sorted(rep.addressable_devices, key=lambda d: d.id)
+
+    def replicate(a):  # built from this process's copy on each of its devices: every process holds the same value.
+        # (jax.device_put(a, rep) here gave arrays whose shards orbax cannot list with one device per process.)
+        host = np.asarray(jax.device_get(a))
+        return jax.make_array_from_single_device_arrays(a.shape, rep, [jax.device_put(host, d) for d in local])
+
+    return jax.tree.map(lambda a: replicate(a) if isinstance(a, jax.Array) and len(a.sharding.device_set) == 1
+                        and jax.device_count() > 1 else a, tree)
