@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             pin = ["taskset", "-c", str(slot % (os.cpu_count() or 1))] if args.jobs > 1 else []
             slot += 1
             print("$", " ".join(cmd[1:]), flush=True)
+            Path(args.root).mkdir(parents=True, exist_ok=True)  # before the log beside it (a fresh --root)
             log = open(Path(args.root).parent / f"{arm}_s{seed}.log", "w") if args.jobs > 1 else None
-            Path(args.root).mkdir(parents=True, exist_ok=True)
             running.append((subprocess.Popen(pin + cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
                                              if log else None), arm, seed, cmd, time.perf_counter()))
         time.sleep(1.0)
