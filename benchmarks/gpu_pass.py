@@ -11,7 +11,10 @@ such; a failing item's exit code and last error line are recorded and the pass g
 persistent compilation cache, DIR/jax_cache (a second pass on the same machine skips compiles).
 Writes DIR/gpu_pass.json (device kind, commit, command, per-item status, seconds, result files) and
 DIR/gpu_pass.md (a row per item, ready for BUILD.md). `--smoke` runs every item at tiny shapes (CPU is
-fine: Pallas interprets), which is what the CI test does so the script cannot rot.
+fine: Pallas interprets), which is what the CI test does so the script cannot rot; an item whose smoke run
+would repeat another item's code path (`Item.smoke_same_as`: same module and options, other sizes) is not run
+again: `--smoke` parses its command lines (GPU scale and smoke scale) with its module's own argument parser
+(`check_args`) and records it "ok" with the covering item's result files.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class Item:
     limit_s: float  # killed past this
     out_flag: str = "--out-dir"
     extra_env: dict = field(default_factory=dict)
+    smoke_same_as: str = ""  # an earlier item whose smoke run takes this item's smoke code path (--smoke
+    # checks this item's arguments and reuses that run instead of starting the same program again)
 
 
 ITEMS: tuple[Item, ...] = (
@@ -65,12 +70,14 @@ ITEMS: tuple[Item, ...] = (
     Item("train_3b", "train step Qwen2.5-3B (largest with fp32 AdamW on 80 GB)", "train_step",
          ("--preset", "qwen2.5-3b", "--micro-rows", "4"),
          ("--preset", "tiny", "--row-len", "128", "--micro-rows", "1", "--micro-batches", "1", "--min-conv", "32",
-          "--max-conv", "100", "--iters", "1", "--no-plan", "--tag", "_smoke_b"), 180, 480),
+          "--max-conv", "100", "--iters", "1", "--no-plan", "--tag", "_smoke_b"), 180, 480,
+         smoke_same_as="train_1.5b"),  # the same train step (train_1.5b's smoke adds the plan comparison)
     Item("decode_7b", "decode sweep Qwen2.5-7B", "rollout_throughput",
          ("--mode", "sweep", "--preset", "qwen2.5-7b", "--dtype", "bfloat16", "--prompt-len", "1024",
           "--window", "2048", "--decode-tokens", "128", "--attention", "auto", "--tag", "_auto"),
          ("--mode", "sweep", "--preset", "tiny", "--dtype", "float32", "--prompt-len", "8", "--window", "32",
-          "--decode-tokens", "2", "--batches", "2", "--page-size", "16", "--tag", "_7b_smoke"), 150, 420),
+          "--decode-tokens", "2", "--batches", "2", "--page-size", "16", "--tag", "_7b_smoke"), 150, 420,
+         smoke_same_as="decode_1.5b_reference"),  # tiny sweep, default (reference) attention, as that smoke
     Item("decode_1.5b_reference", "decode at batch 64 and 256 with the pure-JAX reference attention (before)",
          "rollout_throughput",
          ("--mode", "sweep", "--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--prompt-len", "1024",
@@ -145,6 +152,59 @@ def run_item(item: Item, out: Path, smoke: bool, env: dict, limit_s: float) -> d
     return rec
 
 
+class _Parsed(Exception):
+    """Raised by check_args' parse-only parser right after a successful parse."""
+
+
+def check_args(item: Item) -> str:
+    """Parse both command lines of `item` (GPU scale and smoke scale, with the output flag gpu_pass adds) with
+    its module's own argparse parser, in this process, stopping right after the parse (nothing runs, no device
+    is touched for the modules --smoke skips: rollout_throughput and train_step build their parser first).
+    Returns "" when both parse, else argparse's error line."""
+    import argparse
+    import contextlib
+    import importlib
+    import io
+
+    mod = importlib.import_module(f"benchmarks.{item.module}")
+    orig = argparse.ArgumentParser.parse_args
+
+    def parse_only(self, args=None, namespace=None):
+        orig(self, args, namespace)
+        raise _Parsed
+
+    for argv in (item.args, item.smoke):
+        err = io.StringIO()
+        argparse.ArgumentParser.parse_args = parse_only
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                mod.main([*argv, item.out_flag, "results"])
+        except _Parsed:
+            continue
+        except SystemExit:
+            lines = err.getvalue().strip().splitlines()
+            return f"{shlex.join(argv)}: " + (lines[-1] if lines else "argument error")
+        finally:
+            argparse.ArgumentParser.parse_args = orig
+        return f"{item.module}.main returned without parsing its arguments"
+    return ""
+
+
+def check_item(item: Item, covering: dict) -> dict:
+    """--smoke record of an item whose smoke path `covering` (the record of item.smoke_same_as) ran: its
+    arguments checked (check_args), its files those of the covering run."""
+    t0 = time.perf_counter()
+    err = check_args(item)
+    ok = not err and covering["status"] == "ok"
+    rec = dict(name=item.name, what=item.what, command=shlex.join(["python", "-m", f"benchmarks.{item.module}",
+                                                                   *item.smoke]),
+               status="ok" if ok else "failed", returncode=0 if ok else 2, seconds=time.perf_counter() - t0,
+               files=covering.get("files", []), smoke_same_as=item.smoke_same_as, tail=[])
+    if not ok:
+        rec["error"] = err or f"{item.smoke_same_as} (same smoke path) failed"
+    return rec
+
+
 def summary_md(res: dict) -> str:
     lines = [f"GPU pass on **{res['device']}**, commit `{res['commit']}`, `{res['command']}` "
              f"({res['seconds']:.0f} s)", "", "| item | what | status | seconds | files |", "|---|---|---|---|---|"]
@@ -181,19 +241,30 @@ def main(argv=None) -> int:
                items=[])
     print(f"gpu_pass on {res['device']} (commit {res['commit']}), {len(todo)} items, budget {a.minutes:g} min",
           flush=True)
+    names_todo = {i.name for i in todo}
+    covered = {i.name for i in todo if a.smoke and i.smoke_same_as in names_todo}
+    recs: dict[str, dict] = {}
     for item in todo:
+        if item.name in covered:
+            continue
         left = budget - (time.perf_counter() - t_start)
         if not a.smoke and item.est_s > left:
-            res["items"].append(dict(name=item.name, what=item.what, status="skipped (budget)", seconds=0.0))
+            recs[item.name] = dict(name=item.name, what=item.what, status="skipped (budget)", seconds=0.0)
             print(f"  {item.name:<20} skipped: {left:.0f} s left < estimate {item.est_s:.0f} s", flush=True)
             continue
-        rec = run_item(item, out, a.smoke, env, min(item.limit_s, max(left, 30.0)) if not a.smoke else item.limit_s)
-        res["items"].append(rec)
+        rec = recs[item.name] = run_item(item, out, a.smoke, env,
+                                         min(item.limit_s, max(left, 30.0)) if not a.smoke else item.limit_s)
         print(f"  {item.name:<20} {rec['status']:<8} {rec['seconds']:6.1f} s  {rec.get('error', '')}", flush=True)
         for ln in rec.get("stuck_at", []):
             print(f"      stuck at {ln[:160]}", flush=True)
         for ln in rec["tail"][-3:]:
             print(f"      {ln[:160]}", flush=True)
+    for item in todo:
+        if item.name in covered:
+            rec = recs[item.name] = check_item(item, recs[item.smoke_same_as])
+            print(f"  {item.name:<20} {rec['status']:<8} arguments checked, smoke path run by {item.smoke_same_as}"
+                  f"  {rec.get('error', '')}", flush=True)
+    res["items"] = [recs[i.name] for i in todo]
     res["seconds"] = time.perf_counter() - t_start
     (out / "gpu_pass.json").write_text(json.dumps(res, indent=1) + "\n")
     (out / "gpu_pass.md").write_text(summary_md(res))

@@ -64,6 +64,28 @@ def test_gpu_pass_smoke_runs_every_item(tmp_path):
     assert all(r["status"] == "ok" and r["files"] for r in res["items"]), res["items"]
     md = (tmp_path / "gpu_pass.md").read_text()
     assert all(f"| {i.name} |" in md for i in ITEMS)
+    # an item whose smoke path another item runs is checked, not run again; each smoke run wrote its own log
+    same = {i.name: i.smoke_same_as for i in ITEMS if i.smoke_same_as}
+    assert same and all(r.get("smoke_same_as", "") == same.get(r["name"], "") for r in res["items"])
+    assert sorted(f.stem for f in (tmp_path / "logs").glob("*.log")) == sorted(i.name for i in ITEMS
+                                                                              if i.name not in same)
+
+
+def test_every_item_command_line_parses_and_a_bad_one_does_not():
+    """check_args parses each item's GPU-scale and smoke command lines with the module's own parser (what --smoke
+    does for the items it does not run again), and reports an argument the module does not take."""
+    import dataclasses
+
+    from benchmarks.gpu_pass import ITEMS, check_args
+
+    assert {i.name: check_args(i) for i in ITEMS} == {i.name: "" for i in ITEMS}
+    by = {i.name: i for i in ITEMS}
+    for name, item in by.items():  # a smoke path is shared only within one module, never with itself
+        if item.smoke_same_as:
+            assert by[item.smoke_same_as].module == item.module and item.smoke_same_as != name
+    train_3b = by["train_3b"]
+    assert "--bogus" in check_args(dataclasses.replace(train_3b, args=train_3b.args + ("--bogus",)))
+    assert "invalid choice" in check_args(dataclasses.replace(by["decode_7b"], smoke=("--mode", "nope")))
 
 
 def test_gpu_pass_rejects_bad_arguments(tmp_path):

@@ -2,8 +2,10 @@
 
 Fast tests check the task, tokenizer and teacher traces (they must be exactly the prompts MemAgent builds),
 the shipped warm start, that configs/tiny.py runs the tiny system through the one training loop (memjax.train),
-the ablations and the flat-group filter. `test_rl_rises_and_shuffled_rewards_do_not` is the learning test: RL from the shipped warm start with
-the configs/tiny.py settings for STEPS steps (seed 0), and the same run with rewards shuffled across groups.
+the ablations and the flat-group filter. The learning test (`test_rl_rises`, `test_shuffled_rewards_do_not_rise`,
+`test_real_rewards_beat_shuffled_ones`, over the module fixtures `real_run` and `shuffled_run`): RL from the shipped warm start with
+the configs/tiny.py settings for STEPS steps (seed 0), and the same run with rewards shuffled across groups
+(both start from the same weights, so the held-out evaluation before RL is computed once).
 
 Measured with `python scripts/tiny_seeds.py` (CPU, 2 cores; seeds 0, 1, 2; held-out = 256 questions; "sampled"
 = mean reward of 4 temperature-1 answers per question; benchmarks/results/tiny_rl_seeds_cpu.{json,png}).
@@ -33,8 +35,10 @@ import dataclasses
 import json
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
+from flax import nnx
 
 from memjax.agents import MemAgent
 from memjax.engine import Engine
@@ -44,7 +48,7 @@ from memjax.config import load_config_file
 from memjax.rl.batch import Conversation, build_batch
 from memjax.tiny.agent import engine_config, memagent_config, model_config
 from memjax.systems.tiny import TinySection
-from memjax.train import TrainConfig, _ablate, train
+from memjax.train import Run, TrainConfig, _ablate, train
 from memjax.tiny.task import HELDOUT_SEED, WORDS, TaskConfig, TinyTokenizer, make_sample, make_split
 from memjax.tiny.warmstart import default_path, trace_conversations
 
@@ -160,16 +164,51 @@ MIN_RISE_SAMPLED, MIN_RISE_GREEDY, MIN_GAP_SAMPLED = 0.04, 0.0, 0.10
 MAX_ABLATION_RISE = 0.0
 
 
-@pytest.mark.slow(seconds=430)
-def test_rl_rises_and_shuffled_rewards_do_not(tmp_path):
-    cfg = tiny_config(steps=STEPS, seed=0, eval_every=0, out_dir=str(tmp_path / "rl"))
-    real = train(cfg)
-    b, a = real["before"], real["after"]
+def _weights(run: Run) -> list[np.ndarray]:
+    return [np.asarray(x) for x in jax.tree.leaves(nnx.state(run.model, nnx.Param))]
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    """RL from the shipped warm start with real rewards: (result, its weights before RL)."""
+    run = Run(tiny_config(steps=STEPS, seed=0, eval_every=0, out_dir=str(tmp_path_factory.mktemp("rl") / "real")))
+    start = _weights(run)
+    run.run()
+    return run.summary, start
+
+
+@pytest.fixture(scope="module")
+def shuffled_run(real_run, tmp_path_factory):
+    """The same run with rewards shuffled across groups: (result, its weights before RL). The held-out evaluation
+    before RL is the real run's: both start from the same weights (checked by test_shuffled_rewards_do_not_rise),
+    so that row is handed over instead of scoring them again (Run.run evaluates at step 0 only while evals is
+    empty). Each run is its own fixture, so one test's set-up holds one run (pytest-timeout counts set-up)."""
+    cfg = tiny_config(steps=STEPS, seed=0, eval_every=0, ablation="shuffle_rewards",
+                      out_dir=str(tmp_path_factory.mktemp("rl") / "shuffled"))
+    run = Run(cfg)
+    start = _weights(run)
+    run.evals.append(dict(real_run[0]["before"]))
+    run.run()
+    return run.summary, start
+
+
+@pytest.mark.slow(seconds=430)  # the module: both runs (set-up of the first two tests)
+def test_rl_rises(real_run):
+    b, a = real_run[0]["before"], real_run[0]["after"]
+    assert b["step"] == 0 and a["step"] == STEPS
     assert a["accuracy_sampled"] - b["accuracy_sampled"] >= MIN_RISE_SAMPLED, (b, a)
     assert a["accuracy"] - b["accuracy"] >= MIN_RISE_GREEDY, (b, a)
-    abl = train(dataclasses.replace(cfg, ablation="shuffle_rewards", out_dir=str(tmp_path / "abl")))
-    assert abl["before"] == b
+
+
+def test_shuffled_rewards_do_not_rise(real_run, shuffled_run):
+    (real, start), (abl, abl_start) = real_run, shuffled_run
+    assert len(start) == len(abl_start) and all(np.array_equal(x, y) for x, y in zip(start, abl_start))
+    assert abl["before"] == real["before"] and abl["after"]["step"] == STEPS
     assert all("grad_norm" in h for h in abl["history"])  # the ablation did update on every step
     for k in ("accuracy_sampled", "accuracy"):
         assert abl["after"][k] - abl["before"][k] <= MAX_ABLATION_RISE, (abl["before"], abl["after"])
-    assert a["accuracy_sampled"] - abl["after"]["accuracy_sampled"] >= MIN_GAP_SAMPLED
+
+
+def test_real_rewards_beat_shuffled_ones(real_run, shuffled_run):
+    real, abl = real_run[0], shuffled_run[0]
+    assert real["after"]["accuracy_sampled"] - abl["after"]["accuracy_sampled"] >= MIN_GAP_SAMPLED
