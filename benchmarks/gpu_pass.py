@@ -72,6 +72,11 @@ ITEMS: tuple[Item, ...] = (
          ("--preset", "tiny", "--row-len", "128", "--micro-rows", "1", "--micro-batches", "1", "--min-conv", "32",
           "--max-conv", "100", "--iters", "1", "--no-plan", "--tag", "_smoke_b"), 180, 480,
          smoke_same_as="train_1.5b"),  # the same train step (train_1.5b's smoke adds the plan comparison)
+    Item("train_1.5b_cudnn", "train step Qwen2.5-1.5B with cuDNN packed attention (auto = blockwise for packed rows)",
+         "train_step", ("--preset", "qwen2.5-1.5b", "--attention", "cudnn", "--tag", "_cudnn"),
+         ("--preset", "tiny", "--row-len", "128", "--micro-rows", "1", "--micro-batches", "1", "--min-conv", "32",
+          "--max-conv", "100", "--iters", "1", "--no-plan", "--tag", "_smoke_c"), 150, 420,
+         smoke_same_as="train_1.5b"),  # cuDNN exists only on NVIDIA GPUs: the smoke path is train_1.5b's
     Item("decode_7b", "decode sweep Qwen2.5-7B", "rollout_throughput",
          ("--mode", "sweep", "--preset", "qwen2.5-7b", "--dtype", "bfloat16", "--prompt-len", "1024",
           "--window", "2048", "--decode-tokens", "128", "--attention", "auto", "--tag", "_auto"),
