@@ -157,21 +157,28 @@ def selection_stats(samples: Sequence[AnswerSample], traces: Sequence[dict[str, 
     """How the distillation responses select: `select_relevant` (the relevant record is among the selected),
     `select_only_relevant` (exactly it), `select_count` (records selected), `answer_from_selection` (the answer is the
     place of a selected record), `em_given_relevant` / `em_given_not` (exact match when the relevant record is /
-    is not selected; NaN if no such trace)."""
+    is not selected; NaN if no such trace), and which wrong records are selected: `select_name_reuse` (a bank
+    record about the asked person, `K likes X .`), `select_other_person` (a bank record about someone else),
+    `select_not_in_bank` (a record the bank does not hold)."""
     rows = []
     for t in traces:
         s = samples[t["sample"]]
-        sel = selection(t["output"])
+        sel, bank, key = selection(t["output"]), {m for _, m in s.memories[0]}, s.speakers[0]
         rel = relevant(s) in sel
         places = {r.split()[2] for r in sel if len(r.split()) == 4}
-        rows.append((rel, sel == [relevant(s)], len(sel), t["answer"] in places, t["reward"]))
+        wrong = [r for r in sel if r != relevant(s)]
+        rows.append((rel, sel == [relevant(s)], len(sel), t["answer"] in places, t["reward"],
+                     any(r in bank and r.split()[0] == key for r in wrong),
+                     any(r in bank and r.split()[0] != key for r in wrong), any(r not in bank for r in wrong)))
     if not rows:
         return {}
     a = np.asarray(rows, dtype=float)
     given = lambda m: float(a[m, 4].mean()) if m.any() else float("nan")  # noqa: E731
     return {"select_relevant": float(a[:, 0].mean()), "select_only_relevant": float(a[:, 1].mean()),
             "select_count": float(a[:, 2].mean()), "answer_from_selection": float(a[:, 3].mean()),
-            "em_given_relevant": given(a[:, 0] == 1), "em_given_not": given(a[:, 0] == 0)}
+            "em_given_relevant": given(a[:, 0] == 1), "em_given_not": given(a[:, 0] == 0),
+            "select_name_reuse": float(a[:, 5].mean()), "select_other_person": float(a[:, 6].mean()),
+            "select_not_in_bank": float(a[:, 7].mean())}
 
 
 def evaluate_answer(engine, tok: TinyTokenizer, task: R1AnswerTaskConfig, *, distill: bool, size: int,

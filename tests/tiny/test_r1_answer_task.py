@@ -80,6 +80,8 @@ def test_distill_workflow_rewards_the_parsed_answer_and_reports_the_selection():
     assert st["select_relevant"] == pytest.approx(np.mean(first_is_relevant))
     assert st["select_count"] == 1 and st["answer_from_selection"] == 1
     assert st["em_given_relevant"] == 1 and st["em_given_not"] == 0
+    assert st["select_name_reuse"] == pytest.approx(1 - np.mean(first_is_relevant))   # the first `K likes X .`
+    assert st["select_other_person"] == st["select_not_in_bank"] == 0
     plain = run_workflow(FixedManagerEngine(tok, lambda t: first_about(t.split()).split()[-1]),
                          answer_workflow(tok, distill=False, temperature=0.0), samples, record=False)
     assert plain.rewards == res.rewards and plain.stats["answer_unmarked"] == 0
