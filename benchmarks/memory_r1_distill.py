@@ -2,7 +2,7 @@
 (memjax/tiny/r1_answer_task.py), both prompt variants RL-trained from the same warm start with the same budget,
 evaluated on the same held-out questions at several distractor counts.
 
-    python -m benchmarks.memory_r1_distill [--seeds 0 1 2] [--steps 12] [--prompts 16] [--heldout 128]
+    python -m benchmarks.memory_r1_distill [--seeds 0 1 2] [--steps 20] [--prompts 16] [--heldout 128]
         [--distractors 1 3 5 7] [--eval-samples 4] [--root /tmp/r1distill]
         [--json benchmarks/results/memory_r1_distill_cpu.json] [--png benchmarks/results/memory_r1_distill_cpu.png]
 
@@ -108,6 +108,7 @@ def plot(result: dict, png: Path) -> Path:
             ax.errorbar(ds, mean, yerr=std, fmt="-o", color=colours[v], capsize=3, label=f"{v}: after GRPO")
             for n, k in zip(ds, ks):
                 ax.plot([n] * len(rows[v]["after"][k]["seeds"]), rows[v]["after"][k]["seeds"], "k.", ms=3)
+        ax.plot(ds, [1 / (n + 1) for n in ds], ":", color="grey", label="a random record's place")
         ax.set_title(f"held-out exact match, {title}", fontsize=10)
         ax.set_xlabel("distractor records retrieved with the relevant one")
         ax.set_xticks(ds)
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
-    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--heldout", type=int, default=128)
     ap.add_argument("--distractors", type=int, nargs="+", default=[1, 3, 5, 7])

@@ -1,7 +1,7 @@
 """Warm start of the tiny Memory-R1 answer agent: supervised training on a NOISY teacher, both prompt variants in
 one model, so RL starts partly right with either prompt and both RL arms start from the same weights.
 
-    python -m memjax.tiny.r1_answer_warmstart [--out memjax/assets/tiny/r1_answer_warmstart] [--steps 400] [--seed 0]
+    python -m memjax.tiny.r1_answer_warmstart [--out memjax/assets/tiny/r1_answer_warmstart] [--steps 800] [--seed 0]
 
 Owns the SFT arrays (the exact prompt ids `AnswerWorkflow` builds for the tiny prompt, even samples plain, odd
 samples distillation, + the teacher response + `<end>`), the loop (AdamW on the response NLL, the shared
@@ -51,7 +51,7 @@ def sft_arrays(tok, samples) -> tuple[np.ndarray, np.ndarray]:
     return ids, mask
 
 
-def train(task: R1AnswerTaskConfig = R1AnswerTaskConfig(), *, seed: int = 0, steps: int = 400, lr: float = 2e-3,
+def train(task: R1AnswerTaskConfig = R1AnswerTaskConfig(), *, seed: int = 0, steps: int = 800, lr: float = 2e-3,
           batch: int = 64, eval_every: int = 200, dev_size: int = 128, log=print) -> tuple[Any, dict]:
     tok = answer_tokenizer()
     mcfg = model_config()
@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.tiny.r1_answer_warmstart", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(default_path()))
-    ap.add_argument("--steps", type=positive_int, default=400)
-    ap.add_argument("--eval-every", type=positive_int, default=100)
+    ap.add_argument("--steps", type=positive_int, default=800)
+    ap.add_argument("--eval-every", type=positive_int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=positive_float, default=2e-3)
     args = ap.parse_args(argv)
