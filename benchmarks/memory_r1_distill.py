@@ -2,7 +2,7 @@
 (memjax/tiny/r1_answer_task.py), both prompt variants RL-trained from the same warm start with the same budget,
 evaluated on the same held-out questions at several distractor counts.
 
-    python -m benchmarks.memory_r1_distill [--seeds 0 1 2] [--steps 20] [--prompts 16] [--heldout 128]
+    python -m benchmarks.memory_r1_distill [--seeds 0 1 2] [--steps 100] [--lr 1e-3] [--prompts 16] [--heldout 128]
         [--distractors 1 3 5 7] [--eval-samples 4] [--root /tmp/r1distill]
         [--json benchmarks/results/memory_r1_distill_cpu.json] [--png benchmarks/results/memory_r1_distill_cpu.png]
 
@@ -13,7 +13,7 @@ Both arms see the same training questions (the stream depends on the seed only) 
 samples per step. Measures per distractor count: greedy exact match and the mean over `eval_samples`
 temperature-1 answers, before (the warm start with that prompt) and after; for distillation the greedy
 selection statistics (is the relevant record selected, does the answer come from the selection, EM given a right
-/ wrong selection). Writes the JSON after every run (partial results survive a stop) and the plot at the end.
+/ wrong selection). Writes the JSON after every run (partial results survive a stop; `--resume` keeps them and runs only the missing seeds) and the plot at the end.
 """
 
 from __future__ import annotations
@@ -131,12 +131,14 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--heldout", type=int, default=128)
     ap.add_argument("--distractors", type=int, nargs="+", default=[1, 3, 5, 7])
     ap.add_argument("--eval-samples", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=None, help="policy lr (default: the config's)")
+    ap.add_argument("--lr", type=float, default=1e-3, help="policy lr (0: the config's, 2e-4)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the runs already in --json (same settings but the seeds) and run only the others")
     ap.add_argument("--root", type=Path, default=Path("/tmp/r1distill"))
     ap.add_argument("--json", type=Path, default=RESULTS / "memory_r1_distill_cpu.json")
     ap.add_argument("--png", type=Path, default=RESULTS / "memory_r1_distill_cpu.png")
@@ -147,6 +149,17 @@ def main(argv: list[str] | None = None) -> int:
               "command": "python -m benchmarks.memory_r1_distill " + " ".join(argv if argv is not None else sys.argv[1:]),
               "host": {"cpus": os.cpu_count(), "platform": platform.platform()}, "runs": []}
 
+    if args.resume and args.json.is_file():
+        old = json.loads(args.json.read_text())
+        same = {k: v for k, v in old["args"].items() if k not in ("seeds", "variants", "resume")} == \
+            {k: v for k, v in result["args"].items() if k not in ("seeds", "variants", "resume")}
+        if not same:
+            raise SystemExit(f"--resume: {args.json} was written with other settings: {old['args']}")
+        result["runs"] = old["runs"]
+        result["wall_s_before_resume"] = old.get("wall_s", 0.0) + old.get("wall_s_before_resume", 0.0)
+        result["args"]["seeds"] = sorted(set(old["args"]["seeds"]) | set(args.seeds))
+    done = {(r["variant"], r["seed"]) for r in result["runs"]}
+
     def write():
         result["summary"] = summary(result["runs"], ds)
         result["wall_s"] = time.perf_counter() - t0
@@ -155,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for seed in args.seeds:
         for v in args.variants:
+            if (v, seed) in done:
+                continue
             result["runs"].append(rl_run(v, seed, args.steps, args.prompts, args.heldout, ds, args.eval_samples,
                                          args.root, lr=args.lr))
             write()

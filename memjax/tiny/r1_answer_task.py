@@ -13,10 +13,13 @@ same relation), every X != P, in random order (what a retriever returns: the rel
 them). Plain prompt (no distillation): `memory <records> where is K ? answer`, response `P <end>`. Distillation
 prompt: `... where is K ? select`, response `<the selected records> answer P <end>` (Fig. 11's "select the
 relevant memories, then answer", in the tiny vocabulary: the selection is the records' text, as the paper's agent
-writes the memories it keeps). Reward (AnswerWorkflow's): exact match of the parsed answer with P. Parsers: the
-plain answer is the response's one word (source "marker"; anything else: the last word, source "none"); the
-distillation answer is the word after the last `answer` (no `answer`: the last word, source "none"), and
-`selection` returns the records written before it.
+writes the memories it keeps). Reward (AnswerWorkflow's): exact match of the parsed answer with P. Parsers, STRICT:
+the plain answer is the response if it is one word, the distillation answer the last word of a response ending
+`answer P`; anything else answers "" (source "none", counted as unmarked, reward 0). `selection` returns the
+records written before `answer`. Why strict (measured): with a fallback to the last word (as the LoCoMo
+`parse_answer`'s unmarked case), 100 GRPO steps at lr 1e-3 taught BOTH variants to drop the format (unmarked 92-100%
+of held-out answers, e.g. `max in bern in bern`): the distillation variant stopped selecting, so the comparison
+measured nothing.
 Teacher for the warm start (memjax/tiny/r1_answer_warmstart.py): the relevant record with probability
 `teacher_correct`, else a uniformly drawn distractor (its place as the answer; in the distillation response the
 distractor record is selected and its place answered), so the imitating policy starts partly right.
@@ -121,16 +124,15 @@ def tiny_answer_prompt(question: str, speaker_a: str, memories_a: Sequence[tuple
 
 
 def parse_plain(text: str) -> tuple[str, str]:
+    """Strict: a one-word response is the answer ("marker"); anything else answers "" ("none", scored 0)."""
     w = str(text).split()
-    return (w[0], "marker") if len(w) == 1 else (w[-1] if w else "", "none")
+    return (w[0], "marker") if len(w) == 1 else ("", "none")
 
 
 def parse_distill(text: str) -> tuple[str, str]:
+    """Strict: a response ending `answer P` answers P ("marker"); anything else answers "" ("none", scored 0)."""
     w = str(text).split()
-    if "answer" in w:
-        i = len(w) - 1 - w[::-1].index("answer")
-        return (w[i + 1] if i + 1 < len(w) else "", "marker")
-    return (w[-1] if w else "", "none")
+    return (w[-1], "marker") if len(w) >= 2 and w[-2] == "answer" else ("", "none")
 
 
 def selection(text: str) -> list[str]:

@@ -51,9 +51,11 @@ def test_prompts_fit_the_window_at_the_largest_count_and_name_the_variant():
 
 
 def test_parsers():
-    assert parse_plain("rome") == ("rome", "marker") and parse_plain("ann rome") == ("rome", "none")
-    assert parse_distill("ann in oslo . answer rome") == ("rome", "marker")
-    assert parse_distill("ann in oslo .") == (".", "none") and parse_distill("") == ("", "none")
+    assert parse_plain("rome") == ("rome", "marker") and parse_plain("ann rome") == ("", "none")
+    assert parse_distill("ann in oslo . answer rome") == ("rome", "marker") and parse_distill("answer rome") == (
+        "rome", "marker")
+    for bad in ("ann in oslo .", "", "ann in rome in rome", "answer rome rome", "rome"):
+        assert parse_distill(bad) == ("", "none"), bad                     # strict: no last-word fallback
     assert selection("ann in rome . bob in oslo . answer rome") == ["ann in rome .", "bob in oslo ."]
     assert selection("ann in") == ["ann in"] and selection("answer rome") == []
 
