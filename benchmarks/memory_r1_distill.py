@@ -75,8 +75,9 @@ def summary(runs: list[dict], distractors: tuple[int, ...]) -> dict[str, dict]:
         row = {"before": {k: arm[0]["before"][k] for k in keys if k in arm[0]["before"]}, "after": {}}
         for k in keys:
             vals = [r["after"][k] for r in arm]
-            row["after"][k] = {"mean": statistics.mean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else 0.0,
-                               "seeds": vals}
+            ok = [v for v in vals if v == v]  # NaN (e.g. em_given_relevant with no relevant selection) left out
+            row["after"][k] = {"mean": statistics.mean(ok) if ok else float("nan"),
+                               "std": statistics.stdev(ok) if len(ok) > 1 else 0.0, "seeds": vals}
         out[v] = row
     if set(VARIANTS) <= set(out):
         out["distill_minus_plain"] = {
