@@ -218,6 +218,8 @@ COMMANDS = {
     "python -m benchmarks.gpu_pass --out DIR --only memagent_28k": PARSE,
     "python -m benchmarks.gpu_pass --out DIR --only train_3b": PARSE,
     "python -m benchmarks.memory_r1_operations": PARSE,
+    "python -m benchmarks.memory_r1_distill": PARSE,
+    "python -m memjax.tiny.r1_answer_warmstart": PARSE,
     "python -m benchmarks.tiny_r2_credit": PARSE,
     "python -m benchmarks.tiny_r2_logo_seeds --sessions 8 --seeds 0 1 2 --arms logo grpo outcome --steps 12 "
     "--eval-every 2 "

@@ -92,13 +92,14 @@ def fit_manager_prompt(tok, facts: Sequence[str], related: list, max_tokens: int
         keep.pop()
 
 
-def fit_answer_prompt(tok, s: AnswerSample, cfg: MemoryR1Config) -> tuple[list[int], int]:
-    """(prompt ids, memories dropped): Fig. 11's prompt, dropping the lowest-ranked memory of the longer list
-    until it fits `max_prompt_tokens`."""
+def fit_answer_prompt(tok, s: AnswerSample, cfg: MemoryR1Config, prompt: Callable[..., str] = answer_prompt
+                      ) -> tuple[list[int], int]:
+    """(prompt ids, memories dropped): Fig. 11's prompt (or `prompt`, with answer_prompt's signature), dropping the
+    lowest-ranked memory of the longer list until it fits `max_prompt_tokens`."""
     a, b = list(s.memories[0]), list(s.memories[1])
     n = len(a) + len(b)
     while True:
-        ids = _user(tok, answer_prompt(s.qa.question, s.speakers[0], a, s.speakers[1], b, distill=cfg.distill))
+        ids = _user(tok, prompt(s.qa.question, s.speakers[0], a, s.speakers[1], b, distill=cfg.distill))
         if len(ids) <= cfg.max_prompt_tokens or not (a or b):
             return ids, n - len(a) - len(b)
         (a if len(a) >= len(b) else b).pop()
@@ -281,15 +282,19 @@ class AnswerState:
 
 
 class AnswerWorkflow(Workflow):
-    """Samples: AnswerSample. Reward: exact match of the parsed answer with the gold answer."""
+    """Samples: AnswerSample. Reward: exact match of the parsed answer with the gold answer.
+    `prompt` (answer_prompt's signature, `distill` from the config) and `parse` (text -> (answer, source), as
+    parse_answer) default to Fig. 11 and its `**Answer:**` marker; a task with another vocabulary passes its own
+    (memjax/tiny/r1_answer_task.py)."""
 
-    def __init__(self, tok, cfg: MemoryR1Config = MemoryR1Config()):
-        self.tok, self.cfg = tok, cfg
+    def __init__(self, tok, cfg: MemoryR1Config = MemoryR1Config(), *, prompt: Callable[..., str] = answer_prompt,
+                 parse: Callable[[str], tuple[str, str]] = parse_answer):
+        self.tok, self.cfg, self.prompt, self.parse = tok, cfg, prompt, parse
         self.pad_id, self.stop = getattr(tok, "pad_id", 0), _stop_ids(tok)
 
     def start(self, traj: Trajectory, prepared: AnswerSample) -> list[Request]:
         c = self.cfg
-        ids, dropped = fit_answer_prompt(self.tok, prepared, c)
+        ids, dropped = fit_answer_prompt(self.tok, prepared, c, self.prompt)
         traj.state = AnswerState(prepared, memories_dropped=dropped)
         params = SamplingParams(temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_answer_tokens,
                                 stop_token_ids=self.stop)
@@ -298,7 +303,7 @@ class AnswerWorkflow(Workflow):
     def react(self, traj: Trajectory, request: Request, completion: Completion) -> list[Request]:
         st: AnswerState = traj.state
         st.output = _text(self.tok, completion, self.stop)
-        st.answer, st.source = parse_answer(st.output)
+        st.answer, st.source = self.parse(st.output)
         return []
 
     def reward(self, traj: Trajectory) -> float:
