@@ -186,6 +186,7 @@ COMMANDS = {
     "python -m memjax.report out/demo/tiny --screenshot docs/img/report_demo.png --size 1280x2300": PARSE,
     "python -m memjax.launch --nproc 2 --devices-per-proc 4 -- memjax.train configs/tiny.py --set steps=3 "
     "--set prompts_per_step=4 --set out_dir=out/tiny2": CHECK,
+    "python -m memjax.launch --nproc 2 -- memjax.evaluate configs/tiny_eval.py": CHECK,
     "python -m memjax.train ...": CHECK,
     "python -m memjax.train configs/memagent.py --set model.hf_path=/shared/ckpt/Qwen2.5-7B-Instruct "
     "--set agent.data.path=/shared/data/hotpot_train_v1.1.json --set out_dir=/shared/runs/memagent7b": CHECK,

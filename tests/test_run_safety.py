@@ -142,21 +142,17 @@ def test_jsonl_log_truncates_to_the_restored_step(tmp_path):
 def test_evaluation_results_are_written_after_every_length(tmp_path, monkeypatch, capsys):
     from types import SimpleNamespace
 
-    class FailsAtSecondLength:  # stands in for MemAgent: answers at the first length, dies at the second
-        calls = 0
+    calls = []
 
-        def __init__(self, *a, **k):
-            pass
+    def fails_at_second_length(engine, agent, samples, **kw):  # stands in for the MemAgent rollouts of a length
+        calls.append(len(samples))
+        if len(calls) == 2:
+            raise RuntimeError("killed at the last length")
+        traces = [{"sample": i, "final": f"\\boxed{{{s.answers[0]}}}", "answers": list(s.answers), "memories": [],
+                   "reward": 1.0, "chunks": 1} for i, s in enumerate(samples)]
+        return SimpleNamespace(traces=traces, stats={"conversations": 2 * len(samples)})
 
-        def run(self, samples):
-            FailsAtSecondLength.calls += 1
-            if FailsAtSecondLength.calls == 2:
-                raise RuntimeError("killed at the last length")
-            traces = [{"sample": i, "final": f"\\boxed{{{s.answers[0]}}}", "answers": list(s.answers), "memories": [],
-                       "reward": 1.0, "chunks": 1} for i, s in enumerate(samples)]
-            return SimpleNamespace(traces=traces, stats={"conversations": 2 * len(samples)})
-
-    monkeypatch.setattr(evaluate, "MemAgent", FailsAtSecondLength)
+    monkeypatch.setattr(evaluate, "run_heldout", fails_at_second_length)
     out = tmp_path / "eval"
     with pytest.raises(RuntimeError, match="killed"):
         evaluate.main(["--set", f"data_path={DATA}", "--set", "num_docs=10,12", "--set", "num_samples=2",
