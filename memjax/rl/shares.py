@@ -36,13 +36,12 @@ import json
 import jax
 import numpy as np
 
-from ..parallel.split import allgather_ragged, block
+from ..parallel.split import allgather_ragged, block, gather_objects
 from .assemble import RowShard, all_processes
 from .batch import FIELDS, RolloutBatch, concat_batches
 
 
 share = block              # this process's contiguous block of a generation batch (memjax/parallel/split.py)
-_allgather_ragged = allgather_ragged
 
 
 def gather_rollouts(batch: RolloutBatch, rewards, stats: dict, pad_id: int = 0, tokens: bool = True):
@@ -56,16 +55,16 @@ def gather_rollouts(batch: RolloutBatch, rewards, stats: dict, pad_id: int = 0, 
         for k, f in FIELDS.items():
             if getattr(batch, k) is None:
                 continue
-            per_field[k] = _allgather_ragged(getattr(batch, k))
+            per_field[k] = allgather_ragged(getattr(batch, k))
         parts = [RolloutBatch(**{k: v[p] for k, v in per_field.items()}) for p in range(n)]
         parts = [b.replace(process=np.full(b.num_samples, p, np.int32)) for p, b in enumerate(parts)
                  if b.num_samples > 0]
         out = concat_batches(parts, pad_id=pad_id) if len(parts) > 1 else parts[0]
     else:
         out = batch
-    all_rewards = [float(r) for p in _allgather_ragged(np.asarray(rewards, np.float32)) for r in p]
+    all_rewards = [float(r) for p in allgather_ragged(np.asarray(rewards, np.float32)) for r in p]
     keys = sorted(stats)
-    vals = _allgather_ragged(np.asarray([stats[k] for k in keys], np.float32))
+    vals = allgather_ragged(np.asarray([stats[k] for k in keys], np.float32))
     if any(len(v) != len(keys) for v in vals):
         raise RuntimeError(f"gather_rollouts: processes report different statistics ({[len(v) for v in vals]} keys)")
     weight = [float(v[keys.index("trajectories")]) if "trajectories" in keys else 1.0 for v in vals]
@@ -98,15 +97,11 @@ def local_part(batch: RolloutBatch) -> tuple[RolloutBatch, RowShard]:
 
 def gather_rows(a) -> np.ndarray:
     a = np.asarray(a)
-    return a if jax.process_count() == 1 else np.concatenate(_allgather_ragged(a))
+    return a if jax.process_count() == 1 else np.concatenate(allgather_ragged(a))
 
 
 def gather_states(state) -> list:
-    text = json.dumps(state, sort_keys=True, default=str)
-    if jax.process_count() == 1:
-        return [json.loads(text)]
-    parts = _allgather_ragged(np.frombuffer(text.encode(), np.uint8))
-    return [json.loads(p.astype(np.uint8).tobytes().decode()) for p in parts]
+    return gather_objects([json.loads(json.dumps(state, sort_keys=True, default=str))])
 
 
 def own_state(meta: dict):
@@ -125,5 +120,5 @@ def gather_records(per_batch: list[list[int]]) -> list[int]:
     mine = np.asarray(per_batch, np.int64).reshape(len(per_batch), -1)
     if jax.process_count() == 1:
         return mine.reshape(-1).tolist()
-    every = _allgather_ragged(mine)
+    every = allgather_ragged(mine)
     return [int(r) for g in range(len(per_batch)) for part in every for r in part[g]]

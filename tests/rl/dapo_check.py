@@ -15,9 +15,10 @@ initialize()
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from memjax.parallel.split import allgather_ragged  # noqa: E402
 from memjax.rl.batch import Conversation, build_batch  # noqa: E402
 from memjax.rl.dapo import DynamicSampler  # noqa: E402
-from memjax.rl.shares import _allgather_ragged, share  # noqa: E402
+from memjax.rl.shares import share  # noqa: E402
 
 GROUPS, SIZE = 6, 2  # groups per generation batch, samples per group
 
@@ -44,9 +45,9 @@ def main(out):
                 break
         kept, info = sampler.take()
         ids = np.asarray([] if kept is None else kept.input_ids[kept.turn == 0, 0], np.int64)
-        every = [p.tolist() for p in _allgather_ragged(ids)] if n > 1 else [ids.tolist()]
+        every = [p.tolist() for p in allgather_ragged(ids)] if n > 1 else [ids.tolist()]
         order = kept.info.get("global_samples", np.arange(kept.num_samples)) if kept is not None else []
-        numbered = [p.tolist() for p in _allgather_ragged(np.asarray(order, np.int64))] if n > 1 else [[int(x) for x in order]]
+        numbered = [p.tolist() for p in allgather_ragged(np.asarray(order, np.int64))] if n > 1 else [[int(x) for x in order]]
         steps.append({"ids": every, "numbers": numbered, "none": kept is None,
                       "info": {k: float(v) for k, v in info.items()}})
     if me == 0:
