@@ -172,6 +172,7 @@ class OpenAIJudge:
         if workers < 1:
             raise ValueError(f"OpenAIJudge.workers: must be >= 1, got {workers}")
         self.profile = _profile(profile)
+        self._send_max_tokens = max_tokens is not None or self.profile.api_max_tokens  # given, or the script sends it
         max_tokens = self.profile.max_tokens if max_tokens is None else max_tokens
         self._workers = workers
         self.url = base_url.rstrip("/") + "/chat/completions"
@@ -193,7 +194,7 @@ class OpenAIJudge:
         q, gold, gen = item
         msgs = [{"role": "user", "content": self.profile.prompt(str(q), str(gold), str(gen))}]
         req_body = {"model": self.model, "messages": msgs, "temperature": 0}
-        if self.profile.api_max_tokens or self._max_tokens != self.profile.max_tokens:  # an explicit cap is sent
+        if self._send_max_tokens:
             req_body["max_tokens"] = self._max_tokens
         if self.profile.response_format:  # Mem0's request asks for a JSON object
             req_body["response_format"] = {"type": self.profile.response_format}
