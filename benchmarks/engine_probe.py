@@ -14,8 +14,10 @@ brings back XLA:GPU's copy of the whole KV pool at the loop's cond/switch branch
 
 Owns `CASES` (name -> engine case: preset, dtype, schedule, attention, page size, prompts, chunk, max_tokens,
 legacy_write) and their driver. Each case runs as `python -m benchmarks.engine_probe --run-case NAME` with its own
-timeout, PYTHONFAULTHANDLER=1 and `faulthandler.dump_traceback_later` (stderr), so a hang costs one case, not
-the session. The case submits its prompts and calls `Engine.step(max_rounds=1)` until all finish, printing one
+timeout and a watchdog thread that prints every thread's stack to stderr 4 s before the kill (`_watchdog`:
+Python frames taken under the GIL; faulthandler's GIL-free dump of other threads crashed a busy child with
+SIGSEGV, so it is only the fallback, 1.5 s before the kill, used when the watchdog never got the GIL), so a hang
+costs one case, not the session. The case submits its prompts and calls `Engine.step(max_rounds=1)` until all finish, printing one
 JSON line per device call (wall seconds, the device's round counter for that call, cumulative eng.stats);
 the driver keeps those lines even when the case is killed. Writes DIR/engine_probe.json: per case status
 (ok | timeout | error), seconds, device calls, device rounds, per-call seconds (first = compile + run), final
@@ -134,6 +136,33 @@ def run_case(case: Case) -> None:
     emit(event="gave_up", calls=case.max_calls, done=done)
 
 
+def _watchdog(after: float, fallback_after: float) -> None:
+    """Start a daemon thread that, `after` seconds from now, writes each thread's stack to stderr in faulthandler's
+    layout ("Timeout (...)!" then "Thread 0x... (most recent call first):" blocks, the main thread last) and
+    cancels the faulthandler fallback armed here for `fallback_after` seconds."""
+    import faulthandler
+    import threading
+    import traceback
+
+    faulthandler.dump_traceback_later(fallback_after)
+    main_id = threading.main_thread().ident
+
+    def dump():
+        time.sleep(after)
+        frames = sys._current_frames()
+        out = [f"Timeout (0:00:{after:05.2f})!\n"]
+        for tid in sorted(frames, key=lambda t: t == main_id):
+            out.append(f"Thread 0x{tid:016x} (most recent call first):\n")
+            for fs in reversed(traceback.extract_stack(frames[tid])):
+                out.append(f'  File "{fs.filename}", line {fs.lineno} in {fs.name}\n')
+            out.append("\n")
+        sys.stderr.write("".join(out))
+        sys.stderr.flush()
+        faulthandler.cancel_dump_traceback_later()
+
+    threading.Thread(target=dump, name="probe-watchdog", daemon=True).start()
+
+
 def _last_traceback(err: str) -> str:
     blocks = re.split(r"(?=^(?:Timeout \(|Thread 0x|Current thread 0x|Traceback \(most recent call last\)))", err,
                       flags=re.M)
@@ -176,8 +205,7 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--run-case", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run_case:
-        import faulthandler
-        faulthandler.dump_traceback_later(max(args.timeout - 4.0, 1.0))  # once: repeated dumps during native work crashed a child (exit -11)
+        _watchdog(max(args.timeout - 4.0, 1.0), max(args.timeout - 1.5, 1.5))
         run_case((SMOKE | CASES)[args.run_case])
         return None
     if args.out_dir is None:
