@@ -15,18 +15,19 @@ the KV pool each, weights resharded from the trainer's layout at every hand-off;
 prefill_slots, num_pages and kv_cache_bytes are then totals; it also applies when the system brings its own
 engine config); the default 1 runs it on one device.
 Several processes (memjax.launch, jax.distributed): each process rolls out its block of whole groups on its own
-devices and the trainer assembles the global training arrays from every process's own rows
-(memjax/rl/assemble.py). Only rewards, statistics, row lengths and (dynamic sampling) kept-group counts are
-exchanged, unless a reward ablation or GAE needs the global batch: then the rollouts are gathered to every
-process first (memjax/rl/shares.py) and each process still hands the trainer only its own samples.
+devices and keeps its rollouts' token arrays: the trainer (and the critic with GAE) assemble the global arrays
+from every process's own rows (memjax/rl/assemble.py). Only rewards, statistics, row lengths, kept-group counts
+(dynamic sampling), scalar sums (GAE's whitening and metrics) and, with a reward ablation, the per-sample (and
+per-credit-unit) rewards are exchanged: the ablation permutes or averages the global reward vector and each
+process keeps its slice, so every path gives the one-process result.
 The system is chosen by `agent.name` from the registry in memjax/systems (memagent, tiny, ...); `--set
 agent.name=X` swaps the `agent` section for X's defaults. The sampling temperature has one source: the
 system's (`agent...temperature`); the trainer's log-probs use it (`update.temperature` must be left at
 its default 1.0 or equal it).
 Invariants: rollout seeds derive from (seed, step, generation batch) -- that is the whole RNG state besides
-the data stream -- and the data stream's state is saved with each checkpoint, so a run resumed from its
-latest checkpoint reproduces the uninterrupted run bit for bit (on the same device kind), also after
-SIGKILL. A checkpoint (orbax, written asynchronously, committed atomically by rename) holds the parameters,
+the data stream and the ablation's permutations -- and the data stream's and the ablation generator's states
+are saved with each checkpoint, so a run resumed from its latest checkpoint reproduces the uninterrupted run
+bit for bit (on the same device kind), also after SIGKILL. A checkpoint (orbax, written asynchronously, committed atomically by rename) holds the parameters,
 the optimizer state (and the critic's with GAE), the step, the seed, the data stream state and the
 evaluations so far; the last `keep_checkpoints` are kept. A checkpoint that fails to restore is moved aside
 into checkpoints_corrupt/ with a warning and the previous one is used; every save is verified
@@ -65,6 +66,7 @@ from .config import ConfigError, run_cli
 from .curriculum import Curriculum
 from .engine import Engine
 from .parallel import agree, code_digest, initialize, is_primary, on_mesh, rollout_devices
+from .parallel.split import allgather_ragged
 from .report import write_report
 from .rl.batch import unit_index
 from .rl.credit import Credit
@@ -84,19 +86,27 @@ def rollout_seed(seed: int, step: int, gen_batch: int) -> int:
 
 def _ablate(batch, mode: str, rng: np.random.Generator):
     """The ablation on the trajectory rewards and, for systems with per-row credit (`unit_reward`, e.g.
-    Memory-R2), the same on the credit units' rewards."""
+    Memory-R2), the same on the credit units' rewards. `batch` is this process's block of a generation batch;
+    the permutation / mean is over every process's values (`_ablated`), as one process holding the whole
+    generation batch has it."""
     if mode == "none":
         return batch
-    if mode == "shuffle_rewards":  # same reward statistics, no link to what a trajectory did
-        out = batch.replace(reward=rng.permutation(batch.reward).astype(np.float32))
-    else:  # zero_advantages
-        out = batch.replace(reward=np.full_like(batch.reward, batch.reward.mean()))
+    out = batch.replace(reward=_ablated(batch.reward, mode, rng))
     if batch.unit_reward is not None:
-        first, inv = unit_index(batch)
-        r = batch.unit_reward[first]
-        r = rng.permutation(r) if mode == "shuffle_rewards" else np.full_like(r, r.mean())
-        out = out.replace(unit_reward=r[inv].astype(np.float32))
+        first, inv = unit_index(batch)  # units in (sample, unit) order: process order concatenates them
+        out = out.replace(unit_reward=_ablated(batch.unit_reward[first], mode, rng)[inv])
     return out
+
+
+def _ablated(mine: np.ndarray, mode: str, rng: np.random.Generator) -> np.ndarray:
+    """This process's part of the global vector (every process's `mine` in process order: one small
+    all-gather of rewards, no tokens) permuted ("shuffle_rewards": same statistics, no link to what a
+    trajectory did) or replaced by its mean ("zero_advantages"). Every process draws the same permutation."""
+    parts = allgather_ragged(np.asarray(mine, np.float32))
+    every = np.concatenate(parts)
+    lo = sum(len(p) for p in parts[:jax.process_index()])
+    new = rng.permutation(every) if mode == "shuffle_rewards" else np.full_like(every, every.mean())
+    return new[lo:lo + len(mine)].astype(np.float32)
 
 
 def _scalars(ev: dict) -> dict:
@@ -175,15 +185,8 @@ class Run:
         self.data = sysm.train_data(cfg.prompts_per_step, cfg.seed)
         if jax.process_count() > 1:
             self.data = shard_stream(self.data, *self._block)
-        # several processes keep their rollouts' token arrays to themselves (the trainer assembles its arrays from
-        # process-local rows) unless a decision needs the global batch: a reward ablation (over the whole batch),
-        # GAE (the critic's programs take every row). Dynamic sampling counts kept groups globally.
-        self.local_rollouts = (jax.process_count() > 1 and cfg.ablation == "none"
-                               and cfg.advantage.estimator != "gae")
-        if jax.process_count() > 1:
-            self.con.print("rollouts: " + ("process-local (each process trains on its own rows)" if self.local_rollouts
-                                           else "gathered to every process (an ablation or GAE needs the global "
-                                                "batch); each process trains on its own rows"))
+        if jax.process_count() > 1:  # no token array leaves its process (module docstring)
+            self.con.print("rollouts: process-local (each process trains on its own rows)")
         self.rng = np.random.default_rng([cfg.seed, 99])  # the ablation's permutations
         self.ckpts = RunCheckpoints(self.out / "checkpoints", cfg.keep_checkpoints,
                                     warn=lambda m: self.con.print(m, style="yellow", markup=False))
@@ -218,6 +221,7 @@ class Run:
         meta = {"step": self.step, "seed": self.cfg.seed, "data": self.data.get_state(),
                 "data_processes": gather_states(self.data.get_state()),
                 "optimizer_steps": self.trainer.optimizer_steps, "evals": self.evals, "history": self.history,
+                "ablation_rng": json.dumps(self.rng.bit_generator.state),
                 "config": dataclasses.asdict(self.cfg), "best": best}
         self.ckpts.save(self.step, args=ocp.args.Composite(  # waits for (and verifies) the previous save
             state=ocp.args.StandardSave(self._state()), meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
@@ -255,6 +259,8 @@ class Run:
             opt = nnx.state(self.trainer.optimizer)
             opt.replace_by_pure_dict(placed_like(got["state"]["opt"], opt.to_pure_dict()))
             self.data.set_state(own_state(got["meta"]))
+            if "ablation_rng" in got["meta"]:  # the same on every process: each draws every permutation
+                self.rng.bit_generator.state = json.loads(got["meta"]["ablation_rng"])
             if "critic" in got["state"]:
                 self.credit.load_state(got["state"]["critic"])
         except Exception as e:
@@ -289,7 +295,7 @@ class Run:
         sampling), shaped and ablated; returns (batch or None, traces, stats)."""
         cfg, sysm = self.cfg, self.system
         sampler = DynamicSampler(cfg.prompts_per_step, cfg.max_gen_batches if cfg.dynamic_sampling else 1,
-                                 pad_id=getattr(self.tok, "pad_id", 0), across_processes=self.local_rollouts)
+                                 pad_id=getattr(self.tok, "pad_id", 0), across_processes=jax.process_count() > 1)
         traces, stats = [], {}
         g = 0
         self._records = []  # the data records read this step (streams that number them)
@@ -300,9 +306,7 @@ class Run:
             res = run_workflow(self.engine, sysm.workflow(self.engine, self.tok, train=True), samples,
                                group_size=sysm.group_size, seed=rollout_seed(cfg.seed, self.step, g),
                                max_active=getattr(sysm, "max_active", 0), first_trajectory=lo * sysm.group_size)
-            batch, rewards, rollout_stats = gather_rollouts(sysm.shape(res.batch, res.traces), res.rewards, res.stats,
-                                                            pad_id=getattr(self.tok, "pad_id", 0),
-                                                            tokens=not self.local_rollouts)
+            batch, rewards, rollout_stats = gather_rollouts(sysm.shape(res.batch, res.traces), res.rewards, res.stats)
             batch = _ablate(batch, cfg.ablation, self.rng)
             traces += res.traces  # this process's (process 0's: the first samples')
             stats["_reward_sum"] = stats.get("_reward_sum", 0.0) + float(np.sum(rewards))
@@ -314,12 +318,11 @@ class Run:
             g += 1
             if cfg.filter_flat_groups:  # a group is whole on one process: a process-local batch filters alone
                 keep = filter_groups(batch.reward, batch.sample_group)
-                kept = int(global_sum([keep.sum()])[0]) if self.local_rollouts else int(keep.sum())
+                kept = int(global_sum([keep.sum()])[0])
                 stats["trained_samples"] = kept
                 return (batch.select_samples(keep) if kept else None), traces, stats
             if not cfg.dynamic_sampling:
-                stats["trained_samples"] = int(global_sum([batch.num_samples])[0]) if self.local_rollouts else \
-                    batch.num_samples
+                stats["trained_samples"] = int(global_sum([batch.num_samples])[0])
                 return batch, traces, stats
             if sampler.add(batch):
                 kept, info = sampler.take()
@@ -339,17 +342,17 @@ class Run:
                    **{f"rollout_{k}": v for k, v in rstats.items()
                       if not k.startswith("engine_") and k not in ("groups_with_signal", "trained_samples")}}
         mcfg = self.model.cfg
-        conv_lens = [] if batch is None else (gather_rows(batch.lengths) if self.local_rollouts else
-                                              batch.lengths).tolist()
+        conv_lens = [] if batch is None else gather_rows(batch.lengths).tolist()
         rollout_flops = flops.estimate(mcfg, [t for t in conv_lens if t > 0], training=False) if conv_lens else 0.0
         if batch is not None:
             if self.cfg.engine_sleep:  # before the critic's programs too: the plan's update phase holds them
                 freed = self.engine.sleep() + sum(e.sleep(weights=False) for e in self.system.frozen_engines())
                 metrics["engine_freed_gib"] = freed / 2**30
-            if batch.num_samples == 0:  # this process kept none of its groups; the others train, it takes part
-                batch = batch.replace(advantages=np.zeros(batch.input_ids.shape, np.float32),
+            critic = self.credit.critic_trainer is not None  # its programs are collectives: every process joins
+            if batch.num_samples == 0 and not critic:  # this process kept none of its groups; the others train,
+                batch = batch.replace(advantages=np.zeros(batch.input_ids.shape, np.float32),  # it takes part
                                       row_weight=np.zeros(0, np.float32))
-            elif (own := self.system.advantages(batch, self.cfg.advantage)) is not None:
+            elif batch.num_samples and (own := self.system.advantages(batch, self.cfg.advantage)) is not None:
                 batch = own
             else:
                 batch, cmetrics = self.credit.assign(batch)

@@ -19,6 +19,11 @@ Owns how the trainer turns THIS process's conversations into its slots of the gl
   `global_max(v)`: summed / maxed over processes.
 - `reference_global(blocks)`: what a single process holding every process's rows builds: the blocks
   concatenated along the rows axis in process order (tests compare the assembled array with it).
+- `RowLayout(update, data_sharding)`: the above for one program's arrays, shared by the policy's programs
+  (memjax/rl/trainer.py) and the critic's (memjax/rl/critic.py), so both see the same shapes: `plans(lengths,
+  parts)` gives each part's (rows, packing, Slots) with two small all-gathers (row length from the longest
+  conversation of any process, micro-batch count from the most packed rows), None for a part no process has
+  rows of; `build(plan, fields)` this process's rows of it as the global [cap, micro_rows, L] arrays.
 Invariants: every process calls `agree_slots`, `all_processes`, `global_sum` and `global_max` at the same points with arrays
 of the same shape (they are collectives); with one process each is a no-op, `local_slots` is (0, m) and the
 layout is the one-process layout row for row. A process may hold no rows of a mini-batch: its block is all
@@ -31,6 +36,8 @@ from dataclasses import dataclass
 
 import jax
 import numpy as np
+
+from .packing import pack, row_length
 
 
 @dataclass(frozen=True)
@@ -130,3 +137,40 @@ def take_local(x) -> np.ndarray:
 def reference_global(blocks: list[np.ndarray]) -> np.ndarray:
     """The array a single process would build from every process's blocks (process order along rows)."""
     return np.concatenate(blocks, axis=1)
+
+
+class RowLayout:
+    """This process's conversations laid into its slots of the global micro-batch arrays of one program
+    (`update`: an UpdateConfig whose micro_rows is already a multiple of the mesh's rows; `data_sharding`: the
+    program's row sharding, None without a mesh). See the module docstring."""
+
+    def __init__(self, update, data_sharding):
+        self.update, self.sharding = update, data_sharding
+        self.first, self.m_local = local_slots(data_sharding, update.micro_rows)
+
+    def plans(self, lengths, parts: list[np.ndarray]) -> list:
+        u = self.update
+        lengths = np.asarray(lengths)
+        mine = np.asarray([[r.size, lengths[r].max() if r.size else 0] for r in parts], np.float64).reshape(-1, 2)
+        every = all_processes(mine)
+        rows_in_all, longest = every[..., 0].sum(0), every[..., 1].max(0)
+        row_lens = [row_length(max(int(n), 1), u.row_buckets, u.pad_tokens) for n in longest]
+        packs = [pack(lengths[r], L, u.max_segments, u.pack) for r, L in zip(parts, row_lens)]
+        slots = agree_slots(row_lens, [p.num_rows for p in packs], self.m_local, u.min_micro_batches)
+        return [(r, p, sl) if n > 0 else None for r, p, sl, n in zip(parts, packs, slots, rows_in_all)]
+
+    def build(self, plan, fields: dict[str, np.ndarray], *, step_level: bool = False) -> dict:
+        """{name: [N, T] array of this process's batch} -> the global arrays of the plan's rows, plus positions,
+        segment ids and (step_level) each conversation's index within its micro-batch, unique over processes."""
+        rows, p, sl = plan
+        m, u = self.m_local, self.update
+        n = sl.cap * m
+        put = lambda x: put_local(x.reshape(sl.cap, m, sl.row_len), self.sharding, u.micro_rows)
+        out = {"positions": put(p.positions(n)), "segment_ids": put(p.segment_ids(n))}
+        if step_level:
+            local = p.local_index(m, n)
+            segs = u.max_segments if u.pack else 1
+            out["local"] = put(np.where(local >= 0, local + self.first * segs, -1).astype(np.int32))
+        for k, v in fields.items():
+            out[k] = put(p.tokens(np.asarray(v)[rows], 0, n))
+        return out

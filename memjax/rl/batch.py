@@ -12,8 +12,7 @@ left-aligned and right-padded to T tokens:
 Per-conversation metadata (int32 [N]): sample (trajectory index), group (GRPO group: the question),
 turn (0-based turn within the trajectory), step (Memory-R2 step id; = turn by default), role
 (workflow-defined: e.g. 0 memory update, 1 final answer), is_final (bool).
-Per-sample (S trajectories): reward f32 [S], sample_group int32 [S]; optional process int32 [S] (the process that
-rolled the sample out, set when several processes' rollouts are gathered: memjax/rl/shares.py).
+Per-sample (S trajectories): reward f32 [S], sample_group int32 [S].
 Optional fields (None unless an algorithm fills them): ref_logp, advantages f32 [N, T] (per-token),
 values f32 [N, T] (critic), returns f32 [N, T]; row_advantage f32 [N] (per-row, e.g. step-level losses),
 row_weight f32 [N] (loss weight of a row in the aggregation, e.g. 1 / conversations of its trajectory),
@@ -60,7 +59,6 @@ FIELDS: dict[str, Field] = {
     "temperature": Field("row", np.float32, 1.0, optional=True),
     "unit": Field("row", np.int32, -1, optional=True), "unit_reward": Field("row", np.float32, optional=True),
     "reward": Field("sample", np.float32), "sample_group": Field("sample", np.int32),
-    "process": Field("sample", np.int32, optional=True),
 }
 GROUP_FIELDS = ("group", "sample_group", "local_group")
 
@@ -121,7 +119,6 @@ class RolloutBatch:
     temperature: np.ndarray | None = None
     unit: np.ndarray | None = None
     unit_reward: np.ndarray | None = None
-    process: np.ndarray | None = None
     info: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):

@@ -13,6 +13,10 @@ Owns `CriticConfig` and `Credit` (the estimator, plus the PPO critic and its opt
   steps on (values, returns). Metrics: value_loss, explained_variance = 1 - Var(R - V) / Var(R) over
   trained tokens (of the rollout-time values, i.e. before this update), value_mean, return_mean.
   The critic is sharded and micro-batched like the policy (`mesh`, `update`: the policy's mesh and UpdateConfig).
+Several processes: `assign` gets THIS process's rows (every process calls it at the same point, also one
+holding no row: the critic's programs are collectives); values, GAE and advantages are of its own rows, and
+the whitening statistics and metrics are over every process's trained tokens (float64 sums and sums of squared
+deviations, a few scalars per process), so the result is the one-process result to fp32 rounding.
 Invariants: advantages are host numpy float32 and constants of the loss; the critic never shares arrays
 with the policy; the batch's rewards are not changed.
 """
@@ -26,6 +30,7 @@ import numpy as np
 from flax import nnx
 
 from .advantages import AdvantageConfig, with_advantages
+from .assemble import global_sum
 from .batch import RolloutBatch
 from .estimators import gae
 
@@ -57,12 +62,21 @@ def outcome_token_rewards(batch: RolloutBatch) -> np.ndarray:
     return out
 
 
+def _moments(*xs: np.ndarray) -> list[tuple[float, float, int]]:
+    """(mean, variance, count) of each 1-D array over every process's elements (two small all-reduces)."""
+    sums = global_sum([v for x in xs for v in (np.sum(x, dtype=np.float64), x.size)]).reshape(-1, 2)
+    means = [s / n if n else 0.0 for s, n in sums]
+    sq = global_sum([np.sum(np.square(x.astype(np.float64) - mu)) for x, mu in zip(xs, means)])
+    return [(float(mu), float(q / n) if n else 0.0, int(n)) for mu, q, (_, n) in zip(means, sq, sums)]
+
+
 def explained_variance(values: np.ndarray, returns: np.ndarray, mask: np.ndarray) -> float:
+    """1 - Var(R - V) / Var(R) over the trained tokens of every process."""
     m = mask > 0
-    if m.sum() < 2:
+    (_, var, n), (_, var_d, _) = _moments(returns[m], returns[m] - values[m])
+    if n < 2:
         return float("nan")
-    var = float(np.var(returns[m]))
-    return float("nan") if var == 0 else 1.0 - float(np.var(returns[m] - values[m])) / var
+    return float("nan") if var == 0 else 1.0 - var_d / var
 
 
 class Credit:
@@ -92,13 +106,13 @@ class Credit:
         values = ct.values(batch)
         adv, ret = gae(outcome_token_rewards(batch), values, mask, gamma=self.cfg.gamma, lam=self.cfg.lam)
         m = mask > 0
-        if self.cfg.whiten and m.sum() > 1:
-            mu, sd = adv[m].mean(), adv[m].std()
-            adv = np.where(m, (adv - mu) / (sd + self.cfg.eps), 0.0).astype(np.float32)
+        (mu, var, n), = _moments(adv[m])
+        if self.cfg.whiten and n > 1:
+            adv = np.where(m, (adv - mu) / (np.sqrt(var) + self.cfg.eps), 0.0).astype(np.float32)
         batch = batch.replace(advantages=adv, values=values, returns=ret)
-        metrics = {"explained_variance": explained_variance(values, ret, mask),
-                   "value_mean": float(values[m].mean()) if m.any() else 0.0,
-                   "return_mean": float(ret[m].mean()) if m.any() else 0.0}
+        (v_mean, _, _), (r_mean, _, _) = _moments(values[m], ret[m])
+        metrics = {"explained_variance": explained_variance(values, ret, mask), "value_mean": v_mean,
+                   "return_mean": r_mean}
         losses = [ct.update(batch)["value_loss"] for _ in range(self.critic_cfg.epochs)]
         metrics["value_loss"] = float(np.mean(losses))
         return batch, metrics

@@ -16,6 +16,10 @@ Invariants:
   UpdateConfig row layout (micro_rows rounded up to a multiple of data x fsdp, packing, buckets, remat), one
   jitted call per update with gradient accumulation over micro-batches and params / optimizer state donated.
   One `update(batch)` is one optimizer step over the whole batch (its global token-mean denominator).
+- Several processes: `values(batch)` and `update(batch)` take THIS process's rows (every process calls them at
+  the same point, also one holding no row); each process lays its rows into its slots of the global arrays
+  (memjax/rl/assemble.py RowLayout, as the policy's update), values are read back from its own shards and the
+  update's denominator is summed over processes: no token array leaves its process.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ import numpy as np
 from flax import nnx
 
 from ..model.qwen2 import Qwen2
-from ..parallel import data_size, micro_rows_for, to_host
+from ..parallel import data_size, micro_rows_for
+from .assemble import RowLayout, global_sum, take_local
 from .batch import RolloutBatch
 from .losses import AGG_MODES
-from .trainer import OptimConfig, OptimizerState, UpdateConfig, _denominator, layout, lr_at
+from .trainer import OptimConfig, OptimizerState, UpdateConfig, _denominator, lr_at
 from .value_step import ValueStep
 
 CRITIC_AGG_MODES = tuple(m for m in AGG_MODES if m != "seq-mean-token-sum-norm")
@@ -89,6 +94,7 @@ class CriticTrainer:
         graphdef, params = nnx.split(critic, nnx.Param)
         self.step = ValueStep(graphdef, jax.eval_shape(lambda: params), mesh, optim, self.update_cfg,
                               clip_value=clip_value)
+        self.rows = RowLayout(self.update_cfg, self.step.data_sharding)  # this process's slots of every micro-batch
         params = self._placed(params)
         nnx.update(critic, params)
         self.optimizer = OptimizerState(self.step.init_opt(params))  # its train_step counts optimizer steps
@@ -98,11 +104,16 @@ class CriticTrainer:
         return params if sh is None else jax.device_put(params, sh)
 
     def values(self, batch: RolloutBatch) -> np.ndarray:
-        p, n_micro, build = layout(batch, np.arange(batch.num_rows), self.update_cfg, self.step.data_sharding)
-        v = to_host(self.step.values(self._placed(nnx.state(self.critic, nnx.Param)),  # every process's rows
-                                     build({"input_ids": batch.input_ids}), np.int32(n_micro)))
-        v = p.unpack(v.reshape(-1, p.row_len), batch.input_ids.shape[1])
-        return (v * (batch.loss_mask > 0)).astype(np.float32)
+        """Values of this process's rows, f32 [N, T] (0 off the loss mask)."""
+        out = np.zeros(batch.input_ids.shape, np.float32)
+        plan = self.rows.plans(batch.lengths, [np.arange(batch.num_rows)])[0]
+        if plan is None:  # no process holds a row
+            return out
+        rows, p, sl = plan
+        v = take_local(self.step.values(self._placed(nnx.state(self.critic, nnx.Param)),
+                                        self.rows.build(plan, {"input_ids": batch.input_ids}), np.int32(sl.n_micro)))
+        out[rows] = p.unpack(v.reshape(-1, sl.row_len), batch.input_ids.shape[1])
+        return (out * (batch.loss_mask > 0)).astype(np.float32)
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
         for name in ("values", "returns"):
@@ -110,11 +121,16 @@ class CriticTrainer:
                 raise ValueError(f"CriticTrainer.update: batch.{name} is not set (fill it before the update)")
         valid = (batch.loss_mask != 0).astype(np.float32)
         tok_w = valid / np.maximum(valid.sum(1, keepdims=True), 1.0) if self.agg == "seq-mean-token-mean" else valid
-        denom = _denominator(batch.loss_mask, np.ones(batch.num_rows, np.float32), self.agg, None)
-        p, n_micro, build = layout(batch, np.arange(batch.num_rows), self.update_cfg, self.step.data_sharding)
-        data = build({"input_ids": batch.input_ids, "loss_mask": batch.loss_mask, "tok_w": tok_w.astype(np.float32),
-                      "old_values": np.asarray(batch.values, np.float32),
-                      "returns": np.asarray(batch.returns, np.float32)})
+        denom = float(global_sum([_denominator(batch.loss_mask, np.ones(batch.num_rows, np.float32), self.agg,
+                                               None)])[0])
+        plan = self.rows.plans(batch.lengths, [np.arange(batch.num_rows)])[0]
+        if plan is None:
+            raise ValueError("CriticTrainer.update: no process holds a row")
+        data = self.rows.build(plan, {"input_ids": batch.input_ids, "loss_mask": batch.loss_mask,
+                                      "tok_w": tok_w.astype(np.float32),
+                                      "old_values": np.asarray(batch.values, np.float32),
+                                      "returns": np.asarray(batch.returns, np.float32)})
+        n_micro = plan[2].n_micro
         n = int(self.optimizer.train_step[...])
         params = self._placed(nnx.state(self.critic, nnx.Param))
         params, opt, m = self.step.update(params, self.optimizer.get(), data, np.int32(n_micro), np.float32(denom),

@@ -4,16 +4,14 @@ Owns:
 - `share(n)`: this process's contiguous block [lo, hi) of a generation batch's n samples (sizes differ by at
   most one; a process may get none). A sample and its whole group of trajectories stay on one process, and
   the blocks are in process order, so concatenating the processes' results gives the one-process order.
-- `gather_rollouts(batch, rewards, stats, pad_id, tokens=True)`: every process's RolloutBatch (process order,
-  padded to the longest row, group ids renumbered by `concat_batches`, `process` set per sample),
-  per-trajectory rewards and summed statistics, the same on every process; dynamic sampling, reward ablations
-  and the critic then work on the global batch, identically everywhere. With `tokens=False` only the rewards
-  and statistics are exchanged and the batch returned is this process's own: the training batch is then
-  assembled from process-local rows (memjax/rl/assemble.py) and no token array leaves its process. The
-  exchange is host arrays through `multihost_utils.process_allgather` (two small collectives per field);
-  with one process it returns its inputs.
-- `local_part(batch)`: (this process's samples of a gathered batch, their RowShard); a batch without
-  `process` is the whole step (one process) or already this process's own (`process_shard`).
+- `gather_rollouts(batch, rewards, stats)`: (this process's own RolloutBatch, every process's per-trajectory
+  rewards in process order, the statistics combined over processes). No token array leaves its process: the
+  training batch is assembled from process-local rows (memjax/rl/assemble.py), and what needs the global batch
+  exchanges only scalars (reward ablations: memjax/train.py `_ablate`; the critic's whitening and metrics:
+  memjax/rl/credit.py; dynamic sampling's kept-group counts: memjax/rl/dapo.py). The exchange is host arrays
+  through `allgather_ragged` (two small collectives per field); with one process it returns its inputs.
+- `local_part(batch)`: (this process's batch, its RowShard): the dynamic sampler's numbering when it set one,
+  else the whole step (one process) or `process_shard`.
 - `process_shard(num_samples)`: the RowShard of a process-local batch: its samples follow those of the
   processes before it (one all-gather of the sample counts).
 - `gather_rows(a)`: a per-row host vector of every process, concatenated in process order (metrics);
@@ -23,8 +21,8 @@ Owns:
   them all); `own_state(meta)`: this process's state from a checkpoint's meta -- its own entry when the
   checkpoint was written by as many processes, the common one when every recorded state is equal (streams
   whose state is the global position resume on any process count), else a ValueError.
-Invariants: every process calls `gather_rollouts` once per generation batch, in the same order; the fields
-set (optional ones) and the statistics' keys are the same on every process (one workflow); statistics keys
+Invariants: every process calls `gather_rollouts` once per generation batch, in the same order; the
+statistics' keys are the same on every process (one workflow); statistics keys
 ending in "seconds" or "_s" take the slowest process's value, "mean_*" the mean weighted by "trajectories",
 the others the sum.
 """
@@ -38,30 +36,16 @@ import numpy as np
 
 from ..parallel.split import allgather_ragged, block, gather_objects
 from .assemble import RowShard, all_processes
-from .batch import FIELDS, RolloutBatch, concat_batches
+from .batch import RolloutBatch
 
 
 share = block              # this process's contiguous block of a generation batch (memjax/parallel/split.py)
 
 
-def gather_rollouts(batch: RolloutBatch, rewards, stats: dict, pad_id: int = 0, tokens: bool = True):
-    """(global batch -- or this process's own with tokens=False --, global per-trajectory rewards, combined
-    stats); see the module docstring."""
+def gather_rollouts(batch: RolloutBatch, rewards, stats: dict):
+    """(this process's batch, global per-trajectory rewards, combined stats); see the module docstring."""
     if jax.process_count() == 1:
         return batch, list(rewards), dict(stats)
-    n = jax.process_count()
-    if tokens:
-        per_field = {}
-        for k, f in FIELDS.items():
-            if getattr(batch, k) is None:
-                continue
-            per_field[k] = allgather_ragged(getattr(batch, k))
-        parts = [RolloutBatch(**{k: v[p] for k, v in per_field.items()}) for p in range(n)]
-        parts = [b.replace(process=np.full(b.num_samples, p, np.int32)) for p, b in enumerate(parts)
-                 if b.num_samples > 0]
-        out = concat_batches(parts, pad_id=pad_id) if len(parts) > 1 else parts[0]
-    else:
-        out = batch
     all_rewards = [float(r) for p in allgather_ragged(np.asarray(rewards, np.float32)) for r in p]
     keys = sorted(stats)
     vals = allgather_ragged(np.asarray([stats[k] for k in keys], np.float32))
@@ -77,7 +61,7 @@ def gather_rollouts(batch: RolloutBatch, rewards, stats: dict, pad_id: int = 0, 
             combined[k] = float(np.dot(col, weight) / max(sum(weight), 1e-9))
         else:
             combined[k] = sum(col)
-    return out, all_rewards, combined
+    return batch, all_rewards, combined
 
 
 def process_shard(num_samples: int) -> RowShard:
@@ -89,10 +73,7 @@ def process_shard(num_samples: int) -> RowShard:
 def local_part(batch: RolloutBatch) -> tuple[RolloutBatch, RowShard]:
     if "global_samples" in batch.info and jax.process_count() > 1:  # numbered by the dynamic sampler
         return batch, RowShard(batch.info["global_samples"], int(batch.info["total_samples"]))
-    if batch.process is None:
-        return batch, (RowShard.whole(batch) if jax.process_count() == 1 else process_shard(batch.num_samples))
-    mine = batch.process == jax.process_index()
-    return batch.select_samples(mine).replace(process=None), RowShard(np.nonzero(mine)[0], batch.num_samples)
+    return batch, (RowShard.whole(batch) if jax.process_count() == 1 else process_shard(batch.num_samples))
 
 
 def gather_rows(a) -> np.ndarray:

@@ -57,10 +57,9 @@ from ..kernels.reference import CLAMP_MODES
 from ..model.flash_attention import ATTENTION_KINDS
 from ..parallel import data_size, micro_rows_for
 from .advantages import AdvantageConfig, with_advantages
-from .assemble import RowShard, agree_slots, all_processes, global_max, global_sum, local_slots, put_local, take_local
+from .assemble import RowLayout, RowShard, global_max, global_sum, take_local
 from .batch import RolloutBatch
 from .losses import AGG_MODES, KL_ESTIMATORS
-from .packing import pack, row_length
 from .train_step import TrainStep
 
 NONFINITE_POLICIES = ("stop", "skip")
@@ -217,36 +216,6 @@ class OptimizerState(nnx.Module):
             setattr(self, f"s{i}", nnx.Variable(leaf))
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
-
-
-def layout(batch: RolloutBatch, rows: np.ndarray, u: UpdateConfig, data_sharding, *, step_level: bool = False):
-    """Pack conversations `rows` of the batch into micro-batches of u.micro_rows rows (memjax/rl/packing.py);
-    -> (packing, micro-batch count, build): build({name: [N, T] array}) -> {name: [cap, micro_rows, L]} placed
-    with `data_sharding` (plus positions, segment ids and, step_level, each row's local index). Shared by the
-    policy's and the critic's programs, so both see the same shapes."""
-    lengths = np.asarray(batch.lengths)[rows]
-    p = pack(lengths, row_length(int(lengths.max()), u.row_buckets, u.pad_tokens), u.max_segments, u.pack)
-    n_micro = -(-p.num_rows // u.micro_rows)
-    cap = max(_pow2(n_micro), _pow2(u.min_micro_batches))
-    r = cap * u.micro_rows
-
-    def put(x):
-        x = x.reshape(cap, u.micro_rows, p.row_len)
-        return jnp.asarray(x) if data_sharding is None else jax.device_put(x, data_sharding)
-
-    def build(fields: dict[str, np.ndarray]) -> dict[str, jax.Array]:
-        out = {"positions": put(p.positions(r)), "segment_ids": put(p.segment_ids(r))}
-        if step_level:
-            out["local"] = put(p.local_index(u.micro_rows, r))
-        for k, v in fields.items():
-            out[k] = put(p.tokens(np.asarray(v)[rows], 0, r))
-        return out
-
-    return p, n_micro, build
-
-
 class Trainer:
     def __init__(self, model, optim: OptimConfig = OptimConfig(), loss: LossConfig = LossConfig(),
                  update: UpdateConfig = UpdateConfig(), advantage: AdvantageConfig = AdvantageConfig(),
@@ -263,7 +232,7 @@ class Trainer:
                                  temperature=update.temperature, use_ref=bool(loss.kl_coef),
                                  use_entropy=bool(loss.entropy_coef))
         # this process's block of every micro-batch's rows (all of them with one process)
-        self._first_slot, self._m_local = local_slots(self.step_fn.data_sharding, update.micro_rows)
+        self.rows = RowLayout(update, self.step_fn.data_sharding)
         params = self._placed(params)
         nnx.update(model, params)
         self.ref_params = None  # the reference policy: bf16 params, only when the KL term needs it
@@ -319,33 +288,13 @@ class Trainer:
     # -- array plumbing -----------------------------------------------------------------------------
     def _plans(self, batch: RolloutBatch, parts: list[np.ndarray]) -> list:
         """(rows, packing, Slots) of each mini-batch `parts` (this process's row indices), None for one that no
-        process has rows of. Two small all-gathers: the row length from the longest conversation of any
-        process, the micro-batch count from the most packed rows any process has (memjax/rl/assemble.py)."""
-        u = self.update_cfg
-        lengths = np.asarray(batch.lengths)
-        mine = np.asarray([[r.size, lengths[r].max() if r.size else 0] for r in parts], np.float64).reshape(-1, 2)
-        every = all_processes(mine)
-        rows_in_all, longest = every[..., 0].sum(0), every[..., 1].max(0)
-        row_lens = [row_length(max(int(n), 1), u.row_buckets, u.pad_tokens) for n in longest]
-        packs = [pack(lengths[r], L, u.max_segments, u.pack) for r, L in zip(parts, row_lens)]
-        slots = agree_slots(row_lens, [p.num_rows for p in packs], self._m_local, u.min_micro_batches)
-        return [(r, p, sl) if n > 0 else None for r, p, sl, n in zip(parts, packs, slots, rows_in_all)]
+        process has rows of (memjax/rl/assemble.py RowLayout.plans: two small all-gathers)."""
+        return self.rows.plans(batch.lengths, parts)
 
     def _build(self, plan, fields: dict[str, np.ndarray]) -> dict[str, jax.Array]:
         """This process's rows of one mini-batch as the global [cap, micro_rows, L] arrays: each process lays
         its own conversations into its slots (jax.make_array_from_process_local_data)."""
-        rows, p, sl = plan
-        m, first = self._m_local, self._first_slot
-        n = sl.cap * m
-        put = lambda x: put_local(x.reshape(sl.cap, m, sl.row_len), self.step_fn.data_sharding, self.update_cfg.micro_rows)
-        out = {"positions": put(p.positions(n)), "segment_ids": put(p.segment_ids(n))}
-        if self.loss_cfg.level == "step":  # conversation index within its micro-batch, unique over processes
-            local = p.local_index(m, n)
-            segs = self.update_cfg.max_segments if self.update_cfg.pack else 1
-            out["local"] = put(np.where(local >= 0, local + first * segs, -1).astype(np.int32))
-        for k, v in fields.items():
-            out[k] = put(p.tokens(np.asarray(v)[rows], 0, n))
-        return out
+        return self.rows.build(plan, fields, step_level=self.loss_cfg.level == "step")
 
     def _logprobs(self, params, batch: RolloutBatch, plans: list) -> np.ndarray:
         """Log-probs [N, T] of this process's rows, mini-batch by mini-batch (`plans` of _plans), so the

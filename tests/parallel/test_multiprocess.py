@@ -1,13 +1,16 @@
 """Several real processes on one machine (jax.distributed over 127.0.0.1, gloo collectives on CPU devices).
 
-- 2 processes x 4 devices train configs/tiny.py for 3 steps, rollouts kept process-local (each process's rows
-  assembled into the training arrays, memjax/rl/assemble.py); per-step metrics and the final (HF-exported)
+- 2 processes x 4 devices train configs/tiny.py for 3 steps with PPO's critic (advantage.estimator=gae) and
+  the shuffled-reward ablation, rollouts kept process-local (each process's rows assembled into the policy's and
+  the critic's arrays, memjax/rl/assemble.py; the ablation permutes the global reward vector, exchanging only
+  rewards); per-step metrics (value_loss, explained_variance, ... included) and the final (HF-exported)
   parameters equal a 1-process x 8-device run with the same mesh shape (data 2 x fsdp 4) to fp32 rounding, and
   only process 0 writes the run's files (one line per step in metrics.jsonl).
 - kill -9 of one process mid-step: the other exits non-zero within the heartbeat bound (MEMJAX_HEARTBEAT_S=5
-  here); a restart of both resumes from the last checkpoint and ends with the uninterrupted 2-process run's
-  parameters bit for bit, having consumed the same prompt records per step (each process reads its own shard
-  of the stream; every process's stream state is in the checkpoint). Under memjax.launch the launcher stops the rest at once and names the dead one.
+  here); a restart of both resumes from the last checkpoint (the critic and the ablation's generator included)
+  and ends with the uninterrupted 2-process run's parameters bit for bit, having consumed the same prompt
+  records per step (each process reads its own shard of the stream; every process's stream state is in the
+  checkpoint). Under memjax.launch the launcher stops the rest at once and names the dead one.
 - processes started with different configs refuse at start with a one-line error.
 - the launcher's environment and exit status; the hybrid mesh's sizes.
 """
@@ -32,7 +35,7 @@ pytestmark = pytest.mark.slow(seconds=370)  # real jax.distributed processes: tr
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = ["--set", "steps=3", "--set", "prompts_per_step=4", "--set", "agent.heldout_size=8",
-        "--set", "agent.eval_samples=1"]
+        "--set", "agent.eval_samples=1", "--set", "advantage.estimator=gae", "--set", "ablation=shuffle_rewards"]
 TIMING = ("_s", "_seconds", "mfu", "per_s", "logp_mismatch")  # wall times, and the engine-vs-trainer gap
 
 
@@ -78,6 +81,7 @@ def test_two_processes_equal_one_process(tmp_path, two):
     for a, b in zip(m1, m2):
         keys = [k for k in a if not k.endswith(TIMING) and not any(t in k for t in ("mfu", "per_s", "mismatch"))]
         assert set(keys) <= set(b)
+        assert {"value_loss", "explained_variance"} <= set(keys)  # the critic ran (GAE)
         for k in keys:
             if isinstance(a[k], float):
                 assert b[k] == pytest.approx(a[k], rel=2e-5, abs=1e-6), (a["step"], k, a[k], b[k])
@@ -92,6 +96,7 @@ def test_two_processes_equal_one_process(tmp_path, two):
     assert e1[0] == e2[0] and [e["step"] for e in e2] == [0, 3]  # the held-out set split over the processes
     assert "[0] step 3/3" in r2.stdout and "[1] step" not in r2.stdout  # the terminal: process 0 only
     assert "[0] rollouts: process-local" in r2.stdout  # the training batch from each process's own rows
+    assert "gathered" not in r2.stdout
 
 
 def _start(i: int, port: int, out: Path, extra=()) -> subprocess.Popen:

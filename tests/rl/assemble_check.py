@@ -75,7 +75,7 @@ def main(out):
             plan = tr._plans(local, parts)[0]
             got = to_host(tr._build(plan, {"input_ids": local.input_ids})["input_ids"])
             rows_of = [local_part(batch, q, n)[0] for q in range(n)]
-            sl, m_local = plan[2], tr._m_local
+            sl, m_local = plan[2], tr.rows.m_local
             blocks = [local_block(pack(b.lengths, sl.row_len, UPD.max_segments, UPD.pack), b.input_ids, sl, m_local)
                       for b in rows_of]
             want = reference_global(blocks)
