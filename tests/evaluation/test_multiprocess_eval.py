@@ -8,6 +8,10 @@ alone writes results.json / traces.jsonl / predictions.jsonl / report.html.
 - LoCoMo (configs/locomo_answers.py on the fixture plus a third conversation, split sumer/validation): the conversations
   are dealt over the processes, the table and the counters equal the one-process ones, and every question is
   in predictions.jsonl exactly once;
+- Memory-R1 on LoCoMo (configs/locomo_memory_r1.py, memory_r1/test on two conversations, the engine scripted
+  by tests/evaluation/memory_r1_scripted.py): each process builds the memory banks of its conversation and
+  answers its questions; the table, the counters and the banks equal the one-process ones, every question once
+  in predictions.jsonl;
 - the dealing itself (memjax/parallel/split.py): blocks cover the items in order, groups stay whole.
 """
 
@@ -23,18 +27,18 @@ import pytest
 
 from memjax.parallel.split import block, deal_groups
 
-pytestmark = pytest.mark.slow(seconds=105)  # 2 launches of 2 real processes + 2 references (each compiles its engine): 106 s at load 8 on 2 cores
+pytestmark = pytest.mark.slow(seconds=125)  # 3 launches of 2 real processes + 3 references (two compile their engine; Memory-R1 is scripted, 18 s): 106 + 18 s at load 8 on 2 cores
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "data" / "locomo_fixture.json"
 
 
-def _launch(args: list[str]) -> subprocess.CompletedProcess:
+def _launch(args: list[str], module: str = "memjax.evaluate") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
                                                                       "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
     env.update(PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
     cmd = [sys.executable, "-m", "memjax.launch", "--nproc", "2", "--devices-per-proc", "2", "--",
-           "memjax.evaluate", *args]
+           module, *args]
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return p
@@ -90,3 +94,38 @@ def test_locomo_evaluation_two_processes(tmp_path):
     preds = [json.loads(x) for x in (tmp_path / "two" / "predictions.jsonl").read_text().splitlines()]
     assert sorted(r["qid"] for r in preds) == sorted(q.qid for q in qs)
     assert [r["qid"] for r in preds] != [q.qid for q in qs]     # rounds interleave the two processes' shares
+
+
+def test_memory_r1_locomo_evaluation_two_processes(tmp_path, monkeypatch):
+    import memjax.engine
+    from memjax import Tokenizer
+    from memjax.evaluate import main as evaluate_main
+
+    from evaluation.test_memory_r1_eval import model
+    from scripted_engine import ScriptedEngine
+
+    convs = {c["sample_id"]: c for c in json.loads(FIXTURE.read_text())}   # test part: every conversation but
+    data = tmp_path / "locomo_r1.json"                                     # conv-26 and conv-30
+    data.write_text(json.dumps(list(convs.values()) + [{**convs["conv-26"], "sample_id": "conv-98"},
+                                                       {**convs["conv-30"], "sample_id": "conv-99"}]))
+    sets = [f"data_path={data}", "part=test", "embedder=hashbow", "max_prompt_tokens=1400", "batch_size=4"]
+    sets = [a for s in sets for a in ("--set", s)]
+    cfg = str(ROOT / "configs" / "locomo_memory_r1.py")
+    tok = Tokenizer.default()
+    monkeypatch.setattr(memjax.engine, "Engine", lambda m, c: ScriptedEngine(tok, model))
+    assert evaluate_main([cfg, *sets, "--set", f"out_dir={tmp_path / 'one'}"]) == 0
+    _launch([cfg, *sets, "--set", f"out_dir={tmp_path / 'two'}"], module="tests.evaluation.memory_r1_scripted")
+    one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "two"))
+    assert one["table"] == two["table"] and one["counts"] == two["counts"]
+    n = one["table"]["overall"]["n"]
+    assert n > 2 and one["table"]["overall"]["M-Fail"] is not None
+    preds = [json.loads(x) for x in (tmp_path / "two" / "predictions.jsonl").read_text().splitlines()]
+    ones = {r["qid"]: r for r in (json.loads(x) for x in (tmp_path / "one" / "predictions.jsonl").read_text().splitlines())}
+    assert len(preds) == n and {r["qid"] for r in preds} == set(ones)
+    assert {r["qid"][:7] for r in preds} == {"conv-98", "conv-99"}
+    for r in preds:
+        assert r == ones[r["qid"]], r["qid"]
+    assert len({r["prediction"] for r in preds}) > 2      # the scripted answers differ by question
+    for c in ("conv-98", "conv-99"):                      # each built by one process, as one process builds it
+        assert (tmp_path / "two" / "banks" / f"{c}.json").read_text() == \
+            (tmp_path / "one" / "banks" / f"{c}.json").read_text()
