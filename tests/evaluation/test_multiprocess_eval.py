@@ -27,7 +27,9 @@ import pytest
 
 from memjax.parallel.split import block, deal_groups
 
-pytestmark = pytest.mark.slow(seconds=125)  # 3 launches of 2 real processes + 3 references (two compile their engine; Memory-R1 is scripted, 18 s): 106 + 18 s at load 8 on 2 cores
+# 3 launches of 2 real processes + 3 references (two compile their engine; Memory-R1's is scripted: 18 s):
+# 106 + 18 s at load 8 on 2 cores
+pytestmark = pytest.mark.slow(seconds=125)
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "data" / "locomo_fixture.json"
@@ -120,7 +122,8 @@ def test_memory_r1_locomo_evaluation_two_processes(tmp_path, monkeypatch):
     n = one["table"]["overall"]["n"]
     assert n > 2 and one["table"]["overall"]["M-Fail"] is not None
     preds = [json.loads(x) for x in (tmp_path / "two" / "predictions.jsonl").read_text().splitlines()]
-    ones = {r["qid"]: r for r in (json.loads(x) for x in (tmp_path / "one" / "predictions.jsonl").read_text().splitlines())}
+    lines = (tmp_path / "one" / "predictions.jsonl").read_text().splitlines()
+    ones = {r["qid"]: r for r in map(json.loads, lines)}
     assert len(preds) == n and {r["qid"] for r in preds} == set(ones)
     assert {r["qid"][:7] for r in preds} == {"conv-98", "conv-99"}
     for r in preds:
