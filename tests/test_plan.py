@@ -36,7 +36,10 @@ def _plan(tmp_path, *args):
     cfg = tmp_path / "plan_cfg.py"
     cfg.write_text(CONFIG)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+    # the programs are compiled for their memory analysis only, never run: LLVM's optimisation of the machine code
+    # (xla_backend_optimization_level) does not change it (the plan's JSON is byte-identical with and without)
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0",
+               JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-m", "memjax.plan", str(cfg), "--devices", "8", *args], env=env,
                           capture_output=True, text=True, timeout=600)
