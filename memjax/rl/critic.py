@@ -14,7 +14,9 @@ Invariants:
   configs), the backbone computes in its dtype (bf16), the head in f32.
 - At scale it is trained like the policy (memjax/rl/trainer.py): the same mesh (ZeRO-3 over fsdp), the policy's
   UpdateConfig row layout (micro_rows rounded up to a multiple of data x fsdp, packing, buckets, remat), one
-  jitted call per update with gradient accumulation over micro-batches and params / optimizer state donated.
+  jitted call per update with gradient accumulation over micro-batches and params / optimizer state donated,
+  and with data > 1, tensor = 1 the gradients reduced over data (between hosts) once per update, not per
+  micro-batch (memjax/rl/value_step.py).
   One `update(batch)` is one optimizer step over the whole batch (its global token-mean denominator).
 - Several processes: `values(batch)` and `update(batch)` take THIS process's rows (every process calls them at
   the same point, also one holding no row); each process lays its rows into its slots of the global arrays

@@ -26,10 +26,11 @@ With a mesh: data arrays [M, m, L] are sharded P(None, (data, fsdp)) (each devic
 forward uses memjax.parallel.layer_sharding (weights gathered layer by layer inside the scanned loop,
 gradients reduce-scattered), and accumulators, params and optimizer state are constrained to the
 parameter shardings (ZeRO-3: 1/fsdp per device). With data > 1 the micro-batch loop runs per data replica
-(`jax.shard_map` manual over "data" only, fsdp/tensor left to the partitioner; `layer_sharding(...).local()`):
+(`jax.shard_map` manual over "data" only, fsdp/tensor left to the partitioner; `layer_sharding(...).local()`:
 each replica accumulates the gradients of its own rows, reduced inside its fsdp group per micro-batch, and the
 replicas' sums (gradients and metric sums) are all-reduced over data once per update -- on the hybrid
-multi-host mesh the only gradient traffic between hosts. Only with tensor = 1: with a tensor axis the gradients
+multi-host mesh the only gradient traffic between hosts; `accumulate_once_per_update`, shared with the critic's
+update in memjax/rl/value_step.py). Only with tensor = 1: with a tensor axis the gradients
 stay reduced over data x fsdp per micro-batch (XLA's SPMD partitioner aborts on that partial-manual program,
 jax 0.11: a check failure in spmd_partitioner_util.cc). Metric sums are exact for token means; a step-level
 metric (level="step") is a mean per replica weighted by its tokens, where one process per micro-batch weighted
@@ -60,6 +61,32 @@ def core_transform(optim) -> optax.GradientTransformation:
     parts += [optax.scale_by_adam(b1=optim.b1, b2=optim.b2, eps=optim.eps),
               optax.add_decayed_weights(optim.weight_decay)]
     return optax.chain(*parts)
+
+
+def reduces_once_per_update(mesh, layer_sharding) -> bool:
+    """Whether the update's micro-batch loop runs per data replica, its gradients reduced over data once per update
+    (a sharded mesh with data > 1 and tensor = 1; module docstring)."""
+    return layer_sharding is not None and mesh.shape[DATA] > 1 and mesh.shape[TENSOR] == 1
+
+
+def accumulate_once_per_update(accumulate, mesh, layer_sharding, param_shardings, params, data, n_micro, denom):
+    """(gradient sums, metric sums) of `accumulate(params, data, n_micro, denom, sharding)` over the whole batch,
+    shared by the policy's and the critic's (memjax/rl/value_step.py) updates. With `reduces_once_per_update`:
+    each data replica accumulates its own rows' gradients (`jax.shard_map` manual over "data" only, fsdp left to
+    the partitioner with `layer_sharding.local()`; reduced over fsdp per micro-batch, inside a host) and the
+    replicas' sums, gradients and metric sums alike (every metric must be a sum), are all-reduced over data ONCE
+    per update (between hosts). Otherwise (one device, data = 1, or tensor > 1: XLA's partitioner aborts on that
+    partial-manual program) one accumulation over the global rows, gradients reduced over data x fsdp per
+    micro-batch. `accumulate` must constrain its accumulators to `param_shardings`."""
+    if not reduces_once_per_update(mesh, layer_sharding):
+        return accumulate(params, data, n_micro, denom, None)
+
+    def replica(params, data, n_micro, denom):
+        return jax.lax.psum(accumulate(params, data, n_micro, denom, layer_sharding.local()), DATA)
+
+    grads, sums = jax.shard_map(replica, mesh=mesh, in_specs=(P(), P(None, DATA), P(), P()), out_specs=P(),
+                                axis_names={DATA}, check_vma=False)(params, data, n_micro, denom)
+    return jax.lax.with_sharding_constraint(grads, param_shardings), sums
 
 
 class TrainStep:
@@ -176,18 +203,8 @@ class TrainStep:
     def _update(self, params, opt_state, data, n_micro, denom, lr):
         data = self._data(data)
         denom = jnp.maximum(jnp.asarray(denom, _F32), 1e-30)
-        if self.layer_sharding is not None and self.mesh.shape[DATA] > 1 and self.mesh.shape[TENSOR] == 1:
-            # each data replica accumulates its own rows' gradients (reduced over fsdp per micro-batch, inside a
-            # host), and the replicas' sums are reduced over data ONCE per update (between hosts)
-            def replica(params, data, n_micro, denom):
-                return jax.lax.psum(self._accumulate(params, data, n_micro, denom, self.layer_sharding.local()),
-                                    DATA)
-            grads, sums = jax.shard_map(replica, mesh=self.mesh, in_specs=(P(), P(None, DATA), P(), P()),
-                                        out_specs=P(), axis_names={DATA}, check_vma=False)(
-                params, data, n_micro, denom)
-            grads = self._constrain(grads, self.param_shardings)
-        else:
-            grads, sums = self._accumulate(params, data, n_micro, denom)
+        grads, sums = accumulate_once_per_update(self._accumulate, self.mesh, self.layer_sharding,
+                                                 self.param_shardings, params, data, n_micro, denom)
         gnorm = optax.tree.norm(grads)
         upd, new_opt = self.tx.update(grads, opt_state, params)
         new_params = jax.tree.map(lambda p, u: (p - lr * u).astype(p.dtype), params, upd)

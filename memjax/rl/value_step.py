@@ -12,7 +12,11 @@ functional over (params, opt_state) like memjax/rl/train_step.py's TrainStep:
   per-token losses x `tok_w` is divided by the host's global denominator, so the accumulated gradient is the
   whole batch's.
 With a mesh: FSDP exactly as the policy (parameters, gradients and AdamW state 1/fsdp per device through
-memjax.parallel.param_shardings; layer weights gathered inside the scanned loop; rows over (data, fsdp)).
+memjax.parallel.param_shardings; layer weights gathered inside the scanned loop; rows over (data, fsdp)), and
+the same gradient reduction (memjax/rl/train_step.py `accumulate_once_per_update`): with data > 1 and
+tensor = 1 each data replica accumulates its own rows' gradients (reduced over fsdp per micro-batch) and the
+replicas' gradient and metric sums are all-reduced over data ONCE per update (between hosts on the hybrid
+multi-host mesh); with tensor > 1 they are reduced over data x fsdp per micro-batch.
 Compute is the model config's dtype (bf16 for the real configs), parameters stay in its param_dtype (fp32
 master); the value head is f32.
 """
@@ -27,7 +31,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ..model.flash_attention import training_attention
 from ..parallel import DATA, FSDP, layer_sharding, param_shardings
-from .train_step import core_transform
+from .train_step import accumulate_once_per_update, core_transform
 
 _F32 = jnp.float32
 VALUE_FIELDS = ("input_ids", "positions", "segment_ids")
@@ -60,11 +64,11 @@ class ValueStep:
         return data if self.data_sharding is None else jax.lax.with_sharding_constraint(
             data, jax.tree.map(lambda _: self.data_sharding, data))
 
-    def _forward(self, params, mb, *, remat: bool):
+    def _forward(self, params, mb, *, remat: bool, sharding=None):
         critic = nnx.merge(self.graphdef, params)
         return critic.values(mb["input_ids"], mb["positions"], attention=self.attention, remat=remat,
                              segment_ids=mb["segment_ids"] if self.update_cfg.pack else None,
-                             sharding=self.layer_sharding)
+                             sharding=sharding or self.layer_sharding)
 
     def _values(self, params, data, n_micro):
         data = self._data(data)
@@ -77,8 +81,8 @@ class ValueStep:
         out = jax.lax.fori_loop(0, n_micro, body, out)
         return out if self.data_sharding is None else jax.lax.with_sharding_constraint(out, self.data_sharding)
 
-    def _loss(self, params, mb, denom):
-        v = self._forward(params, mb, remat=self.update_cfg.remat)
+    def _loss(self, params, mb, denom, sharding=None):
+        v = self._forward(params, mb, remat=self.update_cfg.remat, sharding=sharding)
         old, ret = mb["old_values"], mb["returns"]
         l1 = jnp.square(v - ret)
         l2 = l1 if self.clip_value is None else jnp.square(
@@ -90,20 +94,25 @@ class ValueStep:
                 "vpred": jnp.sum(jnp.where(valid, v, 0.0))}
         return num / denom, jax.tree.map(jax.lax.stop_gradient, sums)
 
-    def _update(self, params, opt_state, data, n_micro, denom, lr):
-        data = self._data(data)
-        denom = jnp.maximum(jnp.asarray(denom, _F32), 1e-30)
+    def _accumulate(self, params, data, n_micro, denom, sharding=None):
+        """(gradient sums, metric sums) over micro-batches 0..n_micro-1 of `data`."""
         zeros = self._constrain(jax.tree.map(lambda p: jnp.zeros(p.shape, _F32), params), self.param_shardings)
         sums0 = {k: jnp.zeros((), _F32) for k in ("loss", "num_tokens", "clipfrac", "vpred")}
 
         def body(i, carry):
             acc, sums = carry
             mb = jax.tree.map(lambda x: x[i], data)
-            (value, m), g = jax.value_and_grad(self._loss, has_aux=True)(params, mb, denom)
+            (value, m), g = jax.value_and_grad(self._loss, has_aux=True)(params, mb, denom, sharding)
             acc = self._constrain(jax.tree.map(lambda a, b: a + b.astype(_F32), acc, g), self.param_shardings)
             return acc, {"loss": sums["loss"] + value, **{k: sums[k] + m[k] for k in m}}
 
-        grads, sums = jax.lax.fori_loop(0, n_micro, body, (zeros, sums0))
+        return jax.lax.fori_loop(0, n_micro, body, (zeros, sums0))
+
+    def _update(self, params, opt_state, data, n_micro, denom, lr):
+        data = self._data(data)
+        denom = jnp.maximum(jnp.asarray(denom, _F32), 1e-30)
+        grads, sums = accumulate_once_per_update(self._accumulate, self.mesh, self.layer_sharding,
+                                                 self.param_shardings, params, data, n_micro, denom)
         gnorm = optax.tree.norm(grads)
         upd, new_opt = self.tx.update(grads, opt_state, params)
         new_params = jax.tree.map(lambda p, u: (p - lr * u).astype(p.dtype), params, upd)

@@ -64,3 +64,38 @@ def test_critic_fsdp_micro_batched_matches_one_device():
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["micro_rows"] == 8 and r["shard"] == [2, 8, 128] and r["donated"] and not r["has_lm_head"]
     assert r["moved"] > 0.05 and r["after_diff"] < 1e-5 and abs(r["loss8"] - r["loss1"]) < 1e-6
+
+
+def test_critic_update_reduces_over_data_once_per_update():
+    """tests/rl/critic_reduce_check.py on 8 simulated devices, data 2 x fsdp 4 as 2 hosts x 4: the compiled critic
+    update's collectives between the hosts run once per update (the same with the micro-batch loop counted 1 or 4
+    times: one all-reduce of each device's gradient shard plus metric scalars), where the per-micro-batch reduction
+    it replaced runs them in the loop; one update gives that program's loss, gradient norm and parameters."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, os.path.join(here, "critic_reduce_check.py")], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(p.stdout.split("RESULT", 1)[1])
+    new, old = r["new"], r["old"]
+    assert new["n_micro"] == old["n_micro"] > 1  # several micro-batches really accumulated
+    for k in ("one", "four"):
+        assert new[k]["unknown"] == old[k]["unknown"] == [] and new[k]["ops"] == ["all-reduce"], (k, new, old)
+    # once per update: nothing between the hosts inside the micro-batch loop
+    assert new["one"]["executions"] == new["four"]["executions"] >= 1, new
+    assert new["one"]["max_inter"] == new["four"]["max_inter"], new
+    shard = new["param_bytes_per_device"]
+    assert shard <= new["four"]["max_inter"] <= shard + 4096, (new, shard)
+    # before: the gradients crossed the hosts on every micro-batch
+    assert old["four"]["executions"] >= 4 * old["one"]["executions"] > 0, old
+    assert old["four"]["max_inter"] > 4 * new["four"]["max_inter"], (old, new)
+    assert abs(new["loss"] - old["loss"]) <= 1e-6 * abs(old["loss"]), (new["loss"], old["loss"])
+    assert abs(new["grad_norm"] - old["grad_norm"]) <= 1e-5 * old["grad_norm"], (new, old)
+    assert r["moved"] > 1e-3 and r["param_diff"] < 1e-6, r
