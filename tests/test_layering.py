@@ -139,3 +139,19 @@ def test_no_two_modules_import_each_other():
                 edges.add((a, b))
     both = sorted({tuple(sorted(e)) for e in edges if (e[1], e[0]) in edges})
     assert not both, f"modules importing each other: {both}"
+
+
+def test_the_architecture_picture_is_drawn_from_the_code(tmp_path):
+    """`python scripts/draw_architecture.py` (docs/architecture.md) writes the PNG and counts each paper's files."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "arch.png"
+    p = subprocess.run([sys.executable, "scripts/draw_architecture.py", "--out", str(out)], cwd=ROOT.parent,
+                       capture_output=True, text=True, timeout=120, env={**__import__("os").environ, "MPLBACKEND": "Agg"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
+    for paper in PAPERS:
+        n = len(list((ROOT / "systems" / paper).rglob("*.py")))
+        assert f"{paper}: {n} files in memjax/systems/{paper}/" in p.stdout
+        assert "systems" in p.stdout.split(f"{paper}: ")[1].splitlines()[0]  # every paper registers through base
