@@ -120,6 +120,8 @@ COMMANDS = {
     "python -m memjax.train CONFIG.py [--set key=value ...]": CHECK,
     "python -m memjax.train configs/memagent/train.py --set model.hf_path=... --set agent.data.path=hotpot_train.json":
         CHECK,
+    "python -m memjax.train configs/memagent.py --set model.hf_path=... --set agent.data.path=hotpot_train.json":
+        CHECK,
     "python -m memjax.train configs/memagent/train.py --set model.hf_path=/ckpt/Qwen2.5-7B-Instruct "
     "--set agent.data.path=/data/hotpot_train_v1.1.json": CHECK,
     "python -m memjax.train configs/memagent/train.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "

@@ -215,7 +215,7 @@ LOCOMO10 = next((p / "shared" / "data" / "locomo" / "locomo10.json" for p in ROO
 def test_memory_r2_locomo_bank_diffs(tmp_path):
     """The LoCoMo Memory-R2 workflow (the system's own, on the scripted engine of its tests): per session the
     records the manager added / removed / rewrote, as the trace's bank_diffs, shown as a diff."""
-    sys.path.insert(0, str(ROOT / "tests" / "agents"))
+    sys.path.insert(0, str(ROOT / "tests" / "systems" / "memory_r2"))
     from r2_fixtures import ScriptedEngine as R2Engine
 
     from memjax.systems import MemoryR2Section, MemoryR2System
