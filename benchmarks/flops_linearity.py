@@ -15,7 +15,7 @@ log FLOPs against log c in the legend. The "local slope" is the slope between th
 i.e. the asymptotic exponent (MemAgent → 1, baseline → 2).
 
 A measured mode (wall time of the real MemAgent workflow at increasing document lengths) arrives with
-the MemAgent workflow (memjax.agents.memagent); it is not part of this script yet.
+the MemAgent workflow (memjax.systems.memagent.workflow); it is not part of this script yet.
 
 Run: `python -m benchmarks.flops_linearity [--models qwen2.5-7b qwen2.5-14b] [--max-k 4096]`.
 """

@@ -7,9 +7,9 @@
         [--png benchmarks/results/memagent_length_extrapolation_cpu.png]
 
 The paper (MemAgent, Fig. 1 / Table 2): an RL-trained memory agent trained on 8K-token contexts keeps its
-accuracy to 3.5M tokens while full-context models collapse. Here: the tiny task (memjax/tiny/task.py, 3 facts
+accuracy to 3.5M tokens while full-context models collapse. Here: the tiny task (memjax/systems/memagent/tiny/task.py, 3 facts
 per chunk; only the distractors grow with the document) and its shipped warm start.
-Policies, each evaluated greedily through the MemAgent workflow (memjax/tiny/agent.py `evaluate`) at every
+Policies, each evaluated greedily through the MemAgent workflow (memjax/systems/memagent/tiny/agent.py `evaluate`) at every
 length in `lengths` on the same held-out questions (HELDOUT_SEED: `questions` one-hop questions, indices
 0..q-1, and `questions` two-hop ones, indices q..2q-1; a question keeps its key and answer at every length):
 - `warm_start`: the shipped supervised warm start (deterministic: evaluated once);
@@ -17,7 +17,7 @@ length in `lengths` on the same held-out questions (HELDOUT_SEED: `questions` on
   `prompts_per_step`, `seed` set and the held-out evaluation inside training cut to 32 questions, no sampled
   answers (the policy is evaluated here, from its `out_dir/hf`), one run per seed;
 - `shuffled`: the same with `ablation=shuffle_rewards` (rewards permuted within the batch: no signal);
-- `full_context`: memjax/tiny/full_context.py, the same model size reading the whole document in one prompt
+- `full_context`: memjax/systems/memagent/tiny/full_context.py, the same model size reading the whole document in one prompt
   (the shipped baseline, supervised at 3 chunks), at the lengths <= `baseline_max_chunks`: its cost per
   question grows with the square of the length (a 96-chunk prompt is 1,162 tokens), and beyond 24 chunks it
   no longer fits this study's CPU budget; the JSON names the lengths it skipped.
@@ -48,7 +48,7 @@ ARMS = {"rl": "none", "shuffled": "shuffle_rewards"}  # policy name -> memjax.tr
 
 def heldout(num_chunks: int, questions: int) -> list[dict]:
     """`questions` one-hop then `questions` two-hop held-out samples with documents of `num_chunks` chunks."""
-    from memjax.tiny.task import HELDOUT_SEED, TaskConfig, make_split
+    from memjax.systems.memagent.tiny.task import HELDOUT_SEED, TaskConfig, make_split
 
     one = make_split(TaskConfig(num_chunks=num_chunks, multihop_frac=0.0), HELDOUT_SEED, questions)
     two = make_split(TaskConfig(num_chunks=num_chunks, multihop_frac=1.0), HELDOUT_SEED, questions, start=questions)
@@ -95,18 +95,18 @@ def retention(samples: list[dict], traces: list[dict], facts_per_chunk: int = 3)
 def memagent_engine(model, questions: int):
     """One engine for every policy (Engine.update_weights swaps them in: compiled once)."""
     from memjax.engine import Engine
-    from memjax.tiny.agent import engine_config
+    from memjax.tiny.model import engine_config
 
     return Engine(model, engine_config(max_slots=min(128, 2 * questions)))
 
 
 def eval_memagent(engine, model, lengths: list[int], questions: int) -> dict[str, dict]:
     """Greedy MemAgent accuracy of `model` at every length: {str(num_chunks): {accuracy, hop1, hop2, seconds}}."""
-    from memjax.tiny.agent import evaluate
-    from memjax.tiny.task import TaskConfig, TinyTokenizer
+    from memjax.systems.memagent.tiny.agent import evaluate
+    from memjax.systems.memagent.tiny.task import WORDS, TaskConfig, TinyTokenizer
 
     engine.update_weights(model)
-    tok, out = TinyTokenizer(), {}
+    tok, out = TinyTokenizer(WORDS), {}
     for n in lengths:
         t0 = time.perf_counter()
         samples = heldout(n, questions)
@@ -116,8 +116,8 @@ def eval_memagent(engine, model, lengths: list[int], questions: int) -> dict[str
 
 
 def eval_full_context(model, lengths: list[int], questions: int, max_chunks: int) -> dict[str, dict]:
-    from memjax.tiny import full_context
-    from memjax.tiny.task import TaskConfig
+    from memjax.systems.memagent.tiny import full_context
+    from memjax.systems.memagent.tiny.task import TaskConfig
 
     asked = [n for n in lengths if n <= max_chunks]
     out: dict = {}
@@ -212,7 +212,7 @@ def memory_study(args) -> int:
     study (their saved `hf` directories), at every length; the accuracies repeat the study's (greedy)."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from memjax.checkpoint import load_hf
-    from memjax.tiny.warmstart import load_warmstart
+    from memjax.systems.memagent.tiny.warmstart import load_warmstart
 
     warm, _ = load_warmstart(log=print)
     engine = memagent_engine(warm, args.questions)
@@ -261,8 +261,8 @@ def main(argv=None) -> int:
     # the RL runs and engines compile the same programs again and again: a persistent cache under --root
     jax.config.update("jax_compilation_cache_dir", str(Path(args.root) / "jax_cache"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-    from memjax.tiny.full_context import load_baseline
-    from memjax.tiny.warmstart import load_warmstart
+    from memjax.systems.memagent.tiny.full_context import load_baseline
+    from memjax.systems.memagent.tiny.warmstart import load_warmstart
 
     t0 = time.perf_counter()
     settings = {k: getattr(args, k) for k in ("seeds", "steps", "prompts", "lengths", "questions",

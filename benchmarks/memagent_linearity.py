@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import memjax  # noqa: E402
 from memjax import flops  # noqa: E402
-from memjax.agents import MemAgent, MemAgentConfig  # noqa: E402
+from memjax.systems.memagent.workflow import MemAgent, MemAgentConfig  # noqa: E402
 from memjax.engine import Engine, EngineConfig, SamplingParams  # noqa: E402
 
 from .forward_throughput import device_slug  # noqa: E402

@@ -1,12 +1,12 @@
 """Memory-R1's answer agent with and without memory distillation, in miniature: the tiny answer-agent task
-(memjax/tiny/r1_answer_task.py), both prompt variants RL-trained from the same warm start with the same budget,
+(memjax/systems/memory_r1/tiny/answer_task.py), both prompt variants RL-trained from the same warm start with the same budget,
 evaluated on the same held-out questions at several distractor counts.
 
     python -m benchmarks.memory_r1_distill [--seeds 0 1 2] [--steps 100] [--lr 1e-3] [--prompts 16] [--heldout 128]
         [--distractors 1 3 5 7] [--eval-samples 4] [--root /tmp/r1distill]
         [--json benchmarks/results/memory_r1_distill_cpu.json] [--png benchmarks/results/memory_r1_distill_cpu.png]
 
-RL: `memjax.train.train` on configs/memory_r1_answer_tiny.py (GRPO, group 8, shipped warm start) with
+RL: `memjax.train.train` on configs/memory_r1/tiny_answer.py (GRPO, group 8, shipped warm start) with
 `agent.distill` true / false, `steps`, `prompts_per_step`, `agent.heldout_size`, `agent.eval_distractors`,
 `agent.eval_samples` and `seed` set; one micro-batch per mini-batch (update.micro_rows = 64, pad_tokens = 48).
 Both arms see the same training questions (the stream depends on the seed only) and the same number of policy
@@ -30,13 +30,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-CONFIG = ROOT / "configs" / "memory_r1_answer_tiny.py"
+CONFIG = ROOT / "configs" / "memory_r1" / "tiny_answer.py"
 VARIANTS = {"plain": False, "distill": True}
 
 
 def rl_config(out_dir: Path, *, distill: bool, seed: int, steps: int, prompts: int, heldout: int,
               distractors: tuple[int, ...], eval_samples: int, lr: float | None = None):
-    """configs/memory_r1_answer_tiny.py with the study's (or the CI test's) sizes (`lr`: None = the config's)."""
+    """configs/memory_r1/tiny_answer.py with the study's (or the CI test's) sizes (`lr`: None = the config's)."""
     from memjax.config import load_config_file
 
     cfg = load_config_file(CONFIG)

@@ -5,11 +5,11 @@ Mem0's subject-match rule) and its own warm start, on the same held-out samples 
         [--heldout 128] [--eval-samples 4] [--root /tmp/r1ops] [--json benchmarks/results/memory_r1_operations_cpu.json]
         [--png benchmarks/results/memory_r1_operations_cpu.png]
 
-RL: `memjax.train.train` on configs/memory_r1_tiny.py (GRPO, shipped noisy-teacher warm start) with `steps`,
+RL: `memjax.train.train` on configs/memory_r1/tiny.py (GRPO, shipped noisy-teacher warm start) with `steps`,
 `prompts_per_step`, `agent.heldout_size`, `agent.eval_samples`, `seed` and `agent.reward` set (two arms: "fact",
 the task's reward, and "bank", every question about the bank), and one micro-batch per mini-batch
 (update.micro_rows = update.pad_tokens = 32 as the CI learning test; the numbers do not depend on it). Fixed
-policies: memjax/tiny/r1_fixed.py engines through the same `evaluate_r1` (workflow, op grammar, apply_mem0,
+policies: memjax/systems/memory_r1/tiny/fixed.py engines through the same `evaluate_r1` (workflow, op grammar, apply_mem0,
 reader) on the same held-out samples (seed 12, the first `heldout` of them). Measures, greedy and mean of
 `eval_samples` temperature-1 answers: `em` = the task's reward (exact match of the question about the fact's
 person: what RL maximises) and `em_bank` = the reader's accuracy on every question about the bank after the op
@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-CONFIG = ROOT / "configs" / "memory_r1_tiny.py"
+CONFIG = ROOT / "configs" / "memory_r1" / "tiny.py"
 FIXED = ("add_only", "none_only", "update_0", "update_subject")
 MEASURES = ("em", "em_sampled", "em_bank", "em_bank_sampled")
 REWARDS = ("fact", "bank")  # the RL arms: memory_r1_tiny's agent.reward
@@ -42,7 +42,7 @@ REWARDS = ("fact", "bank")  # the RL arms: memory_r1_tiny's agent.reward
 
 def rl_config(out_dir: Path, *, seed: int, steps: int, prompts: int, heldout: int, eval_samples: int,
               reward: str = "fact", ablation: str = "none"):
-    """configs/memory_r1_tiny.py with the study's (or the CI test's) sizes."""
+    """configs/memory_r1/tiny.py with the study's (or the CI test's) sizes."""
     from memjax.config import load_config_file
 
     cfg = load_config_file(CONFIG)
@@ -67,7 +67,7 @@ def op_table(engine, tok, samples, *, sampled: int = 0, literal: bool = False) -
     """Per case, the fraction of ops of each kind (`op_kind`; `literal`: each output text) on `samples`: greedy,
     or `sampled` temperature-1 ops per sample."""
     from memjax.agents import run_workflow
-    from memjax.tiny.r1_task import TinyR1Workflow
+    from memjax.systems.memory_r1.tiny.task import TinyR1Workflow
 
     res = run_workflow(engine, TinyR1Workflow(tok, temperature=1.0 if sampled else 0.0), samples,
                        group_size=sampled or 1, seed=12345, record=False)
@@ -85,10 +85,10 @@ def fixed_policies(heldout: int, eval_samples: int) -> dict[str, dict]:
     """Every fixed policy through evaluate_r1 on the held-out samples (+ its op table), and the warm start's op
     tables, greedy and of 8 temperature-1 samples each (its evaluation is every RL run's `before`)."""
     from memjax.engine import Engine
-    from memjax.tiny.agent import engine_config
-    from memjax.tiny.r1_fixed import FixedManagerEngine
-    from memjax.tiny.r1_task import HELDOUT_SEED, R1TaskConfig, evaluate_r1, make_r1_split, r1_tokenizer
-    from memjax.tiny.r1_warmstart import load_r1_warmstart
+    from memjax.tiny.model import engine_config
+    from memjax.systems.memory_r1.tiny.fixed import FixedManagerEngine
+    from memjax.systems.memory_r1.tiny.task import HELDOUT_SEED, R1TaskConfig, evaluate_r1, make_r1_split, r1_tokenizer
+    from memjax.systems.memory_r1.tiny.warmstart import load_r1_warmstart
 
     tok, samples = r1_tokenizer(), make_r1_split(R1TaskConfig(), HELDOUT_SEED, heldout)
     out = {}
@@ -106,8 +106,8 @@ def rl_run(seed: int, steps: int, prompts: int, heldout: int, eval_samples: int,
     """One GRPO run from the warm start; before/after evaluations, the trained policy's op table, per-step reward."""
     from memjax.engine import Engine
     from memjax.checkpoint import load_hf
-    from memjax.tiny.agent import engine_config
-    from memjax.tiny.r1_task import HELDOUT_SEED, R1TaskConfig, make_r1_split, r1_tokenizer
+    from memjax.tiny.model import engine_config
+    from memjax.systems.memory_r1.tiny.task import HELDOUT_SEED, R1TaskConfig, make_r1_split, r1_tokenizer
     from memjax.train import train
 
     out = root / (f"{reward}_s{seed}" if ablation == "none" else f"{reward}_{ablation}_s{seed}")

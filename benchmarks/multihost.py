@@ -15,7 +15,7 @@ are recorded.
 The result goes to benchmarks/results/multihost_<config>_cpu.json (or --out-dir).
 
 Run: `python -m benchmarks.multihost` (configs/tiny.py on 2 hosts x 4 devices, about a minute on 2 cores);
-`python -m benchmarks.multihost --config configs/memagent.py --hosts 4 --devices 8 --hbm-gib 80` (the 7B
+`python -m benchmarks.multihost --config configs/memagent/train.py --hosts 4 --devices 8 --hbm-gib 80` (the 7B
 recipe on 4 nodes x 8 GPUs, 32 simulated devices).
 """
 

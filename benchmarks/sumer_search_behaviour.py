@@ -5,7 +5,7 @@
         [--json benchmarks/results/sumer_search_behaviour_cpu.json]
         [--png benchmarks/results/sumer_search_behaviour_cpu.png]
 
-RL: `memjax.train.train` on configs/tiny_sumer.py (GRPO, the shipped warm start, group 8) with `steps`,
+RL: `memjax.train.train` on configs/sumer/tiny.py (GRPO, the shipped warm start, group 8) with `steps`,
 `prompts_per_step`, `agent.heldout_size` and `seed` set, temperature-1 held-out episodes off (eval_samples 0)
 and held-out greedy evaluation only before and after; `--ablation shuffle_rewards` is the control (rewards
 permuted within the batch: no signal about which episodes were good).
@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-CONFIG = ROOT / "configs" / "tiny_sumer.py"
+CONFIG = ROOT / "configs" / "sumer" / "tiny.py"
 STEP_MEASURES = {"reward": "reward", "calls": "rollout_mean_calls", "searches": "rollout_mean_searches",
                  "search_hit_rate": "rollout_search_hit_rate", "evidence_found": "rollout_evidence_found",
                  "filtered_search_frac": "rollout_filtered_search_frac",
@@ -44,7 +44,7 @@ HELDOUT_MEASURES = ("reward", "accuracy", "mean_searches", "search_hit_rate", "e
 
 
 def rl_config(out_dir: Path, *, seed: int, steps: int, prompts: int, heldout: int, ablation: str = "none"):
-    """configs/tiny_sumer.py with the study's (or the CI test's) sizes."""
+    """configs/sumer/tiny.py with the study's (or the CI test's) sizes."""
     from memjax.config import load_config_file
 
     cfg = load_config_file(CONFIG)
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     t0 = time.perf_counter()
-    result = {"machine": platform.machine(), "cpus": os.cpu_count(), "config": "configs/tiny_sumer.py",
+    result = {"machine": platform.machine(), "cpus": os.cpu_count(), "config": "configs/sumer/tiny.py",
               "command": "python -m benchmarks.sumer_search_behaviour " + " ".join(argv or sys.argv[1:]),
               "settings": {k: getattr(args, k) for k in ("seeds", "steps", "prompts", "heldout", "window",
                                                          "ablation")},

@@ -6,7 +6,7 @@ tiny Memory-R2 task, against each session's true contribution (which the tiny ta
 
 Per task (`SxF` = S sessions of F facts; 3x2 is the default task with the shipped warm start, 8x1 the
 many-session variant with memjax/assets/tiny/r2_warmstart_s8) and seed: the warm start rolls out `--episodes`
-training episodes (the RL stream of that seed: memjax/systems/memory_r2_tiny.py) with LoGo's budget (n = 8
+training episodes (the RL stream of that seed: memjax/systems/memory_r2/tiny/system.py) with LoGo's budget (n = 8
 global rollouts, every session re-rolled m = 4 times from its anchor, temperature 1), recorded as one
 RolloutBatch. On that batch, three estimators:
 - `logo`: `logo_unit_advantages` on every row (global units standardised over the n rollouts per (episode,
@@ -45,13 +45,13 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 ESTIMATORS = ("logo", "session", "outcome")
 COLOURS = {"logo": "tab:blue", "session": "tab:green", "outcome": "tab:orange"}
-STEP_EPISODES = 4  # episodes per training step (configs/memory_r2_tiny.py prompts_per_step)
+STEP_EPISODES = 4  # episodes per training step (configs/memory_r2/tiny.py prompts_per_step)
 DECISIVE = ("new:add", "new:skip", "move:update", "move:add")  # 1-fact decisions that decide a question
 
 
 def task_of(spec: str):
     """`SxF` -> (R2TaskConfig(sessions=S, facts_per_session=F), warm start dir or None for the shipped one)."""
-    from memjax.tiny.r2_task import R2TaskConfig
+    from memjax.systems.memory_r2.tiny.task import R2TaskConfig
 
     s, f = (int(x) for x in spec.lower().split("x"))
     task = R2TaskConfig(facts_per_session=f, sessions=s) if (s, f) != (3, 2) else R2TaskConfig()
@@ -102,14 +102,14 @@ def measure(spec: str, *, episodes: int = 64, seed: int = 0, group: int = 8, loc
     """One batch of the warm start on task `spec` (module doc) and the three estimators' credit on it."""
     from memjax.engine import Engine
     from memjax.agents.workflow import run_workflow
-    from memjax.agents.memory_r2 import SESSION_STRIDE
-    from memjax.systems.memory_r2 import logo_unit_advantages
-    from memjax.systems.memory_r2_tiny import RL_DATA_SEED, outcome_unit_rewards
-    from memjax.tiny.agent import engine_config
+    from memjax.systems.memory_r2.workflow import SESSION_STRIDE
+    from memjax.systems.memory_r2.system import logo_unit_advantages
+    from memjax.systems.memory_r2.tiny.system import RL_DATA_SEED, outcome_unit_rewards
+    from memjax.tiny.model import engine_config
     from memjax.memory import MemoryBank
-    from memjax.tiny.r2_task import (OPS, TinyR2Workflow, apply_ops, case_of, make_r2_split, parse_ops,
+    from memjax.systems.memory_r2.tiny.task import (OPS, TinyR2Workflow, apply_ops, case_of, make_r2_split, parse_ops,
                                      r2_tokenizer, replay_reward)
-    from memjax.tiny.r2_warmstart import load_r2_warmstart
+    from memjax.systems.memory_r2.tiny.warmstart import load_r2_warmstart
 
     task, warm = task_of(spec)
     task = dataclasses.replace(task, local_prob=1.0, local_rollouts=local)

@@ -6,7 +6,7 @@ with a shuffled-reward control; held-out learning curves, a summary JSON and a p
         [--json benchmarks/results/tiny_r2_logo_seeds_cpu.json] [--png docs/img/tiny_r2_logo_seeds.png]
         [--sessions 3]
 
-Each run is `python -m memjax.train configs/memory_r2_tiny.py --set seed=S --set steps=N --set eval_every=E
+Each run is `python -m memjax.train configs/memory_r2/tiny.py --set seed=S --set steps=N --set eval_every=E
 --set agent.heldout_size=H --set out_dir=ROOT/ARM_sS` plus the arm's settings. Arms: `logo` = the config (n = 8
 global rollouts per episode + every session re-rolled m = 4 times: 36 calls per 3-session episode); `grpo` =
 agent.logo=false, agent.group_size=12 (36 calls); `shuffle` = the logo arm with ablation=shuffle_rewards
@@ -57,7 +57,7 @@ def command(arm: str, seed: int, steps: int, eval_every: int, heldout: int, root
             sessions: int = DEFAULT_SESSIONS) -> list[str]:
     sets = [f"seed={seed}", f"steps={steps}", f"checkpoint_every={steps}", f"eval_every={eval_every}",
             f"agent.heldout_size={heldout}", f"out_dir={root / f'{arm}_s{seed}'}", *ARMS[arm], *task_sets(sessions)]
-    return [sys.executable, "-m", "memjax.train", "configs/memory_r2_tiny.py",
+    return [sys.executable, "-m", "memjax.train", "configs/memory_r2/tiny.py",
             *[a for s in sets for a in ("--set", s)]]
 
 
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             res = json.loads((Path(args.root) / f"{arm}_s{seed}" / "result.json").read_text())
             rows.append(row(arm, seed, cmd, res, time.perf_counter() - t0))
             rows.sort(key=lambda r: (list(ARMS).index(r["arm"]), r["seed"]))
-            out = {"device": args.device, "config": "configs/memory_r2_tiny.py", "sessions": args.sessions,
+            out = {"device": args.device, "config": "configs/memory_r2/tiny.py", "sessions": args.sessions,
                    "task_sets": task_sets(args.sessions), "steps": args.steps,
                    "eval_every": args.eval_every, "heldout": args.heldout, "jobs": args.jobs, "runs": rows,
                    "summary": summary(rows)}

@@ -4,7 +4,7 @@ What it measures: `memjax.rl.train_step.TrainStep.update` (the program `memjax.t
 accumulation over `--micro-batches` micro-batches in one jitted call, remat, packed rows with segment ids,
 fused log-prob, clip-higher + dual-clip surrogate, k3 KL to a bf16 reference log-prob, AdamW, params and
 optimizer state donated) for a preset with random fp32 master weights and bf16 compute, the recipe's
-UpdateConfig / LossConfig / OptimConfig taken from `--config` (default configs/memagent.py). The rows are
+UpdateConfig / LossConfig / OptimConfig taken from `--config` (default configs/memagent/train.py). The rows are
 packed by `memjax.rl.packing.pack` from conversations of random lengths in [--min-conv, --max-conv] (MemAgent's
 are 1-7K tokens), so attention, masking and the pad fraction are what a real step sees.
 
@@ -154,7 +154,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     """The command line, validated (argparse exits with status 2 and the usage on a bad one)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="qwen2.5-1.5b", choices=presets.names())
-    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "memagent.py",
+    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "memagent" / "train.py",
                     help="training config whose update / loss / optim sections are used")
     ap.add_argument("--compute-dtype", default="bfloat16", choices=["bfloat16", "float32"])
     ap.add_argument("--row-len", type=int, default=8192)

@@ -14,8 +14,8 @@ Held-out accuracy (256 questions, greedy and 4 temperature-1 samples each) befor
 
 from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
-from memjax.systems.tiny import TinySection
-from memjax.tiny.task import TaskConfig
+from memjax.systems.memagent.tiny.system import TinySection
+from memjax.systems.memagent.tiny.task import TaskConfig
 from memjax.train_config import TrainConfig
 
 config = TrainConfig(

@@ -68,7 +68,7 @@ def tiny_rl(args, out: Path, con: Console) -> int:
     import dataclasses
 
     from .config import load_config_file
-    from .tiny.report import print_report
+    from .report.run_summary import print_report
     from .train import train
 
     con.rule("memjax demo: tiny memory agent, Multi-Conv GRPO from the warm start (configs/tiny.py)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .agents import MemAgentConfig
+from .systems.memagent.workflow import MemAgentConfig
 from .engine import EngineConfig
 from .evaluation.profiles import get_profile
 from .modelsource import ModelSource

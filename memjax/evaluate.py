@@ -37,7 +37,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .agents import MemAgent
+from .systems.memagent.workflow import MemAgent
 from .agents.heldout import run_heldout
 from .agents.workflow import request_seed
 from .cli_check import check_evaluate

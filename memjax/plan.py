@@ -1,6 +1,6 @@
 """Memory plan: per-device bytes of a training config on N devices of G GiB, and whether it fits.
 
-  python -m memjax.plan configs/memagent.py --devices 8 --hbm-gib 80 [--hosts 4] [--set mesh.fsdp=4 ...] [--json]
+  python -m memjax.plan configs/memagent/train.py --devices 8 --hbm-gib 80 [--hosts 4] [--set mesh.fsdp=4 ...] [--json]
 
 Owns `plan(cfg, devices, hbm_gib)` -> dict, `check(cfg, devices, hbm_gib)` (raises PlanError with a one-line
 reason; memjax.train calls it at start-up) and the CLI (exit 1 with the reason when it does not fit).

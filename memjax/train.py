@@ -444,7 +444,7 @@ class Run:
             if self.primary:
                 write_atomic(self.out / "result.json", json.dumps(result, indent=1, default=str) + "\n")
             if self.primary and (result["evals"] or result["history"]):
-                from .tiny.report import plot
+                from .report.run_summary import plot
 
                 result["plot"] = str(plot(result, self.out / "reward_curve.png"))
         finally:

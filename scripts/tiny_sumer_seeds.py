@@ -3,7 +3,7 @@
     python scripts/tiny_sumer_seeds.py [--seeds 0 1 2] [--ablations none shuffle_rewards] [--runs-dir out/tiny_sumer_seeds]
                                        [--summarize-only] [--out benchmarks/results/tiny_sumer_seeds_cpu.json]
 
-Runs `python -m memjax.train configs/tiny_sumer.py --set seed=S --set ablation=A --set out_dir=RUNS/A_S` for every
+Runs `python -m memjax.train configs/sumer/tiny.py --set seed=S --set ablation=A --set out_dir=RUNS/A_S` for every
 (seed, ablation) (skipped when RUNS/A_S/result.json exists), then reads each run's evals.jsonl and prints, per
 ablation and evaluated step, the mean and std (ddof=1, over seeds) of the rise in greedy reward and in the
 mean reward of temperature-1 episodes; writes them as JSON.
@@ -25,7 +25,7 @@ METRICS = ("reward", "reward_sampled")
 
 
 def summarize(runs_dir: Path, seeds, ablations) -> dict:
-    out: dict = {"machine": platform.machine(), "config": "configs/tiny_sumer.py", "runs": {}, "rise": {}}
+    out: dict = {"machine": platform.machine(), "config": "configs/sumer/tiny.py", "runs": {}, "rise": {}}
     for abl in ablations:
         evals = {}
         for s in seeds:
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         for abl in args.ablations:
             for s in args.seeds:
                 if not (runs / f"{abl}_{s}" / "result.json").is_file():
-                    subprocess.run([sys.executable, "-m", "memjax.train", str(ROOT / "configs" / "tiny_sumer.py"),
+                    subprocess.run([sys.executable, "-m", "memjax.train", str(ROOT / "configs" / "sumer" / "tiny.py"),
                                     "--set", f"seed={s}", "--set", f"ablation={abl}", "--set",
                                     f"out_dir={runs / f'{abl}_{s}'}"], check=True, cwd=ROOT)
     res = summarize(runs, args.seeds, args.ablations)

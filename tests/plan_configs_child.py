@@ -27,7 +27,8 @@ def shrink(cfg):
 
 def main(root: str) -> None:
     out, seen = {}, {}
-    for path in sorted(Path(root, "configs").glob("*.py")):
+    for path in sorted(Path(root, "configs").rglob("*.py")):
+        name = path.relative_to(Path(root, "configs")).with_suffix("").as_posix()  # e.g. "memagent/train"
         cfg = load_config_file(path)
         if not isinstance(cfg, TrainConfig):
             continue
@@ -37,13 +38,13 @@ def main(root: str) -> None:
                     bool(lc.entropy_coef), bool(small.optim.grad_clip), small.mesh, small.advantage.estimator,
                     bool(small.critic.grad_clip), small.engine_sleep, small.agent.held_models()))
         if key in seen:
-            out[path.stem] = {**out[seen[key]], "same_as": seen[key]}
+            out[name] = {**out[seen[key]], "same_as": seen[key]}
             continue
-        seen[key] = path.stem
+        seen[key] = name
         try:
-            out[path.stem] = plan(small, 8, 80.0, min_kv_gib=1.0, model_cfg=SMALL)
+            out[name] = plan(small, 8, 80.0, min_kv_gib=1.0, model_cfg=SMALL)
         except Exception as e:  # reported, and the test fails naming the config
-            out[path.stem] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+            out[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
     print(json.dumps(out))
 
 

@@ -10,7 +10,7 @@ HOTPOT = "tests/fixtures/data/hotpotqa_dev_excerpt.json"
 
 def test_train_check_prints_what_would_run_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "run"
-    assert train_main(["configs/memagent.py", "--set", f"agent.data.path={HOTPOT}", "--set", f"out_dir={out}",
+    assert train_main(["configs/memagent/train.py", "--set", f"agent.data.path={HOTPOT}", "--set", f"out_dir={out}",
                        "--check"]) == 0
     text = capsys.readouterr().out
     assert "system 'memagent'" in text and "mesh: data 1 x fsdp 1 x tensor 1" in text and "check: ok" in text
@@ -18,7 +18,7 @@ def test_train_check_prints_what_would_run_and_writes_nothing(tmp_path, capsys):
 
 
 def test_train_check_fails_like_the_run(tmp_path, capsys):
-    assert train_main(["configs/memagent.py", "--check"]) == 2  # no data path
+    assert train_main(["configs/memagent/train.py", "--check"]) == 2  # no data path
     assert "agent.data.path is not set" in capsys.readouterr().err
     assert train_main(["configs/tiny.py", "--set", "mesh.fsdp=3", "--check"]) == 2  # 1 CPU device
     assert "mesh=(data 1, fsdp 3, tensor 1)" in capsys.readouterr().err
@@ -27,9 +27,9 @@ def test_train_check_fails_like_the_run(tmp_path, capsys):
 
 
 def test_evaluate_check_dispatches_on_every_config_kind(capsys):
-    assert evaluate_main(["configs/tiny_eval.py", "--check"]) == 0
+    assert evaluate_main(["configs/memagent/tiny_eval.py", "--check"]) == 0
     assert "held-out evaluation of system 'tiny'" in capsys.readouterr().out
-    assert evaluate_main(["configs/memagent_eval.py", "--set", f"data_path={HOTPOT}", "--check"]) == 0
+    assert evaluate_main(["configs/memagent/eval.py", "--set", f"data_path={HOTPOT}", "--check"]) == 0
     assert "MemAgent accuracy" in capsys.readouterr().out
     assert evaluate_main(["configs/locomo_answers.py", "--set", "data_path=missing.json", "--check"]) == 2
     assert "LoCoMo file not found" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 `python -m memjax.X` executes memjax/X.py as `__main__`, so a class defined there exists twice: once as
 `__main__.C` and once as `memjax.X.C` (what config files import). An isinstance dispatch on such a class fails
-from the shell while every in-process test passes (issue 36: `python -m memjax.evaluate configs/tiny_eval.py`).
+from the shell while every in-process test passes (issue 36: `python -m memjax.evaluate configs/memagent/tiny_eval.py`).
 The rule checked here, per entry point module:
 - a pure CLI module defines no dataclass and no `*Config` class, and its `__main__` block only calls `main()`;
 - a library module that also carries a small CLI (it defines dataclasses) runs, in its `__main__` block, the
@@ -74,7 +74,7 @@ def _runs_imported_main(body: list[ast.stmt], module: str) -> bool:
 
 def test_the_entry_points_are_found():
     for name in ("memjax.train", "memjax.evaluate", "memjax.plan", "memjax.demo", "memjax.convert",
-                 "memjax.data.locomo", "memjax.evaluation.locomo", "memjax.tiny.warmstart"):
+                 "memjax.data.locomo", "memjax.evaluation.locomo", "memjax.systems.memagent.tiny.warmstart"):
         assert name in ENTRY_POINTS
 
 
@@ -114,7 +114,7 @@ def test_every_entry_point_answers_help_as_a_subprocess():
 
 def test_config_help_lists_the_fields():
     env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu")
-    p = subprocess.run([sys.executable, "-m", "memjax.evaluate", "configs/tiny_eval.py", "--help"], cwd=REPO,
+    p = subprocess.run([sys.executable, "-m", "memjax.evaluate", "configs/memagent/tiny_eval.py", "--help"], cwd=REPO,
                        env=env, text=True, capture_output=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "config fields" in p.stdout and "policy: str" in p.stdout and "agent.name" in p.stdout

@@ -49,5 +49,5 @@ def test_config_file_and_help(tmp_path, capsys):
 def test_shipped_configs_load():
     from pathlib import Path
 
-    for path in sorted((Path(__file__).parent.parent / "configs").glob("*.py")):
+    for path in sorted((Path(__file__).parent.parent / "configs").rglob("*.py")):
         assert dataclasses.is_dataclass(load_config_file(path)), path

@@ -1,5 +1,5 @@
 """`make demo` entry point runs end to end (small generation budget and 2 RL steps to keep CI fast; the
-learning itself is tested in tests/tiny/test_tiny.py).
+learning itself is tested in tests/systems/memagent/tiny/test_tiny.py).
 
 Part 2 loads configs/tiny.py as `make demo` does; the test then shrinks that config's step to 8 questions x
 group 4 (from 32 x 8: one eighth of the rollouts and updates). The code path is the same -- rollout, the

@@ -78,13 +78,13 @@ PLACEHOLDERS = {
     "http://HOST:8000/v1": "http://127.0.0.1:8000/v1",
     "--out runs/eval": "--out {tmp}/locomo_openai",
     "memjax.convert ...": "memjax.convert random tiny {tmp}/convert_dots",
-    "memjax.evaluate ...": "memjax.evaluate configs/tiny_eval.py",
-    "configs/memagent.py --set ...": f"configs/memagent.py --set model.hf_path={{hf}} --set agent.data.path="
+    "memjax.evaluate ...": "memjax.evaluate configs/memagent/tiny_eval.py",
+    "configs/memagent/train.py --set ...": f"configs/memagent/train.py --set model.hf_path={{hf}} --set agent.data.path="
                                      f"{FIXTURES}/hotpotqa_dev_excerpt.json",
     "[--json]": "--json",
     "[--with-speaker]": "--with-speaker",
     "[--min-tokens 32 --max-tokens 96]": "--min-tokens 32 --max-tokens 96",
-    "configs/<name>.py": "configs/sumer.py",
+    "configs/<name>.py": "configs/sumer/train.py",
     "--hbm-gib G --json": "--hbm-gib 80 --json",
     "memjax.train ...": "memjax.train configs/tiny.py",
     "model.hf_path=/shared/ckpt/Qwen2.5-7B-Instruct": "model.hf_path={hf}",
@@ -106,89 +106,91 @@ COMMANDS = {
     "make test TEST_JOBS=0": "make -n",
     "make test-gpu": "make -n",
     # the warm starts train for about a minute even at one step (their evaluation); tests/tiny runs them
-    "python -m memjax.tiny.warmstart": PARSE,
-    "python -m memjax.tiny.r2_warmstart": PARSE,
-    "python -m memjax.tiny.r2_warmstart --sessions 8 --facts-per-session 1 --steps 100 "
+    "python -m memjax.systems.memagent.tiny.warmstart": PARSE,
+    "python -m memjax.systems.memory_r2.tiny.warmstart": PARSE,
+    "python -m memjax.systems.memory_r2.tiny.warmstart --sessions 8 --facts-per-session 1 --steps 100 "
     "--out memjax/assets/tiny/r2_warmstart_s8": PARSE,
     "python -m memjax.train": f"--set agent.data.path={FIXTURES}/hotpotqa_dev_excerpt.json {CHECK}",
     "python -m memjax.train --help": "",
     "python -m memjax.train configs/tiny.py": CHECK,
     "python -m memjax.train configs/tiny.py --set agent.name=...": CHECK,
     "python -m memjax.train configs/tiny.py [--set steps=60 --set seed=1 ...]": CHECK,
-    "python -m memjax.train configs/tiny_ppo.py [--set seed=1 ...]": CHECK,
-    "python -m memjax.train configs/tiny_sumer.py [--set seed=1 --set ablation=shuffle_rewards ...]": CHECK,
+    "python -m memjax.train configs/memagent/tiny_ppo.py [--set seed=1 ...]": CHECK,
+    "python -m memjax.train configs/sumer/tiny.py [--set seed=1 --set ablation=shuffle_rewards ...]": CHECK,
     "python -m memjax.train CONFIG.py [--set key=value ...]": CHECK,
+    "python -m memjax.train configs/memagent/train.py --set model.hf_path=... --set agent.data.path=hotpot_train.json":
+        CHECK,
     "python -m memjax.train configs/memagent.py --set model.hf_path=... --set agent.data.path=hotpot_train.json":
         CHECK,
-    "python -m memjax.train configs/memagent.py --set model.hf_path=/ckpt/Qwen2.5-7B-Instruct "
+    "python -m memjax.train configs/memagent/train.py --set model.hf_path=/ckpt/Qwen2.5-7B-Instruct "
     "--set agent.data.path=/data/hotpot_train_v1.1.json": CHECK,
-    "python -m memjax.train configs/memagent.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
+    "python -m memjax.train configs/memagent/train.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
     "--set agent.data.path=/path/to/hotpot_train_v1.1.json": CHECK,
-    "python -m memjax.train configs/memagent_14b.py --set model.hf_path=/path/to/Qwen2.5-14B-Instruct "
+    "python -m memjax.train configs/memagent/train_14b.py --set model.hf_path=/path/to/Qwen2.5-14B-Instruct "
     "--set agent.data.path=/path/to/hotpot_train_v1.1.json": CHECK,
-    "python -m memjax.train configs/memory_r1_answer.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
+    "python -m memjax.train configs/memory_r1/train_answer.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
     "--set agent.data_path=/path/to/locomo10.json [--set agent.frozen_hf_path=/path/to/stage1/hf]": CHECK,
-    "python -m memjax.train configs/memory_r1_manager.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
+    "python -m memjax.train configs/memory_r1/train_manager.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
     "--set agent.data_path=/path/to/locomo10.json": CHECK,
-    "python -m memjax.train configs/memory_r1_tiny.py --set advantage.estimator=gae --set agent.group_size=1 "
+    "python -m memjax.train configs/memory_r1/tiny.py --set advantage.estimator=gae --set agent.group_size=1 "
     "--set prompts_per_step=128": CHECK,
-    "python -m memjax.train configs/memory_r2.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
+    "python -m memjax.train configs/memory_r2/train.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
     "--set agent.locomo_path=/path/to/locomo10.json": CHECK,
-    "python -m memjax.train configs/memory_r2.py --set model.hf_path=... --set agent.locomo_path=...": CHECK,
-    "python -m memjax.train configs/memory_r2_smoke.py": CHECK,
-    "python -m memjax.train configs/memory_r2_smoke.py --set agent.locomo_path=/path/to/locomo10.json": CHECK,
-    "python -m memjax.train configs/memory_r2_tiny.py --set agent.logo=false --set agent.group_size=12": CHECK,
-    "python -m memjax.train configs/memory_r2_tiny.py --set agent.task.facts_per_session=1 --set agent.task.sessions=8 "
+    "python -m memjax.train configs/memory_r2/train.py --set model.hf_path=... --set agent.locomo_path=...": CHECK,
+    "python -m memjax.train configs/memory_r2/smoke.py": CHECK,
+    "python -m memjax.train configs/memory_r2/smoke.py --set agent.locomo_path=/path/to/locomo10.json": CHECK,
+    "python -m memjax.train configs/memory_r2/tiny.py --set agent.logo=false --set agent.group_size=12": CHECK,
+    "python -m memjax.train configs/memory_r2/tiny.py --set agent.task.facts_per_session=1 --set agent.task.sessions=8 "
     "--set agent.warmstart=memjax/assets/tiny/r2_warmstart_s8 --set agent.logo=false --set agent.group_size=12 "
     "--set agent.credit=outcome": CHECK,
-    "python -m memjax.train configs/sumer.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
+    "python -m memjax.train configs/sumer/train.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
     "--set agent.data_path=/path/to/locomo10.json --set agent.judge_url=http://judge-host:8000/v1": CHECK,
     "python -m memjax.evaluate": f"--set data_path={FIXTURES}/hotpotqa_dev_excerpt.json {CHECK}",
     "python -m memjax.evaluate ...": "--set agent.eval_samples=1 " + CHECK,
     "python -m memjax.convert ...": "",
-    "python -m memjax.evaluate configs/tiny_eval.py": "--set agent.eval_samples=1 --set out_dir={tmp}/tiny_eval",
-    "python -m memjax.evaluate configs/tiny_eval.py --set policy=out/tiny/hf": CHECK,
-    "python -m memjax.evaluate configs/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96": CHECK,
-    "python -m memjax.evaluate configs/memagent_eval.py --set model.hf_path=... --set data_path=hotpot_dev.json":
+    "python -m memjax.evaluate configs/memagent/tiny_eval.py": "--set agent.eval_samples=1 --set out_dir={tmp}/tiny_eval",
+    "python -m memjax.evaluate configs/memagent/tiny_eval.py --set policy=out/tiny/hf": CHECK,
+    "python -m memjax.evaluate configs/memagent/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96": CHECK,
+    "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=... --set data_path=hotpot_dev.json":
         CHECK,
-    "python -m memjax.evaluate configs/memagent_eval.py --set model.hf_path=... --set data_path=/data/hotpot_dev.json":
+    "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=... --set data_path=/data/hotpot_dev.json":
         CHECK,
-    "python -m memjax.evaluate configs/memagent_eval.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
+    "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
     "--set data_path=/path/to/hotpot_dev_distractor_v1.json": CHECK,
     "python -m memjax.evaluate configs/locomo_answers.py --set data_path=locomo10.json --set answers=answers.jsonl":
         "--set out_dir={tmp}/locomo_answers",
     "python -m memjax.evaluate configs/locomo_answers.py --set data_path=/path/to/locomo10.json "
     "--set answers=/path/to/answers.jsonl [--set judge=openai --set judge_url=http://host:8000/v1]": CHECK,
-    "python -m memjax.evaluate configs/locomo_memory_r1.py --set data_path=/path/to/locomo10.json "
+    "python -m memjax.evaluate configs/memory_r1/eval.py --set data_path=/path/to/locomo10.json "
     "--set model.hf_path=/path/to/answer_agent_hf [--set manager_hf_path=/path/to/manager_hf] [--set distill=false] "
     "[--set judge=openai --set judge_url=http://host:8000/v1]": CHECK,
-    "python -m memjax.evaluate configs/locomo_sumer.py --set agent.data_path=/path/to/locomo10.json "
+    "python -m memjax.evaluate configs/sumer/eval.py --set agent.data_path=/path/to/locomo10.json "
     "--set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set policy=out/sumer/hf] "
     "[--set agent.judge=openai --set agent.judge_url=http://judge-host:8000/v1]": CHECK,
     "python -m memjax.evaluation.locomo locomo10.json --split sumer --part validation --answers answers.jsonl "
     "--judge openai --judge-url http://HOST:8000/v1 --judge-model gpt-oss-120b --out runs/eval": "--check",
-    "python -m memjax.data.locomo stats locomo10.json": "",
-    "python -m memjax.data.locomo stats PATH": "",
+    "python -m memjax.data.locomo_stats stats locomo10.json": "",
+    "python -m memjax.data.locomo_stats stats PATH": "",
     "python -m memjax.convert {hf2orbax,orbax2hf,hf2hf,random} SRC DST [--dtype bfloat16]": "",
     # the plan compiles the update program (a minute or more per config on CPU; tests/test_plan.py runs it):
     # here --check resolves the config, model and mesh on the devices asked for
-    "python -m memjax.plan configs/memagent.py": "--devices 8 --hbm-gib 80 " + CHECK,
-    "python -m memjax.plan configs/memagent.py --devices 8 --hbm-gib 80 --json": CHECK,
-    "python -m memjax.plan configs/memagent_14b.py --devices 8 --hbm-gib 141": CHECK,
+    "python -m memjax.plan configs/memagent/train.py": "--devices 8 --hbm-gib 80 " + CHECK,
+    "python -m memjax.plan configs/memagent/train.py --devices 8 --hbm-gib 80 --json": CHECK,
+    "python -m memjax.plan configs/memagent/train_14b.py --devices 8 --hbm-gib 141": CHECK,
     "python -m memjax.plan configs/<name>.py --devices 8 --hbm-gib G --json": CHECK,
-    "python -m memjax.plan configs/memory_r1_answer.py --devices 8 --hbm-gib 80": CHECK,
-    "python -m memjax.plan configs/memory_r1_manager.py --devices 8 --hbm-gib 80": CHECK,
-    "python -m memjax.plan configs/memory_r2.py --devices 8 --hbm-gib 80": CHECK,
-    "python -m memjax.plan configs/sumer.py --devices 8 --hbm-gib 80": CHECK,
-    "python -m memjax.plan configs/memagent.py --hosts 4 --devices 8 --hbm-gib 80": CHECK,
+    "python -m memjax.plan configs/memory_r1/train_answer.py --devices 8 --hbm-gib 80": CHECK,
+    "python -m memjax.plan configs/memory_r1/train_manager.py --devices 8 --hbm-gib 80": CHECK,
+    "python -m memjax.plan configs/memory_r2/train.py --devices 8 --hbm-gib 80": CHECK,
+    "python -m memjax.plan configs/sumer/train.py --devices 8 --hbm-gib 80": CHECK,
+    "python -m memjax.plan configs/memagent/train.py --hosts 4 --devices 8 --hbm-gib 80": CHECK,
     "python -m memjax.report OUT_DIR": "",
     # the screenshot needs a headless Chromium (tests/report/test_page.py runs it where one is installed)
     "python -m memjax.report out/demo/tiny --screenshot docs/img/report_demo.png --size 1280x2300": PARSE,
     "python -m memjax.launch --nproc 2 --devices-per-proc 4 -- memjax.train configs/tiny.py --set steps=3 "
     "--set prompts_per_step=4 --set out_dir=out/tiny2": CHECK,
-    "python -m memjax.launch --nproc 2 -- memjax.evaluate configs/tiny_eval.py": CHECK,
+    "python -m memjax.launch --nproc 2 -- memjax.evaluate configs/memagent/tiny_eval.py": CHECK,
     "python -m memjax.train ...": CHECK,
-    "python -m memjax.train configs/memagent.py --set model.hf_path=/shared/ckpt/Qwen2.5-7B-Instruct "
+    "python -m memjax.train configs/memagent/train.py --set model.hf_path=/shared/ckpt/Qwen2.5-7B-Instruct "
     "--set agent.data.path=/shared/data/hotpot_train_v1.1.json --set out_dir=/shared/runs/memagent7b": CHECK,
     "python -m memjax.train configs/tiny.py --set out_dir=out/tiny2": CHECK,
     "python -m memjax.plan CONFIG --devices N --hbm-gib G [--set mesh.fsdp=... ] [--json]": CHECK,
@@ -208,7 +210,7 @@ COMMANDS = {
     "python -m benchmarks.pool_size": PARSE,
     "python -m benchmarks.engine_data_parallel": PARSE,
     "python -m benchmarks.multihost": PARSE,
-    "python -m benchmarks.multihost --config configs/memagent.py --hosts 4 --devices 8 --hbm-gib 80": PARSE,
+    "python -m benchmarks.multihost --config configs/memagent/train.py --hosts 4 --devices 8 --hbm-gib 80": PARSE,
     "python -m benchmarks.chained_turns [--min-tokens 32 --max-tokens 96]": PARSE,
     "python -m benchmarks.attention_memory": PARSE,
     "python -m benchmarks.train_step --preset qwen2.5-1.5b": PARSE,
@@ -220,14 +222,14 @@ COMMANDS = {
     "python -m benchmarks.gpu_pass --out DIR --only train_3b": PARSE,
     "python -m benchmarks.memory_r1_operations": PARSE,
     "python -m benchmarks.memory_r1_distill": PARSE,
-    "python -m memjax.tiny.r1_answer_warmstart": PARSE,
+    "python -m memjax.systems.memory_r1.tiny.answer_warmstart": PARSE,
     "python -m benchmarks.tiny_r2_credit": PARSE,
     "python -m benchmarks.tiny_r2_logo_seeds --sessions 8 --seeds 0 1 2 --arms logo grpo outcome --steps 12 "
     "--eval-every 2 "
     "--heldout 64 --jobs 2": PARSE,
     "python -m benchmarks.sumer_search_behaviour --steps 20": PARSE,
     "python -m benchmarks.memagent_length_extrapolation": PARSE,
-    "python -m memjax.tiny.full_context": PARSE,
+    "python -m memjax.systems.memagent.tiny.full_context": PARSE,
     "python -m benchmarks.peers --peer tunix": PARSE,
     "python -m benchmarks.peers --peer trl": PARSE,
     "python -m benchmarks.peers --peer easydel": PARSE,
@@ -274,7 +276,7 @@ def documented_commands() -> dict[str, list[str]]:
     for f in [REPO / "README.md", REPO / "BUILD.md", *sorted((REPO / "docs").glob("*.md"))]:
         for c in _markdown(f.read_text()):
             found.setdefault(c, []).append(f.relative_to(REPO).as_posix())
-    for f in sorted((REPO / "configs").glob("*.py")):
+    for f in sorted((REPO / "configs").rglob("*.py")):
         doc = ast.get_docstring(ast.parse(f.read_text())) or ""
         for c in _from_code(doc.splitlines()):
             found.setdefault(c, []).append(f.relative_to(REPO).as_posix())

@@ -32,11 +32,11 @@ def test_evaluate_errors(tmp_path, capsys):
 
 
 def test_system_evaluation_of_a_policy(tmp_path, capsys):
-    """configs/tiny_eval.py: the tiny system's held-out evaluation of the initial model and of a policy
+    """configs/memagent/tiny_eval.py: the tiny system's held-out evaluation of the initial model and of a policy
     directory holding the same weights (the shipped warm start) agree; a bad policy path is one line."""
-    from memjax.tiny.warmstart import default_path
+    from memjax.systems.memagent.tiny.warmstart import default_path
 
-    cfg = str(Path(__file__).resolve().parents[1] / "configs" / "tiny_eval.py")
+    cfg = str(Path(__file__).resolve().parents[1] / "configs" / "memagent" / "tiny_eval.py")
     sets = ["--set", "agent.heldout_size=16", "--set", "agent.eval_samples=0"]
     assert evaluate.main([cfg, *sets, "--set", f"out_dir={tmp_path / 'a'}"]) == 0
     assert evaluate.main([cfg, *sets, "--set", f"policy={default_path()}", "--set", f"out_dir={tmp_path / 'b'}"]) == 0
@@ -49,14 +49,14 @@ def test_system_evaluation_of_a_policy(tmp_path, capsys):
 
 
 def test_tiny_evaluation_per_document_length(tmp_path):
-    """The documented length sweep (configs/tiny_eval.py) as a subprocess, at a small held-out size: one
+    """The documented length sweep (configs/memagent/tiny_eval.py) as a subprocess, at a small held-out size: one
     result per listed num_chunks (and per hop), the task's own length equal to the plain keys; a bad length
     is a one-line config error."""
     import subprocess
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    cmd = "python -m memjax.evaluate configs/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96".split()
+    cmd = "python -m memjax.evaluate configs/memagent/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96".split()
     small = ["--set", "agent.heldout_size=12", "--set", "agent.eval_samples=1", "--set", f"out_dir={tmp_path / 'e'}"]
     p = subprocess.run([sys.executable, *cmd[1:], *small], cwd=repo, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]

@@ -108,14 +108,14 @@ def test_cli_arguments_are_validated_before_anything_starts(args, message, capsy
 
 def test_cli_refuses_a_non_training_config(capsys):
     with pytest.raises(SystemExit) as e:
-        plan_main(["configs/tiny_eval.py", "--devices", "1", "--hbm-gib", "80"])
+        plan_main(["configs/memagent/tiny_eval.py", "--devices", "1", "--hbm-gib", "80"])
     assert e.value.code == 2
     assert "a SystemEvalConfig is not a training config (no update, loss, optim, mesh)" in capsys.readouterr().err
 
 
 def test_check_resolves_without_compiling(capsys):
-    assert plan_main(["configs/memagent_14b.py", "--devices", "8", "--hbm-gib", "141", "--check"]) == 0
+    assert plan_main(["configs/memagent/train_14b.py", "--devices", "8", "--hbm-gib", "141", "--check"]) == 0
     out = capsys.readouterr().out
     assert "48 layers" in out and "mesh data=1 fsdp=8 tensor=1" in out and "check: ok" in out
-    assert plan_main(["configs/memagent.py", "--devices", "7", "--hbm-gib", "80", "--set", "mesh.fsdp=2", "--check"]) == 2
+    assert plan_main(["configs/memagent/train.py", "--devices", "7", "--hbm-gib", "80", "--set", "mesh.fsdp=2", "--check"]) == 2
     assert "!= 7 devices" in capsys.readouterr().err

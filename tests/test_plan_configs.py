@@ -14,7 +14,8 @@ import pytest
 pytestmark = pytest.mark.slow(seconds=75)  # every shipped config planned in a subprocess (CI: 129 s before -O0)
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_RECIPES = ("memagent", "memagent_14b", "sumer", "memory_r1_manager", "memory_r1_answer", "memory_r2")
+GPU_RECIPES = ("memagent/train", "memagent/train_14b", "sumer/train", "memory_r1/train_manager", "memory_r1/train_answer",
+               "memory_r2/train")
 
 
 @pytest.fixture(scope="module")
@@ -45,24 +46,24 @@ def critic_hand_count(cfg, n: int) -> tuple[int, int]:
 
 @pytest.mark.timeout(1800)  # ~10 AOT plans on 8 simulated devices: ~2 min of CPU, more on a loaded machine
 def test_every_shipped_config_plans(plans):
-    shipped = {p.stem for p in (ROOT / "configs").glob("*.py")}
+    shipped = {p.relative_to(ROOT / "configs").with_suffix("").as_posix() for p in (ROOT / "configs").rglob("*.py")}
     assert set(GPU_RECIPES) <= set(plans) <= shipped
     for name, r in plans.items():
         assert "error" not in r, (name, r)
         assert r["micro_rows_effective"] % 8 == 0 and r["rows_per_device"] >= 1, name
         assert r["micro_rows_effective"] >= r["micro_rows"], name
         b = r["bytes"]
-        gae = name in ("memory_r1_manager", "memory_r1_answer", "tiny_ppo")
+        gae = name in ("memory_r1/train_manager", "memory_r1/train_answer", "memagent/tiny_ppo")
         assert (b["critic_params"] > 0 and b["critic_temporaries"] > 0) == gae, name
-        held = name in ("memory_r1_manager", "memory_r2")
+        held = name in ("memory_r1/train_manager", "memory_r2/train")
         assert (b["answer_agent_weights"] > 0 and b["answer_agent_kv"] > 0) == held, name
         assert b["answer_agent_weights"] in (0, b["rollout_weights"]), name  # a bf16 copy of the policy
         assert b["judge_weights"] == b["judge_kv"] == 0, name  # judges are rules or remote endpoints
     for name in GPU_RECIPES:
         assert plans[name]["fits"], (name, plans[name].get("reason"))
-    assert plans["memory_r2"]["micro_rows"] == 1 and plans["memory_r2"]["rounding_padding"] == 7 / 8
-    assert plans["sumer"]["holds"]["judge"] == "remote"
-    m = plans["memory_r1_manager"]  # the answer agent's pool is in the rollout phase only (engine_sleep)
+    assert plans["memory_r2/train"]["micro_rows"] == 1 and plans["memory_r2/train"]["rounding_padding"] == 7 / 8
+    assert plans["sumer/train"]["holds"]["judge"] == "remote"
+    m = plans["memory_r1/train_manager"]  # the answer agent's pool is in the rollout phase only (engine_sleep)
     resident = sum(m["bytes"][k] for k in ("params", "optimizer", "critic_params", "critic_optimizer",
                                            "answer_agent_weights"))
     temps = max(m["bytes"]["train_temporaries"], m["bytes"]["critic_temporaries"])
@@ -75,9 +76,9 @@ def test_critic_bytes_match_the_hand_count(plans):
     from tests.plan_configs_child import SMALL
 
     params, opt = critic_hand_count(SMALL, 8)
-    b = plans["memory_r1_manager"]["bytes"]
+    b = plans["memory_r1/train_manager"]["bytes"]
     assert b["critic_params"] == params and b["critic_optimizer"] == opt
-    policy = plans["memory_r1_manager"]["bytes"]["params"]
+    policy = plans["memory_r1/train_manager"]["bytes"]["params"]
     assert policy - params == 4 * (SMALL.hidden_size * SMALL.vocab_size // 8) - 4 * (SMALL.hidden_size + 1)  # no head
 
 
@@ -93,7 +94,7 @@ def test_configs_that_cannot_shard_get_one_line_errors():
     from memjax.config import apply_overrides, load_config_file
     from memjax.plan import PlanError, shard_check
 
-    cfg = load_config_file(ROOT / "configs" / "memagent.py")
+    cfg = load_config_file(ROOT / "configs" / "memagent" / "train.py")
     assert shard_check(cfg, 8) == (1, 8, 1)
     bad = apply_overrides(cfg, ["engine.data_parallel=-1", "engine.max_slots=252"])
     with pytest.raises(PlanError, match=r"engine on 8 device groups: .*max_slots=252.*--set engine.max_slots=256") as e:

@@ -1,8 +1,7 @@
 """LoCoMo (snap-research/LoCoMo `locomo10.json` layout): loader, quirk accounting and the `stats` CLI.
 
-Owns: typed frozen records (`Conversation`, `Session`, `Turn`, `Question`), `load_locomo(path)` and
-`python -m memjax.data.locomo stats PATH` (one JSON object: counts, questions per category, quirk counts and the
-question count of every named split in `memjax.data.locomo_splits`).
+Owns: typed frozen records (`Conversation`, `Session`, `Turn`, `Question`) and `load_locomo(path)`. The named splits
+are memjax/data/locomo_splits.py's, the `stats` command memjax/data/locomo_stats.py's (this module imports neither).
 
 LoCoMo is CC BY-NC 4.0 and is never shipped with memjax: the user passes the path of their copy.
 
@@ -25,8 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -269,52 +266,3 @@ def load_locomo(path: str | Path) -> Locomo:
     if len(set(ids)) != len(ids):
         raise LocomoError(f"{path}: duplicate sample_id")
     return Locomo(path=str(path), conversations=convs, report=report)
-
-
-def stats(data: Locomo) -> dict[str, Any]:
-    """The `stats` JSON object: counts, questions per category, quirks and every named split's size."""
-    from .locomo_splits import SPLITS, split_questions
-
-    qs = [q for c in data.conversations for q in c.questions]
-    per_cat = Counter(q.category for q in qs)
-    splits = {}
-    for name in SPLITS:
-        try:
-            parts = split_questions(data, name)
-        except KeyError as e:           # a file without the split's conversations: say so, do not fail
-            splits[name] = {"error": str(e.args[0])}
-            continue
-        splits[name] = {part: {"conversations": len({q.conversation for q in v}), "questions": len(v)}
-                        for part, v in parts.items()}
-    return {"path": data.path,
-            "conversations": len(data.conversations),
-            "sessions": sum(len(c.sessions) for c in data.conversations),
-            "turns": sum(len(c.turns) for c in data.conversations),
-            "questions": len(qs),
-            "questions_per_category": {f"{k} {CATEGORY_NAMES[k]}": per_cat.get(k, 0) for k in sorted(CATEGORY_NAMES)},
-            "quirks": data.report.counts(),
-            "splits": splits}
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m memjax.data.locomo",
-                                 description="LoCoMo statistics: counts, questions per category, quirks, named splits")
-    sub = ap.add_subparsers(dest="command", required=True)
-    st = sub.add_parser("stats", help="print one JSON object of statistics of a locomo10.json")
-    st.add_argument("path", help="the user's copy of locomo10.json")
-    a = ap.parse_args(argv)
-    try:
-        data = load_locomo(a.path)
-    except (LocomoError, OSError) as e:
-        print(f"memjax.data.locomo: error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(stats(data)))
-    return 0
-
-
-if __name__ == "__main__":  # the importable module's main: its records are the classes every other module imports
-    from memjax.data.locomo import main as _main
-
-    sys.exit(_main())

@@ -5,7 +5,7 @@ Owns: `LocomoEvalConfig`, `evaluate_locomo(questions, predictor, judge, out_dir,
 that scores answers produced elsewhere. Systems (SUMER, Memory-R1, Memory-R2) call `evaluate_locomo` with their own
 predictor; `python -m memjax.evaluate configs/locomo_<system>.py` builds that predictor and calls it. Registered
 systems (`LocomoEvalConfig.system`): "answers" (a predictions JSONL made elsewhere) and "memory_r1"
-(memjax/evaluation/memory_r1.py: memory construction with the manager model, then the answer agent; `distill`
+(memjax/systems/memory_r1/locomo_eval.py: memory construction with the manager model, then the answer agent; `distill`
 switches memory distillation off for the ablation).
 
 Per question the predictor returns the answer text, or a dict {"answer": str, "memory_dia_ids": [...]} (the
@@ -278,7 +278,17 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     return result
 
 
-LOCOMO_SYSTEMS = ("answers", "memory_r1")  # SUMER / Memory-R2 predictors register here as they land
+LOCOMO_SYSTEMS = ("answers", "memory_r1")  # names LocomoEvalConfig accepts; a paper's folder registers its predictor
+# (config, this process's questions) -> (batch predictor, title suffix); "memory_r1": memjax/systems/memory_r1/locomo_eval.py
+LocomoPredictorFactory = Callable[["LocomoEvalConfig", list[Question]], tuple[BatchPredictor, str]]
+_PREDICTORS: dict[str, LocomoPredictorFactory] = {}
+
+
+def register_locomo_system(name: str, factory: LocomoPredictorFactory) -> None:
+    """Called by a paper's folder on import (this module never imports a paper's folder: tests/test_layering.py)."""
+    if name not in LOCOMO_SYSTEMS or name == "answers":
+        raise ValueError(f"register_locomo_system: {name!r} is not a model system of LOCOMO_SYSTEMS {LOCOMO_SYSTEMS}")
+    _PREDICTORS[name] = factory
 
 
 def _eval_engine() -> EngineConfig:
@@ -303,7 +313,7 @@ class LocomoEvalConfig:
     metrics: str = "memory_r2"           # answer metrics (memjax.evaluation.profiles)
     limit: int | None = None
     batch_size: int = 64                 # questions per predictor call (a model system batches its engine calls)
-    # system="memory_r1" (memjax/evaluation/memory_r1.py): answer agent `model`, manager `manager_hf_path`
+    # system="memory_r1" (memjax/systems/memory_r1/locomo_eval.py): answer agent `model`, manager `manager_hf_path`
     # ("" = the same model), construction then greedy answering on `engine`
     model: ModelSource = field(default_factory=ModelSource)
     manager_hf_path: str = ""
@@ -348,13 +358,14 @@ def run_locomo_eval(cfg: LocomoEvalConfig) -> dict:
         raise FileNotFoundError(f"answers={cfg.answers!r}: predictions JSONL not found (--set answers=...)")
     questions = split_part(cfg)
     title = f"LoCoMo {cfg.split}/{cfg.part} ({cfg.system})"
-    if cfg.system == "memory_r1":
-        from .memory_r1 import memory_r1_predictor
-
+    if cfg.system != "answers":
+        if cfg.system not in _PREDICTORS:
+            raise ValueError(f"LoCoMo system {cfg.system!r}: no predictor registered (importing memjax.systems registers "
+                             "every paper's; python -m memjax.evaluate does)")
         judge = make_judge(cfg)
+        predictor, note = _PREDICTORS[cfg.system](cfg, _mine(questions))
         return evaluate_locomo(questions, None, judge, cfg.out_dir, batch_size=cfg.batch_size, f1=cfg.f1,
-                               metrics=cfg.metrics, batch_predictor=memory_r1_predictor(cfg, _mine(questions)),
-                               title=title + ("" if cfg.distill else ", no distillation"))
+                               metrics=cfg.metrics, batch_predictor=predictor, title=title + note)
     return evaluate_locomo(questions, answers_predictor(cfg.answers), make_judge(cfg), cfg.out_dir, title=title,
                            f1=cfg.f1, metrics=cfg.metrics)
 

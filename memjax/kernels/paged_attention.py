@@ -53,6 +53,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from .reference import paged_attention_ref
+from .split_combine import combine_splits
 
 __all__ = ["paged_attention", "paged_attention_ref", "engine_attend", "resolve_impl", "pallas_supported",
            "suggest_num_splits", "combine_splits", "PAGED_IMPLS"]
@@ -173,18 +174,6 @@ def _pallas_rows(cfg: _Cfg, layer, kv_len, page_table, qpos_rows, q_rows, k_page
     return combine_splits(*outs).astype(q_rows.dtype)
 
 
-def combine_splits(m: jax.Array, l: jax.Array, acc: jax.Array) -> jax.Array:
-    """Merge split-K partials m, l [..., n, R] and acc [..., n, R, D] (fp32) into normalised [..., R, D].
-
-    Empty splits carry m = -1e30, l = 0, acc = 0 and drop out; rows empty in every split give zeros.
-    """
-    m_all = jnp.max(m, axis=-2, keepdims=True)
-    w = jnp.exp(m - m_all)                                   # [..., n, R]
-    l_all = jnp.sum(w * l, axis=-2)                          # [..., R]
-    acc_all = jnp.sum(w[..., None] * acc, axis=-3)           # [..., R, D]
-    return acc_all / jnp.where(l_all > 0, l_all, 1.0)[..., None]
-
-
 def _check(q, k_pages, v_pages, page_table, q_pos, kv_len, num_splits, block_q):
     name = "paged_attention"
     if q.ndim != 4:
@@ -222,7 +211,7 @@ def paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer,
         return paged_attention_ref(q, k_pages, v_pages, layer, page_table, q_pos, kv_len)
     if interpret is None:
         interpret = not _on_gpu()
-    if impl == "mosaic":  # decode only (t = 1); imported here: the module imports combine_splits from this one
+    if impl == "mosaic":  # decode only (t = 1); imported here: Mosaic GPU is loaded only when chosen
         from .paged_attention_mgpu import paged_attention_mosaic
         return paged_attention_mosaic(q, k_pages, v_pages, layer, page_table, q_pos, kv_len,
                                       num_splits=num_splits, interpret=bool(interpret))

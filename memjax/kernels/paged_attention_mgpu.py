@@ -48,7 +48,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
-from .paged_attention import combine_splits
+from .split_combine import combine_splits
 
 __all__ = ["paged_attention_mosaic", "mosaic_supported", "ROWS"]
 

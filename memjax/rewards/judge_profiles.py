@@ -8,7 +8,7 @@ renders `profile.prompt(question, gold, generated)` as one user message, asks at
 `profile.unparsed`: "wrong" (J = 0, counted) or "drop" (left out of the J mean, counted).
 
 Profiles:
-- `memory_r1` (default; memjax's earlier judge): Memory-R1 Fig. 12 verbatim (`memjax.rewards.locomo.JUDGE_PROMPT`),
+- `memory_r1` (default; memjax's earlier judge): Memory-R1 Fig. 12 verbatim (`JUDGE_PROMPT` below),
   `parse_judge_label` (last `"label": X` pair, else last bare upper-case CORRECT/WRONG), unparseable = WRONG, 1
   attempt. Memory-R1 has no public code; SUMER uses this prompt as its stand-in.
 - `memory_r2`: Memory-R2 (`ahmedehabb/Memory-R2` @357b4ec,
@@ -34,7 +34,50 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .locomo import JUDGE_PROMPT, parse_judge_label
+# Memory-R1 paper Fig. 12, verbatim as printed, line breaks included (the "memory_r1" profile's prompt)
+JUDGE_PROMPT = """Your task is to label an answer to a question as 'CORRECT' or 'WRONG'.
+You will be given the following data:
+(1) a question (posed by one user to another user),
+(2) a 'gold' (ground truth) answer,
+(3) a generated answer,
+which you will score as CORRECT or WRONG.
+The point of the question is to ask about something one user should know about the other user based on their
+prior conversations.
+The gold answer will usually be a concise and short answer that includes the referenced topic, for example:
+Question: Do you remember what I got the last time I went to Hawaii?
+Gold answer: A shell necklace
+The generated answer might be longer, but you should be generous with your grading — as long as it touches
+on the same topic as the gold answer, it should be counted as CORRECT.
+For time-related questions, the gold answer will be a specific date, month, or year. The generated answer
+might include relative references (e.g., "last Tuesday"), but you should be generous — if it refers to
+the same time period as the gold answer, mark it CORRECT, even if the format differs (e.g., "May 7th" vs.
+"7 May").
+Now it's time for the real question:
+Question: {question}
+Gold answer: {gold_answer}
+Generated answer: {generated_answer}
+First, provide a short (one sentence) explanation of your reasoning, then finish with CORRECT or WRONG.
+Do NOT include both CORRECT and WRONG in your response, or it will break the evaluation script.
+Return the label in JSON format with the key as "label"."""
+
+_LABEL_KV = re.compile(r"""["']?label["']?\s*:\s*["']?\s*(correct|wrong)\b""", re.IGNORECASE)
+_LABEL_WORD = re.compile(r"\b(CORRECT|WRONG)\b")
+
+
+def parse_judge_label(reply: object) -> tuple[str | None, str]:
+    """(label, source): the last `"label": CORRECT|WRONG` pair, else the last bare upper-case CORRECT/WRONG.
+
+    Returns (None, "none") when neither is present; never raises, whatever `reply` is.
+    """
+    if not isinstance(reply, str):
+        return None, "none"
+    kv = _LABEL_KV.findall(reply)
+    if kv:
+        return kv[-1].upper(), "json"
+    words = _LABEL_WORD.findall(reply)
+    if words:
+        return words[-1], "text"
+    return None, "none"
 
 MEMORY_R2_JUDGE_PROMPT = """Your task is to label an answer to a question as 'CORRECT' or 'WRONG'. You will be given:
 (1) a question, (2) a gold (ground truth) answer, (3) a generated answer.

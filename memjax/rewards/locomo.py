@@ -1,8 +1,8 @@
 """LoCoMo answer scoring: token-set F1, the Memory-R1 LLM judge (J) with its label parser, and M-Fail.
 
 Owns: `token_set_f1` (F1 over the *sets* of SQuAD-normalised tokens, as Memory-R2's code and SUMER compute it; the
-multiset version is `memjax.rewards.text.token_f1_multiset`), `JUDGE_PROMPT` (Memory-R1 paper Fig. 12, verbatim as printed,
-line breaks included), `judge_messages`, `parse_judge_label`, the judges and `m_fail`. BLEU-1 is
+multiset version is `memjax.rewards.text.token_f1_multiset`), `judge_messages` (the prompt,
+memjax/rewards/judge_profiles.py `JUDGE_PROMPT`: Memory-R1 paper Fig. 12 verbatim), the judges and `m_fail`. BLEU-1 is
 `memjax.rewards.text.bleu1`; normalisation is `memjax.rewards.squad.normalize_answer` (no other normaliser here).
 
 Judges share one interface: `judge(items) -> list[Verdict]` with items (question, gold, generated). Each asks at
@@ -12,7 +12,7 @@ temperature 0 and parses the reply with `parse_judge_label`:
   HTTP only, up to `workers` concurrent requests, bounded timeout and retries; a failed request is a counted
   WRONG, never an exception mid-evaluation;
 - `RuleBasedJudge`: NOT an LLM; for tests and smoke runs only: CORRECT iff the token-set F1 reaches a threshold.
-Invariants: `parse_judge_label` never raises (fuzzed); an unparseable reply is WRONG and counted.
+Invariants: `parse_judge_label` never raises (fuzzed; it lives in judge_profiles.py with the prompt); an unparseable reply is WRONG and counted.
 M-Fail (Memory-R2) = sum over questions of |evidence not in the bank's dia_ids| / sum of |evidence|.
 """
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import time
 import urllib.error
 import urllib.request
@@ -28,35 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from .judge_profiles import JUDGE_PROMPT, JudgeProfile, get_judge_profile, parse_judge_label  # noqa: F401  (re-exported)
 from .squad import normalize_answer
-
-JUDGE_PROMPT = """Your task is to label an answer to a question as 'CORRECT' or 'WRONG'.
-You will be given the following data:
-(1) a question (posed by one user to another user),
-(2) a 'gold' (ground truth) answer,
-(3) a generated answer,
-which you will score as CORRECT or WRONG.
-The point of the question is to ask about something one user should know about the other user based on their
-prior conversations.
-The gold answer will usually be a concise and short answer that includes the referenced topic, for example:
-Question: Do you remember what I got the last time I went to Hawaii?
-Gold answer: A shell necklace
-The generated answer might be longer, but you should be generous with your grading — as long as it touches
-on the same topic as the gold answer, it should be counted as CORRECT.
-For time-related questions, the gold answer will be a specific date, month, or year. The generated answer
-might include relative references (e.g., "last Tuesday"), but you should be generous — if it refers to
-the same time period as the gold answer, mark it CORRECT, even if the format differs (e.g., "May 7th" vs.
-"7 May").
-Now it's time for the real question:
-Question: {question}
-Gold answer: {gold_answer}
-Generated answer: {generated_answer}
-First, provide a short (one sentence) explanation of your reasoning, then finish with CORRECT or WRONG.
-Do NOT include both CORRECT and WRONG in your response, or it will break the evaluation script.
-Return the label in JSON format with the key as "label"."""
-
-_LABEL_KV = re.compile(r"""["']?label["']?\s*:\s*["']?\s*(correct|wrong)\b""", re.IGNORECASE)
-_LABEL_WORD = re.compile(r"\b(CORRECT|WRONG)\b")
 
 
 def token_set_f1(pred: object, gold: object) -> float:
@@ -80,22 +52,6 @@ def judge_prompt(question: str, gold: str, generated: str) -> str:
 
 def judge_messages(question: str, gold: str, generated: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": judge_prompt(question, gold, generated)}]
-
-
-def parse_judge_label(reply: object) -> tuple[str | None, str]:
-    """(label, source): the last `"label": CORRECT|WRONG` pair, else the last bare upper-case CORRECT/WRONG.
-
-    Returns (None, "none") when neither is present; never raises, whatever `reply` is.
-    """
-    if not isinstance(reply, str):
-        return None, "none"
-    kv = _LABEL_KV.findall(reply)
-    if kv:
-        return kv[-1].upper(), "json"
-    words = _LABEL_WORD.findall(reply)
-    if words:
-        return words[-1], "text"
-    return None, "none"
 
 
 @dataclass(frozen=True)
@@ -135,7 +91,6 @@ def _verdict(reply: str, profile=None) -> Verdict:
 
 
 def _profile(profile):
-    from .judge_profiles import JudgeProfile, get_judge_profile   # judge_profiles imports this module
     return profile if isinstance(profile, JudgeProfile) else get_judge_profile(profile)
 
 

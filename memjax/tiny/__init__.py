@@ -1,8 +1,8 @@
-"""memjax.tiny: the embedded default — a tiny memory task that a 0.6M-parameter Qwen2 learns on a laptop CPU.
+"""memjax.tiny: what every paper's tiny task shares (the tasks themselves are in memjax/systems/<paper>/tiny/).
 
-task.py (vocabulary, tokenizer, samples, teacher traces), agent.py (model/engine/MemAgent wiring, held-out
-evaluation), warmstart.py (SFT on correct traces to partial success; shipped in memjax/assets/tiny/warmstart),
-rl.py (Multi-Conv GRPO from the warm start; configs/tiny.py), report.py (reward-curve PNG, terminal report),
-full_context.py (the same model reading the whole document in one prompt: the length study's baseline;
-shipped in memjax/assets/tiny/full_context).
+- `vocab.py`: the shared word lists and `TinyTokenizer` (one word per token);
+- `model.py`: the tiny Qwen2-architecture model (0.6M parameters) and its engine settings (48-token window);
+- `sft.py`: the supervised step, where warm starts ship (memjax/assets/tiny/) and load-or-train.
+The embedded default that `make demo` trains (configs/tiny.py) is MemAgent's tiny task:
+memjax/systems/memagent/tiny/.
 """

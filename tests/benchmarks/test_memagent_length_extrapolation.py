@@ -1,8 +1,8 @@
 """MemAgent's length extrapolation, CI-sized (benchmarks/memagent_length_extrapolation.py,
 docs/memagent_length_results.md): the shipped models only, no training.
 
-The MemAgent warm start (memjax/tiny/warmstart.py, supervised at 3 chunks) keeps its accuracy from 3 to 24 chunks
-(8x the training length), while the full-context baseline of the same size (memjax/tiny/full_context.py, the same
+The MemAgent warm start (memjax/systems/memagent/tiny/warmstart.py, supervised at 3 chunks) keeps its accuracy from 3 to 24 chunks
+(8x the training length), while the full-context baseline of the same size (memjax/systems/memagent/tiny/full_context.py, the same
 warm start supervised on one-prompt documents of 3 chunks) falls toward chance (1 of 16 places); greedy, on the
 study's held-out questions (QUESTIONS one-hop + QUESTIONS two-hop at each length).
 Measured (CPU; deterministic for these shipped weights on one device kind: the study's values,
@@ -30,8 +30,8 @@ MIN_FC_DROP, MIN_MEMAGENT_OVER_FC, MAX_MEMAGENT_DROP = 0.17, 0.17, 0.12
 
 @pytest.mark.slow(seconds=51)  # two engines compiled, 64 questions x 2 lengths x 2 models: 51 s on 2 cores, load ~10
 def test_memagent_keeps_its_accuracy_where_full_context_falls():
-    from memjax.tiny.full_context import load_baseline
-    from memjax.tiny.warmstart import load_warmstart
+    from memjax.systems.memagent.tiny.full_context import load_baseline
+    from memjax.systems.memagent.tiny.warmstart import load_warmstart
 
     warm, _ = load_warmstart(log=lambda m: None)
     mem = eval_memagent(memagent_engine(warm, QUESTIONS), warm, [3, LONG], QUESTIONS)
@@ -45,7 +45,7 @@ def test_memagent_keeps_its_accuracy_where_full_context_falls():
 def test_memory_retention_reads_the_trace():
     """`retention` finds the key's facts in the document and checks the memory after the right chunks."""
     from benchmarks.memagent_length_extrapolation import retention
-    from memjax.tiny.task import TaskConfig, make_sample
+    from memjax.systems.memagent.tiny.task import TaskConfig, make_sample
 
     two = make_sample(TaskConfig(num_chunks=12, multihop_frac=1.0), 2, 0)
     one = make_sample(TaskConfig(num_chunks=12, multihop_frac=0.0), 2, 1)

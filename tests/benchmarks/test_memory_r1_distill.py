@@ -4,7 +4,7 @@ docs/memory_r1_tiny_results.md "The answer agent with and without memory distill
 The study (100 GRPO steps per run) does not fit a CI budget, and at a CI-sized budget neither variant moves (20
 steps at the config's lr: held-out sampled EM within +-0.03 of the warm start in every seed), so this test asserts
 what is reliable, on the shipped warm start (evaluation is deterministic) and one short GRPO run of the
-distillation variant through the benchmark's `rl_run` (memjax.train.train, configs/memory_r1_answer_tiny.py):
+distillation variant through the benchmark's `rl_run` (memjax.train.train, configs/memory_r1/tiny_answer.py):
 - the distillation response's selection is parsed and USED: the answer is the place of the selected record
   (`answer_from_selection`) and exact whenever the relevant record is selected (`em_given_relevant`), before and
   after the short run (1.000 at every count at the warm start; 1.000 after 20 steps in all 3 seeds of the lax-parser
@@ -29,9 +29,9 @@ STEPS, PROMPTS, HELDOUT, COUNTS = 4, 8, 64, (1, 7)
 @pytest.mark.slow(seconds=45)  # one 4-step run + 2 held-out evaluations (~40 s of CPU)
 def test_distillation_selection_is_parsed_and_used_and_distractors_hurt_both_variants(tmp_path):
     from memjax.engine import Engine
-    from memjax.tiny.agent import engine_config
-    from memjax.tiny.r1_answer_task import R1AnswerTaskConfig, answer_tokenizer, evaluate_answer
-    from memjax.tiny.r1_answer_warmstart import load_r1_answer_warmstart
+    from memjax.tiny.model import engine_config
+    from memjax.systems.memory_r1.tiny.answer_task import R1AnswerTaskConfig, answer_tokenizer, evaluate_answer
+    from memjax.systems.memory_r1.tiny.answer_warmstart import load_r1_answer_warmstart
 
     warm = Engine(load_r1_answer_warmstart(log=lambda *_: None)[0], engine_config())
     plain = evaluate_answer(warm, answer_tokenizer(), R1AnswerTaskConfig(), distill=False, size=HELDOUT,

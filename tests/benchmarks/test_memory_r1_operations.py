@@ -4,7 +4,7 @@ reward and on every question about the bank, and stays BELOW the always-UPDATE m
 reward (the question about the fact's person) cannot tell a correct UPDATE from overwriting another person's
 record, and the policy learns the shortcut (docs/memory_r1_tiny_results.md, "Learned operations vs fixed policies").
 
-Settings: configs/memory_r1_tiny.py (GRPO), STEPS steps of PROMPTS prompts x group 8, held-out HELDOUT samples with
+Settings: configs/memory_r1/tiny.py (GRPO), STEPS steps of PROMPTS prompts x group 8, held-out HELDOUT samples with
 EVAL_SAMPLES temperature-1 answers each, seed 0. Seed study with exactly these settings (seeds 0-4, CPU,
 benchmarks/results/memory_r1_operations_ci_seeds_cpu.json); fixed policies: ADD-only em 0.344 / em_bank 0.591,
 update 0: em 1.000 / em_bank 0.784:

@@ -4,7 +4,7 @@ almost every search shows the record that answers (the warm start already finds 
 HOW it searches: the share of searches with the session filter rises and a search shows fewer records (one
 instead of the 2-3 places of the person), the strategy whose answer is a copy (docs/sumer_tiny_results.md).
 
-Settings: configs/tiny_sumer.py (GRPO, 16 prompts x group 8), STEPS steps, seed 0; changes are the mean of the
+Settings: configs/sumer/tiny.py (GRPO, 16 prompts x group 8), STEPS steps, seed 0; changes are the mean of the
 last 3 steps minus the mean of the first 3. The training steps do not depend on the held-out size (the CI seed
 study's seeds 0-2 repeat the first 10 steps of the 20-step study exactly), so HELDOUT is small here.
 Seed study with these settings (seeds 0-4, CPU, benchmarks/results/sumer_search_behaviour_ci_seeds_cpu.json),

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memjax.data.locomo import LocomoError, load_locomo, main, stats
+from memjax.data.locomo import LocomoError, load_locomo
+from memjax.data.locomo_stats import main, stats
 from memjax.data.locomo_splits import split_questions, sumer_train_id
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "data" / "locomo_fixture.json"
@@ -84,7 +85,7 @@ def test_cli_exit_codes(tmp_path, capsys):
 
 @needs_real
 def test_real_locomo_stats_and_splits():
-    out = subprocess.run([sys.executable, "-m", "memjax.data.locomo", "stats", str(REAL)], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "memjax.data.locomo_stats", "stats", str(REAL)], capture_output=True,
                          text=True, check=True).stdout
     s = json.loads(out)
     assert (s["conversations"], s["sessions"], s["turns"], s["questions"]) == (10, 272, 5882, 1986)

@@ -2,7 +2,7 @@
 processes on CPU) gives the one-process result: each process runs its share of the held-out set and process 0
 alone writes results.json / traces.jsonl / predictions.jsonl / report.html.
 
-- the tiny MemAgent system (configs/tiny_eval.py, System.evaluate through memjax/agents/heldout.py): greedy and
+- the tiny MemAgent system (configs/memagent/tiny_eval.py, System.evaluate through memjax/agents/heldout.py): greedy and
   sampled accuracies, per-hop accuracies and the traces equal the one-process run's exactly (the sampled
   answers too: a request's seed comes from its global trajectory index, not from the process that ran it);
 - LoCoMo (configs/locomo_answers.py on the fixture plus a third conversation, split sumer/validation): the conversations
@@ -61,8 +61,8 @@ def test_tiny_memagent_evaluation_two_processes(tmp_path):
     from memjax import evaluate
 
     sets = ["--set", "agent.heldout_size=6", "--set", "agent.eval_samples=2"]
-    assert evaluate.main([str(ROOT / "configs" / "tiny_eval.py"), *sets, "--set", f"out_dir={tmp_path / 'one'}"]) == 0
-    p = _launch(["configs/tiny_eval.py", *sets, "--set", f"out_dir={tmp_path / 'two'}"])
+    assert evaluate.main([str(ROOT / "configs" / "memagent" / "tiny_eval.py"), *sets, "--set", f"out_dir={tmp_path / 'one'}"]) == 0
+    p = _launch(["configs/memagent/tiny_eval.py", *sets, "--set", f"out_dir={tmp_path / 'two'}"])
     one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "two"))
     assert one["metrics"] == two["metrics"] and set(one["metrics"]) >= {"accuracy", "accuracy_sampled"}
     assert 0 < one["metrics"]["accuracy_sampled"] < 1                    # sampled answers differ: seeds matter

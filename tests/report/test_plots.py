@@ -5,7 +5,7 @@ import math
 
 from memjax.report.plots import curve_svg, panels_for
 
-# the keys of one metrics.jsonl line of `python -m memjax.train configs/memory_r2_tiny.py` (CPU, 2 steps)
+# the keys of one metrics.jsonl line of `python -m memjax.train configs/memory_r2/tiny.py` (CPU, 2 steps)
 R2_KEYS = ["step", "rollout_s", "reward", "groups_with_signal", "trained_samples", "rollout_seconds", "lr",
            "logp_mismatch_mean", "logp_mismatch_max", "clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl",
            "ratio_mean", "entropy", "grad_norm", "loss", "optimizer_steps", "skipped_steps", "pad_fraction",

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from memjax.agents import run_workflow
-from memjax.agents.sumer import QwenSumerFormat, SumerSample, SumerWorkflow
-from memjax.agents.sumer_tools import MemoryTools, ToolsConfig
+from memjax.systems.sumer.workflow import QwenSumerFormat, SumerSample, SumerWorkflow
+from memjax.systems.sumer.tools import MemoryTools, ToolsConfig
 from memjax.data.locomo import load_locomo
 from memjax.data.locomo_splits import split_questions
 from memjax.engine import Completion
@@ -26,8 +26,8 @@ from memjax.memory.retrieval import Retriever
 from memjax.report import ReportError, load_run, write_report
 from memjax.rewards.locomo import RuleBasedJudge
 from memjax.runio import JsonlLog, write_atomic
-from memjax.tiny.r1_task import R1TaskConfig, TinyR1Workflow, make_r1_sample, prompt_text, r1_tokenizer
-from memjax.tiny.r2_task import R2TaskConfig, TinyR2Workflow, make_r2_sample, r2_tokenizer
+from memjax.systems.memory_r1.tiny.task import R1TaskConfig, TinyR1Workflow, make_r1_sample, prompt_text, r1_tokenizer
+from memjax.systems.memory_r2.tiny.task import R2TaskConfig, TinyR2Workflow, make_r2_sample, r2_tokenizer
 from memjax.tokenizer import Tokenizer
 
 from scripted_engine import ScriptedEngine
@@ -215,7 +215,7 @@ LOCOMO10 = next((p / "shared" / "data" / "locomo" / "locomo10.json" for p in ROO
 def test_memory_r2_locomo_bank_diffs(tmp_path):
     """The LoCoMo Memory-R2 workflow (the system's own, on the scripted engine of its tests): per session the
     records the manager added / removed / rewrote, as the trace's bank_diffs, shown as a diff."""
-    sys.path.insert(0, str(ROOT / "tests" / "agents"))
+    sys.path.insert(0, str(ROOT / "tests" / "systems" / "memory_r2"))
     from r2_fixtures import ScriptedEngine as R2Engine
 
     from memjax.systems import MemoryR2Section, MemoryR2System

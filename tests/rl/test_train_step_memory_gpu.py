@@ -1,7 +1,7 @@
 """GPU tier (`make test-gpu`): the train step's measured peak memory against `memjax.plan`, within 10%.
 
 Runs `python -m benchmarks.train_step` in a fresh process (so the peak counter holds this update alone) for
-Qwen2.5-1.5B with configs/memagent.py's update (random fp32 master weights, bf16 compute, 2 micro-batches of
+Qwen2.5-1.5B with configs/memagent/train.py's update (random fp32 master weights, bf16 compute, 2 micro-batches of
 8 packed 4K-token rows, remat, AdamW state, bf16 reference log-probs) and reads
 `peak_bytes_in_use / plan update phase` from its JSON. On an H100 the same benchmark at 8K-token rows
 measured 0.934 (benchmarks/results/train_step_qwen2.5-1.5b_nvidia-h100-80gb-hbm3.json).

@@ -1,4 +1,4 @@
-"""memjax.tiny.warmstart file helpers shared by every tiny warm start: a missing warm start is trained once,
+"""memjax.systems.memagent.tiny.warmstart file helpers shared by every tiny warm start: a missing warm start is trained once,
 saved with its info JSON and loaded; a present one is loaded without training."""
 
 import jax
@@ -6,7 +6,7 @@ import numpy as np
 from flax import nnx
 
 from memjax.model import init_model, presets
-from memjax.tiny.warmstart import load_or_train, save_model
+from memjax.tiny.sft import load_or_train, save_model
 
 
 def test_missing_warm_start_is_trained_saved_and_loaded(tmp_path):

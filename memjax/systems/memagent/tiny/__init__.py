@@ -1,0 +1,1 @@
+"""The tiny task of memjax/systems/memagent (see the package docstring one folder up)."""

@@ -1,0 +1,316 @@
+"""Memory-R2 on the one training loop: `MemoryR2Section` (agent.name = "memory_r2"), `MemoryR2System`, the
+LoGo-GRPO credit rule `logo_unit_advantages`, the session curriculum and the held-out evaluation.
+
+Credit (LoGo-GRPO, paper section on the global/local branches; the public code's eps 1e-6 and unbiased std):
+a credit unit is one role's calls in one session of one chain (`unit`, with its reward `unit_reward`, set by
+memjax/systems/memory_r2/workflow.py). Units, not rows, are standardised, so a rollout counts once per group however
+many chunks its session had: global units within (conversation, session, role) over the n rollouts, local
+units within their local group (the m re-rollouts of one session from one snapshot) and role. A group of
+one, or a constant group, gets advantage 0. Every row (= one extractor / manager call = one step) takes its
+unit's advantage: `row_advantage` [N], and `advantages` [N, T] = that value on the row's loss-mask tokens
+(the step-level loss averages it back to the same value; rows with an empty mask contribute nothing).
+With `loss.level = "step"` the trainer's step_ratio_loss gives every call one length-normalised ratio.
+Curriculum: training conversations are truncated to `curriculum_sessions[k]` sessions from 0-based step
+`curriculum_steps[k]` on (paper: 8 -> 16 -> 32); the stream derives the step from its position (no dynamic
+sampling: one generation batch per step), so a resumed run continues in the right stage. `stage(step)` gives
+the loop the same stages: it evaluates at each stage's end (`evaluate`, the validation conversation conv-44
+with all sessions) and, with TrainConfig.stage_restart="best" and select_metric (configs: "f1/all"), starts
+each stage from the previous stage's best validation checkpoint (memjax/curriculum.py).
+Answer agent (frozen, never trained): "policy_copy" = the initial policy's weights copied at setup (in the compute
+dtype) into a second single-device Engine with its own `answer_kv_cache_bytes` pool (memjax.plan's answer_agent_*
+rows; the pool sleeps through the update), prompted with qa.txt (the paper uses a separate served model); "overlap" = the rule-based
+OverlapAnswerAgent (not a model; tests and CPU runs).
+Evaluation: the `eval_part` conversations of the memory_r2 split, 1 greedy rollout, all sessions (unless
+eval_max_sessions), every question on the final bank: token-set F1, BLEU-1 and J (judge: "rule" =
+RuleBasedJudge, not an LLM; "openai" = an OpenAI-compatible endpoint) overall and per category, M-Fail,
+memory size in words (`\\b\\w+\\b`) and in policy tokenizer tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...agents.heldout import judge_heldout, run_heldout
+from .workflow import LOCAL_DECODING, MemoryR2, MemoryR2Config, R2Sample
+from .messages import ANSWER_PARSERS
+from .reward import EngineAnswerAgent, OverlapAnswerAgent
+from ...data.locomo import CATEGORY_NAMES, load_locomo
+from ...data.locomo_splits import split_conversations, split_questions
+from ...rewards.locomo import OpenAIJudge, RuleBasedJudge, m_fail
+from ...rl.batch import unit_index
+from ...rl.estimators import SINGLETONS, logo_grpo_advantages
+from ..base import AgentSection, CountingStream, HeldModel, System, frozen_copy, register
+
+_EPISODE = [f.name for f in dataclasses.fields(MemoryR2Config)]
+
+
+@dataclass(frozen=True)
+class MemoryR2Section(AgentSection):
+    name: str = "memory_r2"
+    locomo_path: str = "../shared/data/locomo/locomo10.json"
+    train_conversations: tuple[str, ...] = ("conv-43", "conv-47")  # of the memory_r2 split's train part
+    eval_part: str = "validation"  # memory_r2 split part used by evaluate(): validation (conv-44) | test
+    eval_max_sessions: int = 0  # 0 = all
+    curriculum_steps: tuple[int, ...] = (0, 10, 20)  # first step of each stage
+    curriculum_sessions: tuple[int, ...] = (8, 16, 32)  # max sessions of each stage
+    logo: bool = True  # False: plain GRPO (no local branch)
+    embedder: str = "wordllama"  # "wordllama" | "hashed" (tests)
+    answer_agent: str = "policy_copy"  # "policy_copy" | "overlap" (rule-based, tests)
+    answer_top_k: int = 30
+    answer_threshold: float = 0.1  # paper-silent; the same floor as the manager's candidates
+    answer_max_tokens: int = 512
+    answer_parser: str = "official"  # the answer agent's reply reader: "official" (Memory-R2's
+    # extract_answer_from_text: first tag, case-insensitive, then Answer: lines) | "last_tag" (memjax's earlier)
+    answer_kv_cache_bytes: int = 4 << 30  # the policy_copy answer agent's own KV pool (one device; memjax.plan)
+    judge: str = "rule"  # "rule" (RuleBasedJudge, not an LLM) | "openai"
+    judge_url: str = ""
+    judge_model: str = ""
+    judge_profile: str = "memory_r2"  # memjax.rewards.judge_profiles: Memory-R2's scorer prompt + extract_label
+    adv_eps: float = 1e-6
+    # a LoGo group of one rollout: "zero" (A = 0) or "reward" (A = r / (1 + adv_eps), the official code's
+    # mean 0 / std 1 rule; configs/memory_r2*.py); memjax/rl/estimators.py group_normalise
+    adv_singleton: str = "zero"
+    # the episode (memjax/systems/memory_r2/workflow.py MemoryR2Config), paper recipe
+    chunks_per_session: int = 6
+    max_prompt_tokens: int = 28_672
+    max_response_tokens: int = 4_096
+    top_k_per_fact: int = 5
+    similarity_threshold: float = 0.1
+    max_candidates: int = 25
+    candidates_same_speaker: bool = True
+    skip_empty_chunks: bool = False
+    continue_chats: bool = True
+    group_size: int = 16
+    local_prob: float = 0.5
+    local_rollouts: int = 4
+    local_decoding: str = "sample"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    questions_global: int = 64
+    questions_local: int = 16
+    lam: float = 0.3
+    alpha: float = 0.7
+    prompt_revision: str = "85aeeb1"  # Memory-R2 extractor/manager system prompts: 85aeeb1 (official HEAD) | f6d3e04
+    local_questions: str = "last_evidence"  # local-branch Q_t: "last_evidence" (official) | "any_evidence" (earlier)
+    dialogue_captions: bool = False  # C_t with image captions (memjax's earlier); False: turn text only (official)
+    reward_f1: str = "memory_r2"  # reward / evaluation answer metrics: a memjax.evaluation.profiles name
+
+    def __post_init__(self):
+        self.episode()  # validates the episode fields
+        from ...rewards.judge_profiles import get_judge_profile
+        get_judge_profile(self.judge_profile)
+        from ...evaluation.profiles import get_profile
+        get_profile(self.reward_f1, "answer")
+        if len(self.curriculum_steps) != len(self.curriculum_sessions) or not self.curriculum_steps \
+                or self.curriculum_steps[0] != 0 or list(self.curriculum_steps) != sorted(set(self.curriculum_steps)):
+            raise ValueError("MemoryR2Section.curriculum_steps must start at 0, increase strictly and match "
+                             f"curriculum_sessions in length; got {self.curriculum_steps} / {self.curriculum_sessions}")
+        if any(s <= 0 for s in self.curriculum_sessions):
+            raise ValueError(f"MemoryR2Section.curriculum_sessions must be > 0, got {self.curriculum_sessions}")
+        for f, ok in (("embedder", ("wordllama", "hashed")), ("answer_agent", ("policy_copy", "overlap")),
+                      ("judge", ("rule", "openai")), ("eval_part", ("validation", "test", "train"))):
+            if getattr(self, f) not in ok:
+                raise ValueError(f"MemoryR2Section.{f} must be one of {ok}, got {getattr(self, f)!r}")
+        if not self.answer_kv_cache_bytes > 0:
+            raise ValueError(f"MemoryR2Section.answer_kv_cache_bytes must be > 0, got {self.answer_kv_cache_bytes}")
+        if self.judge == "openai" and not (self.judge_url and self.judge_model):
+            raise ValueError("MemoryR2Section: judge='openai' needs judge_url and judge_model")
+        if self.answer_parser not in ANSWER_PARSERS:
+            raise ValueError(f"MemoryR2Section.answer_parser must be one of {ANSWER_PARSERS}, "
+                             f"got {self.answer_parser!r}")
+        if self.adv_singleton not in SINGLETONS:
+            raise ValueError(f"MemoryR2Section.adv_singleton must be one of {SINGLETONS}, got {self.adv_singleton!r}")
+        if self.local_decoding not in LOCAL_DECODING or self.eval_max_sessions < 0 or not self.train_conversations:
+            raise ValueError("MemoryR2Section: bad local_decoding, eval_max_sessions or empty train_conversations")
+
+    def held_models(self) -> tuple[HeldModel, ...]:
+        return (HeldModel("answer_agent", self.answer_kv_cache_bytes),) if self.answer_agent == "policy_copy" else ()
+
+    def episode(self, **changes) -> MemoryR2Config:
+        return MemoryR2Config(**{**{f: getattr(self, f) for f in _EPISODE}, **changes})
+
+    def stage_index(self, step: int) -> int:
+        """The curriculum stage (0, 1, ...) that 0-based training step `step` is in."""
+        return int(np.searchsorted(np.asarray(self.curriculum_steps), step, side="right")) - 1
+
+    def stage_sessions(self, step: int) -> int:
+        """Max sessions of the curriculum stage that `step` is in."""
+        return int(self.curriculum_sessions[self.stage_index(step)])
+
+
+def logo_unit_advantages(batch, *, ddof: int = 1, eps: float = 1e-6, singleton: str = "zero"):
+    """The batch with `row_advantage` and `advantages` filled by LoGo-GRPO over credit units (module doc)."""
+    if batch.unit is None or batch.unit_reward is None:
+        raise ValueError("logo_unit_advantages: the batch has no unit / unit_reward (not a Memory-R2 batch)")
+    local = batch.local_group if batch.local_group is not None else np.full(batch.num_rows, -1, np.int32)
+    first, inv = unit_index(batch)
+    for name, a in (("unit_reward", batch.unit_reward), ("group", batch.group), ("role", batch.role),
+                    ("local_group", local)):
+        if not np.array_equal(a, a[first][inv]):
+            raise ValueError(f"logo_unit_advantages: rows of one (sample, unit) disagree on {name}")
+    role, lg = batch.role[first], local[first]
+    gg = np.unique(np.stack([batch.group[first], role], 1), axis=0, return_inverse=True)[1].reshape(-1)
+    lgr = np.unique(np.stack([lg, role], 1), axis=0, return_inverse=True)[1].reshape(-1)
+    adv = logo_grpo_advantages(batch.unit_reward[first], gg, np.where(lg >= 0, lgr, -1), norm="mean_std",
+                               ddof=ddof, eps=eps, singleton=singleton)
+    row = adv[inv].astype(np.float32)
+    return batch.replace(row_advantage=row, advantages=(row[:, None] * (batch.loss_mask != 0)).astype(np.float32))
+
+
+def _seed(*parts) -> int:
+    return int.from_bytes(hashlib.sha256(":".join(map(str, parts)).encode()).digest()[:4], "little")
+
+
+@register
+class MemoryR2System(System):
+    name = "memory_r2"
+    section = MemoryR2Section
+
+    def __init__(self, cfg: MemoryR2Section, *, seed: int = 0):
+        super().__init__(cfg, seed=seed)
+        self._data = None
+        self._engine_cfg = None
+        self.embedder = None
+        self.agent = None
+
+    # -- data ---------------------------------------------------------------------------------------
+    def data(self):
+        if self._data is None:
+            self._data = load_locomo(self.cfg.locomo_path)
+        return self._data
+
+    def _questions(self, part: str) -> dict[str, tuple]:
+        out: dict[str, list] = {}
+        for q in split_questions(self.data(), "memory_r2")[part]:
+            out.setdefault(q.conversation, []).append(q)
+        return {k: tuple(v) for k, v in out.items()}
+
+    def train_data(self, batch_size: int, seed: int):
+        parts = split_conversations(self.data(), "memory_r2")
+        known = {c.sample_id: c for c in parts["train"]}
+        missing = [c for c in self.cfg.train_conversations if c not in known]
+        if missing:
+            raise ValueError(f"MemoryR2Section.train_conversations: {missing} not in the memory_r2 train part "
+                             f"({sorted(known)})")
+        convs = [known[c] for c in self.cfg.train_conversations]
+        qs = self._questions("train")
+
+        def make(start: int, n: int) -> list[R2Sample]:
+            step = start // max(batch_size, 1)
+            return [R2Sample(convs[i % len(convs)], qs.get(convs[i % len(convs)].sample_id, ()),
+                             max_sessions=self.cfg.stage_sessions(step), seed=_seed(seed, i), local=self.cfg.logo)
+                    for i in range(start, start + n)]
+
+        return CountingStream(make, batch_size)
+
+    # -- model side ---------------------------------------------------------------------------------
+    def engine_config(self, default):
+        self._engine_cfg = default
+        return default
+
+    def frozen_engines(self) -> list:
+        return [self.agent.engine] if isinstance(self.agent, EngineAnswerAgent) else []
+
+    def setup(self, model, tokenizer) -> None:
+        from ...memory import HashedBowEmbedder, WordLlamaEmbedder
+
+        c = self.cfg
+        self.embedder = WordLlamaEmbedder() if c.embedder == "wordllama" else HashedBowEmbedder()
+        if c.answer_agent == "overlap":
+            self.agent = OverlapAnswerAgent(self.embedder, top_k=c.answer_top_k, threshold=c.answer_threshold)
+            return
+        self._frozen = frozen_copy(model)  # own buffers in the compute dtype, never the trained ones
+        self._tok = tokenizer
+
+    def _answer_agent(self):
+        """The frozen answer agent; the policy copy gets its Engine on first use (the loop calls setup()
+        before engine_config(), whose config the answer engine shares)."""
+        if self.agent is None and getattr(self, "_frozen", None) is not None:
+            from ...engine import Engine
+
+            if self._engine_cfg is None:
+                raise ValueError("MemoryR2System: answer_agent='policy_copy' needs engine_config() first")
+            c = self.cfg
+            ecfg = dataclasses.replace(self._engine_cfg, kv_cache_bytes=c.answer_kv_cache_bytes, kv_cache_gib=None,
+                                       num_pages=None, data_parallel=1, tensor_parallel=1)  # one device, own pool
+            self.agent = EngineAnswerAgent(Engine(self._frozen, ecfg), self._tok, self.embedder,
+                                           top_k=c.answer_top_k, threshold=c.answer_threshold,
+                                           max_tokens=c.answer_max_tokens, parser=c.answer_parser)
+            self._frozen = None  # the engine holds its own copy
+        return self.agent
+
+    def workflow(self, engine, tokenizer, *, train: bool = True):
+        if self.embedder is None:
+            if self.cfg.answer_agent != "overlap":
+                raise ValueError("MemoryR2System.workflow: call setup(model, tokenizer) first (it copies the "
+                                 "initial policy for the frozen answer agent)")
+            self.setup(None, tokenizer)
+        c = self.cfg
+        ep = c.episode() if train else c.episode(group_size=1, temperature=0.0, local_rollouts=0,
+                                                  questions_global=0)
+        return MemoryR2(tokenizer, ep, self.embedder, self._answer_agent())
+
+    def stage(self, step: int) -> int:
+        return self.cfg.stage_index(step)
+
+    def advantages(self, batch, cfg):
+        return logo_unit_advantages(batch, eps=self.cfg.adv_eps, singleton=self.cfg.adv_singleton)
+
+    # -- evaluation ---------------------------------------------------------------------------------
+    def evaluate(self, engine, tokenizer) -> dict[str, Any]:
+        c = self.cfg
+        qs = self._questions(c.eval_part)
+        convs = split_conversations(self.data(), "memory_r2")[c.eval_part]
+        samples = [R2Sample(conv, qs.get(conv.sample_id, ()), max_sessions=c.eval_max_sessions, local=False,
+                            all_questions=True) for conv in convs]
+        res = run_heldout(engine, self.workflow(engine, tokenizer, train=False), samples, group_size=1,
+                           seed=self.seed)
+        return evaluation_metrics(res.traces, self._judge(), res.stats, metrics=self.cfg.reward_f1)
+
+    def _judge(self):
+        c = self.cfg
+        return RuleBasedJudge() if c.judge == "rule" else OpenAIJudge(c.judge_url, c.judge_model,
+                                                                        profile=c.judge_profile)
+
+
+def evaluation_metrics(traces: list[dict], judge, stats: dict | None = None, *,
+                       metrics: str = "memjax") -> dict[str, Any]:
+    """F1 / BLEU-1 / J overall and per category, M-Fail and memory size from MemoryR2 evaluation traces. F1 is the
+    traces' (the workflow's reward F1, `reward_f1`); BLEU-1 is the metric profile `metrics`' (memjax: its own)."""
+    from ...evaluation.profiles import get_profile
+
+    prof = get_profile(metrics, "answer")
+    b1 = prof.bleu1 if prof.bleu1 is not None else (lambda p, g: float("nan"))
+    rows = [q for tr in traces for q in tr["questions"]]
+    verdicts = judge_heldout(judge, [(q.get("question", ""), q["gold"] or "", q["answer"] or "") for q in rows])
+    out: dict[str, Any] = {}
+    groups = [("all", list(range(len(rows))))] + [
+        (CATEGORY_NAMES[k], [i for i, q in enumerate(rows) if q["category"] == k])
+        for k in sorted({q["category"] for q in rows})]
+    for name, idx in groups:
+        if not idx:
+            continue
+        out[f"f1/{name}"] = float(np.mean([rows[i]["f1"] for i in idx]))
+        out[f"bleu1/{name}"] = float(np.mean([b1(rows[i]["answer"] or "", rows[i]["gold"] or "") for i in idx]))
+        kept = [verdicts[i].correct for i in idx if not verdicts[i].dropped]   # Memory-R2's scorer drops no-label
+        out[f"j/{name}"] = float(np.mean(kept)) if kept else float("nan")
+    missing = total = 0
+    for tr in traces:
+        ev = [q["evidence"] for q in tr["questions"]]
+        mf = m_fail(ev, tr["dia_ids"])
+        if mf is not None:
+            n = sum(len(e) for e in ev)
+            missing, total = missing + mf * n, total + n
+    out["m_fail"] = missing / total if total else float("nan")
+    out["memory_words"] = float(np.mean([tr["memory_words"] for tr in traces])) if traces else 0.0
+    out["memory_tokens"] = float(np.mean([tr.get("memory_tokens", 0) for tr in traces])) if traces else 0.0
+    out["questions"] = float(len(rows))
+    for k in ("truncated_rollouts", "ops_bad_json", "facts_bad_json"):
+        if stats and k in stats:
+            out[k] = float(stats[k])
+    return out
