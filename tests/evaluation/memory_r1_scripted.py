@@ -1,12 +1,12 @@
 """`python -m tests.evaluation.memory_r1_scripted <memjax.evaluate args>`: memjax.evaluate with memjax.engine.Engine
-replaced by the scripted Memory-R1 model of tests/evaluation/test_memory_r1_eval.py (extraction, manager and
+replaced by the scripted Memory-R1 model of tests/systems/memory_r1/test_memory_r1_eval.py (extraction, manager and
 answer replies from the prompt text: nothing to compile), so a LoCoMo Memory-R1 evaluation runs as real processes
 under memjax.launch (tests/evaluation/test_multiprocess_eval.py)."""
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: scripted_engine, evaluation.*
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: scripted_engine, systems.memory_r1.*
 
 from memjax.parallel import initialize  # noqa: E402
 
@@ -16,7 +16,7 @@ import memjax.engine  # noqa: E402
 from memjax import Tokenizer  # noqa: E402
 from memjax.evaluate import main  # noqa: E402
 
-from evaluation.test_memory_r1_eval import model  # noqa: E402
+from systems.memory_r1.test_memory_r1_eval import model  # noqa: E402
 from scripted_engine import ScriptedEngine  # noqa: E402
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ alone writes results.json / traces.jsonl / predictions.jsonl / report.html.
 - LoCoMo (configs/locomo_answers.py on the fixture plus a third conversation, split sumer/validation): the conversations
   are dealt over the processes, the table and the counters equal the one-process ones, and every question is
   in predictions.jsonl exactly once;
-- Memory-R1 on LoCoMo (configs/locomo_memory_r1.py, memory_r1/test on two conversations, the engine scripted
+- Memory-R1 on LoCoMo (configs/memory_r1/eval.py, memory_r1/test on two conversations, the engine scripted
   by tests/evaluation/memory_r1_scripted.py): each process builds the memory banks of its conversation and
   answers its questions; the table, the counters and the banks equal the one-process ones, every question once
   in predictions.jsonl;
@@ -103,7 +103,7 @@ def test_memory_r1_locomo_evaluation_two_processes(tmp_path, monkeypatch):
     from memjax import Tokenizer
     from memjax.evaluate import main as evaluate_main
 
-    from evaluation.test_memory_r1_eval import model
+    from systems.memory_r1.test_memory_r1_eval import model
     from scripted_engine import ScriptedEngine
 
     convs = {c["sample_id"]: c for c in json.loads(FIXTURE.read_text())}   # test part: every conversation but
@@ -112,7 +112,7 @@ def test_memory_r1_locomo_evaluation_two_processes(tmp_path, monkeypatch):
                                                        {**convs["conv-30"], "sample_id": "conv-99"}]))
     sets = [f"data_path={data}", "part=test", "embedder=hashbow", "max_prompt_tokens=1400", "batch_size=4"]
     sets = [a for s in sets for a in ("--set", s)]
-    cfg = str(ROOT / "configs" / "locomo_memory_r1.py")
+    cfg = str(ROOT / "configs" / "memory_r1" / "eval.py")
     tok = Tokenizer.default()
     monkeypatch.setattr(memjax.engine, "Engine", lambda m, c: ScriptedEngine(tok, model))
     assert evaluate_main([cfg, *sets, "--set", f"out_dir={tmp_path / 'one'}"]) == 0

@@ -3,7 +3,7 @@
 Owns: `SumerSection` (the system's config section) and `SumerSystem` (LoCoMo data stream of the `sumer` split's
 training questions, one `MemoryTools` per conversation, the SumerWorkflow on Qwen2.5 function calling, the
 judge, and the held-out evaluation: greedy, one episode per validation question).
-Choices where the paper is silent (each a field below, see also memjax/agents/sumer*.py):
+Choices where the paper is silent (each a field below, see also workflow.py and tools.py here):
 - `embedder`: the paper embeds with Qwen3-Embedding-0.6B (1,024-d) precomputed; nothing can be downloaded
   here, so the default is the offline WordLlama static embedding (memjax/memory/embedders.py);
   "file:PATH" takes precomputed vectors (e.g. the paper's) keyed by message content, "hashed" a
