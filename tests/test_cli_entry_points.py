@@ -74,7 +74,7 @@ def _runs_imported_main(body: list[ast.stmt], module: str) -> bool:
 
 def test_the_entry_points_are_found():
     for name in ("memjax.train", "memjax.evaluate", "memjax.plan", "memjax.demo", "memjax.convert",
-                 "memjax.data.locomo", "memjax.evaluation.locomo", "memjax.systems.memagent.tiny.warmstart"):
+                 "memjax.data.locomo_stats", "memjax.evaluation.locomo", "memjax.systems.memagent.tiny.warmstart"):
         assert name in ENTRY_POINTS
 
 

@@ -46,7 +46,8 @@ from memjax.model import init_model
 from memjax.rewards import memagent_reward
 from memjax.config import load_config_file
 from memjax.rl.batch import Conversation, build_batch
-from memjax.tiny.model import engine_config, memagent_config, model_config
+from memjax.systems.memagent.tiny.agent import memagent_config
+from memjax.tiny.model import engine_config, model_config
 from memjax.systems.memagent.tiny.system import TinySection
 from memjax.train import Run, TrainConfig, _ablate, train
 from memjax.systems.memagent.tiny.task import HELDOUT_SEED, WORDS, TaskConfig, TinyTokenizer, make_sample, make_split
