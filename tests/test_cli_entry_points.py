@@ -118,3 +118,19 @@ def test_config_help_lists_the_fields():
                        env=env, text=True, capture_output=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "config fields" in p.stdout and "policy: str" in p.stdout and "agent.name" in p.stdout
+
+
+def test_paper_entry_points_run_as_modules_without_a_second_copy():
+    """`python -m memjax.systems.<paper>.tiny.<module>` as a user types it: importing the parent packages (which
+    register every System) must not load the module first (runpy's RuntimeWarning: two copies of its code)."""
+    import os
+    import subprocess
+    import sys
+
+    mods = [m for m in ENTRY_POINTS if m.startswith("memjax.systems.")]
+    assert len(mods) >= 6, mods
+    for m in mods:
+        p = subprocess.run([sys.executable, "-m", m, "--help"], cwd=REPO, capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        assert p.returncode == 0 and "usage:" in p.stdout, (m, p.stderr[-1500:])
+        assert "RuntimeWarning" not in p.stderr, (m, p.stderr[-1500:])

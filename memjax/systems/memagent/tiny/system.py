@@ -22,7 +22,6 @@ from typing import Any
 from ....tiny.model import engine_config
 from .agent import evaluate, make_agent, memagent_config
 from .task import HELDOUT_SEED, WORDS, TaskConfig, TinyTokenizer, make_split
-from .warmstart import load_warmstart
 from ...base import AgentSection, CountingStream, System, register
 
 RL_DATA_SEED = 7
@@ -57,6 +56,8 @@ class TinySystem(System):
     section = TinySection
 
     def load_model(self, source):
+        # deferred: `python -m ...warmstart` then loads that module once
+        from .warmstart import load_warmstart
         model, self.warmstart_info = load_warmstart(self.cfg.warmstart or None, log=lambda m: None)
         return model, TinyTokenizer(WORDS)
 

@@ -22,7 +22,6 @@ from typing import Any
 from ....tiny.model import engine_config
 from .answer_task import R1AnswerTaskConfig, answer_tokenizer, answer_workflow, evaluate_answer, \
     make_answer_split
-from .answer_warmstart import load_r1_answer_warmstart
 from ...base import AgentSection, CountingStream, System, register
 
 RL_DATA_SEED = 37
@@ -59,6 +58,8 @@ class MemoryR1AnswerTinySystem(System):
     section = MemoryR1AnswerTinySection
 
     def load_model(self, source):
+        # deferred: `python -m ...warmstart` then loads that module once
+        from .answer_warmstart import load_r1_answer_warmstart
         model, _ = load_r1_answer_warmstart(self.cfg.warmstart or None)
         return model, answer_tokenizer()
 

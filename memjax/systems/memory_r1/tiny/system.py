@@ -20,7 +20,6 @@ from typing import Any
 from ....tiny.model import engine_config
 from .task import (HELDOUT_SEED, REWARDS, R1TaskConfig, TinyR1Workflow, evaluate_r1, make_r1_split,
                             r1_tokenizer)
-from .warmstart import load_r1_warmstart
 from ...base import AgentSection, CountingStream, System, register
 
 RL_DATA_SEED = 17
@@ -60,6 +59,8 @@ class MemoryR1TinySystem(System):
         self.heldout = make_r1_split(cfg.task, HELDOUT_SEED, cfg.heldout_size)
 
     def load_model(self, source):
+        # deferred: `python -m ...warmstart` then loads that module once
+        from .warmstart import load_r1_warmstart
         model, _ = load_r1_warmstart(self.cfg.warmstart or None)
         return model, r1_tokenizer()
 

@@ -30,7 +30,6 @@ import numpy as np
 from ....rl.estimators import SINGLETONS
 from ....tiny.model import engine_config
 from .task import HELDOUT_SEED, R2TaskConfig, TinyR2Workflow, evaluate_r2, make_r2_split, r2_tokenizer
-from .warmstart import load_r2_warmstart
 from ...base import AgentSection, CountingStream, System, register
 from ..system import logo_unit_advantages
 
@@ -94,6 +93,8 @@ class MemoryR2TinySystem(System):
         self.heldout = make_r2_split(cfg.task, HELDOUT_SEED, cfg.heldout_size)
 
     def load_model(self, source):
+        # deferred: `python -m ...warmstart` then loads that module once
+        from .warmstart import load_r2_warmstart
         model, _ = load_r2_warmstart(self.cfg.warmstart or None, self.cfg.task)
         return model, r2_tokenizer()
 

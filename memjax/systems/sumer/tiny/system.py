@@ -14,7 +14,6 @@ from typing import Any
 
 from .agent import engine_config, evaluate, workflow
 from .task import HELDOUT_SEED, TinySumerFormat, TinySumerTask, make_split
-from .warmstart import load_warmstart
 from ...base import AgentSection, CountingStream, System, register
 
 RL_DATA_SEED = 17
@@ -46,6 +45,8 @@ class TinySumerSystem(System):
     section = TinySumerSection
 
     def load_model(self, source):
+        # deferred: `python -m ...warmstart` then loads that module once
+        from .warmstart import load_warmstart
         model, self.warmstart_info = load_warmstart(self.cfg.warmstart or None)
         return model, TinySumerFormat()
 
