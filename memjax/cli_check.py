@@ -68,8 +68,13 @@ def check_train(cfg) -> None:
 def check_evaluate(cfg) -> None:
     from .eval_config import EvalConfig, SystemEvalConfig
     from .evaluation.locomo import LocomoEvalConfig
+    from .evaluation.longmemeval import LongMemEvalConfig
 
-    if isinstance(cfg, LocomoEvalConfig):
+    if isinstance(cfg, LongMemEvalConfig):
+        from .evaluation.longmemeval import check_lines
+
+        _finish(check_lines(cfg) + ([] if cfg.system == "answers" else [_model_line(cfg.model)]))
+    elif isinstance(cfg, LocomoEvalConfig):
         if not cfg.data_path or not Path(cfg.data_path).is_file():
             raise FileNotFoundError(f"data_path={cfg.data_path!r}: LoCoMo file not found (--set data_path=...)")
         if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
@@ -99,4 +104,4 @@ def check_evaluate(cfg) -> None:
                  _model_line(cfg.model), f"data_path: {cfg.data_path}", f"out_dir: {cfg.out_dir}"])
     else:
         raise ConfigError(f"config is a {type(cfg).__name__}; memjax.evaluate expects an EvalConfig, a "
-                          "SystemEvalConfig or a LocomoEvalConfig (a training config goes to python -m memjax.train)")
+                          "SystemEvalConfig, a LocomoEvalConfig or a LongMemEvalConfig (a training config goes to python -m memjax.train)")

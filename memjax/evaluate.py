@@ -2,7 +2,8 @@
 given a `SystemEvalConfig`, any registered system's held-out evaluation (System.evaluate, the same one
 `memjax.train` runs before/during/after training) of a trained policy (`policy`: an HF directory such as
 <train out_dir>/hf, or the system's initial model) -> results.json, traces.jsonl; or, given a `LocomoEvalConfig` (configs/locomo_<system>.py), a LoCoMo evaluation (memjax/evaluation/locomo.py:
-F1 / BLEU-1 / J / M-Fail per category, predictions JSONL written as they finish, table and chart).
+F1 / BLEU-1 / J / M-Fail per category, predictions JSONL written as they finish, table and chart); or, given a
+`LongMemEvalConfig` (configs/<paper>/longmemeval.py), a LongMemEval evaluation (memjax/evaluation/longmemeval.py).
 
 Owns: the evaluation program (its configs live in memjax/eval_config.py). For each N in `num_docs` it synthesises RULER-HotpotQA
 contexts (memjax.data.hotpotqa) for the first `num_samples` questions, runs the MemAgent workflow, and
@@ -46,6 +47,7 @@ from .data import RulerHotpotQAConfig, load_hotpotqa, synthesize
 from .engine import Engine, SamplingParams
 from .eval_config import EvalConfig, SystemEvalConfig
 from .evaluation.locomo import LocomoEvalConfig, run_locomo_eval
+from .evaluation.longmemeval import LongMemEvalConfig, run_longmemeval_eval
 from .evaluation.profiles import get_profile
 from .parallel import agree, code_digest, initialize, is_primary
 from .parallel.split import block, gather_objects
@@ -99,7 +101,7 @@ def _score(text: str, answers, metrics: str = "memagent") -> dict[str, float]:
     return get_profile(metrics, "boxed").score(text, answers)
 
 
-def evaluate(cfg: EvalConfig | LocomoEvalConfig, console: Console | None = None) -> dict:
+def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Console | None = None) -> dict:
     initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
     if jax.process_count() > 1:  # processes of one evaluation refuse unless code and config match
         agree("code version", code_digest())
@@ -111,11 +113,16 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig, console: Console | None = None)
             res = run_locomo_eval(cfg)
         (console or Console()).print(f"LoCoMo {cfg.split}/{cfg.part}: overall {res['table']['overall']} -> {cfg.out_dir}")
         return res
+    if isinstance(cfg, LongMemEvalConfig):
+        with _lock(prepare_out_dir(cfg.out_dir)):
+            res = run_longmemeval_eval(cfg)
+        (console or Console()).print(f"LongMemEval: overall {res['table']['overall']['accuracy']}% -> {cfg.out_dir}")
+        return res
     if isinstance(cfg, SystemEvalConfig):
         return evaluate_system(cfg, console or Console())
     if not isinstance(cfg, EvalConfig):
         raise ConfigError(f"config is a {type(cfg).__name__}; memjax.evaluate expects an EvalConfig, a "
-                          "SystemEvalConfig or a LocomoEvalConfig (a training config goes to python -m memjax.train)")
+                          "SystemEvalConfig, a LocomoEvalConfig or a LongMemEvalConfig (a training config goes to python -m memjax.train)")
     if not cfg.data_path:
         raise ConfigError("data_path is not set: give a HotpotQA JSON file (--set data_path=...)")
     if not Path(cfg.data_path).is_file():

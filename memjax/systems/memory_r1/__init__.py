@@ -8,7 +8,8 @@ the critic and GAE (memjax/rl), the workflow driver and the training loop are sh
   turns, QA items, retrieval over a changing bank, the training tuples; `workflow.py`: memory construction, the
   manager (single step, frozen-answer-agent reward) and answer-agent workflows; `system.py`: the
   `memory_r1_manager` (stage 1) and `memory_r1_answer` (stage 2) Systems; `locomo_eval.py`: the "memory_r1"
-  predictor of `python -m memjax.evaluate` on LoCoMo (registered with memjax/evaluation/locomo.py on import).
+  predictor of `python -m memjax.evaluate` on LoCoMo (registered with memjax/evaluation/locomo.py on import);
+  `longmemeval_eval.py`: the same on LongMemEval (memjax/evaluation/longmemeval.py).
 - `tiny/`: the tiny manager task and the tiny answer-agent task (`task.py`, `answer_task.py`), their shipped
   noisy-teacher warm starts (`warmstart.py`, `answer_warmstart.py`), the fixed-policy baselines (`fixed.py`) and
   their Systems (`system.py`: "memory_r1_tiny", `answer_system.py`: "memory_r1_answer_tiny").
@@ -17,5 +18,5 @@ and its ablation. Differs: one frozen copy of the initial policy plays every unt
 GPT-4o-mini for the extractor and the bank-building manager); see system.py.
 """
 
-from . import locomo_eval, system  # noqa: F401  (register "memory_r1" on LoCoMo, "memory_r1_manager", "memory_r1_answer")
+from . import locomo_eval, longmemeval_eval, system  # noqa: F401  (register "memory_r1" on LoCoMo and LongMemEval, "memory_r1_manager", "memory_r1_answer")
 from .tiny import answer_system as _tiny_answer_system, system as _tiny_system  # noqa: F401  (register the tiny ones)

@@ -1,0 +1,297 @@
+"""LongMemEval evaluation harness: `LongMemEvalConfig` (what `python -m memjax.evaluate configs/<paper>/longmemeval.py`
+runs), the system registry, and `evaluate_longmemeval` (predictions JSONL written as they finish, resumable; the
+official judge; per-type table, chart, results files).
+
+Owns: `LongMemEvalConfig`, `register_longmemeval_system`, `evaluate_longmemeval`, `run_longmemeval_eval`,
+`hypotheses_predictor` (the official hypothesis file: JSONL of {question_id, hypothesis}).
+Systems: "answers" (a hypothesis file made elsewhere) and the model systems registered by their paper's folder on
+import (memjax/systems/<paper>/longmemeval_eval.py: "memory_r1", "memory_r2", "sumer", "memagent"). A factory takes
+(config, questions) and returns (batch predictor, title note); the predictor maps a list of `LmeQuestion` to one dict
+per question: {"answer": str | None, "retrieved": [dia_id, ...]?} ("retrieved": the memory bank's records ranked
+for the question by the system's own retriever, as LoCoMo dia_ids "D<session>:<turn>" of memjax.data.longmemeval_locomo,
+best first; it gives the evidence recall columns).
+
+Files in out_dir: predictions.jsonl (one line per judged question: question_id, question_type, abstention, question,
+gold, hypothesis, label (true / false / null = the judge call failed), judge_reply, judge_error?, error?,
+retrieved?, recall?); a re-run keeps the lines with a label and asks the judge again for the lines without one (the
+stored hypothesis, no new prediction); the last line of a question wins; a torn last line is dropped and counted.
+results.json ({"title", "judge", "table", "counts"}; table: memjax.evaluation.longmemeval_scores.qa_table),
+results.md (the paper's layout), scores.png. A predictor exception is recorded on the chunk's lines (`error`,
+hypothesis None, judged as an empty response) and counted; the run goes on. One process (no multi-process split).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..data.longmemeval import QUESTION_TYPES, LmeQuestion, load_longmemeval
+from ..data.longmemeval_locomo import dia_id
+from ..engine import EngineConfig
+from ..modelsource import ModelSource
+from ..runio import write_atomic
+from .longmemeval_judge import EngineLmeJudge, OpenAILmeJudge, RuleLmeJudge
+from .longmemeval_scores import chart, markdown, qa_table, retrieval_metrics
+
+LME_SYSTEMS = ("answers", "memory_r1", "memory_r2", "sumer", "memagent")
+LmeBatchPredictor = Callable[[list[LmeQuestion]], list[dict[str, Any]]]
+LmePredictorFactory = Callable[["LongMemEvalConfig", list[LmeQuestion]], tuple[LmeBatchPredictor, str]]
+_PREDICTORS: dict[str, LmePredictorFactory] = {}
+
+
+def register_longmemeval_system(name: str, factory: LmePredictorFactory) -> None:
+    """Called by a paper's folder on import (this module never imports a paper's folder: tests/test_layering.py)."""
+    if name not in LME_SYSTEMS or name == "answers":
+        raise ValueError(f"register_longmemeval_system: {name!r} is not a model system of {LME_SYSTEMS}")
+    _PREDICTORS[name] = factory
+
+
+def _engine() -> EngineConfig:
+    return EngineConfig(max_slots=32, window=6144, page_size=64, prefill_slots=4, prefill_chunk=1024, progress=False)
+
+
+@dataclass(frozen=True)
+class LongMemEvalConfig:
+    """`python -m memjax.evaluate configs/<paper>/longmemeval.py`: a system on a LongMemEval file, judged officially."""
+
+    data_path: str = ""                  # longmemeval_s.json / _m / _oracle (the user's copy; never fetched)
+    system: str = "answers"
+    answers: str = ""                    # system="answers": JSONL of {question_id, hypothesis} (the official format)
+    out_dir: str = "out/longmemeval"
+    question_types: tuple[str, ...] = ()  # () = all
+    limit: int | None = None             # first N questions (after the type filter)
+    batch_size: int = 16                 # questions per predictor call
+    question_date: bool = True           # the question text ends with its date (memjax.data.longmemeval_locomo)
+    recall_k: tuple[int, ...] = (5, 10)
+    judge: str = "rule"                  # "rule" (tests only) | "openai" | "engine" (judge_hf_path on a memjax Engine)
+    judge_url: str = "http://127.0.0.1:8000/v1"
+    judge_model: str = "gpt-4o-2024-08-06"   # the official metric model (print_qa_metrics.py asserts it)
+    judge_hf_path: str = ""
+    judge_retries: int = 4
+    judge_timeout_s: float = 60.0
+    # model systems: the policy `model` on `engine`; memory_r1's manager `manager_hf_path` ("" = the same model)
+    model: ModelSource = field(default_factory=ModelSource)
+    manager_hf_path: str = ""
+    engine: EngineConfig = field(default_factory=_engine)
+    embedder: str = "wordllama"          # "wordllama" | "hashbow" (memory_r1 / memory_r2 / sumer retrieval)
+    max_prompt_tokens: int = 4096
+    max_response_tokens: int = 2048
+    max_extract_tokens: int = 512
+    max_turns: int = 10                  # sumer: tool rounds per question
+    chunk_tokens: int = 5000             # memagent: tokens of haystack per memory update
+    memory_tokens: int = 1024            # memagent: memory budget
+
+    def __post_init__(self):
+        if self.system not in LME_SYSTEMS:
+            raise ValueError(f"LongMemEvalConfig.system: one of {LME_SYSTEMS}, got {self.system!r}")
+        if self.judge not in ("rule", "openai", "engine"):
+            raise ValueError(f"LongMemEvalConfig.judge: 'rule', 'openai' or 'engine', got {self.judge!r}")
+        bad = [t for t in self.question_types if t not in QUESTION_TYPES]
+        if bad:
+            raise ValueError(f"LongMemEvalConfig.question_types: {bad[0]!r} is not one of {', '.join(QUESTION_TYPES)}")
+        if self.limit is not None and self.limit <= 0:
+            raise ValueError(f"LongMemEvalConfig.limit: must be positive, got {self.limit}")
+        if not self.out_dir:
+            raise ValueError("LongMemEvalConfig.out_dir must not be empty")
+        if self.embedder not in ("wordllama", "hashbow"):
+            raise ValueError(f"LongMemEvalConfig.embedder: 'wordllama' or 'hashbow', got {self.embedder!r}")
+        if not self.recall_k or any(k < 1 for k in self.recall_k):
+            raise ValueError(f"LongMemEvalConfig.recall_k: positive integers, got {self.recall_k}")
+        for f in ("batch_size", "max_prompt_tokens", "max_response_tokens", "max_extract_tokens", "max_turns",
+                  "chunk_tokens", "memory_tokens"):
+            if getattr(self, f) < 1:
+                raise ValueError(f"LongMemEvalConfig.{f}: must be >= 1, got {getattr(self, f)}")
+        if self.judge_retries < 0 or not self.judge_timeout_s > 0:
+            raise ValueError("LongMemEvalConfig: judge_retries must be >= 0 and judge_timeout_s > 0")
+        if self.judge == "engine" and not self.judge_hf_path:
+            raise ValueError("LongMemEvalConfig.judge_hf_path: judge=engine needs a Hugging Face model directory")
+
+
+def select(cfg: LongMemEvalConfig) -> list[LmeQuestion]:
+    qs = [q for q in load_longmemeval(cfg.data_path).questions
+          if not cfg.question_types or q.question_type in cfg.question_types]
+    return qs[: cfg.limit]
+
+
+def hypotheses_predictor(path: str | os.PathLike) -> LmeBatchPredictor:
+    """The official hypothesis file (JSONL of {question_id, hypothesis}); a question without a line -> None."""
+    table: dict[str, str] = {}
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            table[str(rec["question_id"])] = str(rec["hypothesis"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ValueError(f"{path}:{n}: not a JSON object with 'question_id' and 'hypothesis'") from None
+    return lambda qs: [{"answer": table.get(q.question_id)} for q in qs]
+
+
+def make_judge(cfg: LongMemEvalConfig):
+    if cfg.judge == "rule":
+        return RuleLmeJudge()
+    if cfg.judge == "openai":
+        return OpenAILmeJudge(cfg.judge_url, cfg.judge_model, api_key=os.environ.get("OPENAI_API_KEY"),
+                              retries=cfg.judge_retries, timeout_s=cfg.judge_timeout_s)
+    from ..engine import Engine
+
+    model, tok = ModelSource(hf_path=cfg.judge_hf_path, dtype=cfg.model.dtype).load()
+    return EngineLmeJudge(Engine(model, cfg.engine), tok, name=Path(cfg.judge_hf_path).name)
+
+
+def _gold_sessions(q: LmeQuestion) -> list[str]:
+    pos = {s.session_id: k for k, s in enumerate(q.sessions)}
+    return [f"D{pos[s] + 1}" for s in q.answer_session_ids if s in pos]
+
+
+def _read_done(path: Path, counts: dict) -> dict[str, dict]:
+    """The last line per question; a torn last line (crash mid-write) is dropped from the file and counted."""
+    if not path.is_file():
+        return {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    done: dict[str, dict] = {}
+    good = []
+    for i, line in enumerate(lines):
+        try:
+            rec = json.loads(line)
+            done[rec["question_id"]] = rec
+            good.append(line)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            if i != len(lines) - 1:
+                raise ValueError(f"{path}:{i + 1}: not a predictions line (a corrupt file; move it away to start "
+                                 "again)") from None
+            counts["torn_lines"] += 1
+    if counts["torn_lines"]:
+        write_atomic(path, "".join(x + "\n" for x in good))
+    return done
+
+
+def _predict(chunk: list[LmeQuestion], predictor: LmeBatchPredictor, counts: dict) -> list[tuple[dict, str | None]]:
+    try:
+        outs = predictor(chunk)
+        if len(outs) != len(chunk):
+            raise RuntimeError(f"predictor returned {len(outs)} outputs for {len(chunk)} questions")
+        return [(o if isinstance(o, dict) else {"answer": o}, None) for o in outs]
+    except Exception as e:  # noqa: BLE001 -- one failed chunk is recorded and counted, the run goes on
+        counts["predictor_errors"] += len(chunk)
+        return [({"answer": None}, f"{type(e).__name__}: {e}") for _ in chunk]
+
+
+def _judge(judge, recs: list[dict], counts: dict) -> None:
+    verdicts = judge.judge([(r["question_type"], r["question"], r["gold"], r["hypothesis"] or "", r["abstention"])
+                            for r in recs])
+    for r, v in zip(recs, verdicts):
+        r["label"], r["judge_reply"] = v.label, v.reply
+        r.pop("judge_error", None)
+        if v.label is None:
+            r["judge_error"] = v.error
+            counts["judge_failures"] += 1
+
+
+def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPredictor, judge,
+                         out_dir: str | os.PathLike, *, batch_size: int = 16, title: str = "LongMemEval",
+                         recall_k: Sequence[int] = (5, 10), chart_png: bool = True, progress=None) -> dict[str, Any]:
+    """Predict and judge every question not yet judged in out_dir/predictions.jsonl; write the table and chart."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    log = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    counts = {"questions": len(questions), "resumed": 0, "predicted": 0, "rejudged": 0, "no_answer": 0,
+              "predictor_errors": 0, "judge_failures": 0, "torn_lines": 0}
+    ids = [q.question_id for q in questions]
+    if len(set(ids)) != len(ids):
+        raise ValueError("evaluate_longmemeval: a question_id is listed twice")
+    path = out / "predictions.jsonl"
+    done = _read_done(path, counts)
+    counts["resumed"] = sum(1 for i in ids if i in done and done[i].get("label") is not None)
+    rejudge = [done[i] for i in ids if i in done and done[i].get("label") is None]
+    todo = [q for q in questions if q.question_id not in done]
+    t0 = time.perf_counter()
+    with path.open("a", encoding="utf-8") as fh:
+        def write(recs):
+            for r in recs:
+                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+                done[r["question_id"]] = r
+            fh.flush()
+            os.fsync(fh.fileno())
+
+        for s in range(0, len(rejudge), batch_size):
+            chunk = [dict(r) for r in rejudge[s: s + batch_size]]
+            _judge(judge, chunk, counts)
+            counts["rejudged"] += len(chunk)
+            write(chunk)
+        for s in range(0, len(todo), batch_size):
+            chunk = todo[s: s + batch_size]
+            recs = []
+            for q, (o, err) in zip(chunk, _predict(chunk, predictor, counts)):
+                answer = o.get("answer")
+                rec: dict[str, Any] = {"question_id": q.question_id, "conversation": q.question_id,
+                                       "question_type": q.question_type, "abstention": q.abstention,
+                                       "question": q.question, "question_date": q.question_date, "gold": q.answer,
+                                       "hypothesis": None if answer is None else str(answer)}
+                counts["no_answer"] += answer is None
+                if err is not None:
+                    rec["error"] = err
+                if o.get("retrieved") is not None:
+                    rec["retrieved"] = list(o["retrieved"])
+                    if not q.abstention:   # the official retrieval metrics leave abstention questions out
+                        turns = [dia_id(si, ti) for si, ti in q.answer_turns()]
+                        rec["recall"] = retrieval_metrics(rec["retrieved"], turns, _gold_sessions(q), recall_k)
+                recs.append(rec)
+            _judge(judge, recs, counts)
+            counts["predicted"] += len(recs)
+            write(recs)
+            n = sum(1 for i in ids if i in done)
+            log(f"LongMemEval: {n}/{len(ids)} questions ({time.perf_counter() - t0:.1f}s)")
+    records = [done[i] for i in ids if i in done]
+    table = qa_table(records)
+    result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "benchmark": "longmemeval",
+              "table": table, "counts": counts}
+    write_atomic(out / "results.json", json.dumps(result, indent=1))
+    write_atomic(out / "results.md", markdown(table, f"{title} (judge: {result['judge']})"))
+    if chart_png:
+        chart(table, out / "scores.png", title)
+    return result
+
+
+def _check_inputs(cfg: LongMemEvalConfig) -> list[LmeQuestion]:
+    if not cfg.data_path or not Path(cfg.data_path).is_file():
+        raise FileNotFoundError(f"data_path={cfg.data_path!r}: LongMemEval file not found "
+                                "(--set data_path=.../longmemeval_s.json)")
+    if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
+        raise FileNotFoundError(f"answers={cfg.answers!r}: hypothesis JSONL not found (--set answers=...)")
+    return select(cfg)
+
+
+def check_lines(cfg: LongMemEvalConfig) -> list[str]:
+    """`--check`: read the data, select the questions, say what would run (nothing loaded or written)."""
+    qs = _check_inputs(cfg)
+    judge = {"rule": "rule (not an LLM: tests only)", "openai": f"{cfg.judge_model} at {cfg.judge_url}",
+             "engine": f"engine {cfg.judge_hf_path}"}[cfg.judge]
+    return [f"python -m memjax.evaluate: LongMemEval, system {cfg.system!r}, {len(qs)} questions "
+            f"({sum(q.abstention for q in qs)} abstention), judge {judge}", f"data_path: {cfg.data_path}",
+            *([f"answers: {cfg.answers}"] if cfg.system == "answers" else []), f"out_dir: {cfg.out_dir}"]
+
+
+def run_longmemeval_eval(cfg: LongMemEvalConfig) -> dict:
+    """Everything `python -m memjax.evaluate` does for a LongMemEvalConfig (one process)."""
+    import jax
+
+    if jax.process_count() > 1:
+        raise ValueError("LongMemEval evaluation runs in one process; start it without memjax.launch --nproc")
+    questions = _check_inputs(cfg)
+    title = f"LongMemEval {Path(cfg.data_path).name} ({cfg.system})"
+    if cfg.system == "answers":
+        predictor, note = hypotheses_predictor(cfg.answers), ""
+    else:
+        if cfg.system not in _PREDICTORS:
+            raise ValueError(f"LongMemEval system {cfg.system!r}: no predictor registered (importing memjax.systems "
+                             "registers every paper's; python -m memjax.evaluate does)")
+        predictor, note = _PREDICTORS[cfg.system](cfg, questions)
+    return evaluate_longmemeval(questions, predictor, make_judge(cfg), cfg.out_dir, batch_size=cfg.batch_size,
+                                title=title + note, recall_k=cfg.recall_k)
