@@ -75,9 +75,11 @@ class LongMemEvalConfig:
     judge_hf_path: str = ""
     judge_retries: int = 4
     judge_timeout_s: float = 60.0
-    # model systems: the policy `model` on `engine`; memory_r1's manager `manager_hf_path` ("" = the same model)
+    # model systems: the policy `model` on `engine`; memory_r1's manager `manager_hf_path` ("" = the same model);
+    # memory_r2's frozen answer agent `answer_hf_path` ("" = a copy of the policy's weights)
     model: ModelSource = field(default_factory=ModelSource)
     manager_hf_path: str = ""
+    answer_hf_path: str = ""
     engine: EngineConfig = field(default_factory=_engine)
     embedder: str = "wordllama"          # "wordllama" | "hashbow" (memory_r1 / memory_r2 / sumer retrieval)
     max_prompt_tokens: int = 4096

@@ -18,5 +18,5 @@ conversations), DAPO's clip-higher / token-mean / dynamic sampling / overlong sh
 task (benchmarks/memagent_length_extrapolation.py), not on 3.5M-token RULER-HotpotQA.
 """
 
-from . import system  # noqa: F401  (registers "memagent")
+from . import longmemeval_eval, system  # noqa: F401  (registers "memagent"; "memagent" on LongMemEval)
 from .tiny import system as _tiny_system  # noqa: F401  (registers "tiny")

@@ -17,5 +17,5 @@ curriculum with best-checkpoint hand-offs, the public code's prompts, parsers an
 answer agent is a copy of the initial policy on a second engine (the paper serves a separate model).
 """
 
-from . import system  # noqa: F401  (registers "memory_r2")
+from . import longmemeval_eval, system  # noqa: F401  (registers "memory_r2"; "memory_r2" on LongMemEval)
 from .tiny import system as _tiny_system  # noqa: F401  (registers "memory_r2_tiny")

@@ -16,5 +16,5 @@ Qwen3-Embedding-0.6B cannot be downloaded here; `embedder="file:PATH"` takes pre
 turn names the speakers and the sessions' date range (the paper does not say); see system.py.
 """
 
-from . import system  # noqa: F401  (registers "sumer")
+from . import longmemeval_eval, system  # noqa: F401  (registers "sumer"; "sumer" on LongMemEval)
 from .tiny import system as _tiny_system  # noqa: F401  (registers "tiny_sumer")
