@@ -53,6 +53,11 @@ PLACEHOLDERS = {
     "out/tiny/hf": "{hf}",
     "--out DIR": "--out {tmp}/gpu_pass",
     "stats PATH": f"stats {FIXTURES}/locomo_fixture.json",
+    "memjax.data.longmemeval stats PATH": f"memjax.data.longmemeval stats {FIXTURES}/longmemeval_fixture.json",
+    "/path/to/longmemeval_s.json": f"{FIXTURES}/longmemeval_fixture.json",
+    "longmemeval_s.json": f"{FIXTURES}/longmemeval_fixture.json",
+    "/path/to/hypotheses.jsonl": "{tmp}/hypotheses.jsonl",
+    "hypotheses.jsonl": "{tmp}/hypotheses.jsonl",
     "benchmarks.locomo_retrieval PATH": f"benchmarks.locomo_retrieval {FIXTURES}/locomo_fixture.json",
     "CONFIG.py": "configs/tiny.py",
     "CONFIG": "configs/tiny.py",
@@ -171,6 +176,19 @@ COMMANDS = {
     "--judge openai --judge-url http://HOST:8000/v1 --judge-model gpt-oss-120b --out runs/eval": "--check",
     "python -m memjax.data.locomo_stats stats locomo10.json": "",
     "python -m memjax.data.locomo_stats stats PATH": "",
+    "python -m memjax.data.longmemeval stats PATH": "",
+    "python -m memjax.evaluate configs/longmemeval_answers.py --set data_path=longmemeval_s.json "
+    "--set answers=hypotheses.jsonl": CHECK,
+    "python -m memjax.evaluate configs/memory_r1/longmemeval.py --set data_path=longmemeval_s.json "
+    "--set model.hf_path=/path/to/answer_agent_hf --set judge=openai --set judge_url=http://HOST:8000/v1": CHECK,
+    "python -m memjax.evaluate configs/longmemeval_answers.py --set data_path=/path/to/longmemeval_s.json "
+    "--set answers=/path/to/hypotheses.jsonl [--set judge=openai --set judge_url=http://host:8000/v1]": CHECK,
+    "python -m memjax.evaluate configs/memory_r1/longmemeval.py --set data_path=/path/to/longmemeval_s.json "
+    "--set model.hf_path=/path/to/answer_agent_hf [--set manager_hf_path=/path/to/manager_hf] "
+    "[--set judge=openai --set judge_url=http://host:8000/v1]": CHECK,
+    **{f"python -m memjax.evaluate configs/{paper}/longmemeval.py --set data_path=/path/to/longmemeval_s.json "
+       "--set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set judge=openai --set judge_url=http://host:8000/v1]":
+       CHECK for paper in ("sumer", "memory_r2", "memagent")},
     "python -m memjax.convert {hf2orbax,orbax2hf,hf2hf,random} SRC DST [--dtype bfloat16]": "",
     # the plan compiles the update program (a minute or more per config on CPU; tests/test_plan.py runs it):
     # here --check resolves the config, model and mesh on the devices asked for
@@ -333,6 +351,7 @@ def workspace(tmp_path_factory):
     assert p.returncode == 0, p.stderr
     qids = [q["qid"] for q in _fixture_questions()][:3]
     (tmp / "answers.jsonl").write_text("".join(json.dumps({"qid": q, "answer": "x"}) + "\n" for q in qids))
+    (tmp / "hypotheses.jsonl").write_text(json.dumps({"question_id": "mj_ssu_1", "hypothesis": "a beagle"}) + "\n")
     p = subprocess.run([sys.executable, "-m", "memjax.evaluate", "configs/locomo_answers.py", "--set",
                         f"data_path={FIXTURES}/locomo_fixture.json", "--set", f"answers={tmp}/answers.jsonl", "--set",
                         f"out_dir={tmp}/locomo_run"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

@@ -195,5 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the importable module's main: the records are the classes the systems import
+    from memjax.data.longmemeval import main as _main
+
+    sys.exit(_main())
