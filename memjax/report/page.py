@@ -167,8 +167,9 @@ def _evals(run: RunData) -> str:
         t = res.get("table") or {}
         cols = list(t)
         metrics = list(dict.fromkeys(m for c in t.values() for m in c))
-        parts.append(f"<h3>{_e(res.get('title', 'LoCoMo'))} — judge {_e(res.get('judge', '?'))}, F1 over token "
-                     f"{'sets' if res.get('f1', 'set') == 'set' else 'multisets'} (%)</h3>"
+        f1 = "" if res.get("benchmark") == "longmemeval" else (  # LongMemEval: accuracy and recall, no F1
+            f", F1 over token {'sets' if res.get('f1', 'set') == 'set' else 'multisets'}")
+        parts.append(f"<h3>{_e(res.get('title', 'LoCoMo'))} — judge {_e(res.get('judge', '?'))}{f1} (%)</h3>"
                      + table(["metric", *cols], [[m, *[t[c].get(m) for c in cols]] for m in metrics], "evals"))
         if res.get("counts"):
             parts.append("<h3>counts</h3>" + table(list(res["counts"]), [list(res["counts"].values())]))

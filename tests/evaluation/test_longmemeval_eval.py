@@ -62,6 +62,8 @@ def test_answers_config_end_to_end_and_resume(tmp_path):
     assert res["counts"]["no_answer"] == 1 and res["judge"] == "rule-based (not an LLM)"
     md = (out / "results.md").read_text()
     assert "| accuracy | 100.00 | 0.00 | 0.00 | 100.00 | 0.00 | 0.00 | 33.33 | 37.50 | 50.00 |" in md
+    html = (out / "report.html").read_text()                        # the report page: the per-type table
+    assert "task-averaged" in html and "mj_tr_2_abs" in html and "F1 over token" not in html
     assert main(argv) == 0                                          # resumed: nothing new
     again = json.loads((out / "results.json").read_text())
     assert again["counts"]["resumed"] == 8 and again["counts"]["predicted"] == 0 and again["table"] == t
