@@ -6,6 +6,8 @@ of the `has_answer` turns, report page."""
 import json
 from pathlib import Path
 
+import pytest
+
 from memjax import Tokenizer
 from memjax.data.longmemeval import load_longmemeval
 
@@ -16,6 +18,8 @@ ROOT = Path(__file__).parents[3]
 FIXTURE = ROOT / "tests" / "fixtures" / "data" / "longmemeval_fixture.json"
 
 
+@pytest.mark.slow(seconds=55)  # 28 s alone, 55 s beside other sessions' load (2 shared cores): the first
+# model init of the process (tiny-qwen-vocab, the config's default model) compiles
 def test_memjax_evaluate_memory_r1_longmemeval(tmp_path, monkeypatch):
     import memjax.engine
     from memjax.evaluate import main
