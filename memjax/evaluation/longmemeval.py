@@ -3,7 +3,8 @@ runs), the system registry, and `evaluate_longmemeval` (predictions JSONL writte
 official judge; per-type table, chart, results files).
 
 Owns: `LongMemEvalConfig`, `register_longmemeval_system`, `evaluate_longmemeval`, `run_longmemeval_eval`,
-`hypotheses_predictor` (the official hypothesis file: JSONL of {question_id, hypothesis}).
+`hypotheses_predictor` (the official hypothesis file: JSONL of {question_id, hypothesis}; a question without a line is
+judged as an empty response and counted as `no_answer`, where the official script would leave it out of the accuracy).
 Systems: "answers" (a hypothesis file made elsewhere) and the model systems registered by their paper's folder on
 import (memjax/systems/<paper>/longmemeval_eval.py: "memory_r1", "memory_r2", "sumer", "memagent"). A factory takes
 (config, questions) and returns (batch predictor, title note); the predictor maps a list of `LmeQuestion` to one dict
