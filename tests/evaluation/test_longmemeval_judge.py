@@ -96,3 +96,21 @@ def test_rule_judge():
                               ("single-session-user", "q", "x", "The information provided is not enough.", True),
                               ("single-session-user", "q", "x", "A beagle.", True)])
     assert [x.label for x in v] == [True, True, False]
+
+
+def test_fixture_generator_executes_only_the_prompt_function():
+    import importlib.util
+
+    path = Path(__file__).parents[2] / "scripts" / "gen_longmemeval_judge_fixture.py"
+    spec = importlib.util.spec_from_file_location("gen_lme_fixture", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    source = ("import openai_that_is_not_installed\nraise SystemExit('module code ran')\n"
+              "def get_anscheck_prompt(task, question, answer, response, abstention=False):\n"
+              "    return f'{task}|{question}|{answer}|{response}|{abstention}'\n")
+    fn = gen.prompt_function(source)
+    assert fn("t", "q", "a", "r", abstention=True) == "t|q|a|r|True"
+    assert {c[0] for c in gen.CASES} == set(GOLDEN_TYPES) and len(gen.CASES) == len(GOLDEN["cases"])
+
+
+GOLDEN_TYPES = {c["task"] for c in GOLDEN["cases"]}
