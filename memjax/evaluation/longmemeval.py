@@ -240,6 +240,9 @@ def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPr
                 counts["no_answer"] += answer is None
                 if err is not None:
                     rec["error"] = err
+                for k in ("truncated", "boxed"):          # what a system says about how its answer came about
+                    if k in o:
+                        rec[k] = o[k]
                 if o.get("retrieved") is not None:
                     rec["retrieved"] = list(o["retrieved"])
                     if not q.abstention:   # the official retrieval metrics leave abstention questions out

@@ -7,7 +7,8 @@ Owns: `memory_r2_lme_predictor` and `RankingAnswerAgent`. Per question the hayst
 `answer_hf_path` when given, else a copy of the policy's initial weights (MemoryR2System's "policy_copy").
 "retrieved" (the evidence-recall view) is the final bank ranked by the answer agent's own embedder cosine to the
 question, expanded to its records' dia_ids; questions whose text repeats within one predictor call get none (the
-answer agent sees question texts only, so their banks cannot be told apart).
+answer agent sees question texts only, so their banks cannot be told apart). A rollout whose prompt outgrew
+max_prompt_tokens ends without answers (MemoryR2's rule): its record has answer None and `truncated` true.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def memory_r2_lme_predictor(cfg, questions: Sequence[LmeQuestion]):
         texts = [lq.question for _, lq in views]
         out = []
         for t, text in zip(res.traces, texts):
-            rec = {"answer": t["questions"][0]["answer"]}
+            rec = {"answer": t["questions"][0]["answer"], "truncated": bool(t["truncated"])}   # a rollout cut at
+            # max_prompt_tokens answers nothing (MemoryR2's rule): no answer, counted, and said here
             if texts.count(text) == 1 and text in ranking.ranked:
                 rec["retrieved"] = ranking.ranked[text]
             out.append(rec)

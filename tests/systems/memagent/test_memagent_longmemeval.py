@@ -32,7 +32,7 @@ def test_memjax_evaluate_memagent_longmemeval(tmp_path, monkeypatch):
     data = load_longmemeval(FIXTURE)
     for x, q in zip(lines, data.questions):          # the boxed memory: a line of the question's own document
         doc = haystack_document(q)
-        assert x["hypothesis"] and x["hypothesis"] in doc and "retrieved" not in x
+        assert x["hypothesis"] and x["hypothesis"] in doc and "retrieved" not in x and x["boxed"] is True
     assert haystack_document(data.questions[0]).startswith("\n### Session 1:\nSession Date: 2024/03/01 (Fri) 09:12\n")
     prompts = [tok.decode(p) for _, p, _ in engines[0].log]
     finals = [p for p in prompts if "<section>" not in p]
