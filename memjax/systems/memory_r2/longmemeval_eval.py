@@ -38,7 +38,9 @@ class RankingAnswerAgent:
 
     def answer(self, bank, speakers, questions):
         records = list(bank)
-        if records and questions:
+        if not records:                                 # an empty bank recalls nothing
+            self.ranked.update({q: [] for q in questions})
+        elif questions:
             vecs = self.agent.cache.vectors([r.content for r in records])
             qv = self.agent.cache.vectors(list(questions))
             for j, q in enumerate(questions):

@@ -38,3 +38,13 @@ def test_memjax_evaluate_memory_r2_longmemeval(tmp_path, monkeypatch):
     assert sorted(ku["retrieved"]) == ["D1:1", "D1:2", "D2:1", "D2:2", "D3:1", "D3:2"]
     assert ku["recall"]["turn_recall_all@10"] == 1.0 and res["table"]["knowledge-update"]["n"] == 1
     assert all("recall" not in x for x in lines if x["abstention"]) and not any(x["truncated"] for x in lines)
+
+
+def test_ranking_answer_agent_ranks_the_bank_and_an_empty_bank_recalls_nothing():
+    from memjax.memory import HashedBowEmbedder, MemoryBank
+    from memjax.systems.memory_r2.longmemeval_eval import RankingAnswerAgent
+    from memjax.systems.memory_r2.reward import OverlapAnswerAgent
+
+    agent = RankingAnswerAgent(OverlapAnswerAgent(HashedBowEmbedder(256)))
+    assert agent.answer(MemoryBank(), ("user", "assistant"), ["where is my dog?"]) == [""]
+    assert agent.ranked == {"where is my dog?": []}
