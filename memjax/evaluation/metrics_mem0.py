@@ -13,11 +13,7 @@ Invariants: equal to the official functions (nltk 3.9.1) on tests/fixtures/metri
 
 from __future__ import annotations
 
-from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
-
-from .nltk_text import word_tokenize_lower
-
-_SMOOTH = SmoothingFunction().method1
+from .nltk_text import nltk_module, word_tokenize_lower
 
 
 def simple_tokenize(text: str) -> list[str]:
@@ -42,7 +38,9 @@ def mem0_bleu1(pred: object, gold: object) -> float:
     if not isinstance(pred, str):
         return 0.0
     hyp, ref = word_tokenize_lower(pred), word_tokenize_lower(str(gold))
+    bleu = nltk_module().translate.bleu_score
     try:
-        return float(sentence_bleu([ref], hyp, weights=(1, 0, 0, 0), smoothing_function=_SMOOTH))
+        return float(bleu.sentence_bleu([ref], hyp, weights=(1, 0, 0, 0),
+                                        smoothing_function=bleu.SmoothingFunction().method1))
     except Exception:       # the official loop's `except Exception: score = 0.0` (an empty prediction divides by 0)
         return 0.0

@@ -10,6 +10,8 @@ that can change a decision on lower-cased text (types seen lower-case at a sente
 sentence-starter list and the other entries are only read for tokens that begin upper-case, and lower-cased text has
 none of the table's types so). Word tokenisation is then what `nltk.word_tokenize` does: `NLTKWordTokenizer` on each
 Punkt sentence.
+nltk is imported on first use (`nltk_module()`), not with memjax.evaluation: the engine, trainer and GPU benchmarks
+import the paper registry, which imports the evaluation harness, and the GPU image has no nltk.
 Invariants: equal to nltk 3.9.1 with its full English Punkt model on lower-cased text (the Mem0 BLEU-1 and
 word-tokenize goldens in tests/fixtures); nothing is downloaded and nltk_data is never read.
 """
@@ -21,26 +23,38 @@ from collections import defaultdict
 from functools import lru_cache
 from importlib import resources
 
-from nltk.stem.porter import PorterStemmer
-from nltk.tokenize.destructive import NLTKWordTokenizer
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-
 _ASSET = ("assets", "punkt", "english_lower.json")
 
 
+def nltk_module():
+    """nltk, imported where a metric first needs it, or one line naming the missing dependency."""
+    try:
+        import nltk
+    except ImportError as e:
+        raise ImportError("memjax's LoCoMo / Mem0 metrics need nltk: pip install nltk==3.9.1 (a memjax dependency)") \
+            from e
+    return nltk
+
+
 @lru_cache(maxsize=1)
-def _punkt() -> PunktSentenceTokenizer:
-    path = resources.files("memjax").joinpath(*_ASSET)
-    raw = json.loads(path.read_text("utf-8"))
-    params = PunktParameters()
+def _punkt():
+    from_nltk = nltk_module().tokenize.punkt
+    raw = json.loads(resources.files("memjax").joinpath(*_ASSET).read_text("utf-8"))
+    params = from_nltk.PunktParameters()
     params.abbrev_types = set(raw["abbrev_types"])
     params.collocations = {tuple(c) for c in raw["collocations"]}
     params.ortho_context = defaultdict(int, {k: int(v) for k, v in raw["ortho_context"].items()})
-    return PunktSentenceTokenizer(params)
+    return from_nltk.PunktSentenceTokenizer(params)
 
 
-_WORD_TOKENIZER = NLTKWordTokenizer()
-_STEMMER = PorterStemmer()          # mode NLTK_EXTENSIONS, lower-cases: nltk's default, as LoCoMo constructs it
+@lru_cache(maxsize=1)
+def _word_tokenizer():
+    return nltk_module().tokenize.destructive.NLTKWordTokenizer()
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    return nltk_module().stem.porter.PorterStemmer()    # mode NLTK_EXTENSIONS, lower-cases: as LoCoMo builds it
 
 
 def sent_tokenize(text: str) -> list[str]:
@@ -50,9 +64,10 @@ def sent_tokenize(text: str) -> list[str]:
 
 def word_tokenize_lower(text: str) -> list[str]:
     """`nltk.word_tokenize(text.lower())`."""
-    return [tok for sent in sent_tokenize(text.lower()) for tok in _WORD_TOKENIZER.tokenize(sent)]
+    tok = _word_tokenizer()
+    return [t for sent in sent_tokenize(text.lower()) for t in tok.tokenize(sent)]
 
 
 def porter_stem(word: str) -> str:
     """`nltk.stem.PorterStemmer().stem(word)`."""
-    return _STEMMER.stem(word)
+    return _stemmer().stem(word)

@@ -2,8 +2,10 @@
 and the pinned nltk is the release the goldens were made with."""
 
 import importlib.metadata
+import sys
 
 import nltk.data
+import pytest
 
 from memjax.evaluation import nltk_text
 
@@ -26,3 +28,10 @@ def test_no_nltk_data_lookup(monkeypatch):
 def test_pinned_release():
     # the goldens (tests/fixtures/*_nltk.json, metric_goldens_mem0.json) were made with 3.9.1; 3.10 moves a BLEU-1 pair
     assert importlib.metadata.version("nltk") == "3.9.1"
+
+
+def test_missing_nltk_is_one_line(monkeypatch):
+    # memjax imports without nltk (the GPU image has none, tests/benchmarks/test_gpu_pass.py); a metric then says so
+    monkeypatch.setitem(sys.modules, "nltk", None)
+    with pytest.raises(ImportError, match=r"need nltk: pip install nltk==3\.9\.1"):
+        nltk_text.nltk_module()
