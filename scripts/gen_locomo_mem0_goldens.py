@@ -105,7 +105,7 @@ EDGE_TEXTS = [
 def write_punkt_asset(path: str) -> None:
     """The English Punkt model's abbreviation types and collocations, and the orthographic-context entries that can
     change a decision on lower-cased text (seen lower-case at a sentence start, never upper-case); see
-    memjax/evaluation/nltk_word_tokenize.py for why these suffice."""
+    memjax/evaluation/nltk_text.py for why these suffice."""
     import nltk
     from nltk.tokenize.punkt import _ORTHO_BEG_LC, _ORTHO_UC, load_punkt_params
     lang_dir = nltk.data.find("tokenizers/punkt_tab/english/")

@@ -5,18 +5,15 @@ Owns: `mem0_f1` (`calculate_metrics(pred, gold)["f1"]`: both sides `str()`-ed, 0
 before stripping; tokens are `simple_tokenize` — lower-case, `. , ! ?` turned into spaces, whitespace split —
 and F1 is over token *sets*, divided by the set sizes) and `mem0_bleu1` (`calculate_bleu_scores(pred, gold)["bleu1"]`:
 `nltk.word_tokenize` of both lower-cased sides, `sentence_bleu` with weights (1, 0, 0, 0) and smoothing method1:
-0 when no unigram matches, else brevity penalty x exp(log(clipped unigram precision))). Tokenisation is
-`memjax.evaluation.nltk_word_tokenize.word_tokenize_lower` (nltk 3.9.1 re-implemented, no nltk data needed).
+an exception scores 0, as there). Tokenisation is `memjax.evaluation.nltk_text.word_tokenize_lower` (nltk's
+`word_tokenize` with the shipped Punkt parameters, no nltk data needed); BLEU is nltk's own `sentence_bleu`.
 Invariants: equal to the official functions (nltk 3.9.1) on tests/fixtures/metric_goldens_mem0.json
 (scripts/gen_locomo_mem0_goldens.py); a non-str prediction scores 0.0 (evals.py would score str(None)).
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
-
-from .nltk_word_tokenize import word_tokenize_lower
+from .nltk_text import nltk_module, word_tokenize_lower
 
 
 def simple_tokenize(text: str) -> list[str]:
@@ -41,10 +38,9 @@ def mem0_bleu1(pred: object, gold: object) -> float:
     if not isinstance(pred, str):
         return 0.0
     hyp, ref = word_tokenize_lower(pred), word_tokenize_lower(str(gold))
-    hc, rc = Counter(hyp), Counter(ref)
-    clipped = sum(min(c, rc[t]) for t, c in hc.items())
-    if clipped == 0:
+    bleu = nltk_module().translate.bleu_score
+    try:
+        return float(bleu.sentence_bleu([ref], hyp, weights=(1, 0, 0, 0),
+                                        smoothing_function=bleu.SmoothingFunction().method1))
+    except Exception:       # the official loop's `except Exception: score = 0.0` (an empty prediction divides by 0)
         return 0.0
-    c, r = len(hyp), len(ref)
-    bp = 1.0 if c > r else math.exp(1 - r / c)
-    return bp * math.exp(math.fsum([math.log(clipped / c)]))

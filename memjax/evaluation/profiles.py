@@ -18,7 +18,7 @@ Profiles (this module grows one per paper; only those listed exist):
 - `mem0`: Mem0's LoCoMo evaluation (`mem0ai/mem0` @373709f, evaluation/metrics/utils.py, as evaluation/evals.py
   calls it; borrowed from A-Mem): `memjax.evaluation.metrics_mem0` — F1 over `simple_tokenize` token *sets* divided by
   the set sizes (no article or punctuation removal beyond `. , ! ?`), BLEU-1 of `nltk.word_tokenize` tokens with
-  smoothing method1 (nltk 3.9.1 re-implemented: `memjax.evaluation.nltk_word_tokenize`).
+  smoothing method1 (nltk 3.9.1 itself, Punkt from the shipped parameters: `memjax.evaluation.nltk_text`).
 - `sumer`: SUMER has no public code. Its F1 is "over token sets" and its Table 1 sets it beside Mem0 and A-MEM
   numbers it produced by running those projects' code, whose evaluation is Mem0's `utils.py`; the `sumer` profile is
   therefore the `mem0` functions (an inference from the paper, not checked against SUMER's own code). SUMER's set F1

@@ -1,5 +1,5 @@
 """benchmarks.gpu_pass as a user types it: the smoke pass runs every GPU item at tiny shapes on CPU, and memjax
-plus the benchmark drivers import with only what the GPU image has (grain, bm25s, wordllama, tensorboardX
+plus the benchmark drivers import with only what the GPU image has (grain, bm25s, wordllama, tensorboardX, nltk
 blocked)."""
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-GPU_IMAGE_LACKS = ("grain", "bm25s", "wordllama", "tensorboardX")
+GPU_IMAGE_LACKS = ("grain", "bm25s", "wordllama", "tensorboardX", "nltk")
 BLOCKER = f"""
 import importlib.abc, sys
 class _Block(importlib.abc.MetaPathFinder):

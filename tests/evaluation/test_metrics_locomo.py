@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from memjax.evaluation.metrics_locomo import _np_mean, locomo_normalize, locomo_qa_f1
+from memjax.evaluation.metrics_locomo import locomo_normalize, locomo_qa_f1
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "metric_goldens_locomo.json"
 
@@ -33,7 +33,3 @@ def test_locomo_quirks():
     # the regex module's word boundary: a combining mark is a word character there, '²' is not
     assert locomo_normalize("the\u0301 x") == "the\u0301 x" and locomo_normalize("a\u00b2") == "\u00b2"
 
-
-def test_np_mean_pairwise():
-    vals = [0.1 * i for i in range(1, 40)]
-    assert _np_mean(vals) == pytest.approx(sum(vals) / len(vals), rel=1e-15)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memjax.evaluation.metrics_mem0 import mem0_bleu1, mem0_f1
-from memjax.evaluation.nltk_word_tokenize import sent_tokenize, word_tokenize_lower
+from memjax.evaluation.nltk_text import sent_tokenize, word_tokenize_lower
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from memjax.evaluation.porter import porter_stem
+from memjax.evaluation.nltk_text import porter_stem
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "porter_goldens_nltk.json"
 

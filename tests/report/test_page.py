@@ -1,13 +1,15 @@
 """The report of a real tiny training run (configs/tiny.py, 2 RL steps, the MemAgent workflow on the engine):
 memjax.train writes report.html at the end and prints its path; the HTML is checked with html.parser (curves per
 logged metric family, before/after table with deltas, memory beside each chunk, config, nothing external), and
-then in a real headless Chromium (skipped, with the reason, where none is installed): the DOM after the page's
-script ran shows every curve drawn, the tables filled, every trace listed, and `?q=` hides the traces and
-conversations that do not match; a screenshot renders."""
+then in a real headless Chromium (skipped, with the reason, where none is installed; a failure in CI, CI=true,
+where .ci/run installs Debian's chromium): the DOM after the page's script ran shows every curve drawn, the tables
+filled, every trace listed, and `?q=` hides the traces and conversations that do not match; the page logs nothing to
+its console (no error, no uncaught exception); a screenshot renders."""
 
 import dataclasses
 import io
 import json
+import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -106,15 +108,33 @@ def test_train_writes_the_report_and_its_html(run):
     assert "agent.task.num_chunks" in dom.text["config"] and dom.having(tag="input")[0][1]["id"] == "q"
 
 
-needs_browser = pytest.mark.skipif(browser.find_chromium() is None,
-                                   reason="no headless browser installed (Debian: apt-get install chromium)")
+@pytest.fixture(scope="module")
+def chromium():
+    """The headless browser; its absence skips the browser checks on a workstation and fails them in CI."""
+    exe = browser.find_chromium()
+    if exe is None:
+        why = "no headless browser installed (Debian: apt-get install chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {why}; .ci/run installs it before `make test`")
+        pytest.skip(why)
+    return exe
 
 
-@needs_browser
-def test_browser_renders_curves_tables_traces_and_filters(run):
+def test_browser_console_capture(chromium, tmp_path):
+    # the console check below can fail: a page that logs and throws is caught, both messages
+    page = tmp_path / "bad.html"
+    page.write_text('<html><body><script>console.error("memjax-x1"); nope();</script></body></html>')
+    dom, console = browser.load(page)
+    assert "<body>" in dom and len(console) == 2
+    assert '"memjax-x1"' in console[0] and "Uncaught ReferenceError: nope is not defined" in console[1]
+
+
+def test_browser_renders_curves_tables_traces_and_filters(chromium, run):
     out, result, _ = run
     page = out / "report.html"
-    dom = Dom(browser.dump_dom(page))
+    html, console = browser.load(page)
+    assert console == []                                        # no console error, no uncaught exception
+    dom = Dom(html)
     body = [a for t, a in dom.having(tag="body")][0]
     assert body.get("data-ready") == "1"                        # the page's script ran
     curves = dom.having("curve", "svg")
@@ -128,7 +148,9 @@ def test_browser_renders_curves_tables_traces_and_filters(run):
     # a query selects the four rollout traces of step 2: the others and their conversations are hidden
     lines = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]
     want = [t for t in lines if t["step"] == 2]
-    dom = Dom(browser.dump_dom(page, query="training step 2 "))
+    html, console = browser.load(page, query="training step 2 ")
+    assert console == []
+    dom = Dom(html)
     shown = [a for _, a in dom.having("trace") if "hidden" not in a]
     assert len(shown) == len(want) > 0 and all("training step 2 " in a["data-text"] for a in shown)
     assert dom.text["trace-count"] == f"{len(want)} of {total} traces "
@@ -138,8 +160,7 @@ def test_browser_renders_curves_tables_traces_and_filters(run):
     assert len(groups) - len(visible) > 0
 
 
-@needs_browser
-def test_browser_screenshot(run, tmp_path):
+def test_browser_screenshot(chromium, run, tmp_path):
     from PIL import Image
 
     png = browser.screenshot(run[0] / "report.html", tmp_path / "report.png", width=1000, height=900)

@@ -15,9 +15,8 @@ import pytest
 from memjax.agents import run_workflow
 from memjax.agents.toolcall import CallError, ToolCall
 from memjax.engine import Engine
-from memjax.model import init_model
 from memjax.systems.sumer.tiny.system import TinySumerSection, TinySumerSystem
-from memjax.systems.sumer.tiny.agent import engine_config, model_config, workflow
+from memjax.systems.sumer.tiny.agent import workflow
 from memjax.systems.sumer.tiny.task import (HELDOUT_SEED, PEOPLE, WORDS, TinySumerFormat, TinySumerTask, make_sample,
                                     make_split, teacher_turns)
 from memjax.systems.sumer.tiny.warmstart import INFO, default_path, episode_row
@@ -58,12 +57,21 @@ def test_parser():
     assert FMT.tool_turn(["none"], closed=False) == FMT.encode("<end> <tool> none <end> <assistant>")
 
 
+@pytest.fixture(scope="module")
+def warm():
+    """The shipped warm start on one engine (the system's engine config), shared by the tests below."""
+    system = TinySumerSystem(TinySumerSection(heldout_size=32, eval_samples=0))
+    model, tok = system.load_model(None)
+    return system, model, tok, Engine(model, system.engine_config(None))
+
+
 @pytest.mark.slow(seconds=130)  # the module: ~310 s on 2 cores at load ~10 (engine compiles for the tiny SUMER task)
-def test_teacher_episode_is_what_the_workflow_records():
+def test_teacher_episode_is_what_the_workflow_records(warm):
     """A policy that emits the teacher's turns (scripted through the real engine's continuation) gets reward 1
-    and exactly the warm-start row and mask."""
+    and exactly the warm-start row and mask. The engine is the module's (its weights do not matter: every
+    generated turn is replaced by the teacher's)."""
     samples = make_split(TinySumerTask(), HELDOUT_SEED, 6)
-    engine = Engine(init_model(model_config(), 0), engine_config(max_slots=8))
+    engine = warm[3]
 
     class Teacher:  # wraps the engine: replaces each generated turn by the teacher's (ids + log-probs 0)
         def __init__(self, e):
@@ -101,29 +109,35 @@ def test_teacher_episode_is_what_the_workflow_records():
     assert engine.retained_pages == 0
 
 
-def test_shipped_warmstart():
+@pytest.fixture(scope="module")
+def rollout(warm):
+    """One sampled rollout batch of the warm start (16 questions x group 8, seed 1): the splice check and both
+    arms of the learning check read it (a rollout is a function of the weights, samples and seeds only)."""
+    system, _, tok, engine = warm
+    return run_workflow(engine, system.workflow(engine, tok), make_split(TinySumerTask(), 5, 16), group_size=8,
+                        seed=1)
+
+
+def test_shipped_warmstart(warm):
     path = default_path()
     info = json.loads((path / INFO).read_text())
     size = sum(f.stat().st_size for f in path.iterdir())
     assert size < 600_000 and info["dev_accuracy"] >= info["target"]
-    system = TinySumerSystem(TinySumerSection(heldout_size=32, eval_samples=0))
-    model, tok = system.load_model(None)
-    ev = system.evaluate(Engine(model, system.engine_config(None)), tok)
+    system, _, tok, engine = warm
+    ev = system.evaluate(engine, tok)
     assert 0.2 < ev["accuracy"] < 0.95 and np.isfinite(ev["reward"])
 
 
-def test_sampled_episodes_from_the_warm_start_are_spliced_exactly():
+def test_sampled_episodes_from_the_warm_start_are_spliced_exactly(warm, rollout):
     """Sampled multi-turn episodes: the engine's log-probs (turns continued on retained KV pages) equal the
     trainer's on the recorded rows; tool-turn ids are masked; continuation saved prefill."""
     from memjax.rl.trainer import Trainer, UpdateConfig
 
-    system = TinySumerSystem(TinySumerSection())
-    model, tok = system.load_model(None)
-    engine = Engine(model, system.engine_config(None))
-    res = run_workflow(engine, system.workflow(engine, tok), make_split(TinySumerTask(), 5, 8), group_size=4, seed=1)
+    model = warm[1]
+    res = rollout
     b = res.batch
     assert res.stats["mean_searches"] > 0.5 and res.stats["engine_continued_tokens"] > 0
-    lp = Trainer(model, update=UpdateConfig(micro_rows=32, pad_tokens=64)).logprobs(model, b)
+    lp = Trainer(model, update=UpdateConfig(micro_rows=128, pad_tokens=64)).logprobs(model, b)
     m = b.loss_mask > 0
     assert np.abs(lp[m] - b.old_logp[m]).max() < 1e-4
     tool = FMT.ids["<tool>"]
@@ -131,7 +145,7 @@ def test_sampled_episodes_from_the_warm_start_are_spliced_exactly():
 
 
 @pytest.mark.parametrize("ablation", ["none", "shuffle_rewards"])
-def test_grpo_updates_follow_the_rewards(ablation):
+def test_grpo_updates_follow_the_rewards(warm, rollout, ablation):
     """The short learning check (the seed study with full RL runs is in the module docstring of
     configs/sumer/tiny.py and the report): GRPO updates (the recipe's mean/std advantages, clip 0.2/0.28) on
     one rollout batch of the warm start widen the log-prob margin between the submitted answers that were
@@ -139,10 +153,8 @@ def test_grpo_updates_follow_the_rewards(ablation):
     from memjax.rl.advantages import AdvantageConfig, with_advantages
     from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 
-    system = TinySumerSystem(TinySumerSection())
-    model, tok = system.load_model(None)
-    engine = Engine(model, system.engine_config(None))
-    res = run_workflow(engine, system.workflow(engine, tok), make_split(TinySumerTask(), 5, 16), group_size=8, seed=1)
+    model, _ = warm[0].load_model(None)   # a fresh copy of the warm start: the updates change it in place
+    res = rollout
     b = res.batch
     right = np.asarray(res.rewards) > 0
     assert 0.1 < right.mean() < 0.6
