@@ -107,6 +107,20 @@ def compile_round(preset: str, kind: str, variant: dict, *, layers: int | None =
     return facts, txt
 
 
+def markdown(rows: list[dict]) -> str:
+    """The BUILD.md table of `main`'s rows (one per variant and round)."""
+    head = ("| model | variant | round | kernels / round | kernels / layer | GEMMs / layer | dynamic-slice GEMMs / layer "
+            "| host syncs in the round | bytes copied | prefill padding (useful / executed GEMM TFLOP) | compile s |")
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        w = r.get("workload")
+        pad = f"{100 * w['padding']:.0f}% ({w['useful_gemm_tflop']} / {w['executed_gemm_tflop']})" if w else "-"
+        out.append(f"| {r['preset']} | {r['variant']} | {r['round']} | {r['kernels']} | {r['kernels_per_layer']} | "
+                   f"{(r['gemms'] - 1) / r['num_layers']:.0f} | {r['dynamic_slice_gemms_per_layer']:.0f} | "
+                   f"{r['host_syncs']} | {r['copy_bytes']:,} | {pad} | {r['compile_s']} |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="qwen2.5-1.5b")
@@ -121,7 +135,11 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--variants", default="base,unrolled+fused")
     ap.add_argument("--rounds", default="decode,prefill")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--markdown", type=Path, help="print the BUILD.md table of this results file and exit")
     a = ap.parse_args(argv)
+    if a.markdown:
+        print(markdown(json.loads(a.markdown.read_text())))
+        return []
     from memjax.engine.config import EngineConfig
     from memjax.model import presets
 
