@@ -34,6 +34,7 @@ from memjax import flops  # noqa: E402
 from memjax.systems.memagent.workflow import MemAgent, MemAgentConfig  # noqa: E402
 from memjax.engine import Engine, EngineConfig, SamplingParams  # noqa: E402
 
+from .engine_options import add_engine_option, engine_overrides  # noqa: E402
 from .forward_throughput import device_slug  # noqa: E402
 from .rollout_throughput import make_model  # noqa: E402
 
@@ -45,7 +46,8 @@ def run(args) -> dict:
     model = make_model(args.preset, args.dtype)
     window = args.window
     ecfg = EngineConfig(max_slots=args.batch, page_size=64, window=window, prefill_slots=args.batch,
-                        prefill_chunk=args.prefill_chunk, rounds_per_sync=256, progress=False)
+                        prefill_chunk=args.prefill_chunk, rounds_per_sync=256, progress=False,
+                        **engine_overrides(args.engine))
     eng = Engine(model, ecfg)
     cfg = MemAgentConfig(chunk_tokens=args.chunk, max_query_tokens=64, max_memory_tokens=args.memory_tokens,
                          max_final_tokens=args.final_tokens, group_size=1, temperature=1.0)
@@ -80,7 +82,8 @@ def run(args) -> dict:
         bwin = max(args.baseline_lengths) + 128
         bwin = -(-bwin // 64) * 64
         beng = Engine(model, EngineConfig(max_slots=args.batch, page_size=64, window=bwin, prefill_slots=args.batch,
-                                          prefill_chunk=args.prefill_chunk, rounds_per_sync=256, progress=False))
+                                          prefill_chunk=args.prefill_chunk, rounds_per_sync=256, progress=False,
+                                          **engine_overrides(args.engine)))
         sp = SamplingParams(temperature=1.0, max_tokens=args.final_tokens)
         beng.generate([rng.integers(0, 150_000, args.chunk).tolist()] * args.batch, sp)  # warm-up
         bbest: dict[int, float] = {}
@@ -140,8 +143,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--window", type=int, default=1536)
     ap.add_argument("--prefill-chunk", type=int, default=512)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    add_engine_option(ap)  # EngineConfig fields (issue 47's before/after)
     args = ap.parse_args(argv)
     res = run(args)
+    res["engine"] = engine_overrides(args.engine)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"memagent_linearity_{args.preset}_{device_slug(res['device'])}"
     (args.out_dir / f"{stem}.json").write_text(json.dumps(res, indent=2))

@@ -37,6 +37,7 @@ from memjax import flops
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.engine.state import kv_bytes_per_page
 
+from .engine_options import add_engine_option, engine_overrides
 from .forward_throughput import build, device_slug
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -190,7 +191,8 @@ def sweep(args) -> dict:
         ecfg = EngineConfig(max_slots=b, page_size=args.page_size, window=args.window, prefill_slots=min(8, b),
                             prefill_chunk=min(2048, args.window), rounds_per_sync=256, progress=False,
                             attention=args.attention, decode_splits=args.decode_splits,
-                            num_pages=b * (args.window // args.page_size) + 2)  # one window per sequence
+                            num_pages=b * (args.window // args.page_size) + 2,  # one window per sequence
+                            **engine_overrides(args.engine))
         eng = None  # the previous batch's engine (and its KV pool) is freed before the next one is built
         gc.collect()
         eng = Engine(model, ecfg)
@@ -223,7 +225,8 @@ def sweep(args) -> dict:
             args.partial.write_text(json.dumps(dict(mode="sweep", partial=True, preset=args.preset, rows=rows), indent=2))
     return dict(mode="sweep", hbm_tbps=bw, weight_bytes=weight_bytes, prompt_len=args.prompt_len,
                 decode_tokens=args.decode_tokens, window=args.window, page_size=args.page_size,
-                attention=args.attention, decode_splits=args.decode_splits, rows=rows)
+                attention=args.attention, decode_splits=args.decode_splits, engine=engine_overrides(args.engine),
+                rows=rows)
 
 
 def main(argv=None) -> dict:
@@ -256,6 +259,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--profile-batches", type=int, nargs="*", default=None,
                     help="sweep: batch sizes to profile (default: the first of --batches)")
     ap.add_argument("--tag", default="", help="suffix of the result file name")
+    add_engine_option(ap)  # sweep: EngineConfig fields (issue 47's before/after)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     args.partial = None

@@ -26,6 +26,7 @@ OVERLONG_POLICIES = ("error", "truncate_left")
 WEIGHT_DTYPES = ("compute", "bfloat16", "float16", "float32")
 LOGPROB_MODES = ("raw", "processed")
 SCHEDULES = ("auto", "split", "mixed")
+LAYER_LOOPS = ("scan", "unrolled")
 AUTO_PREFILL_CAP = 8192  # prefill tokens per mixed round when token_budget = 0
 
 
@@ -83,6 +84,16 @@ class EngineConfig:
     # A round whose total need fits one runs its forward and LM head on that many rows, so the tail of a
     # skewed batch (few sequences still decoding) does not pay for max_slots rows. 0 = none (smallest = max_slots)
     small_rounds: int = 2
+    # the engine's weight layout (memjax/engine/weights.py; issue 47, defaults until a GPU run decides):
+    # "scan" = the model's stacked [L, ...] weights under lax.scan; "unrolled" = per-layer arrays, layers unrolled
+    # (fixed weight addresses for XLA:GPU's command buffers, longer compile). Single-device engines only
+    layers: str = "scan"
+    fuse_projections: bool = False  # q/k/v and gate/up concatenated in the engine's copy: 2 GEMMs per layer, not 5
+    # split schedule: compiled prefill chunk lengths. 0 = one [prefill_slots, prefill_chunk] shape (every round padded
+    # to prefill_chunk); k > 0 = k lengths prefill_chunk * j / k (j = 1..k, rounded up to page_size) and the round
+    # runs at the shortest that holds its longest chunk (that chunk padded by < 1/j at length j/k; one compiled
+    # forward per length). Stats: prefill_executed (rows run) beside prefill_tokens (useful)
+    prefill_buckets: int = 0
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -129,6 +140,17 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.tensor_parallel must be >= 1, got {self.tensor_parallel!r}")
         if not isinstance(self.small_rounds, int) or isinstance(self.small_rounds, bool) or self.small_rounds < 0:
             raise ValueError(f"EngineConfig.small_rounds must be an int >= 0, got {self.small_rounds!r}")
+        if not isinstance(self.prefill_buckets, int) or isinstance(self.prefill_buckets, bool) \
+                or not 0 <= self.prefill_buckets <= self.prefill_chunk:
+            raise ValueError(f"EngineConfig.prefill_buckets must be an int in [0, prefill_chunk="
+                             f"{self.prefill_chunk}], got {self.prefill_buckets!r}")
+        if self.layers not in LAYER_LOOPS:
+            raise ValueError(f"EngineConfig.layers must be one of {LAYER_LOOPS}, got {self.layers!r}")
+        if not isinstance(self.fuse_projections, bool):
+            raise ValueError(f"EngineConfig.fuse_projections must be a bool, got {self.fuse_projections!r}")
+        if (self.layers != "scan" or self.fuse_projections) and (self.data_parallel != 1 or self.tensor_parallel != 1):
+            raise ValueError("EngineConfig.layers='unrolled' / fuse_projections=True are single-device layouts: set "
+                             "data_parallel=1 and tensor_parallel=1, or keep layers='scan', fuse_projections=False")
         if self.data_parallel > 1:
             self.per_device(self.data_parallel)  # the totals must split into data_parallel groups
 
@@ -142,6 +164,14 @@ class EngineConfig:
     @property
     def pages_per_seq(self) -> int:
         return self.window // self.page_size
+
+    @property
+    def prefill_lengths(self) -> tuple[int, ...]:
+        """Chunk lengths the split schedule's prefill round is compiled for (ascending; prefill_buckets)."""
+        c, k, s = self.prefill_chunk, self.prefill_buckets, self.page_size
+        if k <= 1:
+            return (c,)
+        return tuple(sorted({min(c, -(-math.ceil(c * j / k) // s) * s) for j in range(1, k + 1)}))
 
     @property
     def round_tokens(self) -> int:

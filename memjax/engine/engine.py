@@ -62,6 +62,7 @@ from .data_parallel import DataParallel
 from .loop import make_loop, make_run
 from .requests import Request, pack_queue
 from .state import Queue, init_pool, init_ring, init_slots, kv_bytes_per_page, release_row
+from .weights import engine_layout, uses_layout
 
 _ID_LIMIT = 2**31 - 1
 
@@ -104,8 +105,9 @@ class Engine:
         self._graphdef, master = nnx.split(model, nnx.Param)
         master = process_local(master)  # a multi-process trainer's weights: this process's copy
         wd = jnp.dtype(model.cfg.dtype if ecfg.weight_dtype == "compute" else ecfg.weight_dtype)
-        self._cast = jax.jit(lambda p: jax.tree.map(
-            lambda a: a.astype(wd) if jnp.issubdtype(a.dtype, jnp.floating) else a, p))
+        cast = lambda p: jax.tree.map(lambda a: a.astype(wd) if jnp.issubdtype(a.dtype, jnp.floating) else a, p)
+        # the engine's own copy, in its layout (memjax/engine/weights.py: fused / per-layer when configured)
+        self._cast = jax.jit((lambda p: engine_layout(cast(p), model.cfg, ecfg)) if uses_layout(ecfg) else cast)
         self._master_shapes = jax.tree.map(lambda a: a.shape, master)
         attend = None
         devs = list(jax.local_devices() if devices is None else devices)
@@ -395,7 +397,8 @@ class Engine:
                 self._maybe_free(r.parent)
                 r.parent = None
         self._pending = collections.deque(r for r in self._pending if r.rid not in taken)
-        for f in ("rounds", "prefill_rounds", "preemptions", "prefill_tokens", "decode_tokens", "shared_pages"):
+        for f in ("rounds", "prefill_rounds", "preemptions", "prefill_tokens", "decode_tokens", "shared_pages",
+                  "prefill_executed"):
             v = getattr(cnt, f)  # this call's counts; Python ints never overflow
             self.stats[f] += int(v.sum())
             for g in range(self.data_parallel):

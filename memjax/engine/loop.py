@@ -38,7 +38,9 @@ inside `jax.shard_map` (each group's while loop has its own trip count; no colle
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +53,7 @@ from .paged_attention import PagedAttention
 from .sampler import sample
 from .scheduler import admit, ensure_decode_pages, rebase_order, release_finished
 from .state import Counters, Pool, Queue, Ring, Slots, init_counters
+from .weights import engine_forward, engine_logits, uses_layout
 
 
 def _finish_code(tok, n_gen, index, stop, max_new, window):
@@ -72,14 +75,37 @@ def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
 
 def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
     """The generation loop of one device (group), unjitted."""
+    rounds = make_rounds(graphdef, mcfg, ecfg, attend)
+    return _loop(rounds, ecfg)
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """The round functions of one engine config: each (params, slots, pool, ring, cnt) -> the same, except
+    forward/emit (the building blocks the mixed round shares). benchmarks/gpu_aot_rounds.py compiles them one by one."""
+    forward: Callable
+    emit: Callable
+    prefill: Callable
+    decode: Callable
+    mixed: Callable
+
+
+def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None) -> Rounds:
+    """The prefill, decode and mixed rounds over params in the engine's layout (memjax/engine/weights.py:
+    the model's nnx.State by default)."""
     S, C, BP, W = ecfg.page_size, ecfg.prefill_chunk, ecfg.prefill_slots, ecfg.window
     attn_kw = {} if attend is None else {"attend": attend}
+    own_layout = uses_layout(ecfg)
 
     def forward(params, ids, pos, page_table, start, n_valid, pool):
-        model = nnx.merge(graphdef, params)
+        """-> (logits_fn(hidden) -> f32 logits, final hidden [b, t, h], pool with this step's K/V written)."""
         att = PagedAttention(page_table, start, n_valid, **attn_kw)
+        if own_layout:
+            hidden, (k, v) = engine_forward(mcfg, params, ids, pos, att, (pool.k, pool.v))
+            return partial(engine_logits, mcfg, params), hidden, pool.replace(k=k, v=v)
+        model = nnx.merge(graphdef, params)
         hidden, (k, v) = model.forward(ids, pos, attention=att, state=(pool.k, pool.v), return_hidden=True)
-        return model, hidden, pool.replace(k=k, v=v)
+        return model.logits, hidden, pool.replace(k=k, v=v)
 
     def emit(slots: Slots, rows, tok, lp, mask):
         """Write sampled tokens at index seq_len... of the given slot rows where mask; update finish."""
@@ -92,6 +118,16 @@ def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
                              n_gen=slots.n_gen.at[r].set(n_gen, mode="drop"),
                              finish=slots.finish.at[r].set(fin, mode="drop"))
 
+    def prefill_at(length, params, slots: Slots, rows, start, n, pool: Pool):
+        """[BP, length] prefill forward of rows (n <= length tokens each) -> (logits at each row's last token, pool)."""
+        ids = jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (length,)))(slots.tokens[rows], start)
+        pos = start[:, None] + jnp.arange(length, dtype=jnp.int32)[None]
+        logits_fn, hidden, pool = forward(params, ids, pos, slots.page_table[rows], start, n, pool)
+        last = jnp.take_along_axis(hidden, jnp.maximum(n - 1, 0)[:, None, None], axis=1)[:, 0]
+        return logits_fn(last), pool
+
+    lengths = ecfg.prefill_lengths
+
     def prefill_round(params, slots: Slots, pool: Pool, ring: Ring, cnt: Counters):
         b = slots.active.shape[0]
         pending = slots.active & (slots.seq_len < slots.prompt_len)
@@ -100,18 +136,22 @@ def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
         rows = jnp.minimum(sel, b - 1)
         start = jnp.where(ok, slots.seq_len[rows], 0)
         n = jnp.where(ok, jnp.minimum(C, slots.prompt_len[rows] - start), 0)
-        ids = jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (C,)))(slots.tokens[rows], start)
-        pos = start[:, None] + jnp.arange(C, dtype=jnp.int32)[None]
-        model, hidden, pool = forward(params, ids, pos, slots.page_table[rows], start, n, pool)
+        if len(lengths) == 1:
+            logits, pool = prefill_at(C, params, slots, rows, start, n, pool)
+            executed = jnp.int32(BP * C)
+        else:  # the shortest compiled chunk length that holds every row's chunk (EngineConfig.prefill_buckets)
+            which = jnp.searchsorted(jnp.asarray(lengths, jnp.int32), n.max())
+            logits, pool = jax.lax.switch(which, [partial(prefill_at, x) for x in lengths], params, slots, rows,
+                                          start, n, pool)
+            executed = BP * jnp.asarray(lengths, jnp.int32)[which]
         done = ok & (start + n == slots.prompt_len[rows])
-        last = jnp.take_along_axis(hidden, jnp.maximum(n - 1, 0)[:, None, None], axis=1)[:, 0]
-        logits = model.logits(last)
         new_index = slots.prompt_len[rows]
         tok, lp = sample(logits, slots.temperature[rows], slots.top_p[rows], slots.top_k[rows],
                          slots.seed[rows], new_index + slots.pos_offset[rows], slots.processed[rows])
         slots = slots.replace(seq_len=slots.seq_len.at[jnp.where(ok, rows, b)].add(n, mode="drop"))
         slots = emit(slots, rows, tok, lp, done)
-        cnt = cnt.replace(prefill_rounds=cnt.prefill_rounds + 1, prefill_tokens=cnt.prefill_tokens + n.sum())
+        cnt = cnt.replace(prefill_rounds=cnt.prefill_rounds + 1, prefill_tokens=cnt.prefill_tokens + n.sum(),
+                          prefill_executed=cnt.prefill_executed + executed)
         return slots, pool, ring, cnt
 
     def decode_round(params, slots: Slots, pool: Pool, ring: Ring, cnt: Counters):
@@ -120,9 +160,9 @@ def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
         live = slots.active & (slots.finish < 0)
         start = slots.seq_len
         ids = jnp.take_along_axis(slots.tokens, start[:, None], axis=1)
-        model, hidden, pool = forward(params, ids, start[:, None], slots.page_table, start,
-                                      live.astype(jnp.int32), pool)
-        logits = model.logits(hidden[:, 0])
+        logits_fn, hidden, pool = forward(params, ids, start[:, None], slots.page_table, start,
+                                          live.astype(jnp.int32), pool)
+        logits = logits_fn(hidden[:, 0])
         tok, lp = sample(logits, slots.temperature, slots.top_p, slots.top_k, slots.seed,
                          start + 1 + slots.pos_offset, slots.processed)
         slots = slots.replace(seq_len=slots.seq_len + live.astype(jnp.int32))
@@ -130,14 +170,17 @@ def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
         cnt = cnt.replace(preemptions=cnt.preemptions + n_pre, decode_tokens=cnt.decode_tokens + live.sum())
         return slots, pool, ring, cnt
 
-    mixed_round = make_mixed_round(forward, emit, ecfg)
+    return Rounds(forward=forward, emit=emit, prefill=prefill_round, decode=decode_round,
+                  mixed=make_mixed_round(forward, emit, ecfg))
 
+
+def _loop(rounds: Rounds, ecfg: EngineConfig):
     def split_round(params, slots, pool, ring, cnt):
         any_prefill = (slots.active & (slots.seq_len < slots.prompt_len)).any()
-        return jax.lax.cond(any_prefill, partial(prefill_round, params), partial(decode_round, params),
+        return jax.lax.cond(any_prefill, partial(rounds.prefill, params), partial(rounds.decode, params),
                             slots, pool, ring, cnt)
 
-    one_round = mixed_round if ecfg.schedule == "mixed" else split_round
+    one_round = rounds.mixed if ecfg.schedule == "mixed" else split_round
 
     def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, max_rounds, idle_return):
         b = slots.active.shape[0]
@@ -156,7 +199,7 @@ def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
 
         def body(c):
             slots, pool, queue, ring, cnt, i = c
-            slots, pool, queue, adm = admit(slots, pool, queue, cnt.rounds * b, S)
+            slots, pool, queue, adm = admit(slots, pool, queue, cnt.rounds * b, ecfg.page_size)
             cnt = cnt.replace(shared_pages=cnt.shared_pages + adm[1])
             any_running = (slots.active & (slots.finish < 0)).any()
             slots, pool, ring, cnt = jax.lax.cond(any_running, partial(one_round, params), lambda *x: x,

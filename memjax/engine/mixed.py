@@ -107,7 +107,7 @@ def plan_round(slots: Slots, n_rows: int) -> RoundPlan:
 
 
 def make_mixed_round(forward, emit, ecfg: EngineConfig):
-    """forward(params, ids [N,1], pos [N,1], page_table [N,MP], start [N], n_valid [N], pool) -> (model,
+    """forward(params, ids [N,1], pos [N,1], page_table [N,MP], start [N], n_valid [N], pool) -> (logits_fn,
     hidden [N,1,h], pool); emit(slots, rows, tok, lp, mask) -> slots (both from loop.make_run)."""
     S, B, sizes = ecfg.page_size, ecfg.max_slots, ecfg.round_sizes
 
@@ -115,13 +115,13 @@ def make_mixed_round(forward, emit, ecfg: EngineConfig):
         plan = plan_round(slots, n_rows)
         ids = slots.tokens[plan.slot, plan.pos][:, None]
         pt = jnp.where(plan.valid[:, None], slots.page_table[plan.slot], 0)
-        model, hidden, pool = forward(params, ids, plan.pos[:, None], pt, plan.pos, plan.valid.astype(jnp.int32),
+        logits_fn, hidden, pool = forward(params, ids, plan.pos[:, None], pt, plan.pos, plan.valid.astype(jnp.int32),
                                       pool)
         # LM head on each slot's last row only, and only for the first min(n_rows, B) ranked slots: every slot
         # with take > 0 is among them (each takes >= 1 row), so a small round samples a small batch
         sel = plan.order[:min(n_rows, B)]
         last = jnp.clip(plan.row_start[sel] + plan.take[sel] - 1, 0, n_rows - 1)
-        logits = model.logits(hidden[last, 0])  # [min(n_rows, B), V]
+        logits = logits_fn(hidden[last, 0])  # [min(n_rows, B), V]
         target = (slots.prompt_len + slots.n_gen)[sel]  # index of the token sampled this round
         tok, lp = sample(logits, slots.temperature[sel], slots.top_p[sel], slots.top_k[sel], slots.seed[sel],
                          target + slots.pos_offset[sel], slots.processed[sel])
@@ -137,10 +137,13 @@ def make_mixed_round(forward, emit, ecfg: EngineConfig):
         slots, pool, (take, decoding) = jax.lax.switch(
             which, [partial(rows_round, n) for n in sizes], params, slots, pool)
         n_prefill = jnp.where(decoding, 0, take).sum()
-        cnt = cnt.replace(preemptions=cnt.preemptions + n_pre,
+        n_decode = jnp.where(decoding, take, 0).sum()
+        rows = jnp.asarray(sizes, jnp.int32)[which]
+        cnt = cnt.replace(prefill_executed=cnt.prefill_executed + jnp.where(n_prefill > 0, rows - n_decode, 0),
+                          preemptions=cnt.preemptions + n_pre,
                           prefill_rounds=cnt.prefill_rounds + (n_prefill > 0),
                           prefill_tokens=cnt.prefill_tokens + n_prefill,
-                          decode_tokens=cnt.decode_tokens + jnp.where(decoding, take, 0).sum())
+                          decode_tokens=cnt.decode_tokens + n_decode)
         return slots, pool, ring, cnt
 
     return mixed_round

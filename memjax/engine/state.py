@@ -101,6 +101,7 @@ class Counters:
     prefill_tokens: jax.Array
     decode_tokens: jax.Array
     shared_pages: jax.Array
+    prefill_executed: jax.Array  # token rows the prefill forwards ran (padding included; >= prefill_tokens)
 
 
 def kv_bytes_per_page(mcfg: ModelConfig, ecfg: EngineConfig) -> int:
@@ -136,7 +137,8 @@ def init_ring(ecfg: EngineConfig) -> Ring:
 
 def init_counters() -> Counters:
     z = jnp.int32(0)
-    return Counters(rounds=z, prefill_rounds=z, preemptions=z, prefill_tokens=z, decode_tokens=z, shared_pages=z)
+    return Counters(rounds=z, prefill_rounds=z, preemptions=z, prefill_tokens=z, decode_tokens=z, shared_pages=z,
+                    prefill_executed=z)
 
 
 def release_pages(pool: Pool, page_table: jax.Array, n_pages: jax.Array, mask: jax.Array) -> Pool:

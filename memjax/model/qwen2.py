@@ -128,20 +128,7 @@ class Qwen2(nnx.Module):
             if sharding is not None:
                 p = sharding.params(p)
                 x = sharding.activations(x)
-            p = jax.tree.map(lambda a: a.astype(dt), p)
-            hn = rms_norm(x, p["input_norm"], cfg.rms_norm_eps)
-            q, k, v = hn @ p["q_w"], hn @ p["k_w"], hn @ p["v_w"]
-            if cfg.attention_bias:  # added outside the GEMMs: a bias epilogue keeps XLA:GPU from reading the
-                # layer's weight slice in place and it copies the slice first (memjax/engine/loop.py)
-                q, k, v = jax.lax.optimization_barrier((q, k, v))
-                q, k, v = q + p["q_b"], k + p["k_b"], v + p["v_b"]
-            q = apply_rope(q.reshape(b, t, cfg.num_heads, cfg.head_dim), cos, sin)
-            k = apply_rope(k.reshape(b, t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
-            v = v.reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
-            o, st = attention(q, k, v, layer=layer, state=st)
-            x = x + o.reshape(b, t, cfg.q_size) @ p["o_w"]
-            hn = rms_norm(x, p["post_norm"], cfg.rms_norm_eps)
-            x = x + swiglu(hn, p["gate_w"], p["up_w"], p["down_w"])
+            x, st = decoder_layer(cfg, p, x, cos, sin, attention, layer, st)
             if sharding is not None:
                 x = sharding.activations(x)
             return (x, st), None
@@ -161,15 +148,52 @@ class Qwen2(nnx.Module):
         return self.embed[...].T if self.cfg.tie_word_embeddings else self.lm_head[...]
 
     def logits(self, hidden: jax.Array) -> jax.Array:
-        """hidden [..., h] -> f32 logits [..., V]. A tied head contracts the [V, h] table as stored: written as
-        `hidden @ table.T`, XLA:CPU copies the transposed table before a small-batch dot (Qwen2.5's 151,936 x
-        256 table at batch 1: 46 ms vs 21 ms per decode round; benchmarks/peers.py)."""
-        dt = self.cfg.jnp_dtype
-        if self.cfg.tie_word_embeddings:
-            return jnp.einsum("...h,vh->...v", hidden.astype(dt), self.embed[...].astype(dt),
-                              preferred_element_type=jnp.float32)
-        w = self.lm_head[...].astype(dt)
-        return jnp.einsum("...h,hv->...v", hidden.astype(dt), w, preferred_element_type=jnp.float32)
+        """hidden [..., h] -> f32 logits [..., V] (`output_logits`)."""
+        return output_logits(self.cfg, hidden, self.embed[...],
+                             None if self.cfg.tie_word_embeddings else self.lm_head[...])
+
+
+def decoder_layer(cfg: ModelConfig, p: dict[str, jax.Array], x: jax.Array, cos: jax.Array, sin: jax.Array,
+                  attention: AttentionFn, layer, st) -> tuple[jax.Array, Any]:
+    """One decoder block on x [b, t, h] with this layer's parameters `p` (LAYER_PARAMS names, or the rollout
+    engine's fused ones: `qkv_w` [h, q + 2kv] with `qkv_b`, `gate_up_w` [h, 2I]; memjax/engine/weights.py)."""
+    b, t = x.shape[:2]
+    dt = cfg.jnp_dtype
+    p = jax.tree.map(lambda a: a.astype(dt), p)
+    hn = rms_norm(x, p["input_norm"], cfg.rms_norm_eps)
+    if "qkv_w" in p:
+        q, k, v = jnp.split(hn @ p["qkv_w"], (cfg.q_size, cfg.q_size + cfg.kv_size), axis=-1)
+    else:
+        q, k, v = hn @ p["q_w"], hn @ p["k_w"], hn @ p["v_w"]
+    if cfg.attention_bias:  # added outside the GEMMs: a bias epilogue keeps XLA:GPU from reading the
+        # layer's weight slice in place and it copies the slice first (memjax/engine/loop.py)
+        q, k, v = jax.lax.optimization_barrier((q, k, v))
+        if "qkv_b" in p:
+            bq, bk, bv = jnp.split(p["qkv_b"], (cfg.q_size, cfg.q_size + cfg.kv_size), axis=-1)
+        else:
+            bq, bk, bv = p["q_b"], p["k_b"], p["v_b"]
+        q, k, v = q + bq, k + bk, v + bv
+    q = apply_rope(q.reshape(b, t, cfg.num_heads, cfg.head_dim), cos, sin)
+    k = apply_rope(k.reshape(b, t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
+    v = v.reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+    o, st = attention(q, k, v, layer=layer, state=st)
+    x = x + o.reshape(b, t, cfg.q_size) @ p["o_w"]
+    hn = rms_norm(x, p["post_norm"], cfg.rms_norm_eps)
+    if "gate_up_w" in p:
+        g, u = jnp.split(hn @ p["gate_up_w"], 2, axis=-1)
+        return x + (jax.nn.silu(g) * u) @ p["down_w"], st
+    return x + swiglu(hn, p["gate_w"], p["up_w"], p["down_w"]), st
+
+
+def output_logits(cfg: ModelConfig, hidden: jax.Array, embed: jax.Array, lm_head: jax.Array | None) -> jax.Array:
+    """hidden [..., h] -> f32 logits [..., V]; lm_head None = tied to embed [V, h]. A tied head contracts the
+    [V, h] table as stored: written as `hidden @ table.T`, XLA:CPU copies the transposed table before a
+    small-batch dot (Qwen2.5's 151,936 x 256 table at batch 1: 46 ms vs 21 ms per decode round;
+    benchmarks/peers.py)."""
+    dt = cfg.jnp_dtype
+    if lm_head is None:
+        return jnp.einsum("...h,vh->...v", hidden.astype(dt), embed.astype(dt), preferred_element_type=jnp.float32)
+    return jnp.einsum("...h,hv->...v", hidden.astype(dt), lm_head.astype(dt), preferred_element_type=jnp.float32)
 
 
 def init_model(cfg: ModelConfig, seed: int = 0) -> Qwen2:
