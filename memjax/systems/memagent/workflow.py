@@ -139,6 +139,7 @@ class MemAgentState:
     memories: list[str] = field(default_factory=list)
     final_text: str = ""
     unknown_tokens: int = 0  # generated ids outside the tokenizer's vocabulary (decoded as nothing)
+    doc_tokens: int = 0
 
 
 MemAgentResult = WorkflowResult
@@ -207,7 +208,7 @@ class MemAgent(Workflow):
 
     def start(self, traj: Trajectory, prepared) -> list[Request]:
         query, doc, answers = prepared
-        traj.state = MemAgentState(query, doc, answers, math.ceil(len(doc) / self.cfg.chunk_tokens))
+        traj.state = MemAgentState(query, doc, answers, math.ceil(len(doc) / self.cfg.chunk_tokens), doc_tokens=len(doc))
         return [self._request(traj.state)]
 
     def react(self, traj: Trajectory, request: Request, completion: Completion) -> list[Request]:
@@ -230,7 +231,8 @@ class MemAgent(Workflow):
     def trace(self, traj: Trajectory) -> dict[str, Any]:
         st = traj.state
         return {"sample": traj.sample, "rollout": traj.rollout, "answers": list(st.answers), "memories": st.memories,
-                "final": st.final_text, "reward": traj.reward, "chunks": st.n_chunks}
+                "final": st.final_text, "reward": traj.reward, "chunks": st.n_chunks,
+                "doc_tokens": st.doc_tokens}
 
     def stats(self, trajs: Sequence[Trajectory]) -> dict[str, float]:
         return {"unknown_tokens": sum(t.state.unknown_tokens for t in trajs),
