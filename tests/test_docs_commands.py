@@ -77,6 +77,7 @@ PLACEHOLDERS = {
     "/path/to/memagent_eval": f"{FIXTURES}/memagent_layouts",
     "/path/to/hotpotqa_dev.json": f"{FIXTURES}/memagent_layouts/hotpot_docs.json",
     "model.hf_path=/path/to/RL-MemAgent-7B": "model.hf_path={hf}",
+    "agent.data.path=FILE": f"agent.data.path={FIXTURES}/memagent_layouts/train.parquet",
     # an OpenAI-compatible judge: optional parts are left out; where typed, --check resolves but never calls it
     "[--set judge=openai --set judge_url=http://host:8000/v1]": "",
     "[--set agent.judge=openai --set agent.judge_url=http://judge-host:8000/v1]": "",
@@ -237,6 +238,9 @@ COMMANDS = {
     "--heldout 64 --jobs 2": PARSE,
     "python -m benchmarks.sumer_search_behaviour --steps 20": PARSE,
     "python -m benchmarks.memagent_length_extrapolation": PARSE,
+    "python -m benchmarks.memagent_length_table --questions 1": PARSE,
+    "python -m memjax.train --set agent.data.path=FILE": CHECK,
+    "python -m memjax.train configs/memagent/train.py --set agent.data.path=FILE --check": "",
     "python -m memjax.systems.memagent.tiny.full_context": PARSE,
     "python -m benchmarks.peers --peer tunix": PARSE,
     "python -m benchmarks.peers --peer trl": PARSE,

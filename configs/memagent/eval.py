@@ -1,7 +1,7 @@
 """Evaluation config: MemAgent on RULER-HotpotQA at every length of the paper's Table 2, as its authors ran it.
 
 Run: python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=/path/to/RL-MemAgent-7B \
-     --set data_path=/path/to/eval_dir --set docs_path=/path/to/hotpotqa_dev.json
+     --set data_path=/path/to/memagent_eval --set docs_path=/path/to/hotpotqa_dev.json
 data_path: a directory of MemAgent's official eval_{N}.json files (N = 50 ... 25600; the N >= 12800 files hold
 document numbers into docs_path, the HotpotQA dev JSON), or a raw HotpotQA JSON (contexts synthesised here, not the
 paper's items), or one question file (official parquet / eval JSON / plain JSONL; memjax/data/memagent_files.py).
