@@ -199,7 +199,7 @@ def run_length_eval(cfg, out: Path, con, *, baseline: Callable[[Any, Any, list[d
 
 
 def _traces(n: int, count: int, done) -> list[dict]:
-    return [t for i in range(count) for t in sorted(done.get((n, i), []), key=lambda t: t["rollout"])]
+    return [t for i in range(count) for t in sorted(done.get((n, i), []), key=lambda t: t.get("rollout", 0))]
 
 
 def _row(n: int, count: int, done) -> dict:
