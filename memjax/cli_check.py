@@ -95,13 +95,13 @@ def check_evaluate(cfg) -> None:
             lines.append(_model_line(ModelSource(hf_path=cfg.policy), "policy").replace(".hf_path", ""))
         _finish(lines + [f"out_dir: {cfg.out_dir}"])
     elif isinstance(cfg, EvalConfig):
-        if not cfg.data_path:
-            raise ConfigError("data_path is not set: give a HotpotQA JSON file (--set data_path=...)")
-        if not Path(cfg.data_path).is_file():
-            raise ConfigError(f"data_path={cfg.data_path}: file not found")
-        _finish([f"python -m memjax.evaluate: MemAgent accuracy at num_docs {list(cfg.num_docs)}, {cfg.num_samples} "
-                 f"questions each{', with the full-context baseline' if cfg.baseline else ''}",
-                 _model_line(cfg.model), f"data_path: {cfg.data_path}", f"out_dir: {cfg.out_dir}"])
+        from .systems.memagent.length_eval import check_length_data, length_sets
+
+        source = check_length_data(cfg)
+        sets = length_sets(cfg)  # reads and validates every record (one-line error naming file, row, field)
+        _finish([f"python -m memjax.evaluate: MemAgent accuracy at num_docs {[n for n, _, _ in sets]}, "
+                 f"{[k for _, k, _ in sets]} questions{', with the full-context baseline' if cfg.baseline else ''}",
+                 _model_line(cfg.model), f"data_path: {cfg.data_path} ({source})", f"out_dir: {cfg.out_dir}"])
     else:
         raise ConfigError(f"config is a {type(cfg).__name__}; memjax.evaluate expects an EvalConfig, a "
                           "SystemEvalConfig, a LocomoEvalConfig or a LongMemEvalConfig (a training config goes to python -m memjax.train)")

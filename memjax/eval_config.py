@@ -24,13 +24,15 @@ class EvalConfig:
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(max_slots=16, window=8192, page_size=64,
                                                                       prefill_slots=4, prefill_chunk=1024))
     memagent: MemAgentConfig = field(default_factory=lambda: MemAgentConfig(temperature=0.0))
-    data_path: str = ""
+    data_path: str = ""  # raw HotpotQA JSON | directory of official eval_{N}.json | parquet / eval JSON / JSONL file
+    docs_path: str = ""  # HotpotQA dev JSON indexed by the official over-1M eval files (contexts as document numbers)
     num_docs: tuple[int, ...] = (50, 100, 200)
     num_samples: int = 16
     seed: int = 0
     baseline: bool = True
     out_dir: str = "out/eval"
     metrics: str = "memagent"  # a boxed metric profile (memjax.evaluation.profiles): memagent | memagent_lenient
+    batch_items: int = 0  # questions per resumable batch (traces written after each); 0 = engine.max_slots // group
 
     def __post_init__(self):
         try:
@@ -43,6 +45,8 @@ class EvalConfig:
             raise ValueError(f"EvalConfig.num_docs must list at least one N, each > 0 (got {self.num_docs})")
         if not self.out_dir:
             raise ValueError("EvalConfig.out_dir must not be empty")
+        if self.batch_items < 0:
+            raise ValueError(f"EvalConfig.batch_items must be >= 0, got {self.batch_items}")
 
 
 @dataclass(frozen=True)

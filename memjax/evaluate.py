@@ -38,12 +38,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .systems.memagent.workflow import MemAgent
-from .agents.heldout import run_heldout
+from .systems.memagent.length_eval import check_length_data, run_length_eval
+from .systems.memagent.paper import CITATION
 from .agents.workflow import request_seed
 from .cli_check import check_evaluate
 from .config import ConfigError, run_cli
-from .data import RulerHotpotQAConfig, load_hotpotqa, synthesize
 from .engine import Engine, SamplingParams
 from .eval_config import EvalConfig, SystemEvalConfig
 from .evaluation.locomo import LocomoEvalConfig, run_locomo_eval
@@ -123,10 +122,7 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
     if not isinstance(cfg, EvalConfig):
         raise ConfigError(f"config is a {type(cfg).__name__}; memjax.evaluate expects an EvalConfig, a "
                           "SystemEvalConfig, a LocomoEvalConfig or a LongMemEvalConfig (a training config goes to python -m memjax.train)")
-    if not cfg.data_path:
-        raise ConfigError("data_path is not set: give a HotpotQA JSON file (--set data_path=...)")
-    if not Path(cfg.data_path).is_file():
-        raise ConfigError(f"data_path={cfg.data_path}: file not found")
+    check_length_data(cfg)
     out = prepare_out_dir(cfg.out_dir)
     with _lock(out):
         return _evaluate(cfg, out, console or Console())
@@ -137,103 +133,40 @@ def _lock(out: Path):
     return OutDirLock(out) if is_primary() else contextlib.nullcontext()
 
 
+def _full_context(cfg: EvalConfig, engine, tok, samples: list[dict]) -> float | None:
+    """The same model answering from the whole context in one prompt (FULL_CONTEXT_TEMPLATE): mean sub-EM, or
+    None when a prompt does not fit the engine window. Several processes: each its block, seeds by global index."""
+    if not cfg.baseline or not samples:
+        return None
+    prompts = [tok.apply_chat_template([{"role": "user", "content": FULL_CONTEXT_TEMPLATE.format(
+        context=s["context"], question=s["question"])}]) for s in samples]
+    if any(len(p) + cfg.memagent.max_final_tokens > cfg.engine.window for p in prompts):
+        return None
+    lo, hi = block(len(prompts))  # this process's share; a prompt's seed is its global index's
+    sp = SamplingParams(temperature=cfg.memagent.temperature, top_p=cfg.memagent.top_p,
+                        max_tokens=cfg.memagent.max_final_tokens, stop_token_ids=(tok.eos_id, tok.endoftext_id))
+    comps = engine.generate(prompts[lo:hi], [dataclasses.replace(sp, seed=request_seed(cfg.seed, i, 0))
+                                             for i in range(lo, hi)]) if hi > lo else []
+    bs = gather_objects([_score(tok.decode(c.token_ids, skip_special_tokens=True, skip_unknown=True),
+                                s["answers"], cfg.metrics) for c, s in zip(comps, samples[lo:hi])])
+    return float(np.mean([b["sub_em"] for b in bs]))
+
+
 def _evaluate(cfg: EvalConfig, out: Path, con: Console) -> dict:
-    corpus = load_hotpotqa(cfg.data_path)
-    n = min(cfg.num_samples, len(corpus))
-    model, tok = cfg.model.load()
-    engine = Engine(model, cfg.engine)
-    agent = MemAgent(engine, tok, cfg.memagent)
-    rows = []
-    primary = is_primary()  # several processes: each runs its share of every length, process 0 writes
-    traces_log = JsonlLog(out / "traces.jsonl", primary)
-    if primary:
-        traces_log.path.unlink(missing_ok=True)
-        (out / "results.json").unlink(missing_ok=True)  # never leave a previous run's results looking like ours
-    config = json.loads(json.dumps(asdict(cfg), default=str))
-    stop = (tok.eos_id, tok.endoftext_id)
-    for k, num_docs in enumerate(cfg.num_docs):
-        samples = [synthesize(corpus, i, RulerHotpotQAConfig(num_docs=num_docs, seed=cfg.seed)) for i in range(n)]
-        con.print(f"N={num_docs} ({k + 1}/{len(cfg.num_docs)}): {n} questions x {cfg.memagent.group_size} "
-                  f"rollout(s), {sum(-(-len(tok.encode(s.context)) // cfg.memagent.chunk_tokens) for s in samples)} "
-                  "chunks in all ...")
-        t0 = time.perf_counter()
-        c = agent.cfg
-        res = run_heldout(engine, agent, samples, group_size=c.group_size, seed=c.seed, max_active=c.max_active)
-        dt = time.perf_counter() - t0
-        scores = [_score(t["final"], t["answers"], cfg.metrics) for t in res.traces]
-        traces_log.write(*({"num_docs": num_docs, "id": samples[t["sample"]].id, **t, "scores": s}
-                           for t, s in zip(res.traces, scores)))
-        lengths = [len(tok.encode(s.context)) for s in samples]
-        row = {"num_docs": num_docs, "mean_tokens": float(np.mean(lengths)), "samples": len(res.traces),
-               **{k: float(np.mean([s[k] for s in scores])) for k in ("sub_em", "em", "f1", "missing", "crashed")},
-               "seconds": dt, "conversations": res.stats["conversations"]}
-        if cfg.baseline:
-            prompts = [tok.apply_chat_template([{"role": "user", "content": FULL_CONTEXT_TEMPLATE.format(
-                context=s.context, question=s.question)}]) for s in samples]
-            fits = [p for p in prompts if len(p) + cfg.memagent.max_final_tokens <= cfg.engine.window]
-            if len(fits) == len(prompts):
-                lo, hi = block(len(prompts))  # this process's share; a prompt's seed is its global index's
-                sp = SamplingParams(temperature=cfg.memagent.temperature, top_p=cfg.memagent.top_p,
-                                    max_tokens=cfg.memagent.max_final_tokens, stop_token_ids=stop)
-                comps = engine.generate(prompts[lo:hi], [dataclasses.replace(sp, seed=request_seed(cfg.seed, i, 0))
-                                                         for i in range(lo, hi)]) if hi > lo else []
-                bs = gather_objects([_score(tok.decode(c.token_ids, skip_special_tokens=True, skip_unknown=True),
-                                            s.answers, cfg.metrics) for c, s in zip(comps, samples[lo:hi])])
-                row["baseline_sub_em"] = float(np.mean([b["sub_em"] for b in bs]))
-            else:
-                row["baseline_sub_em"] = None  # does not fit the window
-        rows.append(row)
-        result = {"config": config, "metrics_profile": cfg.metrics, "rows": rows, "complete": k + 1 == len(cfg.num_docs)}
-        if primary:
-            write_atomic(out / "results.json", json.dumps(result, indent=2))  # after every length: nothing lost
-            write_atomic(out / "results.md", _markdown(rows, cfg.metrics))
-        con.print(f"N={num_docs}: {row['mean_tokens']:.0f} tokens, sub-EM {row['sub_em']:.3f}, "
-                  f"{row['conversations']} conversations in {dt:.1f}s")
-    if primary:
-        _plot(rows, out / "accuracy.png")
-    table = Table(title=f"MemAgent accuracy vs length ({n} questions each)")
-    for c in ("N docs", "tokens", "sub-EM", "EM", "F1", "no \\boxed", "full context sub-EM"):
+    result = run_length_eval(cfg, out, con, baseline=lambda engine, tok, samples: _full_context(cfg, engine, tok, samples))
+    rows = result["rows"]
+    table = Table(title=f"MemAgent accuracy vs length (paper: {CITATION})")
+    for c in ("N docs", "tokens", "items", "sub-EM", "EM", "F1", "no \\boxed", "full context sub-EM", "paper 7B %",
+              "paper 14B %"):
         table.add_column(c, justify="right")
     for r in rows:
-        b = r.get("baseline_sub_em")
-        table.add_row(str(r["num_docs"]), f"{r['mean_tokens']:.0f}", f"{r['sub_em']:.3f}", f"{r['em']:.3f}",
-                      f"{r['f1']:.3f}", f"{r['missing']:.2f}", "-" if b is None else f"{b:.3f}")
+        f = (lambda v, spec=".3f": "-" if v is None else format(v, spec))
+        table.add_row(str(r["num_docs"]), f"{r['mean_tokens']:.0f}", f"{r['samples']}/{r['items']}", f(r["sub_em"]),
+                      f(r["em"]), f(r["f1"]), f(r["missing"], ".2f"), f(r.get("baseline_sub_em")),
+                      f(r.get("paper_7b"), ".2f"), f(r.get("paper_14b"), ".2f"))
     con.print(table)
     con.print(f"wrote {out}/results.json, results.md, accuracy.png, traces.jsonl")
     return result
-
-
-def _markdown(rows: list[dict], metrics: str = "memagent") -> str:
-    lines = [f"Metric profile: `{metrics}` (memjax.evaluation.profiles).", "", "| N docs | mean tokens | sub-EM | EM | F1 | missing \\boxed | full-context sub-EM |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        b = r.get("baseline_sub_em")
-        lines.append(f"| {r['num_docs']} | {r['mean_tokens']:.0f} | {r['sub_em']:.3f} | {r['em']:.3f} | {r['f1']:.3f} "
-                     f"| {r['missing']:.2f} | {'-' if b is None else f'{b:.3f}'} |")
-    return "\n".join(lines) + "\n"
-
-
-def _plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    x = [r["mean_tokens"] for r in rows]
-    ax.plot(x, [r["sub_em"] for r in rows], "o-", label="MemAgent")
-    base = [(r["mean_tokens"], r["baseline_sub_em"]) for r in rows if r.get("baseline_sub_em") is not None]
-    if base:
-        ax.plot(*zip(*base), "s--", label="full context")
-    ax.set_xscale("log")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("context tokens")
-    ax.set_ylabel("sub-EM")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def evaluate_and_report(cfg, console: Console | None = None) -> dict:

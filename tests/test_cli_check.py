@@ -29,7 +29,8 @@ def test_train_check_fails_like_the_run(tmp_path, capsys):
 def test_evaluate_check_dispatches_on_every_config_kind(capsys):
     assert evaluate_main(["configs/memagent/tiny_eval.py", "--check"]) == 0
     assert "held-out evaluation of system 'tiny'" in capsys.readouterr().out
-    assert evaluate_main(["configs/memagent/eval.py", "--set", f"data_path={HOTPOT}", "--check"]) == 0
+    assert evaluate_main(["configs/memagent/eval.py", "--set", f"data_path={HOTPOT}", "--set", "num_docs=10,20",
+                          "--check"]) == 0
     assert "MemAgent accuracy" in capsys.readouterr().out
     assert evaluate_main(["configs/locomo_answers.py", "--set", "data_path=missing.json", "--check"]) == 2
     assert "LoCoMo file not found" in capsys.readouterr().err

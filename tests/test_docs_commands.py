@@ -77,6 +77,12 @@ PLACEHOLDERS = {
     "[--set policy=out/sumer/hf]": "--set policy={hf}",
     "[--set agent.frozen_hf_path=/path/to/stage1/hf]": "--set agent.frozen_hf_path={hf}",
     "/path/to/hotpot_dev_distractor_v1.json": f"{FIXTURES}/hotpotqa_dev_excerpt.json",
+    "/data/memagent/eval": f"{FIXTURES}/memagent_layouts",
+    "/data/memagent/hotpotqa_dev.json": f"{FIXTURES}/memagent_layouts/hotpot_docs.json",
+    "/path/to/memagent_eval": f"{FIXTURES}/memagent_layouts",
+    "/path/to/hotpotqa_dev.json": f"{FIXTURES}/memagent_layouts/hotpot_docs.json",
+    "model.hf_path=/path/to/RL-MemAgent-7B": "model.hf_path={hf}",
+    "agent.data.path=FILE": f"agent.data.path={FIXTURES}/memagent_layouts/train.parquet",
     # an OpenAI-compatible judge: optional parts are left out; where typed, --check resolves but never calls it
     "[--set judge=openai --set judge_url=http://host:8000/v1]": "",
     "[--set agent.judge=openai --set agent.judge_url=http://judge-host:8000/v1]": "",
@@ -156,12 +162,15 @@ COMMANDS = {
     "python -m memjax.evaluate configs/memagent/tiny_eval.py": "--set agent.eval_samples=1 --set out_dir={tmp}/tiny_eval",
     "python -m memjax.evaluate configs/memagent/tiny_eval.py --set policy=out/tiny/hf": CHECK,
     "python -m memjax.evaluate configs/memagent/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96": CHECK,
+    # the excerpt has 80 paragraphs and the fixture directory eval_8 / eval_12800: the lengths they hold
     "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=... --set data_path=hotpot_dev.json":
-        CHECK,
+        "--set num_docs=10,20 " + CHECK,
     "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=... --set data_path=/data/hotpot_dev.json":
-        CHECK,
-    "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
-    "--set data_path=/path/to/hotpot_dev_distractor_v1.json": CHECK,
+        "--set num_docs=10,20 " + CHECK,
+    "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=... --set data_path=/data/memagent/eval "
+    "--set docs_path=/data/memagent/hotpotqa_dev.json": "--set num_docs=8,12800 " + CHECK,
+    "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=/path/to/RL-MemAgent-7B "
+    "--set data_path=/path/to/memagent_eval --set docs_path=/path/to/hotpotqa_dev.json": "--set num_docs=8,12800 " + CHECK,
     "python -m memjax.evaluate configs/locomo_answers.py --set data_path=locomo10.json --set answers=answers.jsonl":
         "--set out_dir={tmp}/locomo_answers",
     "python -m memjax.evaluate configs/locomo_answers.py --set data_path=/path/to/locomo10.json "
@@ -248,6 +257,9 @@ COMMANDS = {
     "--heldout 64 --jobs 2": PARSE,
     "python -m benchmarks.sumer_search_behaviour --steps 20": PARSE,
     "python -m benchmarks.memagent_length_extrapolation": PARSE,
+    "python -m benchmarks.memagent_length_table --questions 1": PARSE,
+    "python -m memjax.train --set agent.data.path=FILE": CHECK,
+    "python -m memjax.train configs/memagent/train.py --set agent.data.path=FILE --check": "",
     "python -m memjax.systems.memagent.tiny.full_context": PARSE,
     "python -m benchmarks.peers --peer tunix": PARSE,
     "python -m benchmarks.peers --peer trl": PARSE,

@@ -148,11 +148,13 @@ def test_evaluation_results_are_written_after_every_length(tmp_path, monkeypatch
         calls.append(len(samples))
         if len(calls) == 2:
             raise RuntimeError("killed at the last length")
-        traces = [{"sample": i, "final": f"\\boxed{{{s.answers[0]}}}", "answers": list(s.answers), "memories": [],
+        traces = [{"sample": i, "final": f"\\boxed{{{s['answers'][0]}}}", "answers": list(s["answers"]), "memories": [],
                    "reward": 1.0, "chunks": 1} for i, s in enumerate(samples)]
         return SimpleNamespace(traces=traces, stats={"conversations": 2 * len(samples)})
 
-    monkeypatch.setattr(evaluate, "run_heldout", fails_at_second_length)
+    from memjax.systems.memagent import length_eval
+
+    monkeypatch.setattr(length_eval, "run_heldout", fails_at_second_length)
     out = tmp_path / "eval"
     with pytest.raises(RuntimeError, match="killed"):
         evaluate.main(["--set", f"data_path={DATA}", "--set", "num_docs=10,12", "--set", "num_samples=2",

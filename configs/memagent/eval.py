@@ -1,10 +1,20 @@
-"""Evaluation config: MemAgent on RULER-HotpotQA at the paper's test lengths (N = 50, 100, 200 documents).
+"""Evaluation config: MemAgent on RULER-HotpotQA at every length of the paper's Table 2, as its authors ran it.
 
-Run: python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct \
-     --set data_path=/path/to/hotpot_dev_distractor_v1.json
+Run: python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=/path/to/RL-MemAgent-7B \
+     --set data_path=/path/to/memagent_eval --set docs_path=/path/to/hotpotqa_dev.json
+data_path: a directory of MemAgent's official eval_{N}.json files (N = 50 ... 25600; the N >= 12800 files hold
+document numbers into docs_path, the HotpotQA dev JSON), or a raw HotpotQA JSON (contexts synthesised here, not the
+paper's items), or one question file (official parquet / eval JSON / plain JSONL; memjax/data/memagent_files.py).
+The lengths are the official script's (taskutils/memory_eval/run.py: RULER_HQA_TESTS 50 ... 6400, ~7K ... 896K
+tokens, and RULER_HQA_TESTS_OVER_1M 12800, 25600, ~1.75M and 3.5M tokens); sampling is ruler_hqa.py's
+(temperature 0.7, top-p 0.95, one sample per question); chunk 5000, memory and answer budgets 1024 (the
+RECURRENT_* settings of its MemAgent runs); scores are the official per-item rules (metrics=memagent). The run
+resumes after a crash (finished questions are read back from out_dir/traces.jsonl) and writes the per-length table
+and the accuracy-vs-length plot beside the paper's numbers (results.md, accuracy.png, report.html).
 Without model.hf_path the model is random (pipeline check only).
 """
 
+from memjax.systems.memagent.paper import OFFICIAL_LENGTHS, OVER_1M_LENGTHS
 from memjax.systems.memagent.workflow import MemAgentConfig
 from memjax.engine import EngineConfig
 from memjax.eval_config import EvalConfig
@@ -14,7 +24,8 @@ config = EvalConfig(
     model=ModelSource(preset="qwen2.5-7b", dtype="bfloat16"),
     engine=EngineConfig(max_slots=128, page_size=64, window=8192, prefill_slots=16, prefill_chunk=2048),
     memagent=MemAgentConfig(chunk_tokens=5000, max_query_tokens=1024, max_memory_tokens=1024,
-                            max_final_tokens=1024, temperature=0.0),
-    num_docs=(50, 100, 200),
+                            max_final_tokens=1024, temperature=0.7, top_p=0.95, record_conversations=False),
+    num_docs=OFFICIAL_LENGTHS + OVER_1M_LENGTHS,
     num_samples=128,
+    out_dir="out/memagent_eval",
 )

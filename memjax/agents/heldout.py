@@ -27,16 +27,18 @@ from .workflow import Workflow, WorkflowResult, drive, run_workflow, summarize
 
 
 def run_heldout(engine, workflow: Workflow, samples: Iterable[Any], *, group_size: int = 1, seed: int = 0,
-                max_active: int = 0, progress: bool | None = None) -> WorkflowResult:
-    """run_workflow(..., record=False) over every sample, each process running its own block (see above)."""
+                max_active: int = 0, progress: bool | None = None, first_trajectory: int = 0) -> WorkflowResult:
+    """run_workflow(..., record=False) over every sample, each process running its own block (see above).
+    `first_trajectory`: the samples' first trajectory number (a run cut into batches samples each batch as the
+    uncut run would)."""
     samples = list(samples)
     if jax.process_count() == 1:
         return run_workflow(engine, workflow, samples, group_size=group_size, seed=seed, max_active=max_active,
-                            record=False, progress=progress)
+                            record=False, progress=progress, first_trajectory=first_trajectory)
     lo, hi = block(len(samples))
     trajs, run_stats = ([], {}) if lo == hi else drive(
         engine, workflow, samples[lo:hi], group_size=group_size, seed=seed, max_active=max_active, record=False,
-        progress=progress, first_trajectory=lo * group_size)
+        progress=progress, first_trajectory=first_trajectory + lo * group_size)
     mine = [dataclasses.replace(t, index=t.index + lo * group_size, sample=t.sample + lo, turns=[]) for t in trajs]
     everyone = gather_objects([(mine, run_stats)])
     all_trajs = [t for ts, _ in everyone for t in ts]

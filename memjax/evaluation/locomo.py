@@ -50,6 +50,7 @@ from ..parallel.split import deal_groups, gather_objects
 from ..rewards.locomo import RuleBasedJudge, m_fail, token_set_f1
 from ..rewards.text import bleu1, token_f1_multiset
 from ..rewards.judge_profiles import get_judge_profile
+from .paper_tables import paper_markdown
 from .profiles import get_profile
 
 ORDER = (4, 1, 3, 2)    # single-hop, multi-hop, open-domain, temporal (SUMER / Memory-R2 table order)
@@ -273,6 +274,9 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     judge_title = result["judge"] + (f", profile {jp}" if jp else "")
     (out / "results.md").write_text(_markdown(table, f"{title} (judge: {judge_title})", f1, metrics),
                                     encoding="utf-8")
+    laid_out = paper_markdown(table, metrics)   # the paper's own table layout, its published rows beside
+    if laid_out:
+        (out / "paper_table.md").write_text(laid_out, encoding="utf-8")
     if chart:
         _chart(table, out / "scores.png", title)
     return result

@@ -120,6 +120,9 @@ def _curves(run: RunData) -> str:
         series = {"MemAgent sub-EM": [r.get("sub_em") for r in rows]}
         if any(r.get("baseline_sub_em") is not None for r in rows):
             series["full context sub-EM"] = [r.get("baseline_sub_em") for r in rows]
+        for key, name in (("paper_7b", "paper RL-MemAgent-7B"), ("paper_14b", "paper RL-MemAgent-14B")):
+            if any(r.get(key) is not None for r in rows):  # the paper's accuracy (%) on the same 0-1 scale
+                series[name] = [None if r.get(key) is None else r[key] / 100 for r in rows]
         figs.append(curve_svg("accuracy vs length", [r.get("num_docs") for r in rows], series,
                               xlabel="documents (N)", marker="o-"))
     if not figs:
@@ -156,11 +159,15 @@ def _evals(run: RunData) -> str:
     elif run.kind == "length_eval":
         rows = res.get("rows") or []
         heads = ["N docs", "mean tokens", "samples", "sub-EM", "EM", "F1", "missing \\boxed", "full-context sub-EM",
-                 "Δ MemAgent − full context", "seconds"]
+                 "Δ MemAgent − full context", "seconds", "paper length", "paper RL-MemAgent-7B (%)",
+                 "paper RL-MemAgent-14B (%)"]
         parts.append(table(heads, [[r.get("num_docs"), r.get("mean_tokens"), r.get("samples"), r.get("sub_em"),
                                     r.get("em"), r.get("f1"), r.get("missing"), r.get("baseline_sub_em"),
-                                    delta(r.get("baseline_sub_em"), r.get("sub_em")), r.get("seconds")] for r in rows],
+                                    delta(r.get("baseline_sub_em"), r.get("sub_em")), r.get("seconds"),
+                                    r.get("paper_tokens"), r.get("paper_7b"), r.get("paper_14b")] for r in rows],
                            "evals"))
+        if res.get("paper"):
+            parts.append(f'<p class="note">paper: {_e(res["paper"])}; its accuracy is set beside sub-EM</p>')
         if not res.get("complete", True):
             parts.append('<p class="note">incomplete: the run stopped before its last length</p>')
     elif run.kind == "locomo_eval":

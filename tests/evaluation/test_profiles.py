@@ -53,8 +53,9 @@ def test_boxed_profiles_and_kinds():
 
 
 def test_configs_name_and_check_the_profile():
-    from memjax.evaluate import EvalConfig, _markdown
+    from memjax.evaluate import EvalConfig
     from memjax.evaluation.locomo import LocomoEvalConfig, score_table
+    from memjax.systems.memagent.length_eval import markdown
 
     assert EvalConfig().metrics == "memagent" and LocomoEvalConfig().metrics == "memory_r2"
     with pytest.raises(ValueError, match="EvalConfig.metrics='memory_r2'"):
@@ -66,7 +67,7 @@ def test_configs_name_and_check_the_profile():
     assert score_table([rec], metrics="memjax")["overall"]["F1"] == 100.0
     t = score_table([rec], metrics="memory_r2")["overall"]
     assert t["F1"] == pytest.approx(100 * 2 / 3, abs=0.01) and t["B1"] == pytest.approx(50.0, abs=0.01)
-    assert "`memagent`" in _markdown([], "memagent")
+    assert "`memagent`" in markdown([], "memagent")
 
 
 def test_locomo_profile_in_the_table():

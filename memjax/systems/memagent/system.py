@@ -1,5 +1,11 @@
 """MemAgent on the one training loop: RULER-HotpotQA documents read chunk by chunk (memjax/systems/memagent/workflow.py).
 
+`agent.data.path` is a raw HotpotQA JSON (RULER-HotpotQA synthesised at `data.num_docs` documents) or a file of
+ready questions, detected by content (memjax/data/memagent_files.py): MemAgent's official training parquet, an
+official eval_{N}.json, or a JSONL of {context, question, answers}; such a file is read as it is (`num_docs` does
+not apply), validated when the system is built (so `--check` names a bad row), and its last `eval_questions` records
+are the held-out set, never trained on.
+
 Owns `MemAgentSection` (the `agent` section: the workflow's MemAgentConfig, the HotpotQA data, DAPO's
 overlong shaping) and `MemAgentSystem`.
 Invariants: the training stream is grain's (memjax/data/sources.py make_pipeline over HotpotQASource, shuffled
@@ -22,14 +28,15 @@ import numpy as np
 from .workflow import MemAgent, MemAgentConfig
 from ...config import ConfigError
 from ...data import HotpotQASource, PipelineStream, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
+from ...data.memagent_files import QAFile, detect_layout, load_qa_file
 from ...rl.dapo import overlong_penalty
 from ..base import AgentSection, System, register
 
 
 @dataclass(frozen=True)
 class HotpotQAData:
-    path: str = ""  # HotpotQA JSON (RULER-HotpotQA synthesis)
-    num_docs: int = 200  # documents per context (200 ~ 28K tokens: the paper's training set)
+    path: str = ""  # HotpotQA JSON (RULER-HotpotQA synthesis), or official parquet / eval_{N}.json / plain JSONL
+    num_docs: int = 200  # documents per synthesised context (200 ~ 28K tokens: the paper's training set)
     seed: int = 0
 
     def __post_init__(self):
@@ -69,6 +76,15 @@ class MemAgentSystem(System):
         if not Path(cfg.data.path).is_file():
             raise ConfigError(f"agent.data.path={cfg.data.path}: file not found")
         self._corpus = None
+        self._questions: QAFile | None = None
+        try:
+            if detect_layout(cfg.data.path) != "hotpotqa":
+                self._questions = load_qa_file(cfg.data.path)
+        except ValueError as e:
+            raise ConfigError(f"agent.data.path: {e}") from None
+        if self._questions is not None and cfg.eval_questions >= len(self._questions):
+            raise ConfigError(f"agent.eval_questions={cfg.eval_questions} leaves no training record of the "
+                              f"{len(self._questions)} in {cfg.data.path}")
 
     @property
     def group_size(self) -> int:
@@ -89,7 +105,10 @@ class MemAgentSystem(System):
 
     def train_data(self, batch_size: int, seed: int):
         d = self.cfg.data
-        source = HotpotQASource(self.corpus(), RulerHotpotQAConfig(num_docs=d.num_docs, seed=d.seed))
+        if self._questions is not None:  # a file of ready questions: all but the held-out tail
+            source = _Head(self._questions, len(self._questions) - self.cfg.eval_questions)
+        else:
+            source = HotpotQASource(self.corpus(), RulerHotpotQAConfig(num_docs=d.num_docs, seed=d.seed))
         return PipelineStream(lambda shard: make_pipeline(source, batch_size=batch_size, seed=d.seed, num_epochs=None,
                                                           drop_remainder=True, shard=shard))
 
@@ -114,8 +133,26 @@ class MemAgentSystem(System):
         from ...agents.heldout import run_heldout
 
         d = self.cfg.data
-        source = HotpotQASource(self.corpus(), RulerHotpotQAConfig(num_docs=d.num_docs,
-                                                                   seed=d.seed + EVAL_DATA_SEED_OFFSET))
+        if self._questions is not None:
+            source = self._questions
+        else:
+            source = HotpotQASource(self.corpus(), RulerHotpotQAConfig(num_docs=d.num_docs,
+                                                                       seed=d.seed + EVAL_DATA_SEED_OFFSET))
         samples = [source[len(source) - 1 - i] for i in range(min(n, len(source)))]
         res = run_heldout(engine, self.workflow(engine, tokenizer, train=False), samples, seed=12345)
         return {"accuracy": float(np.mean(res.rewards)), "traces": res.traces[:8]}
+
+
+class _Head:
+    """The first `n` records of a random-access source (a grain MapDataset source)."""
+
+    def __init__(self, source, n: int):
+        self.source, self.n = source, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if not 0 <= i < self.n:
+            raise IndexError(f"record {i} out of range [0, {self.n})")
+        return self.source[i]

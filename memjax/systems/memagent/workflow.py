@@ -14,6 +14,12 @@ Invariants:
   depend on scheduling.
 - The G rollouts of a sample share identical first-turn prompts, which the engine prefix-shares.
 - Every prompt fits the engine window with room for its generation budget (checked up front).
+- The reward is MemAgent's official training reward by default (`reward="official"`:
+  memjax.rewards.memagent_official.memagent_reward_official, the official `compute_score` value for value);
+  `reward="lenient"` names memjax's own reader (memjax.rewards.memagent_reward); a `reward_fn` given to the
+  constructor overrides both.
+- The document's ids are held as one int32 array (4 bytes a token; released when the trajectory ends), so a
+  trajectory's host memory is the document plus a constant.
 Output: a RolloutBatch (one row per conversation; role 0 = memory update, 1 = final answer), per-sample
 rewards, and a readable trace (memory text after every chunk, final answer) per trajectory.
 """
@@ -26,8 +32,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ...engine import Completion, Engine, SamplingParams
 from ...rewards import last_boxed, memagent_reward
+from ...rewards.memagent_official import memagent_reward_official
 from ...tokenizer import TokenIds
 from ...agents.workflow import Request, Trajectory, Workflow, WorkflowResult, run_workflow
 
@@ -43,6 +52,10 @@ FINAL_TEMPLATE = (
     "</memory>\n\nYour answer:\n")
 NO_MEMORY = "No previous memory"
 ROLE_MEMORY, ROLE_FINAL = 0, 1
+REWARDS: dict[str, Callable[[str, Sequence[str]], float]] = {
+    "official": memagent_reward_official,  # MemAgent @76b7a65 verl/utils/reward_score/hotpotqa.py compute_score
+    "lenient": memagent_reward,            # memjax's reader: last box of any form, max EM over golds
+}
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,7 @@ class MemAgentConfig:
     memory_template: str = MEMORY_TEMPLATE
     final_template: str = FINAL_TEMPLATE
     no_memory: str = NO_MEMORY  # memory text of the first turn
+    reward: str = "official"  # the training reward: official (MemAgent's compute_score) | lenient (memjax's reader)
 
     def __post_init__(self):
         for f in ("chunk_tokens", "max_query_tokens", "max_memory_tokens", "max_final_tokens", "group_size"):
@@ -71,6 +85,8 @@ class MemAgentConfig:
             raise ValueError(f"MemAgentConfig.max_active must be >= 0, got {self.max_active}")
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
             raise ValueError(f"MemAgentConfig.temperature must be finite and >= 0, got {self.temperature}")
+        if self.reward not in REWARDS:
+            raise ValueError(f"MemAgentConfig.reward must be one of {sorted(REWARDS)}, got {self.reward!r}")
         if not (0 < self.top_p <= 1):
             raise ValueError(f"MemAgentConfig.top_p must be in (0, 1], got {self.top_p}")
         for f, need in (("memory_template", ("{prompt}", "{memory}", "{chunk}")),
@@ -115,7 +131,7 @@ class MemAgentState:
     """A trajectory's MemAgent state (`Trajectory.state`)."""
 
     query_ids: list[int]
-    doc_ids: list[int]
+    doc_ids: np.ndarray  # int32 [doc_tokens]
     answers: tuple[str, ...]
     n_chunks: int
     turn: int = 0
@@ -123,9 +139,11 @@ class MemAgentState:
     memories: list[str] = field(default_factory=list)
     final_text: str = ""
     unknown_tokens: int = 0  # generated ids outside the tokenizer's vocabulary (decoded as nothing)
+    doc_tokens: int = 0
 
 
 MemAgentResult = WorkflowResult
+_NO_DOC = np.zeros(0, np.int32)
 
 
 def _field(sample: Any, *names: str):
@@ -138,13 +156,15 @@ def _field(sample: Any, *names: str):
 
 
 class MemAgent(Workflow):
-    """The MemAgent workflow on an Engine. `reward_fn(final_text, answers) -> float`; `run(samples)` drives
-    it with `run_workflow` (group size, seed, max_active and recording from the config)."""
+    """The MemAgent workflow on an Engine. `reward_fn(final_text, answers) -> float` (default: the config's
+    `reward`, the official one unless named otherwise); `run(samples)` drives it with `run_workflow` (group size,
+    seed, max_active and recording from the config)."""
 
     def __init__(self, engine: Engine, tokenizer, config: MemAgentConfig | None = None,
-                 reward_fn: Callable[[str, Sequence[str]], float] = memagent_reward,
+                 reward_fn: Callable[[str, Sequence[str]], float] | None = None,
                  stop_token_ids: Sequence[int] | None = None):
-        self.engine, self.tok, self.cfg, self.reward_fn = engine, tokenizer, config or MemAgentConfig(), reward_fn
+        self.engine, self.tok, self.cfg = engine, tokenizer, config or MemAgentConfig()
+        self.reward_fn = reward_fn if reward_fn is not None else REWARDS[self.cfg.reward]
         self.pad_id = getattr(tokenizer, "pad_id", 0)
         self.stop_ids = tuple(stop_token_ids) if stop_token_ids is not None else tuple(
             sorted({tokenizer.eos_id, tokenizer.endoftext_id}))
@@ -167,7 +187,7 @@ class MemAgent(Workflow):
     def _request(self, st: MemAgentState) -> Request:
         c, k = self.cfg, self.cfg.chunk_tokens
         final = st.turn >= st.n_chunks
-        chunk = None if final else st.doc_ids[st.turn * k: (st.turn + 1) * k]
+        chunk = None if final else st.doc_ids[st.turn * k: (st.turn + 1) * k].tolist()
         params = SamplingParams(temperature=c.temperature, top_p=c.top_p, stop_token_ids=self.stop_ids,
                                 max_tokens=c.max_final_tokens if final else c.max_memory_tokens)
         return Request(self._build(st.query_ids, st.memory_ids, chunk), params,
@@ -177,10 +197,10 @@ class MemAgent(Workflow):
         return ids[:-1] if ids and ids[-1] in self.stop_ids else ids
 
     # -- Workflow -------------------------------------------------------------------------------------
-    def prepare(self, sample: Any) -> tuple[list[int], list[int], tuple[str, ...]]:
+    def prepare(self, sample: Any) -> tuple[list[int], np.ndarray, tuple[str, ...]]:
         c, tok = self.cfg, self.tok
         pre = sample.get("context_ids") if isinstance(sample, dict) else None
-        doc = list(pre) if pre is not None else tok.encode(str(_field(sample, "context", "document")))
+        doc = np.asarray(pre if pre is not None else tok.encode(str(_field(sample, "context", "document"))), np.int32)
         query = tok.encode(str(_field(sample, "query", "question", "prompt")))[: c.max_query_tokens]
         answers = _field(sample, "answers", "answer")
         answers = (answers,) if isinstance(answers, str) else tuple(str(a) for a in answers)
@@ -188,7 +208,7 @@ class MemAgent(Workflow):
 
     def start(self, traj: Trajectory, prepared) -> list[Request]:
         query, doc, answers = prepared
-        traj.state = MemAgentState(query, doc, answers, math.ceil(len(doc) / self.cfg.chunk_tokens))
+        traj.state = MemAgentState(query, doc, answers, math.ceil(len(doc) / self.cfg.chunk_tokens), doc_tokens=len(doc))
         return [self._request(traj.state)]
 
     def react(self, traj: Trajectory, request: Request, completion: Completion) -> list[Request]:
@@ -196,7 +216,7 @@ class MemAgent(Workflow):
         st.unknown_tokens += tok.count_unknown(completion.token_ids)
         if request.is_final:
             st.final_text = tok.decode(self._strip(completion.token_ids), skip_unknown=True)
-            st.doc_ids = []  # release the document of a finished trajectory
+            st.doc_ids = _NO_DOC  # release the document of a finished trajectory
             return []
         # ids in the model's padding rows carry no text; drop them (counted above), as re-tokenising
         # the memory text in the reference implementation would
@@ -211,7 +231,8 @@ class MemAgent(Workflow):
     def trace(self, traj: Trajectory) -> dict[str, Any]:
         st = traj.state
         return {"sample": traj.sample, "rollout": traj.rollout, "answers": list(st.answers), "memories": st.memories,
-                "final": st.final_text, "reward": traj.reward, "chunks": st.n_chunks}
+                "final": st.final_text, "reward": traj.reward, "chunks": st.n_chunks,
+                "doc_tokens": st.doc_tokens}
 
     def stats(self, trajs: Sequence[Trajectory]) -> dict[str, float]:
         return {"unknown_tokens": sum(t.state.unknown_tokens for t in trajs),

@@ -24,7 +24,8 @@ def memagent_config(task: TaskConfig, *, group_size: int = 1, temperature: float
     return MemAgentConfig(chunk_tokens=task.chunk_tokens, max_query_tokens=4,
                           max_memory_tokens=task.max_memory_tokens, max_final_tokens=task.max_final_tokens,
                           group_size=group_size, temperature=temperature, seed=seed,
-                          memory_template=MEMORY_TEMPLATE, final_template=FINAL_TEMPLATE, no_memory=NO_MEMORY)
+                          memory_template=MEMORY_TEMPLATE, final_template=FINAL_TEMPLATE, no_memory=NO_MEMORY,
+                          reward="lenient")  # memjax's own task: its recorded results were taken with this reader
 
 
 def make_agent(engine: Engine, tok: TinyTokenizer, cfg: MemAgentConfig) -> MemAgent:
