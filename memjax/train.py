@@ -37,7 +37,9 @@ so no line is repeated, and TensorBoard is told to purge events past it (tensorb
 non-finite loss or gradient stops the run before the update is applied (OptimConfig.on_nonfinite), leaving
 the last good checkpoint as the latest and no hf/ export. Outputs in out_dir: metrics.jsonl, evals.jsonl,
 TensorBoard events (tb/), traces.jsonl, result.json (config, evaluations before/after, per-step history),
-reward_curve.png, checkpoints/, hf/ (the final policy as a Hugging Face checkpoint) and report.html (memjax.report).
+reward_curve.png, checkpoints/, hf/ (the final policy as a Hugging Face checkpoint), report.html (memjax.report) and
+run.json (memjax/run_identity.py: what the run is; a resume of another config refuses, a finished run re-run is a
+no-op, an extended one keeps what its result.json held).
 Curriculum stages (System.stage; memjax/curriculum.py): each stage ends with an evaluation and a checkpoint;
 with `select_metric` each stage's best evaluated weights go to checkpoints_best/, and `stage_restart="best"`
 starts each stage from the previous stage's best (`stage_optimizer`, `stage_reference`: what else restarts).

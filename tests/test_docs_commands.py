@@ -50,7 +50,8 @@ PLACEHOLDERS = {
     "locomo10.json": f"{FIXTURES}/locomo_fixture.json",
     "agent.locomo_path=...": f"agent.locomo_path={FIXTURES}/locomo_fixture.json",
     "answers.jsonl": "{tmp}/answers.jsonl",
-    "out/tiny/hf": "{hf}",
+    "out/tiny/hf": "memjax/assets/tiny/warmstart",  # a tiny policy (the shipped warm start: the task's vocabulary)
+    "out/demo/tiny/hf": "memjax/assets/tiny/warmstart",
     "--out DIR": "--out {tmp}/gpu_pass",
     "stats PATH": f"stats {FIXTURES}/locomo_fixture.json",
     "benchmarks.locomo_retrieval PATH": f"benchmarks.locomo_retrieval {FIXTURES}/locomo_fixture.json",
@@ -150,6 +151,7 @@ COMMANDS = {
     "python -m memjax.convert ...": "",
     "python -m memjax.evaluate configs/memagent/tiny_eval.py": "--set agent.eval_samples=1 --set out_dir={tmp}/tiny_eval",
     "python -m memjax.evaluate configs/memagent/tiny_eval.py --set policy=out/tiny/hf": CHECK,
+    "python -m memjax.evaluate configs/memagent/tiny_eval.py --set policy=out/demo/tiny/hf": CHECK,
     "python -m memjax.evaluate configs/memagent/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96": CHECK,
     "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=... --set data_path=hotpot_dev.json":
         CHECK,
