@@ -83,7 +83,7 @@ def test_unreachable_judge_is_a_failure_not_a_score(answers, tmp_path, capsys):
     assert res["counts"]["rejudged"] == 8 and res["counts"]["resumed"] == 0 and res["failed"]["judge_errors"] == 8
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 8  # one line per qid
     # another judge into the same out dir: refused, the cached rows are not relabelled
-    assert locomo.main([*args[:4], "--judge", "rule"]) == 2
+    assert locomo.main([*args[:5], "--judge", "rule"]) == 2
     assert "judged by openai:gpt-oss-120b/memory_r1" in first_line(capsys)[0]
     assert locomo.main([*args, "--accept-failures"]) == 0  # the user accepts them: still said
     assert first_line(capsys)[0].startswith("WARNING: 8 of 8 items failed")
@@ -91,7 +91,7 @@ def test_unreachable_judge_is_a_failure_not_a_score(answers, tmp_path, capsys):
 
 def test_memjax_evaluate_exits_1_on_judge_failures(answers, tmp_path, capsys):
     base = [str(REPO / "configs/locomo_answers.py"), "--set", f"data_path={LOCOMO}", "--set", f"answers={answers}",
-            "--set", "judge=openai", "--set", "judge_url=http://127.0.0.1:9/v1", "--set", f"out_dir={tmp_path / 'e'}"]
+            "--set", "split=sumer", "--set", "part=validation", "--set", "judge=openai", "--set", "judge_url=http://127.0.0.1:9/v1", "--set", f"out_dir={tmp_path / 'e'}"]
     assert evaluate.main(base) == 1
     assert "8 of 8 items failed" in capsys.readouterr().err
     assert evaluate.main([*base, "--set", "accept_failures=true"]) == 0
@@ -220,11 +220,12 @@ def test_model_call_checks_its_ids():
 
 # 10 -----------------------------------------------------------------------------------------------------------------
 def test_an_empty_split_is_an_error(answers, tmp_path, capsys):
-    one = tmp_path / "one_conversation.json"
-    one.write_text(json.dumps(json.loads(LOCOMO.read_text())[:1]))  # sumer: its one conversation is the train part
-    assert evaluate.main([str(REPO / "configs/locomo_answers.py"), "--set", f"data_path={one}", "--set",
+    # configs/locomo_answers.py's default split part is memory_r1/test: conv-26 and conv-30, which are all this
+    # fixture holds, are its train and validation parts, so the test part is empty here
+    assert evaluate.main([str(REPO / "configs/locomo_answers.py"), "--set", f"data_path={LOCOMO}", "--set",
                           f"answers={answers}", "--set", f"out_dir={tmp_path / 'e'}"]) == 2
-    assert "split sumer/validation has no questions in this file" in first_line(capsys)[0]
+    assert "split memory_r1/test has no questions in this file (parts: train 8, validation 2, test 0)" in \
+        first_line(capsys)[0]
     assert not (tmp_path / "e").exists()
 
 

@@ -98,6 +98,9 @@ PLACEHOLDERS = {
 }
 
 CHECK = "--check"  # memjax.train / memjax.evaluate: validate, build, resolve, print what would run, exit 0
+# the LoCoMo fixture holds 2 conversations (conv-26, conv-30): the memory_r1 split's test part, a config's default, is
+# empty there, which memjax.evaluate refuses; a part that has questions in the fixture is named instead
+FIXTURE_PART = "--set split=sumer --set part=validation "
 PARSE = "--help"  # the documented arguments are parsed (types, choices) before --help prints the usage and exits 0
 B = "--out-dir {tmp}/bench"  # benchmarks write their result files here, never into benchmarks/results
 # documented command -> arguments appended to it (after PLACEHOLDERS); "make -n" rows run `make -n TARGET...`
@@ -159,13 +162,14 @@ COMMANDS = {
         CHECK,
     "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=/path/to/Qwen2.5-7B-Instruct "
     "--set data_path=/path/to/hotpot_dev_distractor_v1.json": CHECK,
+    # the fixture holds 2 conversations: the config's default part (memory_r1/test) is empty there, an error
     "python -m memjax.evaluate configs/locomo_answers.py --set data_path=locomo10.json --set answers=answers.jsonl":
-        "--set out_dir={tmp}/locomo_answers",
+        "--set split=sumer --set part=validation --set out_dir={tmp}/locomo_answers",
     "python -m memjax.evaluate configs/locomo_answers.py --set data_path=/path/to/locomo10.json "
-    "--set answers=/path/to/answers.jsonl [--set judge=openai --set judge_url=http://host:8000/v1]": CHECK,
+    "--set answers=/path/to/answers.jsonl [--set judge=openai --set judge_url=http://host:8000/v1]": FIXTURE_PART + CHECK,
     "python -m memjax.evaluate configs/memory_r1/eval.py --set data_path=/path/to/locomo10.json "
     "--set model.hf_path=/path/to/answer_agent_hf [--set manager_hf_path=/path/to/manager_hf] [--set distill=false] "
-    "[--set judge=openai --set judge_url=http://host:8000/v1]": CHECK,
+    "[--set judge=openai --set judge_url=http://host:8000/v1]": FIXTURE_PART + CHECK,
     "python -m memjax.evaluate configs/sumer/eval.py --set agent.data_path=/path/to/locomo10.json "
     "--set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set policy=out/sumer/hf] "
     "[--set agent.judge=openai --set agent.judge_url=http://judge-host:8000/v1]": CHECK,
@@ -337,6 +341,7 @@ def workspace(tmp_path_factory):
     (tmp / "answers.jsonl").write_text("".join(json.dumps({"qid": q, "answer": "x"}) + "\n" for q in qids))
     p = subprocess.run([sys.executable, "-m", "memjax.evaluate", "configs/locomo_answers.py", "--set",
                         f"data_path={FIXTURES}/locomo_fixture.json", "--set", f"answers={tmp}/answers.jsonl", "--set",
+                        "split=sumer", "--set", "part=validation", "--set",
                         f"out_dir={tmp}/locomo_run"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr  # the run directory `memjax.report OUT_DIR` opens
     return tmp, hf, env
