@@ -111,6 +111,7 @@ def _files(out: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow(seconds=120)
+@pytest.mark.timeout(1500)  # its set-up is the real run (about 1 minute on 2 free cores; 10+ on a crowded machine)
 def test_finished_run_rerun_is_a_no_op_and_steps_extend_it(finished_run, capsys):
     capsys.readouterr()
     before = _files(finished_run)
@@ -130,6 +131,7 @@ def test_finished_run_rerun_is_a_no_op_and_steps_extend_it(finished_run, capsys)
     assert json.loads((ext / "run.json").read_text())["resumed"][0]["changed"] == {"steps": 2, "out_dir": str(ext)}
 
 
+@pytest.mark.timeout(1500)
 def test_resume_with_another_system_or_task_refuses(finished_run, capsys):
     before = _files(finished_run)
     assert train.main([*TINY, "--set", f"out_dir={finished_run}", "--set", "steps=2", "--set",
@@ -142,6 +144,7 @@ def test_resume_with_another_system_or_task_refuses(finished_run, capsys):
     assert _files(finished_run) == before
 
 
+@pytest.mark.timeout(1500)
 def test_records_name_the_code_and_the_model_run(finished_run):
     from memjax.parallel import code_digest
     from memjax.report import write_report

@@ -59,8 +59,12 @@ def test_every_readme_python_snippet_runs_as_written(tmp_path):
     from memjax.checkpoint import save_hf
     from memjax.model import init_model, presets
 
-    hf = tmp_path / "hf"
+    import shutil
+
+    hf = tmp_path / "hf"  # a Hugging Face directory as the README's user has one: weights, config and tokenizer
     save_hf(init_model(presets.get("tiny-qwen-vocab"), seed=0), hf)
+    for f in (REPO / "memjax/assets/qwen2.5-tokenizer").glob("*.json"):
+        shutil.copy(f, hf / f.name)
     code = "\n".join(stated_values(b) for b in snippets((REPO / "README.md").read_text()))
     for k, v in PATHS.items():
         assert k in code, f"PATHS names {k!r}, which no README snippet has any more"
