@@ -82,6 +82,7 @@ def test_unreachable_judge_is_a_failure_not_a_score(answers, tmp_path, capsys):
     res = json.loads((out / "results.json").read_text())
     assert res["counts"]["rejudged"] == 8 and res["counts"]["resumed"] == 0 and res["failed"]["judge_errors"] == 8
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 8  # one line per qid
+    capsys.readouterr()
     # another judge into the same out dir: refused, the cached rows are not relabelled
     assert locomo.main([*args[:5], "--judge", "rule"]) == 2
     assert "judged by openai:gpt-oss-120b/memory_r1" in first_line(capsys)[0]
