@@ -48,21 +48,41 @@ def _finish(lines: list[str]) -> None:
 def check_train(cfg) -> None:
     import jax
 
+    from . import preflight
+    from .run_identity import check_resume, finished
+
     system = _system(cfg.agent, cfg.seed)
+    preflight.settings(cfg, system)  # what the run checks at its start (groups, warm start, ignored overrides)
+    preflight.out_dir_writable(cfg.out_dir)
+    out = Path(cfg.out_dir)
+    resumable = out.is_dir() and check_resume(out, cfg) is not None  # another config's run dir: refused
+    done = out.is_dir() and finished(out, cfg) is not None
+    preflight.training_data(cfg, system)  # the training data files parse
     m = cfg.mesh
     try:
         data, fsdp, tensor = m.sizes(jax.device_count())
     except ValueError as e:
         raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
                           f"{jax.device_count()} device(s))") from None
+    own = preflight._own_model(system)
     _finish([f"python -m memjax.train: system {system.name!r}, {cfg.steps} steps x {cfg.prompts_per_step} prompts, "
-             f"estimator {cfg.advantage.estimator}",
-             _model_line(cfg.model),
+             f"estimator {cfg.advantage.estimator}, group size {system.group_size}",
+             f"model: the system's own (warm start, vocabulary; model.* does not apply)" if own
+             else _model_line(cfg.model),
+             "data: the training stream opens (its files parse)",
              f"mesh: data {data} x fsdp {fsdp} x tensor {tensor} on {jax.device_count()} {jax.default_backend()} "
              "device(s)",
-             f"engine: {cfg.engine.max_slots} slots, window {cfg.engine.window}, data_parallel "
-             f"{cfg.engine.data_parallel}",
-             f"out_dir: {cfg.out_dir} ({'resumes from its checkpoints' if cfg.resume else 'fresh'})"])
+             _engine_line(system, cfg),
+             f"out_dir: {cfg.out_dir} (" + ("finished: a run would do nothing" if done else "resumes its run, same "
+                                            "config" if resumable else "fresh") + ")"])
+
+
+def _engine_line(system, cfg) -> str:
+    try:
+        e = system.engine_config(cfg.engine)
+    except ValueError as err:
+        raise ConfigError(f"engine: {err}") from None
+    return f"engine: {e.max_slots} slots, window {e.window}, data_parallel {cfg.engine.data_parallel}"
 
 
 def check_evaluate(cfg) -> None:
@@ -70,17 +90,19 @@ def check_evaluate(cfg) -> None:
     from .evaluation.locomo import LocomoEvalConfig
     from .evaluation.longmemeval import LongMemEvalConfig
 
+    from .preflight import out_dir_writable
+
+    out_dir_writable(cfg.out_dir)
     if isinstance(cfg, LongMemEvalConfig):
         from .evaluation.longmemeval import check_lines
 
         _finish(check_lines(cfg) + ([] if cfg.system == "answers" else [_model_line(cfg.model)]))
     elif isinstance(cfg, LocomoEvalConfig):
-        if not cfg.data_path or not Path(cfg.data_path).is_file():
-            raise FileNotFoundError(f"data_path={cfg.data_path!r}: LoCoMo file not found (--set data_path=...)")
-        if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
-            raise FileNotFoundError(f"answers={cfg.answers!r}: predictions JSONL not found (--set answers=...)")
-        lines = [f"python -m memjax.evaluate: LoCoMo {cfg.split}/{cfg.part}, system {cfg.system!r}, judge {cfg.judge}",
-                 f"data_path: {cfg.data_path}"]
+        from .evaluation.locomo import locomo_inputs
+
+        n = len(locomo_inputs(cfg))  # the file parses, the split has questions
+        lines = [f"python -m memjax.evaluate: LoCoMo {cfg.split}/{cfg.part} ({n} questions), system {cfg.system!r}, "
+                 f"judge {cfg.judge}", f"data_path: {cfg.data_path}"]
         if cfg.system == "answers":
             lines.append(f"answers: {cfg.answers}")
         else:

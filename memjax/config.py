@@ -12,6 +12,7 @@ parse as the field's type is a one-line ConfigError naming the key.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import importlib.util
 import json
@@ -129,38 +130,67 @@ def _variant(tp: type, value: str, key: str) -> Any:
     return variants[value]()
 
 
-def apply_override(cfg: Any, key: str, value: str) -> Any:
+def _set_raw(obj: Any, **changes: Any) -> Any:
+    """A copy of frozen dataclass `obj` with `changes`, not yet validated (apply_overrides validates once, after
+    every override, so the order of the overrides does not matter)."""
+    new = copy.copy(obj)
+    for k, v in changes.items():
+        object.__setattr__(new, k, v)
+    return new
+
+
+def apply_override(cfg: Any, key: str, value: str, *, _full: str | None = None, _validate: bool = True) -> Any:
+    """`cfg` with one dotted override applied (validated, unless called from apply_overrides, which validates the
+    result of all its overrides once). Errors name the whole key (`agent.data.path`), however deep."""
+    full = key if _full is None else _full
     head, _, rest = key.partition(".")
     names = {f.name for f in dataclasses.fields(cfg)}
     if head not in names:
-        raise ConfigError(f"--set {key}: {type(cfg).__name__} has no field {head!r} (fields: {', '.join(sorted(names))})")
+        raise ConfigError(f"--set {full}: {type(cfg).__name__} has no field {head!r} (fields: {', '.join(sorted(names))})")
     current = getattr(cfg, head)
     if rest == "name" and _variants(_hints(cfg)[head]):  # a tagged section: switch to the named variant
         if getattr(current, "name", None) == value:
             return cfg  # already that system: keep its settings
-        new = _variant(_hints(cfg)[head], value, key)
-        return dataclasses.replace(cfg, **{head: new})
-    if rest:
+        new = _variant(_hints(cfg)[head], value, full)
+    elif rest:
         if not dataclasses.is_dataclass(current):
-            raise ConfigError(f"--set {key}: {head!r} is not a section")
-        new = apply_override(current, rest, value)
+            raise ConfigError(f"--set {full}: {head!r} is not a section")
+        new = apply_override(current, rest, value, _full=full, _validate=False)
     else:
         if dataclasses.is_dataclass(current):
-            raise ConfigError(f"--set {key}: {head!r} is a section; set one of its fields ({head}.FIELD=...)")
-        new = _parse(value, _hints(cfg)[head], key)
+            raise ConfigError(f"--set {full}: {head!r} is a section; set one of its fields ({head}.FIELD=...)")
+        new = _parse(value, _hints(cfg)[head], full)
+    out = _set_raw(cfg, **{head: new})
+    return validate(out, [f"{full}={value}"]) if _validate else out
+
+
+def validate(cfg: Any, overrides: list[str] = (), _path: str = "") -> Any:
+    """Re-run every dataclass's own validation on `cfg`, innermost sections first; a failure is one ConfigError
+    naming the overrides that touched the failing section (`--set engine.max_slots=4: EngineConfig...`)."""
+    changes = {}
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if f.init and dataclasses.is_dataclass(v) and not isinstance(v, type):
+            changes[f.name] = validate(v, overrides, f"{_path}{f.name}.")
     try:
-        return dataclasses.replace(cfg, **{head: new})
-    except ValueError as e:
-        raise ConfigError(f"--set {key}={value}: {e}") from None
+        return dataclasses.replace(cfg, **changes)
+    except (ValueError, TypeError) as e:
+        mine = [o for o in overrides if o.startswith(_path)] if _path else list(overrides)
+        where = ("--set " + " --set ".join(mine[:3]) + ": ") if mine else ""
+        raise ConfigError(f"{where}{e}") from None
 
 
 def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
+    """Every override applied, then the result validated once: `--set a=1 --set b=2` equals `--set b=2 --set a=1`
+    even where a section's rule relates the two fields."""
+    done = []
     for item in overrides:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise ConfigError(f"--set expects key=value, got {item!r}")
-        cfg = apply_override(cfg, key.strip(), value.strip())
-    return cfg
+        cfg = apply_override(cfg, key.strip(), value.strip(), _validate=False)
+        done.append(f"{key.strip()}={value.strip()}")
+    return validate(cfg, done) if done else cfg
 
 
 def describe(cfg: Any, prefix: str = "") -> list[str]:

@@ -41,10 +41,12 @@ QUESTION = ("Document 1:\nThe Eiffel Tower was completed in 1889 for the Exposit
             "Question: In which year was the Eiffel Tower completed? Put the answer in \\boxed{}.")
 
 
+DEFAULT_OUT = "out/demo"  # the demo's working directory: its tiny run, and so its policy, lands in DEFAULT_OUT/tiny
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.demo", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="out/demo", help="working directory (re-created if the demo made it)")
+    ap.add_argument("--out", default=DEFAULT_OUT, help="working directory (re-created if the demo made it)")
     ap.add_argument("--preset", default="tiny-qwen-vocab", help="model preset (random weights)")
     ap.add_argument("--max-new-tokens", type=positive_int, default=24)
     ap.add_argument("--seed", type=int, default=0)

@@ -42,10 +42,10 @@ from .systems.memagent.length_eval import check_length_data, run_length_eval
 from .systems.memagent.paper import CITATION
 from .agents.workflow import request_seed
 from .cli_check import check_evaluate
-from .config import ConfigError, run_cli
+from .config import ConfigError, RunError, run_cli
 from .engine import Engine, SamplingParams
 from .eval_config import EvalConfig, SystemEvalConfig
-from .evaluation.locomo import LocomoEvalConfig, run_locomo_eval
+from .evaluation.locomo import LocomoEvalConfig, failure_line, locomo_inputs, run_locomo_eval
 from .evaluation.longmemeval import LongMemEvalConfig, run_longmemeval_eval
 from .evaluation.profiles import get_profile
 from .parallel import agree, code_digest, initialize, is_primary
@@ -72,7 +72,10 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
     with _lock(out):
         model, tok = system.load_model(cfg.model)
         if cfg.policy:
-            model = load_hf(cfg.policy)
+            own, model = model, load_hf(cfg.policy)
+            if model.cfg.vocab_size != own.cfg.vocab_size:  # a policy of another system (or vocabulary) scores 0
+                raise ConfigError(f"policy={cfg.policy}: its vocabulary has {model.cfg.vocab_size:,} rows, system "
+                                  f"{system.name!r}'s model {own.cfg.vocab_size:,}: not a policy of this system")
         system.setup(model, tok)
         t0 = time.perf_counter()
         ev = system.evaluate(Engine(model, system.engine_config(cfg.engine)), tok)
@@ -108,9 +111,13 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
     if not is_primary():
         console = Console(quiet=True)
     if isinstance(cfg, LocomoEvalConfig):
+        locomo_inputs(cfg)  # bad data or answers fail before the out dir is made
         with _lock(prepare_out_dir(cfg.out_dir)):
             res = run_locomo_eval(cfg)
-        (console or Console()).print(f"LoCoMo {cfg.split}/{cfg.part}: overall {res['table']['overall']} -> {cfg.out_dir}")
+        con = console or Console()
+        if res["failed"]["items"]:
+            con.print(failure_line(res["failed"]), style="bold red", markup=False)
+        con.print(f"LoCoMo {cfg.split}/{cfg.part}: overall {res['table']['overall']} -> {cfg.out_dir}")
         return res
     if isinstance(cfg, LongMemEvalConfig):
         with _lock(prepare_out_dir(cfg.out_dir)):
@@ -174,6 +181,10 @@ def evaluate_and_report(cfg, console: Console | None = None) -> dict:
     result = evaluate(cfg, console)
     if is_primary():  # several processes: one report, by the writer
         (console or Console()).print(f"report: {write_report(cfg.out_dir)}")
+    fails = result.get("failed") if isinstance(cfg, LocomoEvalConfig) else None
+    if fails and fails["items"] and not cfg.accept_failures:  # written and reported, but not a success
+        raise RunError(f"{fails['items']} of {fails['of']} items failed (see the top of {cfg.out_dir}/results.md); "
+                       "--set accept_failures=true accepts them")
     return result
 
 

@@ -37,7 +37,9 @@ so no line is repeated, and TensorBoard is told to purge events past it (tensorb
 non-finite loss or gradient stops the run before the update is applied (OptimConfig.on_nonfinite), leaving
 the last good checkpoint as the latest and no hf/ export. Outputs in out_dir: metrics.jsonl, evals.jsonl,
 TensorBoard events (tb/), traces.jsonl, result.json (config, evaluations before/after, per-step history),
-reward_curve.png, checkpoints/, hf/ (the final policy as a Hugging Face checkpoint) and report.html (memjax.report).
+reward_curve.png, checkpoints/, hf/ (the final policy as a Hugging Face checkpoint), report.html (memjax.report) and
+run.json (memjax/run_identity.py: what the run is; a resume of another config refuses, a finished run re-run is a
+no-op, an extended one keeps what its result.json held).
 Curriculum stages (System.stage; memjax/curriculum.py): each stage ends with an evaluation and a checkpoint;
 with `select_metric` each stage's best evaluated weights go to checkpoints_best/, and `stage_restart="best"`
 starts each stage from the previous stage's best (`stage_optimizer`, `stage_reference`: what else restarts).
@@ -57,7 +59,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from rich.console import Console
 
-from . import flops
+from . import flops, preflight, run_identity
 from .agents.workflow import run_workflow
 from .checkpoint import save_hf
 from .cli_check import check_train
@@ -120,6 +122,7 @@ class Run:
         initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
         self.primary = is_primary()  # process 0 prints, logs, writes result files and holds the out_dir lock
         self.cfg, self.con = cfg, (console or Console()) if self.primary else Console(quiet=True)
+        self.code = code_digest()  # recorded in run.json and result.json
         agree("code version", code_digest())  # processes of one run refuse unless code and config match
         agree("config", json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str))
         if cfg.prompts_per_step < jax.process_count():  # each process runs whole groups: at least one
@@ -129,6 +132,7 @@ class Run:
             self.system = build_system(cfg.agent, seed=cfg.seed)  # validates the system's inputs (data paths)
         except KeyError as e:
             raise ConfigError(str(e.args[0])) from None
+        preflight.settings(cfg, self.system)  # groups for a group estimator, the warm start, no ignored override
         self.curriculum = Curriculum(cfg, self.system)
         t = self.system.temperature
         if cfg.update.temperature not in (1.0, t):
@@ -140,8 +144,16 @@ class Run:
                               "ones (use a GRPO estimator or the system's own)")
         self.out = prepare_out_dir(cfg.out_dir)  # before any model is loaded: a bad out_dir fails at once
         self._lock = OutDirLock(self.out).acquire() if self.primary else None
-        try:
+        try:  # a resume under another system or settings refuses; a finished run re-run is a no-op (run_identity)
+            self._previous = run_identity.check_resume(self.out, cfg)
+            self._finished = run_identity.finished(self.out, cfg)
+            if self._finished is not None:
+                self.history = list(self._finished.get("history", []))
+                return
             self._build()
+            if self.primary:
+                run_identity.record(self.out, cfg, self.system.name, self.code, self.model_run, self._previous,
+                                    say=lambda m: self.con.print(m, style="yellow", markup=False))
         except BaseException:
             self.close()
             raise
@@ -157,6 +169,7 @@ class Run:
         from .plan import check
 
         self.model, self.tok = sysm.load_model(cfg.model)
+        self.model_run = preflight.describe_model(self.model)  # what runs, whatever model.* says (tiny systems)
         try:  # engine.data_parallel=-1: a slot group per engine.tensor_parallel devices of the mesh (deployment
             ecfg = sysm.engine_config(cfg.engine)  # settings: they apply to systems with their own engine config too)
             ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
@@ -414,7 +427,7 @@ class Run:
         first, last = (self.evals[0], self.evals[-1]) if self.evals else ({}, {})
         out = {"config": dataclasses.asdict(self.cfg), "system": self.system.name, "before": first, "after": last,
                "evals": self.evals, "history": self.history, "seconds": seconds,
-               "stage_best": self.curriculum.summary()}
+               "stage_best": self.curriculum.summary(), "code": self.code, "model_run": self.model_run}
         for when, row in (("before", first), ("after", last)):
             extra = self._eval_extra.get(row.get("step", -1), {})
             out[f"traces_{when}"] = extra.get("traces", [])
@@ -429,6 +442,12 @@ class Run:
         from rich.progress import Progress
 
         t_start = time.perf_counter()
+        if self._finished is not None:  # nothing to train: no file of the finished run is touched
+            self.summary = self._finished
+            self.close()
+            self.con.print(f"{self.out}: the run already finished at step {self._finished['history'][-1]['step']} "
+                           f"(steps={self.cfg.steps}); nothing to do (raise steps to extend it)")
+            return self.history
         try:
             if self.step == 0 and not self.evals:
                 self.curriculum.check_metric(self.evaluate())  # a select_metric it lacks fails now
@@ -440,7 +459,8 @@ class Run:
                     self._print(m)
             self.ckpts.finish()
             save_hf(self.model, self.out / "hf")  # gathered to process 0, which writes it
-            result = self.summary = self.result(time.perf_counter() - t_start)
+            result = self.summary = run_identity.keep_previous(self.result(time.perf_counter() - t_start),
+                                                               run_identity.recorded_result(self.out))
             if self.primary:
                 write_atomic(self.out / "result.json", json.dumps(result, indent=1, default=str) + "\n")
             if self.primary and (result["evals"] or result["history"]):

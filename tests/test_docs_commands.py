@@ -50,7 +50,8 @@ PLACEHOLDERS = {
     "locomo10.json": f"{FIXTURES}/locomo_fixture.json",
     "agent.locomo_path=...": f"agent.locomo_path={FIXTURES}/locomo_fixture.json",
     "answers.jsonl": "{tmp}/answers.jsonl",
-    "out/tiny/hf": "{hf}",
+    "out/tiny/hf": "memjax/assets/tiny/warmstart",  # a tiny policy (the shipped warm start: the task's vocabulary)
+    "out/demo/tiny/hf": "memjax/assets/tiny/warmstart",
     "--out DIR": "--out {tmp}/gpu_pass",
     "stats PATH": f"stats {FIXTURES}/locomo_fixture.json",
     "memjax.data.longmemeval stats PATH": f"memjax.data.longmemeval stats {FIXTURES}/longmemeval_fixture.json",
@@ -108,6 +109,9 @@ PLACEHOLDERS = {
 }
 
 CHECK = "--check"  # memjax.train / memjax.evaluate: validate, build, resolve, print what would run, exit 0
+# the LoCoMo fixture holds 2 conversations (conv-26, conv-30): the memory_r1 split's test part, a config's default, is
+# empty there, which memjax.evaluate refuses; a part that has questions in the fixture is named instead
+FIXTURE_PART = "--set split=sumer --set part=validation "
 PARSE = "--help"  # the documented arguments are parsed (types, choices) before --help prints the usage and exits 0
 B = "--out-dir {tmp}/bench"  # benchmarks write their result files here, never into benchmarks/results
 # documented command -> arguments appended to it (after PLACEHOLDERS); "make -n" rows run `make -n TARGET...`
@@ -161,6 +165,7 @@ COMMANDS = {
     "python -m memjax.convert ...": "",
     "python -m memjax.evaluate configs/memagent/tiny_eval.py": "--set agent.eval_samples=1 --set out_dir={tmp}/tiny_eval",
     "python -m memjax.evaluate configs/memagent/tiny_eval.py --set policy=out/tiny/hf": CHECK,
+    "python -m memjax.evaluate configs/memagent/tiny_eval.py --set policy=out/demo/tiny/hf": CHECK,
     "python -m memjax.evaluate configs/memagent/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96": CHECK,
     # the excerpt has 80 paragraphs and the fixture directory eval_8 / eval_12800: the lengths they hold
     "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=... --set data_path=hotpot_dev.json":
@@ -172,12 +177,12 @@ COMMANDS = {
     "python -m memjax.evaluate configs/memagent/eval.py --set model.hf_path=/path/to/RL-MemAgent-7B "
     "--set data_path=/path/to/memagent_eval --set docs_path=/path/to/hotpotqa_dev.json": "--set num_docs=8,12800 " + CHECK,
     "python -m memjax.evaluate configs/locomo_answers.py --set data_path=locomo10.json --set answers=answers.jsonl":
-        "--set out_dir={tmp}/locomo_answers",
+        "--set split=sumer --set part=validation --set out_dir={tmp}/locomo_answers",
     "python -m memjax.evaluate configs/locomo_answers.py --set data_path=/path/to/locomo10.json "
-    "--set answers=/path/to/answers.jsonl [--set judge=openai --set judge_url=http://host:8000/v1]": CHECK,
+    "--set answers=/path/to/answers.jsonl [--set judge=openai --set judge_url=http://host:8000/v1]": FIXTURE_PART + CHECK,
     "python -m memjax.evaluate configs/memory_r1/eval.py --set data_path=/path/to/locomo10.json "
     "--set model.hf_path=/path/to/answer_agent_hf [--set manager_hf_path=/path/to/manager_hf] [--set distill=false] "
-    "[--set judge=openai --set judge_url=http://host:8000/v1]": CHECK,
+    "[--set judge=openai --set judge_url=http://host:8000/v1]": FIXTURE_PART + CHECK,
     "python -m memjax.evaluate configs/sumer/eval.py --set agent.data_path=/path/to/locomo10.json "
     "--set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set policy=out/sumer/hf] "
     "[--set agent.judge=openai --set agent.judge_url=http://judge-host:8000/v1]": CHECK,
@@ -367,6 +372,7 @@ def workspace(tmp_path_factory):
     (tmp / "hypotheses.jsonl").write_text(json.dumps({"question_id": "mj_ssu_1", "hypothesis": "a beagle"}) + "\n")
     p = subprocess.run([sys.executable, "-m", "memjax.evaluate", "configs/locomo_answers.py", "--set",
                         f"data_path={FIXTURES}/locomo_fixture.json", "--set", f"answers={tmp}/answers.jsonl", "--set",
+                        "split=sumer", "--set", "part=validation", "--set",
                         f"out_dir={tmp}/locomo_run"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr  # the run directory `memjax.report OUT_DIR` opens
     return tmp, hf, env

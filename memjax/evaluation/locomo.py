@@ -68,6 +68,7 @@ class RunCounts:
     judge_errors: int = 0
     judge_dropped: int = 0      # replies without a label left out of J (judge profile memory_r2)
     torn_lines: int = 0
+    rejudged: int = 0           # a resume's items whose judging had failed, judged again
 
 
 def _read_done(path: Path, counts: RunCounts, rewrite: bool = True) -> dict[str, dict]:
@@ -134,7 +135,7 @@ def score_table(records: Iterable[dict], *, f1: str = "set", metrics: str = "mem
     return table
 
 
-def _markdown(table: dict, title: str, f1: str, metrics: str = "memjax") -> str:
+def _markdown(table: dict, title: str, f1: str, metrics: str = "memjax", fails: dict | None = None) -> str:
     cols = list(table)
     head = "| metric | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols) + "\n"
     rows = []
@@ -143,8 +144,9 @@ def _markdown(table: dict, title: str, f1: str, metrics: str = "memjax") -> str:
                  for c in cols]
         rows.append(f"| {m} | " + " | ".join(cells) + " |")
     note = (f"\nF1 is over token {'sets' if f1 == 'set' else 'multisets'} of SQuAD-normalised answers; values in %.\n"
-            if metrics == "memjax" else f"\nMetric profile: `{metrics}` (memjax.evaluation.profiles); values in %.\n")
-    return f"# {title}\n\n" + head + "\n".join(rows) + "\n" + note
+            if metrics == "memjax" else f"\nAnswer metrics profile: `{metrics}` (memjax.evaluation.profiles); values in %.\n")
+    warn = f"**{failure_line(fails)}**\n\n" if fails and fails["items"] else ""
+    return f"# {title}\n\n" + warn + head + "\n".join(rows) + "\n" + note
 
 
 def _chart(table: dict, path: Path, title: str) -> None:
@@ -191,9 +193,16 @@ def _predict_chunk(chunk: list[Question], predictor: Predictor | None, batch_pre
     return res
 
 
-def _score_chunk(chunk: list[Question], predictor, batch_predictor, judge, counts: RunCounts) -> list[dict]:
-    """Predict, judge and score one chunk of questions: its predictions.jsonl records, in order."""
-    outs = _predict_chunk(chunk, predictor, batch_predictor, counts)
+def _score_chunk(chunk: list[Question], predictor, batch_predictor, judge, counts: RunCounts,
+                 stored: dict[str, dict] | None = None) -> list[dict]:
+    """Predict, judge and score one chunk of questions: its predictions.jsonl records, in order. `stored`: records
+    of questions whose judging failed before (a resume): their predictions are judged again, not re-predicted."""
+    stored = stored or {}
+    fresh = [q for q in chunk if q.qid not in stored]
+    got = iter(_predict_chunk(fresh, predictor, batch_predictor, counts) if fresh else [])
+    outs = [((stored[q.qid].get("prediction") if stored[q.qid].get("memory_dia_ids") is None else
+              {"answer": stored[q.qid].get("prediction"), "memory_dia_ids": stored[q.qid]["memory_dia_ids"]}), None)
+            if q.qid in stored else next(got) for q in chunk]
     unpacked = [_unpack(o) for o, _ in outs]
     verdicts = judge.judge([(q.question, q.answer, a or "") for q, (a, _) in zip(chunk, unpacked)])
     recs = []
@@ -208,13 +217,58 @@ def _score_chunk(chunk: list[Question], predictor, batch_predictor, judge, count
         counts.judge_dropped += verdict.dropped
         rec.update(prediction=answer, f1=token_f1_multiset(answer, [q.answer]),
                    f1_set=token_set_f1(answer, q.answer), b1=bleu1(answer, [q.answer]),
-                   j=None if verdict.dropped else float(verdict.correct), judge_label=verdict.label,
-                   judge_source=verdict.source)
+                   j=None if verdict.dropped or verdict.source == "error" else float(verdict.correct),
+                   judge_label=verdict.label, judge_source=verdict.source, judge=judge_id(judge))
+        if verdict.source == "error":  # a failure, never a score: out of J, counted, re-judged by a resume
+            rec["judge_error"] = verdict.reply[:300]
         if dia is not None:
             rec["memory_dia_ids"] = dia
         recs.append(rec)
         counts.scored += 1
     return recs
+
+
+def judge_id(judge) -> str:
+    """The judge as its records name it: its name and, for a profiled judge, the profile."""
+    jp = getattr(getattr(judge, "profile", None), "name", None)
+    return getattr(judge, "name", type(judge).__name__) + (f"/{jp}" if jp else "")
+
+
+def failed(rec: dict) -> bool:
+    """A record whose score is not one: the judge request failed or its reply had no label (and the profile did
+    not drop it), or the predictor raised."""
+    return "error" in rec or rec.get("judge_source") == "error" or (rec.get("judge_source") == "none"
+                                                                     and rec.get("j") is not None)
+
+
+def failures(records: Sequence[dict]) -> dict[str, int]:
+    """{items, judge_errors, judge_unparsed, predictor_errors} over the table's records (a resume included)."""
+    return {"items": sum(failed(r) for r in records),
+            "judge_errors": sum(r.get("judge_source") == "error" for r in records),
+            "judge_unparsed": sum(r.get("judge_source") == "none" and r.get("j") is not None for r in records),
+            "predictor_errors": sum("error" in r for r in records), "of": len(records)}
+
+
+def failure_line(fails: dict) -> str:
+    return (f"WARNING: {fails['items']} of {fails['of']} items failed ({fails['judge_errors']} judge errors, "
+            f"{fails['judge_unparsed']} unparsable judge replies, {fails['predictor_errors']} predictor errors): they "
+            "are left out of J or scored 0 and are not results; run again into the same out dir to retry them")
+
+
+def _same_judge(done: dict[str, dict], judge, out: Path) -> None:
+    """A resume never files cached verdicts under another judge or judge profile."""
+    now = judge_id(judge)
+    other = {r.get("judge") for r in done.values() if r.get("judge") and r.get("judge") != now}
+    if not other and done and any("judge" not in r for r in done.values()):   # lines written before records named
+        prev = {}                                                              # their judge: results.json does
+        with contextlib.suppress(OSError, ValueError):
+            prev = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        if prev.get("judge"):
+            was = prev["judge"] + (f"/{prev['judge_profile']}" if prev.get("judge_profile") else "")
+            other = {was} - {now}
+    if other:
+        raise ValueError(f"out_dir={out}: its {len(done)} predictions were judged by {', '.join(sorted(other))}, "
+                         f"this run's judge is {now}; use a new out dir (a resume keeps one judge)")
 
 
 def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, judge, out_dir: str | os.PathLike,
@@ -237,7 +291,14 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     primary = jax.process_index() == 0     # several processes: each its share of the conversations, 0 writes
     done = _read_done(pred_path, counts, rewrite=primary)
     done = gather_objects([done])[0]       # every process resumes from process 0's reading of the file
-    counts.resumed = len(done)
+    _same_judge(done, judge, out)
+    retry = {k: r for k, r in done.items() if failed(r)}     # judged again (a predictor error: predicted again)
+    if retry:
+        done = {k: r for k, r in done.items() if k not in retry}
+        if primary:  # the file keeps one line per qid: the failed lines go, their new ones are appended
+            pred_path.write_text("".join(json.dumps(r) + "\n" for r in done.values()), encoding="utf-8")
+    rejudge = {k: r for k, r in retry.items() if "error" not in r}
+    counts.resumed, counts.rejudged = len(done), len(rejudge)
     seen = set()
     for q in questions:
         if q.category == 5:
@@ -252,7 +313,7 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     with (pred_path.open("a", encoding="utf-8") if primary else contextlib.nullcontext()) as fh:
         for s in range(0, rounds * batch_size, batch_size):
             chunk = todo[s: s + batch_size]
-            recs = _score_chunk(chunk, predictor, batch_predictor, judge, counts) if chunk else []
+            recs = _score_chunk(chunk, predictor, batch_predictor, judge, counts, rejudge) if chunk else []
             for rec in gather_objects(recs):
                 if primary:
                     fh.write(json.dumps(rec) + "\n")
@@ -266,14 +327,15 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     records = [done[q.qid] for q in questions if q.qid in done]
     table = score_table(records, f1=f1, metrics=metrics)
     jp = getattr(getattr(judge, "profile", None), "name", None)    # None: a judge without a profile (rule-based)
-    result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "judge_profile": jp, "f1": f1,
-              "metrics_profile": metrics, "table": table, "counts": vars(counts)}
+    fails = failures(records)
+    result = {"failed": fails, "title": title, "judge": getattr(judge, "name", type(judge).__name__),
+              "judge_profile": jp, "f1": f1, "metrics_profile": metrics, "table": table, "counts": vars(counts)}
     if not primary:
         return result
     (out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    judge_title = result["judge"] + (f", profile {jp}" if jp else "")
-    (out / "results.md").write_text(_markdown(table, f"{title} (judge: {judge_title})", f1, metrics),
-                                    encoding="utf-8")
+    judge_title = result["judge"] + (f", judge profile {jp}" if jp else "")
+    (out / "results.md").write_text(_markdown(table, f"{title} (judge: {judge_title}; answer metrics: {metrics})",
+                                              f1, metrics, fails), encoding="utf-8")
     laid_out = paper_markdown(table, metrics)   # the paper's own table layout, its published rows beside
     if laid_out:
         (out / "paper_table.md").write_text(laid_out, encoding="utf-8")
@@ -316,6 +378,7 @@ class LocomoEvalConfig:
     f1: str = "set"                      # only for metrics="memjax": its set or multiset F1
     metrics: str = "memory_r2"           # answer metrics (memjax.evaluation.profiles)
     limit: int | None = None
+    accept_failures: bool = False        # exit 0 although items failed (judge errors, predictor errors): said anyway
     batch_size: int = 64                 # questions per predictor call (a model system batches its engine calls)
     # system="memory_r1" (memjax/systems/memory_r1/locomo_eval.py): answer agent `model`, manager `manager_hf_path`
     # ("" = the same model), construction then greedy answering on `engine`
@@ -356,11 +419,7 @@ class LocomoEvalConfig:
 def run_locomo_eval(cfg: LocomoEvalConfig) -> dict:
     """Everything `python -m memjax.evaluate` does for a LocomoEvalConfig: check the inputs, then score the
     configured system's predictions on the split part (incremental, resumable; see evaluate_locomo)."""
-    if not cfg.data_path or not Path(cfg.data_path).is_file():
-        raise FileNotFoundError(f"data_path={cfg.data_path!r}: LoCoMo file not found (--set data_path=.../locomo10.json)")
-    if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
-        raise FileNotFoundError(f"answers={cfg.answers!r}: predictions JSONL not found (--set answers=...)")
-    questions = split_part(cfg)
+    questions = locomo_inputs(cfg)
     title = f"LoCoMo {cfg.split}/{cfg.part} ({cfg.system})"
     if cfg.system != "answers":
         if cfg.system not in _PREDICTORS:
@@ -395,7 +454,23 @@ def split_part(cfg: LocomoEvalConfig) -> list[Question]:
     parts = split_questions(load_locomo(cfg.data_path), cfg.split)
     if cfg.part not in parts:
         raise KeyError(f"split {cfg.split} has no part {cfg.part!r}; parts: {', '.join(parts)}")
+    if not parts[cfg.part]:
+        raise ValueError(f"data_path={cfg.data_path}: split {cfg.split}/{cfg.part} has no questions in this file "
+                         f"(parts: {', '.join(f'{k} {len(v)}' for k, v in parts.items())}); choose another split or "
+                         "part (--set split=... / --set part=...)")
     return parts[cfg.part][: cfg.limit]
+
+
+def locomo_inputs(cfg: LocomoEvalConfig) -> list[Question]:
+    """The inputs a run needs, checked before anything is written: the data file, the answers file, the split's
+    questions (an empty split is an error)."""
+    if not cfg.data_path or not Path(cfg.data_path).is_file():
+        raise FileNotFoundError(f"data_path={cfg.data_path!r}: LoCoMo file not found (--set data_path=.../locomo10.json)")
+    if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
+        raise FileNotFoundError(f"answers={cfg.answers!r}: predictions JSONL not found (--set answers=...)")
+    if cfg.system == "answers":
+        answers_predictor(cfg.answers)
+    return split_part(cfg)
 
 
 def answers_predictor(path: str | os.PathLike) -> Predictor:
@@ -427,17 +502,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--judge-model", default="gpt-oss-120b")
     ap.add_argument("--f1", default="set", choices=("set", "multiset"))
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--accept-failures", action="store_true", help="exit 0 although some items failed (judge "
+                    "unreachable, unparsable reply, predictor error); they are still counted at the top of every output")
     ap.add_argument("--check", action="store_true", help="validate the arguments, read the data and the answers, "
                     "resolve the split, print what would be scored and exit 0 (no judge called, nothing written)")
     a = ap.parse_args(argv)
     try:
         cfg = LocomoEvalConfig(data_path=a.data_path, answers=a.answers, split=a.split, part=a.part, out_dir=a.out,
-                               judge=a.judge, judge_url=a.judge_url, judge_model=a.judge_model, f1=a.f1, limit=a.limit)
+                               judge=a.judge, judge_url=a.judge_url, judge_model=a.judge_model, f1=a.f1, limit=a.limit,
+                               accept_failures=a.accept_failures)
         if a.check:
             for what, path in (("data_path", cfg.data_path), ("answers", cfg.answers)):
                 if not Path(path).is_file():
                     raise FileNotFoundError(f"{what}={path!r}: file not found")
-            predict, questions = answers_predictor(cfg.answers), split_part(cfg)
+            predict, questions = answers_predictor(cfg.answers), locomo_inputs(cfg)
+            from ..preflight import out_dir_writable
+
+            out_dir_writable(cfg.out_dir, "--out")
             answered = sum(predict(q) is not None for q in questions)
             judge = f"{cfg.judge} ({cfg.judge_model} at {cfg.judge_url})" if cfg.judge == "openai" else cfg.judge
             print(f"LoCoMo {cfg.split}/{cfg.part}: {len(questions)} questions, {answered} answered in {cfg.answers}; "
@@ -450,9 +531,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from ..report import write_report
 
-    print(json.dumps({"out_dir": cfg.out_dir, "overall": res["table"]["overall"], "counts": res["counts"],
-                      "report": str(write_report(cfg.out_dir))}))
-    return 0
+    if res["failed"]["items"]:  # the first line a user sees
+        print(failure_line(res["failed"]), file=sys.stderr, flush=True)
+    print(json.dumps({"failed": res["failed"], "out_dir": cfg.out_dir, "overall": res["table"]["overall"],
+                      "counts": res["counts"], "report": str(write_report(cfg.out_dir))}))
+    return failure_exit(res, cfg)
+
+
+def failure_exit(res: dict, cfg: LocomoEvalConfig) -> int:
+    """The exit status: 1 if any item failed (said on stderr), unless the user accepts them."""
+    import sys
+
+    if not res["failed"]["items"]:
+        return 0
+    if cfg.accept_failures:
+        print("accepted (accept_failures): exit 0", file=sys.stderr)
+        return 0
+    print("exit 1: pass --accept-failures (memjax.evaluate: --set accept_failures=true) to accept them",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # the importable module's main: LocomoEvalConfig is the class configs import

@@ -99,6 +99,10 @@ class Qwen2(nnx.Module):
 
     # -- forward ---------------------------------------------------------------------------------
     def __call__(self, input_ids: jax.Array) -> jax.Array:
+        """ids int [B, T] (an array, or nested lists) -> logits f32 [B, T, V]. Concrete ids are checked: an id
+        outside [0, vocab) is a ValueError, not NaN logits (inside jit, where ids are traced, they are not)."""
+        if not isinstance(input_ids, jax.core.Tracer):
+            input_ids = check_ids(input_ids, self.cfg.vocab_size)
         logits, _ = self.forward(input_ids)
         return logits
 
@@ -194,6 +198,24 @@ def output_logits(cfg: ModelConfig, hidden: jax.Array, embed: jax.Array, lm_head
     if lm_head is None:
         return jnp.einsum("...h,vh->...v", hidden.astype(dt), embed.astype(dt), preferred_element_type=jnp.float32)
     return jnp.einsum("...h,hv->...v", hidden.astype(dt), lm_head.astype(dt), preferred_element_type=jnp.float32)
+
+
+def check_ids(input_ids, vocab_size: int) -> jax.Array:
+    """Concrete token ids as an int32 [B, T] array, every id in [0, vocab_size); else one ValueError line."""
+    import numpy as np
+
+    try:
+        ids = np.asarray(input_ids)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"model(input_ids): not an integer array [B, T] ({e})") from None
+    if ids.ndim != 2 or not (np.issubdtype(ids.dtype, np.integer) or ids.size == 0):
+        raise ValueError(f"model(input_ids): expected integer ids of shape [B, T], got {ids.dtype} of shape "
+                         f"{ids.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = int(ids.max()) if ids.max() >= vocab_size else int(ids.min())
+        raise ValueError(f"model(input_ids): id {bad} is outside the vocabulary [0, {vocab_size}) (a tokenizer of "
+                         "another model?)")
+    return jnp.asarray(ids, jnp.int32)
 
 
 def init_model(cfg: ModelConfig, seed: int = 0) -> Qwen2:

@@ -43,7 +43,7 @@ pre{white-space:pre-wrap;margin:2px 0;font-size:12px}.turn{margin:3px 0}.who{fon
 .ins{background:#e6ffec;color:#0a5c23}.del{background:#ffebe9;color:#8c1d18}.same{color:#778}
 .op{display:inline-block;border-radius:3px;padding:0 5px;font-weight:600;font-size:12px;background:#ddd}
 .op-ADD{background:#d2f4dc}.op-UPDATE{background:#fff1c2}.op-DELETE{background:#ffd7d4}.op-NOOP{background:#e4e6ea}
-.scroll{overflow-x:auto}.kvline{margin:3px 0}.kvline b{color:#556;font-weight:600}.event.bad{opacity:.8}.note{color:#888;font-size:12px}table.kv th{width:180px}img{max-width:640px}
+.scroll{overflow-x:auto}.kvline{margin:3px 0}.kvline b{color:#556;font-weight:600}.event.bad{opacity:.8}.note{color:#888;font-size:12px}.warning{background:#fde8e8;border:1px solid #c33;color:#900;padding:8px}table.kv th{width:180px}img{max-width:640px}
 """
 
 JS = """
@@ -215,6 +215,9 @@ def _traces(run: RunData) -> str:
 
 def _summary(run: RunData) -> str:
     cards = [("run", KIND_TITLES[run.kind])] + ([("system", run.system)] if run.system else [])
+    for key, name in (("model_run", "model run"), ("code", "code digest")):
+        if run.result.get(key):
+            cards.append((name, str(run.result[key])[:64 if key == "model_run" else 12]))
     if run.metrics:
         rw = [m.get("reward") for m in run.metrics if _num(m.get("reward"))]
         cards.append(("steps", run.metrics[-1].get("step", len(run.metrics))))
@@ -224,7 +227,14 @@ def _summary(run: RunData) -> str:
         cards.append(("seconds", f"{run.result['seconds']:.0f}"))
     if run.torn_lines:
         cards.append(("torn JSONL lines skipped", run.torn_lines))
-    return '<div class="cards">' + "".join(f'<div class="card">{_e(k)}<b>{_e(v)}</b></div>' for k, v in cards) + "</div>"
+    fails = run.result.get("failed") if isinstance(run.result.get("failed"), dict) else {}
+    warn = ""
+    if fails.get("items"):  # a failure is never shown as a score: first thing on the page
+        warn = (f'<p class="warning" id="failed"><b>{_e(fails["items"])} of {_e(fails.get("of", "?"))} items failed'
+                f'</b> ({_e(fails.get("judge_errors", 0))} judge errors, {_e(fails.get("judge_unparsed", 0))} '
+                f'unparsable judge replies, {_e(fails.get("predictor_errors", 0))} predictor errors): left out of J '
+                "or scored 0; they are not results. Run the evaluation again into this directory to retry them.</p>")
+    return warn + '<div class="cards">' + "".join(f'<div class="card">{_e(k)}<b>{_e(v)}</b></div>' for k, v in cards) + "</div>"
 
 
 def _images(run: RunData) -> str:
