@@ -90,7 +90,7 @@ def check_evaluate(cfg) -> None:
     from .evaluation.locomo import LocomoEvalConfig
     from .evaluation.longmemeval import LongMemEvalConfig
 
-    from .preflight import out_dir_writable
+    from .runio import out_dir_writable
 
     out_dir_writable(cfg.out_dir)
     if isinstance(cfg, LongMemEvalConfig):

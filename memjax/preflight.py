@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from .config import ConfigError
+from .runio import out_dir_writable  # noqa: F401  (the run and --check share it)
 
 # engine fields the loop applies on top of a system's own engine config (memjax/train.py _build)
 DEPLOYMENT_ENGINE_FIELDS = ("data_parallel", "tensor_parallel")
@@ -71,25 +72,6 @@ def settings(cfg, system) -> None:
         what = "its own model and engine" if _own_model(system) else "its own engine config"
         raise ConfigError(f"system {system.name!r} runs {what} and would ignore {', '.join(ignored)}; remove the "
                           "override (the system's agent.* settings are what it uses)")
-
-
-def out_dir_writable(path: str, field: str = "out_dir") -> None:
-    """The out dir can be created and written (checked on the nearest existing ancestor; nothing is created)."""
-    p = Path(path).absolute()
-    if p.exists() and not p.is_dir():
-        raise ConfigError(f"{field}={path}: exists and is not a directory")
-    q = p
-    while not q.exists():
-        q = q.parent
-    if not q.is_dir():
-        raise ConfigError(f"{field}={path}: {q} is a file, so the directory cannot be created")
-    import tempfile
-
-    try:  # os.access says yes to root on a read-only or virtual file system: a file made and removed at once
-        with tempfile.TemporaryFile(dir=q, prefix=".memjax-check-"):
-            pass
-    except OSError as e:
-        raise ConfigError(f"{field}={path}: cannot write in {q} ({e.strerror or e})") from None
 
 
 def training_data(cfg, system) -> None:

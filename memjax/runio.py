@@ -161,3 +161,21 @@ def tb_writer(logdir: Path, *, resumed_step: int = 0):
 
     return SummaryWriter(str(logdir), purge_step=resumed_step + 1 if resumed_step > 0 else None)
 
+
+def out_dir_writable(path: str, field: str = "out_dir") -> None:
+    """The out dir can be created and written (checked on the nearest existing ancestor; nothing is created)."""
+    p = Path(path).absolute()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{field}={path}: exists and is not a directory")
+    q = p
+    while not q.exists():
+        q = q.parent
+    if not q.is_dir():
+        raise ConfigError(f"{field}={path}: {q} is a file, so the directory cannot be created")
+    import tempfile
+
+    try:  # os.access says yes to root on a read-only or virtual file system: a file made and removed at once
+        with tempfile.TemporaryFile(dir=q, prefix=".memjax-check-"):
+            pass
+    except OSError as e:
+        raise ConfigError(f"{field}={path}: cannot write in {q} ({e.strerror or e})") from None

@@ -516,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not Path(path).is_file():
                     raise FileNotFoundError(f"{what}={path!r}: file not found")
             predict, questions = answers_predictor(cfg.answers), locomo_inputs(cfg)
-            from ..preflight import out_dir_writable
+            from ..runio import out_dir_writable
 
             out_dir_writable(cfg.out_dir, "--out")
             answered = sum(predict(q) is not None for q in questions)
