@@ -45,6 +45,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, fields, replace
 
 import jax
@@ -240,6 +241,7 @@ class Trainer:
             self.ref_params = self._ref_copy(ref_model)
         self.optimizer = OptimizerState(self.step_fn.init_opt(params))
         self.optimizer_steps = 0  # applied updates (this process)
+        self.last_timings: dict[str, float] = {}  # seconds of the last update()'s old_logp / ref_logp / update parts
 
     def _ref_copy(self, ref):
         rd = jnp.dtype(self.update_cfg.ref_dtype)
@@ -331,6 +333,7 @@ class Trainer:
         one process); mini-batches are drawn over the global samples, every process lays its own rows into
         its slots (memjax/rl/assemble.py) and denominators and statistics are global."""
         u, lc = self.update_cfg, self.loss_cfg
+        t_start = time.perf_counter()
         shard = RowShard.whole(batch) if shard is None else shard
         step = self.train_steps if step is None else int(step)
         lr = float(lr_at(self.optim_cfg, step))
@@ -343,6 +346,7 @@ class Trainer:
                    for part in np.array_split(rng.permutation(shard.total), u.mini_batches)]
                   for _ in range(u.ppo_epochs)]
         plans = [self._plans(batch, parts) for parts in epochs]  # None: a mini-batch no process has rows of
+        t_old = time.perf_counter()
         if u.recompute_old_logp:
             old = self._logprobs(params, batch, plans[0])
             diff = np.abs(old - batch.old_logp)[mask]
@@ -350,8 +354,10 @@ class Trainer:
             stats["logp_mismatch_mean"] = float(tot[0] / tot[1]) if tot[1] else 0.0
             stats["logp_mismatch_max"] = float(top[0])
             batch = batch.replace(old_logp=old)
+        t_ref = time.perf_counter()
         if lc.kl_coef:
             batch = batch.replace(ref_logp=self._logprobs(self.ref_params, batch, plans[0]))
+        t_rest = time.perf_counter()
         if batch.advantages is None:  # callers that did not run an estimator get the configured MemAgent rule
             batch = with_advantages(batch, self.adv_cfg)
         row_w = np.ones(batch.num_rows, np.float32) if batch.row_weight is None else np.asarray(batch.row_weight,
@@ -406,4 +412,8 @@ class Trainer:
         stats["pad_fraction"] = 1.0 - float(counts[0]) / max(slots, 1)
         stats["reward_mean"] = float(counts[1] / counts[2]) if counts[2] else 0.0
         stats["response_tokens"] = float(counts[3])
+        t_end = time.perf_counter()  # seconds of this call's parts (memjax/rl/phases.py): they add up to its wall time
+        self.last_timings = {"update": (t_old - t_start) + (t_end - t_rest)}
+        self.last_timings.update({"old_logp": t_ref - t_old} if u.recompute_old_logp else {})
+        self.last_timings.update({"ref_logp": t_rest - t_ref} if lc.kl_coef else {})
         return stats
