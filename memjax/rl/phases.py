@@ -5,6 +5,7 @@ loop adds to each metrics.jsonl line, the console and the report page show):
   time_<phase>_s        seconds of each phase of PHASES this step (0.0 when it did not run);
   time_other_s          the rest of the step (credit assignment, gathers, logging): step_s minus the phases;
   step_s                the step's wall time, from the start of its rollout to its metrics line;
+  flops_<phase>         the phase's FLOPs (memjax.flops.estimate), for rates and scaling (benchmarks/scale_7b.py);
   tokens_per_s_<phase>  tokens the phase processed per second (rollout: prompt + generated tokens of every
                         generation batch; old_logp / ref_logp: the trained conversations' tokens; update: those
                         tokens x ppo_epochs);
@@ -85,6 +86,7 @@ def phase_metrics(clock: PhaseClock, *, model_cfg, conv_lens: list[int], rollout
         if s <= 0 or n <= 0:
             continue
         total_flops += f
+        out[f"flops_{p}"] = f
         out[f"tokens_per_s_{p}"] = n / s
         out[f"mfu_{p}"] = None if peak is None else f / s / (peak * 1e12 * device_count)
     out["mfu_step"] = None if peak is None or not total_flops else total_flops / step_s / (peak * 1e12 * device_count)
