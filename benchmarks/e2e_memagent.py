@@ -117,6 +117,7 @@ def main(argv=None) -> dict:
     if (run_dir / "metrics.jsonl").is_file():
         res["phases"] = phase_rows(run_dir / "metrics.jsonl")
         (a.out / f"e2e_{a.scale}.md").write_text(_md(res["phases"]))
+    (a.out / f"e2e_{a.scale}.json").write_text(json.dumps(res, indent=1) + "\n")  # kept if the resume is cut short
     if res["run"]["returncode"] == 0:  # resume from step steps-1 to steps: the same final weights?
         shutil.copytree(run_dir, resumed, ignore=shutil.ignore_patterns("hf", ".memjax.lock", str(a.steps)))
         res["resume"] = _run(command(a.scale, resumed, data, prompts=prompts, steps=a.steps, attention=a.attention,

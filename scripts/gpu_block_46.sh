@@ -5,7 +5,8 @@
 # 1. the training-attention GPU tests (cuDNN packed after its dK fix): attention_tests.log; cuDNN packed is used
 #    by the runs below only when they pass (else the shipped `auto`), written to summary.txt;
 # 2. `python -m memjax.train configs/memagent.py` at Qwen2.5-1.5B (random weights), 28K-token RULER-HotpotQA documents
-#    from shared/data/hotpotqa/hotpot_dev_distractor_first100.json (carried with the tree), group 16, 3 steps, a
+#    from shared/data/hotpotqa/hotpot_dev_distractor_first100.json (carried with the tree), group 16, E2E_PROMPTS
+#    prompts per step (default 1), 3 steps, a
 #    checkpoint every step, then the resume check (benchmarks/e2e_memagent.py): run_1.5b/, e2e_1.5b.{json,md,log};
 # 3. the 7B scaling table from the 1.5B run's measured rates: scale_7b.{md,json};
 # 4. the same at 3B when at least 200 s are left.
@@ -17,6 +18,7 @@ export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.92} PY
 PY=${PYTHON:-python3}
 BUDGET=${BUDGET_S:-470}
 SCALES=${E2E_SCALES:-"1.5b 3b"}
+PROMPTS=${E2E_PROMPTS:-1}  # x group 16 = 16 documents of ~28K tokens per step: 3 steps + the resume fit the budget
 start=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - start) )); }
 { echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null
@@ -35,7 +37,7 @@ for s in $SCALES; do
   if [ "$l" -lt 60 ]; then echo "$s: skipped ($l s left)" >> "$OUT/summary.txt"; continue; fi
   data=()
   [ "$s" = tiny ] || data=(--data shared/data/hotpotqa/hotpot_dev_distractor_first100.json)
-  timeout "$l" $PY -m benchmarks.e2e_memagent --scale "$s" --out "$OUT" --prompts 2 --steps 3 --attention "$ATT" \
+  timeout "$l" $PY -m benchmarks.e2e_memagent --scale "$s" --out "$OUT" --prompts "$PROMPTS" --steps 3 --attention "$ATT" \
       --minutes "$(( l / 60 + 1 ))" "${data[@]}" > "$OUT/e2e_${s}.out" 2>&1
   echo "$s: e2e rc=$? ($(left) s left)" >> "$OUT/summary.txt"
   if [ $first -eq 1 ] && [ -f "$OUT/run_$s/metrics.jsonl" ]; then

@@ -241,7 +241,7 @@ COMMANDS = {
     # scale); the deviceless compiles need the CUDA plugin (tests/benchmarks/test_gpu_aot.py)
     "make venv": "make -n",
     "make venv CUDA_AOT=0": "make -n",
-    "python -m benchmarks.e2e_memagent --scale 1.5b --out DIR --prompts 2 --steps 3 --attention cudnn": PARSE,
+    "python -m benchmarks.e2e_memagent --scale 1.5b --out DIR --prompts 1 --steps 3 --attention cudnn": PARSE,
     "python -m benchmarks.scale_7b RUN_DIR": PARSE,
     "python -m benchmarks.scale_7b DIR/run_1.5b": PARSE,
     "python -m benchmarks.gpu_aot --train-step": PARSE,
