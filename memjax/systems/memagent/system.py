@@ -13,7 +13,6 @@ synthesised with a different data seed, so never trained on).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +53,14 @@ class MemAgentSection(AgentSection):
             raise ValueError("MemAgentSection: overlong_buffer must be >= 0 and overlong_penalty finite")
         if self.eval_questions < 0:
             raise ValueError(f"MemAgentSection.eval_questions must be >= 0, got {self.eval_questions}")
+
+
+def _has_grain() -> bool:
+    try:
+        import grain  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _epoch_order(size: int, seed: int, start: int, n: int) -> list[int]:
@@ -102,7 +109,7 @@ class MemAgentSystem(System):
     def train_data(self, batch_size: int, seed: int):
         d = self.cfg.data
         source = HotpotQASource(self.corpus(), RulerHotpotQAConfig(num_docs=d.num_docs, seed=d.seed))
-        if importlib.util.find_spec("grain") is None:  # the GPU image: same records, numpy's shuffle order
+        if not _has_grain():  # the GPU image: the same records, numpy's shuffle order
             print("memjax: grain is not installed: MemAgent's training stream shuffles with numpy (same records, "
                   "another order; its checkpoints resume only without grain)", file=sys.stderr)
             return CountingStream(lambda start, n: [source[i] for i in _epoch_order(len(source), d.seed, start, n)],
