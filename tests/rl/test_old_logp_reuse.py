@@ -12,6 +12,8 @@ from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 from conftest import golden_dir
 from test_trainer import _batch, _params
 
+pytestmark = pytest.mark.slow(seconds=60)  # 392 s measured at load ~40 on 2 cores (5 Trainer builds and updates)
+
 
 @pytest.fixture(scope="module")
 def batch():
