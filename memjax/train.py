@@ -238,7 +238,7 @@ class Run:
                 finally:
                     self.ckpts.close()
                     self.ckpts = None
-            if getattr(self, "_tb", None) is not None:
+            if getattr(self, "_tb", None):  # False: no tensorboardX (the GPU image)
                 self._tb.close()
                 self._tb = None
         finally:
