@@ -15,6 +15,7 @@ set -u
 OUT=${1:?usage: scripts/gpu_block_46.sh OUT_DIR}
 mkdir -p "$OUT"
 export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.92} PYTHONUNBUFFERED=1
+export JAX_LOG_COMPILES=1  # the CPU run suggests the update recompiles each step: the logs say
 PY=${PYTHON:-python3}
 BUDGET=${BUDGET_S:-470}
 SCALES=${E2E_SCALES:-"1.5b 3b"}
