@@ -7,10 +7,16 @@ PYTEST_ARGS ?=
 # pytest-xdist workers for `make test` (one per core of a 2-core CI machine; each worker holds its own JAX,
 # ~2.5 GiB at peak). --dist loadfile keeps a module's tests, and so its module-scoped fixtures, on one worker.
 TEST_JOBS ?= 2
+# The CUDA PJRT plugin, compile-only, in .venv/cuda-aot (not on the venv's path: jax without JAX_PLATFORMS would try
+# to start it): tests/benchmarks/test_gpu_aot.py compiles the engine loop and the recipe's train step for an H100
+# without a GPU (the known GPU pathologies) in a child with PYTHONPATH=.venv/cuda-aot. --no-deps: no CUDA libraries
+# (142 MB download, 413 MB installed); CUDA_AOT=0 leaves it out (those tests then skip with the reason).
+CUDA_AOT ?= 1
+CUDA_AOT_PKGS := jax-cuda13-plugin==0.11.2 jax-cuda13-pjrt==0.11.2
 
 .PHONY: demo test test-gpu venv clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@set -e; \
 	if [ ! -x $(PY) ]; then \
 	  base=$$(scripts/find_python.sh) || exit 1; \
@@ -19,6 +25,7 @@ $(STAMP): pyproject.toml
 	fi; \
 	$(PY) -m pip install -q --upgrade pip; \
 	$(PY) -m pip install -q -e '.[test]'; \
+	if [ "$(CUDA_AOT)" = 1 ]; then $(PY) -m pip install -q --no-deps --target $(VENV)/cuda-aot $(CUDA_AOT_PKGS); fi; \
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -2,9 +2,12 @@
 
   python -m benchmarks.gpu_aot [--preset P] [--dtype D] [--slots B] [--window W] [--page-size S]
                                [--schedule split|mixed] [--attention reference|pallas] [--hlo FILE] [--json FILE]
+  python -m benchmarks.gpu_aot --train-step [--preset P] [--slots ROWS] [--window ROW_LEN] [--cpu]
+                               (the recipe's mini-batch update instead of the loop)
 
 Needs the CUDA PJRT plugin matching jax (`pip install jax-cuda13-plugin==<jax version> jax-cuda13-pjrt==...`,
-or the cuda12 pair) but no GPU: `jax.experimental.topologies.get_topology_desc(platform="cuda",
+or the cuda12 pair; `make venv` puts it, without its CUDA libraries, in .venv/cuda-aot: run with
+PYTHONPATH=.venv/cuda-aot) but no GPU: `jax.experimental.topologies.get_topology_desc(platform="cuda",
 target_config=<GpuTargetConfigProto text>)` gives compile-only devices, and `jit(...).trace(abstract
 args).lower().compile()` runs XLA:GPU's whole pipeline (fusion, copy insertion, buffer assignment, PTX) on the
 CPU. Weights, slots, pool, queue and ring are abstract (ShapeDtypeStruct), so any preset fits.
@@ -120,6 +123,65 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
     return facts, txt
 
 
+def scatter_facts(txt: str) -> dict:
+    """Scatters in the optimised HLO by element type: `non_unique_16bit` = scatters of a bf16/f16 array not declared
+    unique (a compare-and-swap loop per element on a GPU: the engine's 200x slower prefill); f32 scatter-adds with
+    repeated indices (the embedding gradient) are atomics and are counted apart."""
+    lines = re.findall(r"= ([a-z0-9]+)\[[0-9,]*\]\{[0-9,]*\} scatter\([^\n]*", txt)
+    full = re.findall(r"= [a-z0-9]+\[[0-9,]*\]\{[0-9,]*\} scatter\([^\n]*", txt)
+    non_unique = [(t, ln) for t, ln in zip(lines, full) if "unique_indices=true" not in ln]
+    return dict(scatters=len(full), non_unique=len(non_unique),
+                non_unique_16bit=sum(t in ("bf16", "f16") for t, _ in non_unique))
+
+
+def compile_train_step(preset: str = "tiny", config: str = "configs/memagent/train.py", micro_rows: int = 2,
+                       row_len: int = 256, n_micro_cap: int = 2, device=None) -> tuple[dict, str]:
+    """(facts, optimised HLO text) of the recipe's mini-batch update (memjax/rl/train_step.py: packed rows, remat,
+    the recipe's attention and loss, AdamW on fp32 master weights, bf16 compute, bf16 reference) at `preset` with
+    [n_micro_cap, micro_rows, row_len] rows, compiled for `device` (default: an H100 target; a CPU device gives the
+    XLA:CPU program memjax.plan measures). Facts: temporaries, parameter bytes, whole-stack weight copies
+    (`stack_copies`: a copy of an [L, a, b] parameter, i.e. every layer's weights copied), per-layer slices copied
+    before a GEMM (weight_copies), and the scatters (scatter_facts)."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from memjax.config import load_config_file
+    from memjax.model import init_model, presets
+    from memjax.rl.train_step import TrainStep
+
+    dev = device or gpu_device()
+    sh = jax.sharding.SingleDeviceSharding(dev)
+    spec = lambda t: jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), t)
+    recipe = load_config_file(config)
+    upd = dataclasses.replace(recipe.update, micro_rows=micro_rows, row_buckets=(row_len,))
+    cfg = presets.get(preset, param_dtype=recipe.model.dtype, dtype=recipe.model.compute_dtype or recipe.model.dtype)
+    model = nnx.eval_shape(lambda: init_model(cfg, 0))
+    graphdef, params = nnx.split(model, nnx.Param)
+    step = TrainStep(graphdef, params, None, recipe.optim, recipe.loss, upd, temperature=1.0,
+                     use_ref=bool(recipe.loss.kl_coef), use_entropy=bool(recipe.loss.entropy_coef))
+    scalar = lambda dt: jax.ShapeDtypeStruct((), dt, sharding=sh)
+    t0 = time.perf_counter()
+    comp = step.update.trace(spec(params), spec(jax.eval_shape(step.tx.init, params)),
+                             spec(step.abstract_data(n_micro_cap, row_len)), scalar(jnp.int32), scalar(jnp.float32),
+                             scalar(jnp.float32), scalar(jnp.float32)).lower().compile()
+    secs = time.perf_counter() - t0
+    txt, ma = comp.as_text(), comp.memory_analysis()
+    L = cfg.num_layers
+    # copies of every layer's weights at once; the accumulators' zero-fills (copies of a broadcast) are not counted
+    stack_copies = len(re.findall(r"= [a-z0-9]+\[" + str(L) + r",\d+,\d+\]\{[0-9,]*\} copy\((?![^)]*broadcast)",
+                                  txt))
+    facts = dict(preset=preset, config=config, rows=[n_micro_cap, micro_rows, row_len], attention=upd.attention,
+                 remat=upd.remat, device=dev.device_kind, compile_s=round(secs, 2),
+                 param_bytes=sum(a.size * jnp.dtype(a.dtype).itemsize for a in jax.tree.leaves(params)),
+                 temp_bytes=ma.temp_size_in_bytes, argument_bytes=ma.argument_size_in_bytes,
+                 alias_bytes=ma.alias_size_in_bytes, while_loops=len(re.findall(r" while\(", txt)),
+                 stack_copies=stack_copies, weight_copies=weight_copies(txt, cfg), scatters=scatter_facts(txt))
+    return facts, txt
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny")
@@ -129,10 +191,20 @@ def main(argv=None) -> dict:
     ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--schedule", default="split", choices=["split", "mixed"])
     ap.add_argument("--attention", default="reference", choices=["reference", "pallas"])
+    ap.add_argument("--train-step", action="store_true", help="compile the recipe's mini-batch update instead "
+                    "(configs/memagent/train.py; --slots = rows per micro-batch, --window = row length)")
+    ap.add_argument("--cpu", action="store_true", help="with --train-step: compile for this machine's CPU instead "
+                    "(the XLA:CPU program memjax.plan measures)")
     ap.add_argument("--hlo", type=Path, help="write the optimised HLO here")
     ap.add_argument("--json", type=Path, help="write the facts here")
     a = ap.parse_args(argv)
-    facts, txt = compile_loop(a.preset, a.dtype, a.slots, a.window, a.page_size, a.schedule, a.attention)
+    if a.train_step:
+        import jax
+
+        facts, txt = compile_train_step(a.preset, micro_rows=a.slots, row_len=a.window, n_micro_cap=16,
+                                        device=jax.devices("cpu")[0] if a.cpu else None)
+    else:
+        facts, txt = compile_loop(a.preset, a.dtype, a.slots, a.window, a.page_size, a.schedule, a.attention)
     if a.hlo:
         a.hlo.write_text(txt)
     if a.json:

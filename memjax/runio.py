@@ -137,6 +137,21 @@ class JsonlLog:
             write_atomic(self.path, "".join(x + "\n" for x in keep))
         return dropped
 
+    def fill(self, records: list[dict], key: str = "step") -> int:
+        """Append the records whose record[key] no line of the file has (in order); returns how many."""
+        if not self.enabled or not records:
+            return 0
+        have = set()
+        if self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    have.add(json.loads(line).get(key))
+                except (json.JSONDecodeError, AttributeError):
+                    continue
+        missing = [r for r in records if r.get(key) not in have]
+        self.write(*missing)
+        return len(missing)
+
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:
     path = Path(path)

@@ -73,6 +73,7 @@ from .report import write_report
 from .rl.batch import unit_index
 from .rl.credit import Credit
 from .rl.dapo import DynamicSampler, filter_groups
+from .rl.phases import PhaseClock, console_line, phase_metrics
 from .rl.assemble import global_sum
 from .rl.shares import gather_records, gather_rollouts, gather_rows, gather_states, local_part, own_state, share
 from .rl.trainer import Trainer
@@ -217,6 +218,8 @@ class Run:
         self.evals_log = JsonlLog(self.out / "evals.jsonl", self.primary)
         for log in (self.metrics_log, self.traces_log, self.evals_log):  # lines past the restored step were never
             log.truncate(self.step)                                       # checkpointed
+        self.metrics_log.fill(self.history)  # a step checkpointed just before a kill may lack its line
+        self._start_step = self.step
         self._tb = None  # TensorBoard writer, opened on the first step and closed at the end of run()
         self._eval_extra: dict[str, Any] = {}
 
@@ -248,7 +251,7 @@ class Run:
                 finally:
                     self.ckpts.close()
                     self.ckpts = None
-            if getattr(self, "_tb", None) is not None:
+            if getattr(self, "_tb", None):  # False: no tensorboardX (the GPU image)
                 self._tb.close()
                 self._tb = None
         finally:
@@ -345,9 +348,10 @@ class Run:
                 return kept, traces, stats
 
     def train_step(self) -> dict:
-        t0 = time.perf_counter()
-        batch, traces, rstats = self.rollout()
-        t1 = time.perf_counter()
+        clock = PhaseClock()  # seconds per phase (memjax/rl/phases.py), written with the step's metrics
+        with clock("rollout"):
+            batch, traces, rstats = self.rollout()
+        t0, t1 = clock.t0, time.perf_counter()
         reward = rstats.pop("_reward_sum") / rstats.pop("_rewards")  # over every process's trajectories
         metrics = {"step": self.step + 1, "rollout_s": t1 - t0, "reward": reward,
                    **({"data_records": gather_records(self._records)} if hasattr(self.data, "last_records") else {}),
@@ -373,7 +377,11 @@ class Run:
             local, shard = local_part(batch)  # this process's samples: the trainer assembles from its rows
             metrics.update(self.trainer.update(local, seed=self.cfg.seed * 7919 + self.step,
                                                step=self.curriculum.schedule_step(self.step), shard=shard))
-            self.engine.update_weights(self.model)
+            for phase, seconds in self.trainer.last_timings.items():
+                clock.add(phase, seconds)
+            with clock("weight_sync"):
+                self.engine.update_weights(self.model)
+                self.engine.wait_weights()
         metrics["update_s"] = time.perf_counter() - t1
         if conv_lens:
             u = self.cfg.update
@@ -384,19 +392,26 @@ class Run:
                             "update_mfu": flops.mfu(train_flops, metrics["update_s"]),
                             "mean_conversation_tokens": float(np.mean(conv_lens))})
         metrics = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in metrics.items()}
-        self._tensorboard(metrics, self.step + 1)
         self.step += 1
-        self.metrics_log.write(metrics)
-        self.history.append(metrics)
+        self.history.append(metrics)  # the checkpoint below records it (without the evaluation/checkpoint times)
         self.traces_log.write(*({"step": self.step, **t} for t in traces[:4]))
         cur, end = self.curriculum, self.curriculum.is_end(self.step)  # end: the last step of a stage
         if end or (self.cfg.eval_every and self.step % self.cfg.eval_every == 0):
-            if cur.evaluated(self.step, self.evaluate(), self.model):
+            with clock("evaluation"):
+                best = cur.evaluated(self.step, self.evaluate(), self.model)
+            if best:
                 self.con.print(f"best of stage {cur.stages[self.step - 1]} so far: step {self.step}")
         if end and self.step < self.cfg.steps and cur.restarts:
             self.con.print(cur.start_stage(self.step, self.model, self.trainer, self.engine))
         if end or self.step % self.cfg.checkpoint_every == 0:
-            self.save()
+            with clock("checkpoint"):
+                self.save()
+        metrics.update(phase_metrics(clock, model_cfg=mcfg, conv_lens=conv_lens, rollout_tokens=int(
+            metrics.get("rollout_prompt_tokens", 0) + metrics.get("rollout_generated_tokens", 0)),
+            ppo_epochs=self.cfg.update.ppo_epochs, trained_samples=int(metrics.get("trained_samples") or 0),
+            device_count=jax.device_count()))
+        self._tensorboard(metrics, self.step)
+        self.metrics_log.write(metrics)  # after the checkpoint: a resume writes a line it lacks from the history
         return metrics
 
     def evaluate(self) -> dict:
@@ -416,8 +431,14 @@ class Run:
     def _tensorboard(self, metrics: dict, step: int) -> None:
         if not self.primary:
             return
-        if self._tb is None:  # opened at the first logged step: the restored step when resuming
-            self._tb = tb_writer(self.out / "tb", resumed_step=self.step)
+        if self._tb is None:  # opened at the first logged step; purges what a killed run logged past the restored step
+            try:
+                self._tb = tb_writer(self.out / "tb", resumed_step=self._start_step)
+            except ImportError as e:  # the GPU image has no tensorboardX: metrics.jsonl and the report still have all
+                self._tb = False
+                self.con.print(f"no TensorBoard events ({e}); metrics.jsonl has every metric", markup=False)
+        if self._tb is False:
+            return
         for k, v in metrics.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
                 self._tb.add_scalar(k, v, step)
@@ -481,6 +502,8 @@ class Run:
                        f"rollout {m['rollout_s']:.1f}s  update {m['update_s']:.1f}s  "
                        f"mismatch {m.get('logp_mismatch_mean') or float('nan'):.2e}  grad {m.get('grad_norm') or 0:.3g}"
                        + extra)
+        if "step_s" in m:
+            self.con.print(console_line(m), markup=False, highlight=False)
 
 
 def train(cfg: TrainConfig, console: Console | None = None) -> dict:

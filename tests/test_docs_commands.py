@@ -273,6 +273,16 @@ COMMANDS = {
     "python -m benchmarks.peers_grpo --peer tunix": PARSE,
     "python -m benchmarks.peers_grpo --peer trl": PARSE,
     "python -m benchmarks.sumer_search_behaviour --steps 10 --heldout 32 --seeds 0 1 2 3 4": PARSE,
+    # issue 46: the end-to-end driver and the scaling run minutes (tests/test_memagent_command.py runs both at tiny
+    # scale); the deviceless compiles need the CUDA plugin (tests/benchmarks/test_gpu_aot.py)
+    "make venv": "make -n",
+    "make venv CUDA_AOT=0": "make -n",
+    "python -m benchmarks.e2e_memagent --scale 1.5b --out DIR --prompts 1 --steps 3 --attention cudnn": PARSE,
+    "python -m benchmarks.scale_7b RUN_DIR": PARSE,
+    "python -m benchmarks.scale_7b DIR/run_1.5b": PARSE,
+    "python -m benchmarks.gpu_aot --train-step": PARSE,
+    "python -m benchmarks.gpu_aot --train-step --preset qwen2.5-1.5b --slots 8 --window 8192": PARSE,
+    "python -m benchmarks.gpu_aot --preset qwen2.5-1.5b --slots 256 --window 8192 --page-size 64": PARSE,
 }
 
 

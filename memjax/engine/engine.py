@@ -175,6 +175,11 @@ class Engine:
         new = process_local(new)  # multi-process: all-gathered into this process (the engine never crosses hosts)
         self._params = self._cast(new) if self._dp is None else self._dp.shard_params(self._cast(new))
 
+    def wait_weights(self) -> None:
+        """Block until the last `update_weights` hand-off has landed on the engine's devices (timing)."""
+        if self._params is not None:
+            jax.block_until_ready(self._params)
+
     # -- hybrid-engine memory: free the pool while the trainer runs -----------------------------------
     def sleep(self, weights: bool = True) -> int:
         """Free the KV pool (and, with weights=True, the rollout copy of the weights) between rollouts, so

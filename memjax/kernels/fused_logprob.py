@@ -393,12 +393,17 @@ def token_logprob_entropy(hidden, w, targets, mask, *, temperature: float = 1.0,
 
     n_pad = -(-max(n, 1) // bn) * bn
     order = (jnp.argsort(jnp.logical_not(valid), stable=True) if compact else jnp.arange(n)).astype(jnp.int32)
-    perm = jnp.pad(order, (0, n_pad - n))  # padded rows read row 0 and are masked
+    # padded rows are zero rows of their own (masked): perm is a permutation of n_pad rows, so the gather's gradient
+    # is a scatter with unique indices (a bf16 scatter-add with repeated indices is a compare-and-swap loop per
+    # element on a GPU: benchmarks/gpu_aot.py scatter_facts, issue 46)
+    perm = jnp.concatenate([order, jnp.arange(n, n_pad, dtype=jnp.int32)])
     valid_p = jnp.pad(valid[order], (0, n_pad - n))
-    logp, ent = _core(cfg)(h[perm], w, jnp.where(valid_p, tgt[perm], -1), valid_p.astype(_F32))
+    h_p = jnp.pad(h, ((0, n_pad - n), (0, 0)))
+    rows = h_p.at[perm].get(unique_indices=True, indices_are_sorted=not compact)
+    logp, ent = _core(cfg)(rows, w, jnp.where(valid_p, jnp.pad(tgt, (0, n_pad - n))[perm], -1), valid_p.astype(_F32))
     if compact:
-        inv = jnp.zeros((n,), jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
-        logp, ent = logp[inv], ent[inv]
+        inv = jnp.zeros((n,), jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
+        logp, ent = logp.at[inv].get(unique_indices=True), ent.at[inv].get(unique_indices=True)
     else:
         logp, ent = logp[:n], ent[:n]
     return logp.reshape(targets.shape), ent.reshape(targets.shape)

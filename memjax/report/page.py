@@ -6,7 +6,7 @@ The traces carry a search box: the inline script hides every trace whose text la
 conversation left empty, shows "K of N traces", and applies `?q=...` from the page's address on load (so a
 headless browser can check the filter). Invariants: every run-supplied string is escaped (html.escape); the page
 references no external resource (no http(s) URL in a src/href); element ids used by tests: #curves, #evals,
-#traces, #q, #trace-count, #config.
+#traces, #q, #trace-count, #config, #phases (training runs).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..runio import write_atomic
 from .load import RunData, load_run
+from .phases import phases_html
 from .plots import curve_svg, panels_for
 from .traces import fmt, trace_views
 
@@ -254,6 +255,7 @@ def render(run: RunData) -> str:
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sections = [("summary", "Summary", _summary(run)), ("curves", "Curves", _curves(run)),
                 ("evals", "Evaluation", _evals(run)), ("traces", "Memory traces", _traces(run)),
+                *([("phases", "Cost per phase", phases_html(run.metrics))] if run.kind == "train" else []),
                 ("config", "Config", cfg_html)]
     if imgs:
         sections.append(("images", "Images the run wrote", imgs))

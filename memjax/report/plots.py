@@ -24,6 +24,7 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("entropy", (r"entropy",)),
     ("throughput (tokens/s)", (r"tokens_per_s",)),
     ("step time (s)", (r"rollout_s", r"update_s")),
+    ("time per phase (s)", (r"step_s", r"time_.*_s")),
 )
 
 

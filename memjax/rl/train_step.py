@@ -6,14 +6,15 @@ memjax/rl/trainer.py), functional over (params, opt_state):
   of `data` (arrays [M, m, L]; micro-batches past n_micro are never computed: `fori_loop` with a traced
   trip count, so the row count of a batch does not recompile). Used for the old and the reference policy
   (the reference's params may be bf16: the forward casts to the compute dtype either way).
-- `update(params, opt_state, data, n_micro, denom, lr)` -> (params, opt_state, metrics): gradient
+- `update(params, opt_state, data, n_micro, denom, lr, self_old)` -> (params, opt_state, metrics): gradient
   accumulation over the mini-batch's micro-batches inside ONE jitted function (`fori_loop`, f32
   accumulators sharded like the parameters), the global-norm clip, AdamW (optax `scale_by_adam` +
   decoupled weight decay; the learning rate `lr` is an argument, so the schedule counts whatever the
   caller counts: training steps) and the non-finite guard (a NaN/inf loss or gradient norm leaves params
   and optimizer state unchanged, `metrics["ok"] = 0`). params and opt_state are DONATED: the caller must
   drop its references and use the returned ones. Metrics come back as one small dict of f32 scalars, so
-  the host syncs once per mini-batch.
+  the host syncs once per mini-batch. `self_old` > 0: the old log-probs are the update's own forward's
+  (stop_gradient), exact for the first mini-batch of the first epoch (UpdateConfig.reuse_first_old_logp).
 Loss over packed rows (any `LossConfig.agg`): every per-token loss term (surrogate + kl_coef KL -
 entropy_coef H) is multiplied by a host-computed per-token weight `tok_w` (w_i for token-mean and the
 seq-mean-token-sum modes, w_i / n_i for seq-mean-token-mean; w_i the conversation's row weight, n_i its
@@ -69,7 +70,8 @@ def reduces_once_per_update(mesh, layer_sharding) -> bool:
     return layer_sharding is not None and mesh.shape[DATA] > 1 and mesh.shape[TENSOR] == 1
 
 
-def accumulate_once_per_update(accumulate, mesh, layer_sharding, param_shardings, params, data, n_micro, denom):
+def accumulate_once_per_update(accumulate, mesh, layer_sharding, param_shardings, params, data, n_micro, denom,
+                               *extra):
     """(gradient sums, metric sums) of `accumulate(params, data, n_micro, denom, sharding)` over the whole batch,
     shared by the policy's and the critic's (memjax/rl/value_step.py) updates. With `reduces_once_per_update`:
     each data replica accumulates its own rows' gradients (`jax.shard_map` manual over "data" only, fsdp left to
@@ -77,15 +79,16 @@ def accumulate_once_per_update(accumulate, mesh, layer_sharding, param_shardings
     replicas' sums, gradients and metric sums alike (every metric must be a sum), are all-reduced over data ONCE
     per update (between hosts). Otherwise (one device, data = 1, or tensor > 1: XLA's partitioner aborts on that
     partial-manual program) one accumulation over the global rows, gradients reduced over data x fsdp per
-    micro-batch. `accumulate` must constrain its accumulators to `param_shardings`."""
+    micro-batch. `accumulate` must constrain its accumulators to `param_shardings`; `extra` (replicated scalars)
+    are passed to it after the sharding."""
     if not reduces_once_per_update(mesh, layer_sharding):
-        return accumulate(params, data, n_micro, denom, None)
+        return accumulate(params, data, n_micro, denom, None, *extra)
 
-    def replica(params, data, n_micro, denom):
-        return jax.lax.psum(accumulate(params, data, n_micro, denom, layer_sharding.local()), DATA)
+    def replica(params, data, n_micro, denom, *extra):
+        return jax.lax.psum(accumulate(params, data, n_micro, denom, layer_sharding.local(), *extra), DATA)
 
-    grads, sums = jax.shard_map(replica, mesh=mesh, in_specs=(P(), P(None, DATA), P(), P()), out_specs=P(),
-                                axis_names={DATA}, check_vma=False)(params, data, n_micro, denom)
+    grads, sums = jax.shard_map(replica, mesh=mesh, in_specs=(P(), P(None, DATA), P(), P(), *[P()] * len(extra)),
+                                out_specs=P(), axis_names={DATA}, check_vma=False)(params, data, n_micro, denom, *extra)
     return jax.lax.with_sharding_constraint(grads, param_shardings), sums
 
 
@@ -123,10 +126,12 @@ class TrainStep:
                               positions=mb["positions"], segment_ids=mb["segment_ids"] if self.update_cfg.pack
                               else None, attention=self.attention, sharding=sharding or self.layer_sharding)
 
-    def _loss(self, params, mb, denom, sharding=None):
+    def _loss(self, params, mb, denom, sharding=None, self_old=None):
         lc = self.loss_cfg
         logp, ent = self._forward(params, mb, remat=self.update_cfg.remat, sharding=sharding)
         mask = mb["loss_mask"]
+        if self_old is not None:  # the first mini-batch: the weights the old log-probs are of (ratio exactly 1)
+            mb = {**mb, "old_logp": jnp.where(self_old > 0, jax.lax.stop_gradient(logp), mb["old_logp"])}
         if lc.level == "step":
             value, m = step_ratio_loss(logp, mb["old_logp"], mb["adv"], mask, mb["local"],
                                        num_segments=self.num_segments, clip_low=lc.clip_low,
@@ -182,7 +187,7 @@ class TrainStep:
         out = jax.lax.fori_loop(0, n_micro, body, out)
         return out if self.data_sharding is None else jax.lax.with_sharding_constraint(out, self.data_sharding)
 
-    def _accumulate(self, params, data, n_micro, denom, sharding=None):
+    def _accumulate(self, params, data, n_micro, denom, sharding=None, self_old=None):
         """(gradient sums, metric sums) over micro-batches 0..n_micro-1 of `data`."""
         zeros = self._constrain(jax.tree.map(lambda p: jnp.zeros(p.shape, _F32), params), self.param_shardings)
         keys = ("loss", "num_tokens") + TOKEN_METRICS
@@ -191,7 +196,7 @@ class TrainStep:
         def body(i, carry):
             acc, sums = carry
             mb = jax.tree.map(lambda x: x[i], data)
-            (value, m), g = jax.value_and_grad(self._loss, has_aux=True)(params, mb, denom, sharding)
+            (value, m), g = jax.value_and_grad(self._loss, has_aux=True)(params, mb, denom, sharding, self_old)
             acc = self._constrain(jax.tree.map(lambda a, b: a + b.astype(_F32), acc, g), self.param_shardings)
             n = m["num_tokens"]
             sums = {**sums, "loss": sums["loss"] + value, "num_tokens": sums["num_tokens"] + n,
@@ -200,11 +205,12 @@ class TrainStep:
 
         return jax.lax.fori_loop(0, n_micro, body, (zeros, sums0))
 
-    def _update(self, params, opt_state, data, n_micro, denom, lr):
+    def _update(self, params, opt_state, data, n_micro, denom, lr, self_old=0.0):
         data = self._data(data)
         denom = jnp.maximum(jnp.asarray(denom, _F32), 1e-30)
         grads, sums = accumulate_once_per_update(self._accumulate, self.mesh, self.layer_sharding,
-                                                 self.param_shardings, params, data, n_micro, denom)
+                                                 self.param_shardings, params, data, n_micro, denom,
+                                                 jnp.asarray(self_old, _F32))
         gnorm = optax.tree.norm(grads)
         upd, new_opt = self.tx.update(grads, opt_state, params)
         new_params = jax.tree.map(lambda p, u: (p - lr * u).astype(p.dtype), params, upd)
@@ -238,4 +244,4 @@ class TrainStep:
         opt = with_sh(jax.eval_shape(self.tx.init, abstract_params), self.opt_shardings)
         scalar = lambda dt: jax.ShapeDtypeStruct((), dt)
         return self.update.lower(params, opt, self.abstract_data(n_micro_cap, row_len), scalar(jnp.int32),
-                                 scalar(_F32), scalar(_F32))
+                                 scalar(_F32), scalar(_F32), scalar(_F32))

@@ -32,7 +32,10 @@ Invariants:
   (`OptimConfig.on_nonfinite="stop"`) a NonFiniteError stops the run with the model untouched; "skip"
   drops that optimizer step and counts it in the `skipped_steps` metric.
 - Old log-probs: by default recomputed by the trainer before the first update (the engine's rollout
-  log-probs are kept for the mismatch metric: mean/max |engine - trainer| over response tokens).
+  log-probs are kept for the mismatch metric: mean/max |engine - trainer| over response tokens). With
+  `reuse_first_old_logp` the first mini-batch of the first epoch takes them from its own forward (the same
+  weights: exact) and only the other mini-batches are recomputed; the engine's log-probs are never taken as
+  equal (bf16 engine, paged attention: the mismatch metric measures how far they are).
 - Advantages are consumed, not chosen: `batch.advantages` [N, T] and `batch.row_weight` [N] (filled by
   memjax.rl.advantages.with_advantages or any estimator of memjax/rl/estimators.py); a batch without
   them gets the MemAgent rule configured by `advantage` (so existing callers keep their behaviour).
@@ -45,6 +48,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, fields, replace
 
 import jax
@@ -153,6 +157,10 @@ class UpdateConfig:
     pad_tokens: int = 64
     remat: bool = False
     recompute_old_logp: bool = True
+    reuse_first_old_logp: bool = False  # the first mini-batch of the first epoch runs at the weights its old
+    # log-probs are of: it takes them from its own forward (stop_gradient, ratio exactly 1) and the recompute pass
+    # skips its rows; with mini_batches = ppo_epochs = 1 no recompute pass runs at all. Exact for that mini-batch
+    # only: the later ones run after an optimizer step and keep the recompute (or the engine's, recompute off)
     temperature: float = 1.0  # the rollout temperature (log-probs are of logits / T)
     attention: str = "auto"  # training attention (memjax/model/flash_attention.py): auto | dense | blockwise | cudnn
     pack: bool = False  # pack conversations into rows of a bucket length with segment ids (memjax/rl/packing.py)
@@ -240,6 +248,7 @@ class Trainer:
             self.ref_params = self._ref_copy(ref_model)
         self.optimizer = OptimizerState(self.step_fn.init_opt(params))
         self.optimizer_steps = 0  # applied updates (this process)
+        self.last_timings: dict[str, float] = {}  # seconds of the last update()'s old_logp / ref_logp / update parts
 
     def _ref_copy(self, ref):
         rd = jnp.dtype(self.update_cfg.ref_dtype)
@@ -331,6 +340,7 @@ class Trainer:
         one process); mini-batches are drawn over the global samples, every process lays its own rows into
         its slots (memjax/rl/assemble.py) and denominators and statistics are global."""
         u, lc = self.update_cfg, self.loss_cfg
+        t_start = time.perf_counter()
         shard = RowShard.whole(batch) if shard is None else shard
         step = self.train_steps if step is None else int(step)
         lr = float(lr_at(self.optim_cfg, step))
@@ -343,15 +353,24 @@ class Trainer:
                    for part in np.array_split(rng.permutation(shard.total), u.mini_batches)]
                   for _ in range(u.ppo_epochs)]
         plans = [self._plans(batch, parts) for parts in epochs]  # None: a mini-batch no process has rows of
-        if u.recompute_old_logp:
-            old = self._logprobs(params, batch, plans[0])
-            diff = np.abs(old - batch.old_logp)[mask]
+        t_old = time.perf_counter()
+        reuse = u.reuse_first_old_logp and plans[0][0] is not None  # the same on every process (global plans)
+        todo = [pl for pl in (plans[0][1:] if reuse else plans[0]) if pl is not None] if u.recompute_old_logp else []
+        if todo:
+            old = self._logprobs(params, batch, todo)
+            done = np.zeros(batch.num_rows, bool)
+            for pl in todo:
+                done[pl[0]] = True
+            diff = np.abs(old - batch.old_logp)[mask & done[:, None]]
             tot, top = global_sum([diff.sum(), diff.size]), global_max([diff.max() if diff.size else 0.0])
-            stats["logp_mismatch_mean"] = float(tot[0] / tot[1]) if tot[1] else 0.0
-            stats["logp_mismatch_max"] = float(top[0])
-            batch = batch.replace(old_logp=old)
+            if tot[1]:
+                stats["logp_mismatch_mean"] = float(tot[0] / tot[1])
+                stats["logp_mismatch_max"] = float(top[0])
+            batch = batch.replace(old_logp=np.where(done[:, None], old, batch.old_logp).astype(np.float32))
+        t_ref = time.perf_counter()
         if lc.kl_coef:
             batch = batch.replace(ref_logp=self._logprobs(self.ref_params, batch, plans[0]))
+        t_rest = time.perf_counter()
         if batch.advantages is None:  # callers that did not run an estimator get the configured MemAgent rule
             batch = with_advantages(batch, self.adv_cfg)
         row_w = np.ones(batch.num_rows, np.float32) if batch.row_weight is None else np.asarray(batch.row_weight,
@@ -369,7 +388,7 @@ class Trainer:
         totals: dict[str, float] = {}
         steps = skipped = 0
         slots = real = 0
-        for plan, den in zip(flat, dens):
+        for i, (plan, den) in enumerate(zip(flat, dens)):
             rows, p, sl = plan
             if lc.level == "step":
                 denom = float(max(den[0], 1))
@@ -380,7 +399,8 @@ class Trainer:
             slots += sl.n_micro * u.micro_rows * sl.row_len
             real += int(p.lengths.sum())
             params, self.opt_state, m = self.step_fn.update(params, self.opt_state, self._build(plan, fields_),
-                                                             np.int32(sl.n_micro), np.float32(denom), np.float32(lr))
+                                                             np.int32(sl.n_micro), np.float32(denom), np.float32(lr),
+                                                             np.float32(reuse and i == 0))
             nnx.update(self.model, params)  # the donated arrays are gone; the model holds the new ones
             m = {k: float(v) for k, v in jax.device_get(m).items()}  # the one host sync of a mini-batch
             if not m["ok"]:
@@ -406,4 +426,8 @@ class Trainer:
         stats["pad_fraction"] = 1.0 - float(counts[0]) / max(slots, 1)
         stats["reward_mean"] = float(counts[1] / counts[2]) if counts[2] else 0.0
         stats["response_tokens"] = float(counts[3])
+        t_end = time.perf_counter()  # seconds of this call's parts (memjax/rl/phases.py): they add up to its wall time
+        self.last_timings = {"update": (t_old - t_start) + (t_end - t_rest)}
+        self.last_timings.update({"old_logp": t_ref - t_old} if todo else {})
+        self.last_timings.update({"ref_logp": t_rest - t_ref} if lc.kl_coef else {})
         return stats

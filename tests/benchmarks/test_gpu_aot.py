@@ -1,25 +1,49 @@
-"""benchmarks.gpu_aot: the engine loop compiled for an H100 target without a GPU holds no second KV pool and only
-unique KV scatters, and reads each layer's weights in place (no slice or concatenation copied per round);
-benchmarks.gpu_aot_rounds: the unrolled + fused decode round has no GEMM at a loop-dependent weight offset. Those need
-a CUDA PJRT plugin (jax-cuda13-plugin / jax-cuda12-plugin matching jax) and skip without one (the CPU-only dev venv
-has none: `pip install --target DIR jax-cuda13-plugin==0.11.2 jax-cuda13-pjrt==0.11.2` and PYTHONPATH=DIR run them).
-benchmarks.hlo_facts, which reads the facts from the optimised HLO, is checked on an XLA:CPU program."""
+"""benchmarks.gpu_aot, compiled for an H100 target without a GPU (the known GPU pathologies, deviceless):
+- the engine loop holds no second KV pool and only unique KV scatters, and reads each layer's weights in place (no
+  slice or concatenation copied per round);
+- the recipe's train step (configs/memagent/train.py update) has no bf16 scatter with repeated indices, copies no
+  layer stack at once, and its temporaries are within the XLA:CPU program's that memjax.plan counts.
+Needs the CUDA PJRT plugin (jax-cuda13-plugin + jax-cuda13-pjrt matching jax, without their CUDA libraries): `make
+venv` installs it into .venv/cuda-aot, kept off the venv's path (jax without JAX_PLATFORMS would try to start it),
+and each compile runs in a child with PYTHONPATH=.venv/cuda-aot; skipped with the reason where it is missing
+(`make venv CUDA_AOT=0`), or found in the venv itself.
+benchmarks.gpu_aot_rounds (issue 47): the unrolled + fused decode round has no GEMM at a loop-dependent weight
+offset (also in a child with the plugin). benchmarks.hlo_facts, which reads the facts from the optimised HLO, is
+checked on an XLA:CPU program."""
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-HAS_CUDA_PLUGIN = any(importlib.util.find_spec(f"jax_plugins.xla_cuda{v}") is not None for v in (12, 13)) \
-    if importlib.util.find_spec("jax_plugins") is not None else False
+ROOT = Path(__file__).resolve().parents[2]
+AOT_DIR = ROOT / ".venv" / "cuda-aot"
+HAS_CUDA_PLUGIN = (AOT_DIR / "jax_plugins").is_dir() or (
+    importlib.util.find_spec("jax_plugins") is not None
+    and any(importlib.util.find_spec(f"jax_plugins.xla_cuda{v}") is not None for v in (12, 13)))
+needs_plugin = pytest.mark.skipif(not HAS_CUDA_PLUGIN, reason="needs a CUDA PJRT plugin for deviceless XLA:GPU "
+                                  "compiles (make venv installs it into .venv/cuda-aot; CUDA_AOT=0 leaves it out)")
+
+
+def _compile(tmp_path, *args) -> tuple[dict, str]:
+    out, hlo = tmp_path / f"{len(list(tmp_path.iterdir()))}.json", tmp_path / "x.hlo"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([str(AOT_DIR), str(ROOT)]))
+    p = subprocess.run([sys.executable, "-m", "benchmarks.gpu_aot", *args, "--json", str(out), "--hlo", str(hlo)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(out.read_text()), hlo.read_text()
 
 
 @pytest.mark.slow(seconds=130)
-@pytest.mark.skipif(not HAS_CUDA_PLUGIN, reason="needs a CUDA PJRT plugin for deviceless XLA:GPU compiles")
+@needs_plugin
 @pytest.mark.parametrize("schedule", ["split", "mixed"])
-def test_gpu_loop_has_no_pool_copy_and_unique_kv_scatters(schedule):
-    from benchmarks.gpu_aot import compile_loop
-
-    facts, hlo = compile_loop("tiny", "bfloat16", slots=8, window=256, page_size=16, schedule=schedule)
+def test_gpu_loop_has_no_pool_copy_and_unique_kv_scatters(schedule, tmp_path):
+    facts, hlo = _compile(tmp_path, "--preset", "tiny", "--slots", "8", "--window", "256", "--page-size", "16",
+                          "--schedule", schedule)
     assert facts["device"] == "NVIDIA H100 80GB HBM3" and " while(" in hlo
     assert facts["pool_copies"] == 0, facts  # LOOP_COMPILER_OPTIONS: no copy of the pool at cond/switch branch roots
     assert facts["kv_scatters"] > 0 and facts["kv_scatters_unique"] == facts["kv_scatters"], facts
@@ -27,16 +51,36 @@ def test_gpu_loop_has_no_pool_copy_and_unique_kv_scatters(schedule):
     assert facts["weight_copies"] == {"slices": 0, "concats": 0}, facts
 
 
+@pytest.mark.slow(seconds=120)
+@pytest.mark.timeout(1800)  # two compiles: 80 s measured at load ~15 on 2 cores, over 10 min at load 30-48
+@needs_plugin
+def test_gpu_train_step_has_no_16bit_duplicate_scatter_and_temporaries_within_the_plan(tmp_path):
+    """The fused log-prob's row gather padded with row 0 made a bf16 scatter-add with repeated indices in the
+    gradient (a compare-and-swap loop per element on a GPU); its padding rows are rows of their own now."""
+    args = ("--train-step", "--preset", "tiny", "--slots", "2", "--window", "256")
+    gpu, _ = _compile(tmp_path, *args)
+    cpu, _ = _compile(tmp_path, *args, "--cpu")
+    assert gpu["device"] == "NVIDIA H100 80GB HBM3" and cpu["device"] == "cpu" and gpu["while_loops"] > 0
+    assert gpu["scatters"]["non_unique_16bit"] == 0, gpu
+    assert gpu["stack_copies"] == 0, gpu
+    assert gpu["temp_bytes"] <= 1.1 * cpu["temp_bytes"], (gpu, cpu)
+
+
 @pytest.mark.slow(seconds=150)
-@pytest.mark.skipif(not HAS_CUDA_PLUGIN, reason="needs a CUDA PJRT plugin for deviceless XLA:GPU compiles")
+@pytest.mark.timeout(1800)
+@needs_plugin
 def test_unrolled_fused_decode_round_reads_weights_at_fixed_addresses():
     """The 1.5B layer shape, 2 layers, batch 32 (benchmarks/gpu_aot_rounds.py; BUILD.md issue 47): the scanned round
     runs 7 GEMMs per layer at a loop-dependent weight offset (a command buffer re-recorded per layer); unrolled +
     fused, 4 GEMMs per layer, none at a dynamic offset, fewer kernels per layer, no new host sync."""
-    from benchmarks.gpu_aot_rounds import compile_round
-
-    old, _ = compile_round("qwen2.5-1.5b", "decode", {}, layers=2)
-    new, _ = compile_round("qwen2.5-1.5b", "decode", dict(layers="unrolled", fuse_projections=True), layers=2)
+    code = ("import json, sys\nfrom benchmarks.gpu_aot_rounds import compile_round\n"
+            "old, _ = compile_round('qwen2.5-1.5b', 'decode', {}, layers=2)\n"
+            "new, _ = compile_round('qwen2.5-1.5b', 'decode', dict(layers='unrolled', fuse_projections=True), layers=2)\n"
+            "print(json.dumps([old, new]))")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([str(AOT_DIR), str(ROOT)]))
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert p.returncode == 0, p.stderr[-3000:]
+    old, new = json.loads(p.stdout.strip().splitlines()[-1])
     assert old["layer_loop"] == "scan" and old["dynamic_slice_gemms_per_layer"] == 7, old
     assert new["layer_loop"] == "unrolled" and new["dynamic_slice_gemms_per_layer"] == 0, new
     assert (old["gemms"] - 1, new["gemms"] - 1) == (2 * 7, 2 * 4)  # + the LM head

@@ -82,7 +82,9 @@ def test_train_writes_the_report_and_its_html(run):
     assert not re.search(r'(src|href)="(https?:)?//', html) and "<link" not in html     # self-contained
     curves = dom.having("curve", "svg")
     assert [a["data-title"] for _, a in curves] == ["reward", "loss", "KL", "clip fraction", "throughput (tokens/s)",
-                                                    "step time (s)", "held-out evaluation"]   # no entropy logged here
+                                                    "step time (s)", "time per phase (s)", "held-out evaluation"]
+    # no entropy logged here; the phases (memjax/rl/phases.py) also get their section
+    assert 'id="phases"' in html and "Cost per phase" in html
     assert all(int(a["data-series"]) >= 1 for _, a in curves)
     for name in ("approx_kl", "clipfrac", "tokens_per_s", "reward", "rollout_s"):
         assert f">{name}<" in html                # legend entries are text (svg.fonttype none)
@@ -138,7 +140,7 @@ def test_browser_renders_curves_tables_traces_and_filters(chromium, run):
     body = [a for t, a in dom.having(tag="body")][0]
     assert body.get("data-ready") == "1"                        # the page's script ran
     curves = dom.having("curve", "svg")
-    assert len(curves) == 7
+    assert len(curves) == 8  # the 7 panels of the run + time per phase (issue 46)
     paths = dom.inside("curve", "path")
     assert len(paths) > 7 * 5                                     # axes, ticks and lines of every chart
     total = len(dom.having("trace"))

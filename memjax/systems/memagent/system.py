@@ -19,6 +19,7 @@ synthesised with a different data seed, so never trained on).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from ...config import ConfigError
 from ...data import HotpotQASource, PipelineStream, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
 from ...data.memagent_files import QAFile, detect_layout, load_qa_file
 from ...rl.dapo import overlong_penalty
-from ..base import AgentSection, System, register
+from ..base import AgentSection, CountingStream, System, register
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,24 @@ class MemAgentSection(AgentSection):
             raise ValueError("MemAgentSection: overlong_buffer must be >= 0 and overlong_penalty finite")
         if self.eval_questions < 0:
             raise ValueError(f"MemAgentSection.eval_questions must be >= 0, got {self.eval_questions}")
+
+
+def _has_grain() -> bool:
+    try:
+        import grain  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _epoch_order(size: int, seed: int, start: int, n: int) -> list[int]:
+    """Records start..start+n-1 of the endless stream that visits every record once per epoch, each epoch in the
+    order numpy.random.default_rng([seed, epoch]).permutation(size) (the stream without grain)."""
+    out = []
+    for pos in range(start, start + n):
+        epoch, i = divmod(pos, size)
+        out.append(int(np.random.default_rng([seed, epoch]).permutation(size)[i]))
+    return out
 
 
 EVAL_DATA_SEED_OFFSET = 10_007  # held-out contexts: data.seed + this (another shuffle and distractor draw)
@@ -109,6 +128,11 @@ class MemAgentSystem(System):
             source = _Head(self._questions, len(self._questions) - self.cfg.eval_questions)
         else:
             source = HotpotQASource(self.corpus(), RulerHotpotQAConfig(num_docs=d.num_docs, seed=d.seed))
+        if not _has_grain():  # the GPU image: the same records, numpy's shuffle order
+            print("memjax: grain is not installed: MemAgent's training stream shuffles with numpy (same records, "
+                  "another order; its checkpoints resume only without grain)", file=sys.stderr)
+            return CountingStream(lambda start, n: [source[i] for i in _epoch_order(len(source), d.seed, start, n)],
+                                  batch_size)
         return PipelineStream(lambda shard: make_pipeline(source, batch_size=batch_size, seed=d.seed, num_epochs=None,
                                                           drop_remainder=True, shard=shard))
 
