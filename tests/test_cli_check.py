@@ -23,6 +23,9 @@ def test_train_check_fails_like_the_run(tmp_path, capsys):
     assert train_main(["configs/tiny.py", "--set", "mesh.fsdp=3", "--check"]) == 2  # 1 CPU device
     assert "mesh=(data 1, fsdp 3, tensor 1)" in capsys.readouterr().err
     assert train_main(["configs/tiny.py", "--set", f"model.hf_path={tmp_path}", "--check"]) == 2
+    assert "would ignore model.hf_path" in capsys.readouterr().err  # a tiny system runs its own model
+    assert train_main(["configs/memagent/train.py", "--set", "agent.data.path=tests/fixtures/data/hotpotqa_dev_excerpt.json",
+                       "--set", f"model.hf_path={tmp_path}", "--check"]) == 2
     assert "not a Hugging Face model directory" in capsys.readouterr().err
 
 
