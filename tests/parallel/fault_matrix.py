@@ -29,6 +29,7 @@ TRAIN = ["memjax.train", "configs/tiny.py", "--set", "steps=3", "--set", "prompt
 INIT_S = 8  # MEMJAX_INIT_TIMEOUT_S in the matrix (the default, 30, in one case)
 START_S = 45  # importing memjax.train and jax before any check: ~4 s idle, up to ~30 s on a loaded 2-core machine
 HEARTBEAT_S = 5
+STOP_S = 150  # from a SIGTERM / SIGINT to the last exit: the rest of a step (compiles included) and a save, loaded CPU
 
 
 def free_port() -> int:
@@ -51,7 +52,7 @@ class Case:
     procs: tuple
     codes: tuple  # expected exit code per process (None: any non-zero)
     line: str  # regex the first memjax line must match
-    bound_s: float  # every process has exited within this many seconds
+    bound_s: float  # every process has exited within this many seconds (of the start, or of the signal)
     signal_at: tuple | None = None  # (regex in process k's output, k, signal, target process)
     resume: str | None = None  # "one" / "two": the uninterrupted run the resumed out dir must equal
     hold_port: bool = False  # the test holds the coordinator port (listening) during the case
@@ -64,23 +65,23 @@ def _p(i, n=2, **env):
 
 ANY = None
 CASES = [
-    Case("SIGTERM, one process", (Proc({}),), (143,), r"memjax.train: stopped by SIGTERM at step \d", 240,
+    Case("SIGTERM, one process", (Proc({}),), (143,), r"memjax.train: stopped by SIGTERM at step \d", STOP_S,
          signal_at=(r"step 1/3", 0, signal.SIGTERM, 0), resume="one"),
-    Case("SIGINT (Ctrl-C), one process", (Proc({}),), (130,), r"memjax.train: stopped by SIGINT at step \d", 240,
+    Case("SIGINT (Ctrl-C), one process", (Proc({}),), (130,), r"memjax.train: stopped by SIGINT at step \d", STOP_S,
          signal_at=(r"step 1/3", 0, signal.SIGINT, 0), resume="one"),
     Case("SIGTERM to process 1 of 2, by hand", (Proc(_p(0)), Proc(_p(1))), (143, 143),
-         r"memjax.train: stopped by SIGTERM at step \d", 300, signal_at=(r"step 1/3", 0, signal.SIGTERM, 1),
+         r"memjax.train: stopped by SIGTERM at step \d", STOP_S, signal_at=(r"step 1/3", 0, signal.SIGTERM, 1),
          resume="two"),
     Case("SIGINT to process 0 of 2, by hand", (Proc(_p(0)), Proc(_p(1))), (130, 143),
-         r"memjax.train: stopped by SIG(INT|TERM) at step \d", 300, signal_at=(r"step 1/3", 0, signal.SIGINT, 0),
+         r"memjax.train: stopped by SIG(INT|TERM) at step \d", STOP_S, signal_at=(r"step 1/3", 0, signal.SIGINT, 0),
          resume="two"),
     Case("SIGTERM to the launcher (2 processes)", (Proc({}, launcher=2),), (143,),
-         r"memjax.train: stopped by SIGTERM at step \d", 300, signal_at=(r"step 1/3", 0, signal.SIGTERM, 0),
+         r"memjax.train: stopped by SIGTERM at step \d", STOP_S, signal_at=(r"step 1/3", 0, signal.SIGTERM, 0),
          resume="two"),
     Case("kill -9 of process 1 of 2, by hand", (Proc(_p(0), extra=("--set", "checkpoint_every=1")),
                                                 Proc(_p(1), extra=("--set", "checkpoint_every=1"))),
          (ANY, -9), r"memjax: process 1 of 2 stopped \(killed by a signal or lost\); this process \(0\) stops; "
-                    r"resume from .*checkpoints/\d", 300, signal_at=(r"checkpoint 1: committed", 0, signal.SIGKILL, 1),
+                    r"resume from .*checkpoints/\d", 6 * HEARTBEAT_S, signal_at=(r"checkpoint 1: committed", 0, signal.SIGKILL, 1),
          resume="two"),
     Case("JAX_NUM_PROCESSES/ID without JAX_COORDINATOR_ADDRESS", (Proc({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}),
                                                                  Proc({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"})),
@@ -151,12 +152,12 @@ def _command(p: Proc, out: Path) -> list:
     return [sys.executable, "-m", *train]
 
 
-def start(procs, out: Path, port: int, logs: Path):
+def start(procs, out: Path, port: int, logs: Path, tag: str):
     running = []
     for i, p in enumerate(procs):
-        f = open(logs / f"p{i}.txt", "wb")
-        running.append((subprocess.Popen(_command(p, out), cwd=ROOT, env=_env(p.devices, p.env, port), stdout=f,
-                                         stderr=subprocess.STDOUT, start_new_session=True), logs / f"p{i}.txt"))
+        with open(logs / f"{tag}{i}.txt", "wb") as f:
+            running.append((subprocess.Popen(_command(p, out), cwd=ROOT, env=_env(p.devices, p.env, port), stdout=f,
+                                             stderr=subprocess.STDOUT, start_new_session=True), logs / f"{tag}{i}.txt"))
     return running
 
 
@@ -170,13 +171,13 @@ def run(case: Case, work: Path, signal_at=True) -> Outcome:
         held.listen()
     try:
         t0 = time.monotonic()
-        procs = start(case.procs, out, port, work)
+        procs = start(case.procs, out, port, work, "p" if signal_at else "resume")
         sig = case.signal_at if signal_at else None
-        limit = t0 + max(case.bound_s, 60) + 120
+        limit = t0 + case.bound_s + 900  # a stuck case fails its bound; this only ends it
         while any(p.poll() is None for p, _ in procs):
             if sig is not None and re.search(sig[0], procs[sig[1]][1].read_text(errors="replace")):
                 procs[sig[3]][0].send_signal(sig[2])
-                sig = None
+                sig, t0 = None, time.monotonic()  # a signal case's seconds: from the signal to the last exit
             if time.monotonic() > limit:
                 for p, _ in procs:
                     if p.poll() is None:
