@@ -212,13 +212,13 @@ def references(work: Path) -> dict:
     return {"one": one, "two": two}
 
 
-def run_matrix(work: Path, cases=CASES, jobs: int = 8) -> tuple[dict, dict]:
+def run_matrix(work: Path, cases=CASES, jobs: int = 12) -> tuple[dict, dict]:
     """Every case (in parallel), then the resumes; returns ({name: Outcome}, {name: resumed equal or None})."""
     refs = references(work)
     with ThreadPoolExecutor(jobs) as ex:
-        futs = {c.name: ex.submit(run, c, work / f"case{i}") for i, c in enumerate(cases)}
-        rfuts = {k: ex.submit(run, c, work / f"ref_{k}") for k, c in refs.items()
+        rfuts = {k: ex.submit(run, c, work / f"ref_{k}") for k, c in refs.items()  # the longest first
                  if any(case.resume == k for case in cases)}
+        futs = {c.name: ex.submit(run, c, work / f"case{i}") for i, c in enumerate(cases)}
         got = {k: f.result() for k, f in futs.items()}
         ref = {k: f.result() for k, f in rfuts.items()}
         resumes = {c.name: ex.submit(run, c, work / f"case{i}", False) for i, c in enumerate(cases) if c.resume}
