@@ -66,7 +66,7 @@ from .config import ConfigError, run_cli
 from .curriculum import Curriculum
 from .engine import Engine
 from .parallel import initialize, is_primary, on_mesh, rollout_devices
-from .parallel.lifecycle import StopRequests, agree_run, run_console, stop_line
+from .parallel.lifecycle import StopRequests, agree_run, peer_loss, run_console, stop_line
 from .parallel.split import allgather_ragged
 from .report import write_report
 from .rl.batch import unit_index
@@ -477,7 +477,8 @@ class Run:
 def train(cfg: TrainConfig, console: Console | None = None) -> dict:
     """Run `cfg` to its last step (resuming from out_dir's checkpoints) and return result.json's dict."""
     run = Run(cfg, console)
-    run.run()
+    with peer_loss(run.out / "checkpoints"):  # a lost peer: the one line of memjax.parallel.logtee, not a trace
+        run.run()
     return run.summary
 
 

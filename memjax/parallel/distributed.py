@@ -4,7 +4,9 @@ Owns:
 - `initialize()`: `jax.distributed.initialize()` when the process was started as one of several -- the JAX
   variables (JAX_COORDINATOR_ADDRESS + JAX_NUM_PROCESSES + JAX_PROCESS_ID, what `python -m memjax.launch` sets),
   an srun step with more than one task, or an Open MPI job of more than one rank -- before anything touches
-  the XLA backend; a no-op for one process and when already initialized. The coordination service's heartbeat
+  the XLA backend; a no-op for one process and when already initialized. Before and around joining it runs the
+  start-up checks of memjax/parallel/startup.py (one line within MEMJAX_INIT_TIMEOUT_S, default 30 s) and, for a
+  training run (`out_dir`), sends the native logs to out_dir/logs (memjax/parallel/logtee.py). The coordination service's heartbeat
   timeout is MEMJAX_HEARTBEAT_S seconds (default 10; jax's own default is 100): when a process dies, the others are terminated by the
   runtime within about that time instead of waiting in a collective (measured in
   tests/parallel/test_multiprocess.py). On CPU, cross-process collectives use gloo (jax 0.11's default

@@ -2,9 +2,9 @@
 
 Owns `start(process, count, out_dir)`: file descriptors 1 and 2 of this process (where XLA, gloo and the
 coordination service write their C++ logs) become a pipe to a small helper process (this file run as a script,
-no jax, no memjax imports), and Python's `sys.stdout` / `sys.stderr` stay on the console. The helper appends every line to
-`<out_dir>/logs/process_<i>.log` (created at the first line) and, when the stream ends after the coordination
-service's fatal report ("Terminating process because the JAX distributed service detected fatal errors"),
+no jax, no memjax imports), and Python's `sys.stdout` / `sys.stderr` stay on the console. The helper appends
+every line to `<out_dir>/logs/process_<i>.log` (created at the first line) and, when the stream ends after the
+coordination service's fatal report ("Terminating process because the JAX distributed service detected fatal errors"),
 prints one line: `memjax: process 1 of 2 stopped (killed by a signal or lost); process 0 stops; resume from
 <out_dir>/checkpoints/N` (N the newest step directory then, or "no checkpoint yet"), and where the full log is.
 MEMJAX_NATIVE_LOGS=1 also copies every native line to the console (collective-library chatter included).

@@ -13,7 +13,8 @@ import pytest
 
 from tests.parallel.fault_matrix import CASES, run_matrix, table
 
-pytestmark = pytest.mark.slow(seconds=600)  # whole matrix + resumes + 2 uninterrupted runs, in parallel (measured: see BUILD.md)
+pytestmark = [pytest.mark.slow(seconds=900),  # the matrix, its resumes and 2 uninterrupted runs, in parallel (BUILD.md)
+              pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")
