@@ -44,22 +44,12 @@ class DistributedMismatch(ValueError):
     """Processes of one run disagree (config, code); the message is one line."""
 
 
-def _int_env(name: str) -> int | None:
-    v = os.environ.get(name)
-    if v is None:
-        return None
-    try:
-        return int(v)
-    except ValueError:
-        raise ValueError(f"{name}={v!r} must be an integer") from None
-
-
 def _launched_as_many() -> bool:
     env = os.environ
     if "JAX_COORDINATOR_ADDRESS" in env:
         return True
     for var in ("SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE"):  # an srun step / mpirun (not a bare sbatch script)
-        n = _int_env(var)
+        n = startup.int_env(var)
         if n is not None and n > 1:
             return True
     return False
@@ -87,7 +77,7 @@ def initialize(out_dir: str | None = None) -> bool:
     if xla_bridge.backends_are_initialized():
         raise RuntimeError("memjax.parallel.initialize: the JAX backend was started before jax.distributed; "
                            "call initialize() before any jax.devices()/computation")
-    heartbeat = _int_env(HEARTBEAT_ENV) or DEFAULT_HEARTBEAT_S
+    heartbeat = startup.int_env(HEARTBEAT_ENV) or DEFAULT_HEARTBEAT_S
     timeout = startup.init_timeout()
     kw, where = {}, os.environ.get("JAX_COORDINATOR_ADDRESS", "the coordinator")
     if env is not None:  # the documented JAX variables (jax itself reads only the address)

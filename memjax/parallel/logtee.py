@@ -58,6 +58,9 @@ def verdict(lines: list[str], process: int, count: int) -> str | None:
     text = "\n".join(lines)
     if FATAL not in text:
         return None
+    if "RegisterTask" in text:  # refused while joining: nothing ran, nothing to resume
+        return (f"process {process} of {count} could not join the coordinator (another process already joined as "
+                f"process {process}?): give every process its own JAX_PROCESS_ID")
     m = re.search(r"tasks are unhealthy[^\n]*:\s*\n\s*([0-9][0-9, ]*)", text)
     if m:
         dead = [int(x) for x in re.findall(r"\d+", m.group(1))]
@@ -89,7 +92,8 @@ def _serve(process: int, count: int, out_dir: str, log: str, verbose: bool) -> N
         tail = (tail + [line.rstrip("\n")])[-80:]
     said = verdict(tail, process, count)
     if said:
-        sys.stdout.write(f"memjax: {said}; resume from {newest_checkpoint(out_dir)}; native log: {log}\n")
+        resume = "" if "could not join" in said else f"; resume from {newest_checkpoint(out_dir)}"
+        sys.stdout.write(f"memjax: {said}{resume}; native log: {log}\n")
         sys.stdout.flush()
 
 

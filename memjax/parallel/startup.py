@@ -44,7 +44,7 @@ def init_timeout() -> int:
     return int(v)
 
 
-def _int(name: str) -> int | None:
+def int_env(name: str) -> int | None:
     v = os.environ.get(name)
     if v is None:
         return None
@@ -65,7 +65,7 @@ def split_address(name: str, address: str) -> tuple[str, int]:
 def jax_env() -> tuple[str, int, int] | None:
     """(address, num_processes, process_id) from the JAX variables, None when they are not used; checked."""
     addr = os.environ.get("JAX_COORDINATOR_ADDRESS")
-    n, pid = _int("JAX_NUM_PROCESSES"), _int("JAX_PROCESS_ID")
+    n, pid = int_env("JAX_NUM_PROCESSES"), int_env("JAX_PROCESS_ID")
     if addr is None:
         if (n is not None and n > 1) or (pid is not None and pid > 0):
             raise StartupError(f"JAX_NUM_PROCESSES={n} JAX_PROCESS_ID={pid} but JAX_COORDINATOR_ADDRESS is not set; "

@@ -103,8 +103,8 @@ CASES = [
     Case("3 processes announced, 2 started (default timeout 30 s)",
          (Proc(_p(0, n=3, MEMJAX_INIT_TIMEOUT_S="")), Proc(_p(1, n=3, MEMJAX_INIT_TIMEOUT_S=""))), (2, 2),
          r"not every process joined the coordinator .* within 30 s", 30 + START_S),
-    Case("both processes JAX_PROCESS_ID=0", (Proc(_p(0)), Proc(_p(0))), (2, 2),
-         r"(cannot listen on port|not every process joined)", INIT_S + START_S),
+    Case("both processes JAX_PROCESS_ID=0", (Proc(_p(0)), Proc(_p(0))), (ANY, ANY),  # which fails how: a race
+         r"(cannot listen on port|not every process joined|could not join)", INIT_S + START_S),
     Case("both processes JAX_PROCESS_ID=1", (Proc(_p(1)), Proc(_p(1))), (2, 2),
          r"cannot reach the coordinator", INIT_S + START_S),
     Case("coordinator port in use", (Proc(_p(0)), Proc(_p(1))), (2, 2),

@@ -77,6 +77,8 @@ def test_config_differences_are_named_by_field():
 
 
 def test_native_fatal_report_becomes_one_line(tmp_path):
+    joined = ["RPC: /xla.coordination.CoordinationService/RegisterTask", f"F1127 client.h:86] {logtee.FATAL}"]
+    assert "could not join the coordinator" in logtee.verdict(joined, 0, 2)
     lines = ["E1127 coordination_service.cc:1518] Use error polling ...: UNAVAILABLE: The following tasks are "
              "unhealthy (stopped sending heartbeats):", "1", "The tasks have crashed.",
              f"F1127 client.h:86] {logtee.FATAL}. This most likely indicates that another task died"]
