@@ -13,7 +13,7 @@ import pytest
 
 from tests.parallel.fault_matrix import CASES, run_matrix, table
 
-pytestmark = [pytest.mark.slow(seconds=900),  # the matrix, its resumes and 2 uninterrupted runs, in parallel (BUILD.md)
+pytestmark = [pytest.mark.slow(seconds=630),  # the matrix, its resumes and 2 uninterrupted runs, in parallel: 628 s (BUILD.md)
               pytest.mark.timeout(2400)]
 
 
