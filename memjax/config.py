@@ -237,6 +237,15 @@ class Terminated(BaseException):
     """SIGTERM arrived: unwinds like KeyboardInterrupt so `finally` blocks finish what is in flight."""
 
 
+class Stopped(Terminated):
+    """A run stopped on request at a step boundary with its checkpoint committed; `code` is the exit status
+    (143 SIGTERM, 130 SIGINT) and the message the one line the CLI prints."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
 def _on_sigterm(signum, frame):
     raise Terminated()
 
@@ -258,6 +267,9 @@ def run_cli(prog: str, description: str, argv: list[str] | None, default_config:
     try:
         cfg, args = parse_cli(prog, description, argv, default_config=default_config, check=check is not None)
         (check if getattr(args, "check", False) else body)(cfg)
+    except Stopped as e:
+        print(f"{name}: {e}", file=sys.stderr, flush=True)
+        return e.code
     except Terminated:
         print(f"{name}: terminated (SIGTERM); finished results and checkpoints are kept", file=sys.stderr)
         return 143

@@ -48,7 +48,8 @@ from .eval_config import EvalConfig, SystemEvalConfig
 from .evaluation.locomo import LocomoEvalConfig, failure_line, locomo_inputs, run_locomo_eval
 from .evaluation.longmemeval import LongMemEvalConfig, run_longmemeval_eval
 from .evaluation.profiles import get_profile
-from .parallel import agree, code_digest, initialize, is_primary
+from .parallel import initialize, is_primary
+from .parallel.lifecycle import agree_run
 from .parallel.split import block, gather_objects
 from .report import write_report
 from .runio import JsonlLog, OutDirLock, prepare_out_dir, write_atomic
@@ -106,8 +107,7 @@ def _score(text: str, answers, metrics: str = "memagent") -> dict[str, float]:
 def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Console | None = None) -> dict:
     initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
     if jax.process_count() > 1:  # processes of one evaluation refuse unless code and config match
-        agree("code version", code_digest())
-        agree("config", json.dumps(asdict(cfg), sort_keys=True, default=str))
+        agree_run(asdict(cfg))  # a difference names the source files / config fields
     if not is_primary():
         console = Console(quiet=True)
     if isinstance(cfg, LocomoEvalConfig):

@@ -8,7 +8,10 @@ K visible GPUs each (CUDA_VISIBLE_DEVICES, consecutive). Every output line of pr
 with "[i] ".
 Invariants: the launcher's exit status is 0 only when every process exits 0; when one fails, the others are
 killed at once (SIGTERM, then SIGKILL after --grace seconds) and one line names the first process that
-failed and how; a SIGTERM or Ctrl-C to the launcher stops them the same way; the coordinator binds only to 127.0.0.1 (one node). On clusters use the JAX variables or
+failed and how; a SIGTERM or Ctrl-C to the launcher (or a process that stopped on a signal itself, exit 143 /
+130) is a stop request: every process gets SIGTERM, reaches the same step, commits a checkpoint and exits 143
+(memjax.parallel.preempt), and only after --stop-timeout seconds is any still running killed; the launcher then
+exits 143 (130 on Ctrl-C); the coordinator binds only to 127.0.0.1 (one node). On clusters use the JAX variables or
 SLURM / Open MPI instead (BUILD.md, "Multi-host launch").
 """
 
@@ -64,7 +67,7 @@ def _forward(i: int, stream, out) -> None:
 
 
 def launch(nproc: int, command: list[str], devices_per_proc: int | None = None, port: int | None = None,
-           grace: float = 5.0, out=None) -> int:
+           grace: float = 5.0, out=None, stop_timeout: float = 120.0) -> int:
     """Run `python -m command...` as nproc processes; returns 0 or the first failure's status (>= 1)."""
     out = out or sys.stdout
     port = port or free_port()
@@ -96,8 +99,8 @@ def launch(nproc: int, command: list[str], devices_per_proc: int | None = None, 
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
-    if failed is not None:
-        _stop(procs, grace)
+    if failed is not None:  # a stop request (the launcher's, or a process's own 143/130) lets them commit
+        _stop(procs, stop_timeout if failed[1] in (130, 143) else grace)
     for t in threads:
         t.join(timeout=2)
     if failed is None:
@@ -136,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices-per-proc", type=int, default=None,
                     help="devices each process sees (CPU: forced host devices; GPU: consecutive CUDA devices)")
     ap.add_argument("--port", type=int, default=None, help="coordinator port on 127.0.0.1 (default: a free one)")
-    ap.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL of the others")
+    ap.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL of the others "
+                    "when one failed")
+    ap.add_argument("--stop-timeout", type=float, default=120.0, help="on SIGTERM / Ctrl-C (or a process exiting "
+                    "143 / 130): seconds the processes get to reach a step boundary and commit a checkpoint")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- <module> <args>")
     args = ap.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -146,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--devices-per-proc must be >= 1, got {args.devices_per_proc}")
     if not cmd:
         ap.error("give the module to run after --, e.g. -- memjax.train configs/tiny.py")
-    return launch(args.nproc, cmd, args.devices_per_proc, args.port, args.grace)
+    return launch(args.nproc, cmd, args.devices_per_proc, args.port, args.grace, stop_timeout=args.stop_timeout)
 
 
 if __name__ == "__main__":

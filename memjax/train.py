@@ -67,7 +67,8 @@ from .checkpoint.run_checkpoints import RunCheckpoints, one_line, placed_like
 from .config import ConfigError, run_cli
 from .curriculum import Curriculum
 from .engine import Engine
-from .parallel import agree, code_digest, initialize, is_primary, on_mesh, rollout_devices
+from .parallel import code_digest, initialize, is_primary, on_mesh, rollout_devices
+from .parallel.lifecycle import StopRequests, agree_run, peer_loss, run_console, stop_line
 from .parallel.split import allgather_ragged
 from .report import write_report
 from .rl.batch import unit_index
@@ -120,12 +121,11 @@ class Run:
     """One training run: builds everything from a TrainConfig and steps it; `run()` loops to cfg.steps."""
 
     def __init__(self, cfg: TrainConfig, console: Console | None = None):
-        initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
+        initialize(cfg.out_dir)  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
         self.primary = is_primary()  # process 0 prints, logs, writes result files and holds the out_dir lock
-        self.cfg, self.con = cfg, (console or Console()) if self.primary else Console(quiet=True)
+        self.cfg, self.con = cfg, (console or run_console()) if self.primary else Console(quiet=True)
         self.code = code_digest()  # recorded in run.json and result.json
-        agree("code version", code_digest())  # processes of one run refuse unless code and config match
-        agree("config", json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str))
+        agree_run(dataclasses.asdict(cfg))  # processes of one run refuse unless code and config match (names fields)
         if cfg.prompts_per_step < jax.process_count():  # each process runs whole groups: at least one
             raise ConfigError(f"prompts_per_step={cfg.prompts_per_step} is less than the {jax.process_count()} "
                               "processes; every process needs at least one sample per generation batch")
@@ -203,8 +203,10 @@ class Run:
             self.con.print("rollouts: process-local (each process trains on its own rows)")
         self.rng = np.random.default_rng([cfg.seed, 99])  # the ablation's permutations
         self.ckpts = RunCheckpoints(self.out / "checkpoints", cfg.keep_checkpoints,
-                                    warn=lambda m: self.con.print(m, style="yellow", markup=False))
+                                    warn=lambda m: self.con.print(m, style="yellow", markup=False),
+                                    info=lambda m: self.con.print(m, markup=False))
         self.step, self.evals, self.history, self._best_meta = 0, [], [], None
+        self._eval_extra: dict[int, Any] = {}  # evaluation traces/samples by step (saved with each checkpoint)
         self.curriculum.open(self.out / "checkpoints_best", warn=lambda m: self.con.print(m, style="yellow",
                                                                                            markup=False))
         if cfg.resume:
@@ -221,7 +223,7 @@ class Run:
         self.metrics_log.fill(self.history)  # a step checkpointed just before a kill may lack its line
         self._start_step = self.step
         self._tb = None  # TensorBoard writer, opened on the first step and closed at the end of run()
-        self._eval_extra: dict[str, Any] = {}
+        self._saved_at = None  # the step of the last checkpoint save started
 
     # -- checkpoints ----------------------------------------------------------------------------------
     def _state(self):
@@ -234,11 +236,12 @@ class Run:
 
     def save(self) -> None:
         best = self.curriculum.sync(self.ckpts)  # the bests this checkpoint records are on disk
+        self._saved_at = self.step
         meta = {"step": self.step, "seed": self.cfg.seed, "data": self.data.get_state(),
                 "data_processes": gather_states(self.data.get_state()),
                 "optimizer_steps": self.trainer.optimizer_steps, "evals": self.evals, "history": self.history,
                 "ablation_rng": json.dumps(self.rng.bit_generator.state),
-                "config": dataclasses.asdict(self.cfg), "best": best}
+                "config": dataclasses.asdict(self.cfg), "best": best, "eval_extra": self._eval_extra}
         self.ckpts.save(self.step, args=ocp.args.Composite(  # waits for (and verifies) the previous save
             state=ocp.args.StandardSave(self._state()), meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
 
@@ -288,6 +291,7 @@ class Run:
         self.trainer.optimizer_steps = int(got["meta"].get("optimizer_steps", 0))
         self.evals, self.history = list(got["meta"].get("evals", [])), list(got["meta"].get("history", []))
         self._best_meta = got["meta"].get("best")
+        self._eval_extra = {int(k): v for k, v in got["meta"].get("eval_extra", {}).items()}
         self.engine.update_weights(self.model)
         self.con.print(f"resumed from {self.out / 'checkpoints'} at step {self.step}")
 
@@ -469,6 +473,7 @@ class Run:
             self.con.print(f"{self.out}: the run already finished at step {self._finished['history'][-1]['step']} "
                            f"(steps={self.cfg.steps}); nothing to do (raise steps to extend it)")
             return self.history
+        self._stop = StopRequests(jax.process_count())
         try:
             if self.step == 0 and not self.evals:
                 self.curriculum.check_metric(self.evaluate())  # a select_metric it lacks fails now
@@ -478,6 +483,11 @@ class Run:
                     m = self.train_step()
                     bar.update(task, completed=self.step)
                     self._print(m)
+                    if self._stop.due(self.step):  # SIGTERM / preemption / Ctrl-C: every process at this step
+                        if self._saved_at != self.step:
+                            self.save()
+                        self.ckpts.finish()  # committed and verified before the one line and exit 143 / 130
+                        raise stop_line(self._stop, self.step, self.ckpts.dir)
             self.ckpts.finish()
             save_hf(self.model, self.out / "hf")  # gathered to process 0, which writes it
             result = self.summary = run_identity.keep_previous(self.result(time.perf_counter() - t_start),
@@ -489,6 +499,7 @@ class Run:
 
                 result["plot"] = str(plot(result, self.out / "reward_curve.png"))
         finally:
+            self._stop.restore()
             self.close()
         self.con.print(f"metrics: {self.out / 'metrics.jsonl'}  tensorboard: {self.out / 'tb'}  "
                        f"checkpoints: {self.out / 'checkpoints'}  policy (HF): {self.out / 'hf'}")
@@ -509,7 +520,8 @@ class Run:
 def train(cfg: TrainConfig, console: Console | None = None) -> dict:
     """Run `cfg` to its last step (resuming from out_dir's checkpoints) and return result.json's dict."""
     run = Run(cfg, console)
-    run.run()
+    with peer_loss(run.out / "checkpoints"):  # a lost peer: the one line of memjax.parallel.logtee, not a trace
+        run.run()
     return run.summary
 
 

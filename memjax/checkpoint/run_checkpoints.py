@@ -70,12 +70,14 @@ def quiet_orbax_logs() -> None:
 class RunCheckpoints:
     ITEMS = ("state", "meta")
 
-    def __init__(self, directory: str | Path, keep: int | None, warn: Callable[[str], None] = print):
+    def __init__(self, directory: str | Path, keep: int | None, warn: Callable[[str], None] = print,
+                 info: Callable[[str], None] | None = None):
         if keep is not None and keep < 1:
             raise ValueError(f"keep_checkpoints must be >= 1, got {keep}")
         self.dir = Path(directory).absolute()
         self.quarantine_dir = self.dir.with_name(self.dir.name + "_corrupt")
         self.warn = warn
+        self.info = info or (lambda m: None)  # a line when a save starts and when it has committed
         quiet_orbax_logs()
         try:
             self.mgr = ocp.CheckpointManager(self.dir, options=ocp.CheckpointManagerOptions(
@@ -128,6 +130,7 @@ class RunCheckpoints:
         """Start saving `step` (asynchronously) after the previous save has finished and been verified."""
         self.finish()
         try:
+            self.info(f"checkpoint {step}: saving to {self.dir / str(step)}")
             ok = self.mgr.save(step, args=args)
         except Exception as e:
             raise CheckpointError(f"{self.dir}: cannot save step {step} ({one_line(e)})") from None
@@ -146,6 +149,7 @@ class RunCheckpoints:
         if self._unverified is not None:
             step, self._unverified = self._unverified, None
             self.verify(step)
+            self.info(f"checkpoint {step}: committed")
 
     def verify(self, step: int) -> None:
         self.mgr.reload()

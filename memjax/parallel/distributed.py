@@ -4,7 +4,9 @@ Owns:
 - `initialize()`: `jax.distributed.initialize()` when the process was started as one of several -- the JAX
   variables (JAX_COORDINATOR_ADDRESS + JAX_NUM_PROCESSES + JAX_PROCESS_ID, what `python -m memjax.launch` sets),
   an srun step with more than one task, or an Open MPI job of more than one rank -- before anything touches
-  the XLA backend; a no-op for one process and when already initialized. The coordination service's heartbeat
+  the XLA backend; a no-op for one process and when already initialized. Before and around joining it runs the
+  start-up checks of memjax/parallel/startup.py (one line within MEMJAX_INIT_TIMEOUT_S, default 30 s) and, for a
+  training run (`out_dir`), sends the native logs to out_dir/logs (memjax/parallel/logtee.py). The coordination service's heartbeat
   timeout is MEMJAX_HEARTBEAT_S seconds (default 10; jax's own default is 100): when a process dies, the others are terminated by the
   runtime within about that time instead of waiting in a collective (measured in
   tests/parallel/test_multiprocess.py). On CPU, cross-process collectives use gloo (jax 0.11's default
@@ -31,6 +33,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from . import logtee, startup
+
 HEARTBEAT_ENV = "MEMJAX_HEARTBEAT_S"
 DEFAULT_HEARTBEAT_S = 10
 _KV_TIMEOUT_MS = 120_000
@@ -40,22 +44,12 @@ class DistributedMismatch(ValueError):
     """Processes of one run disagree (config, code); the message is one line."""
 
 
-def _int_env(name: str) -> int | None:
-    v = os.environ.get(name)
-    if v is None:
-        return None
-    try:
-        return int(v)
-    except ValueError:
-        raise ValueError(f"{name}={v!r} must be an integer") from None
-
-
 def _launched_as_many() -> bool:
     env = os.environ
     if "JAX_COORDINATOR_ADDRESS" in env:
         return True
     for var in ("SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE"):  # an srun step / mpirun (not a bare sbatch script)
-        n = _int_env(var)
+        n = startup.int_env(var)
         if n is not None and n > 1:
             return True
     return False
@@ -67,11 +61,15 @@ def _initialized() -> bool:
     return distributed.global_state.client is not None
 
 
-def initialize() -> bool:
+def initialize(out_dir: str | None = None) -> bool:
     """Join the multi-process runtime when launched as several processes; True when running multi-process.
+    Every start-up mistake is one line (memjax.parallel.startup.StartupError, or the deadline's exit) within
+    MEMJAX_INIT_TIMEOUT_S seconds. With `out_dir`, the native (C++) log goes to out_dir/logs/process_<i>.log
+    and a lost peer is one console line (memjax.parallel.logtee).
     Raises RuntimeError (one line) when the backend was already started, i.e. initialize came too late."""
     if _initialized():
         return True
+    env = startup.jax_env()  # checked even when it is not multi-process (JAX_NUM_PROCESSES without an address)
     if not _launched_as_many():
         return False
     from jax._src import xla_bridge
@@ -79,14 +77,22 @@ def initialize() -> bool:
     if xla_bridge.backends_are_initialized():
         raise RuntimeError("memjax.parallel.initialize: the JAX backend was started before jax.distributed; "
                            "call initialize() before any jax.devices()/computation")
-    heartbeat = _int_env(HEARTBEAT_ENV) or DEFAULT_HEARTBEAT_S
-    kw = {}
-    if "JAX_COORDINATOR_ADDRESS" in os.environ:  # the documented JAX variables (jax itself reads only the address)
-        n, pid = _int_env("JAX_NUM_PROCESSES"), _int_env("JAX_PROCESS_ID")
-        if n is not None and pid is not None:
-            kw = {"num_processes": n, "process_id": pid}
-    jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat, shutdown_timeout_seconds=max(2 * heartbeat, 10),
-                               initialization_timeout=_int_env("MEMJAX_INIT_TIMEOUT_S") or 300, **kw)
+    heartbeat = startup.int_env(HEARTBEAT_ENV) or DEFAULT_HEARTBEAT_S
+    timeout = startup.init_timeout()
+    kw, where = {}, os.environ.get("JAX_COORDINATOR_ADDRESS", "the coordinator")
+    if env is not None:  # the documented JAX variables (jax itself reads only the address)
+        address, n, pid = env
+        kw = {"num_processes": n, "process_id": pid}
+        startup.probe(address, os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"), pid, timeout)
+        if out_dir is not None and n > 1:
+            logtee.start(pid, n, out_dir)
+    what = (f"memjax: not every process joined the coordinator at {where} within {timeout} s "
+            f"({startup.INIT_TIMEOUT_ENV}): start as many processes as JAX_NUM_PROCESSES says, each with its own "
+            "JAX_PROCESS_ID, and the same JAX_COORDINATOR_ADDRESS")
+    with startup.deadline(timeout, what):  # jax's own timeout (an abort with a C++ trace) comes later
+        jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat, shutdown_timeout_seconds=max(2 * heartbeat, 10),
+                                   initialization_timeout=timeout + 30, **kw)
+    startup.same_devices()
     return True
 
 

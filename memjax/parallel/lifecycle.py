@@ -1,0 +1,80 @@
+"""What a training run uses of the process lifecycle: agreeing at start, a console for logs, stopping on request.
+
+Owns:
+- `agree_run(config)`: the processes of one run refuse to start unless their memjax sources and their configs
+  are equal; the one line names the differing source files or config fields (memjax.parallel.confdiff).
+- `run_console()`: the console of process 0; a line never wraps (piped or written to a file, a step line stays
+  one line; in a terminal the terminal wraps it).
+- `peer_loss(where)`: around the training loop of a multi-process run; an exception from a collective whose peer
+  went away (gloo's "Connection reset by peer", ...) is not the run's error: the process waits (up to the
+  heartbeat and 5 s) for the runtime's report of the lost process, which ends it with memjax.parallel.logtee's
+  one line; if none comes, a one-line `RunError` says a peer was lost and where to resume from.
+- `StopRequests` (memjax.parallel.preempt) with the CLI's second-signal unwinding, and `stop_line(stop, step,
+  where)`: the `Stopped` exception (memjax.config) whose message is the one line printed at exit 143 / 130.
+Invariants: `agree_run` is called by every process at the same point (it exchanges through the coordinator).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+
+from ..config import RunError, Stopped, _on_sigterm
+from . import confdiff
+from .preempt import StopRequests as _Requests
+
+
+def agree_run(config: dict) -> None:
+    confdiff.agree_fields("memjax sources", confdiff.source_digests(),
+                          "run every process from the same checkout (same memjax version)", values=False)
+    confdiff.agree_fields("config", confdiff.flatten(config),
+                          "start every process with the same config file and --set overrides")
+
+
+def run_console() -> Console:
+    return Console(soft_wrap=True)
+
+
+def StopRequests(processes: int) -> _Requests:
+    return _Requests(processes, on_second=_on_sigterm)
+
+
+def stop_line(stop: _Requests, step: int, where: Path) -> Stopped:
+    return Stopped(f"stopped by {stop.signal_name} at step {step}; checkpoint {step} committed in {where}; "
+                   "run the same command again to resume from it", stop.code)
+
+
+_LOST = re.compile(r"Gloo \w+ failed|Connection (reset|closed) by peer|Socket closed|another task died")
+
+
+def _lost_peer(e: BaseException | None) -> bool:
+    seen = 0
+    while e is not None and seen < 8:
+        if _LOST.search(str(e)):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+@contextmanager
+def peer_loss(where: Path):
+    import jax
+
+    try:
+        yield
+    except Exception as e:
+        if jax.process_count() == 1 or not _lost_peer(e):
+            raise
+        from .distributed import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
+
+        wait = int(os.environ.get(HEARTBEAT_ENV, "") or DEFAULT_HEARTBEAT_S) + 5
+        time.sleep(wait)  # the runtime ends this process when it has noticed the lost one (logtee's line)
+        from .logtee import newest_checkpoint
+
+        raise RunError(f"a collective with another process failed (a process stopped or the network failed): "
+                       f"resume from {newest_checkpoint(str(where.parent))}") from None

@@ -1,0 +1,65 @@
+"""Stopping a run at a step boundary on SIGTERM (scancel, SLURM preemption) or Ctrl-C, on every process at once.
+
+Owns `StopRequests`: `due(step)` is asked once per finished training step, with the same step on every process,
+and says when the run should commit a checkpoint of that step and exit; `code` is then 143 (SIGTERM) or 130
+(SIGINT), `signal_name` names it.
+- Several processes: JAX's preemption service owns SIGTERM (jax.distributed.initialize installs its notifier);
+  a SIGTERM to any process is propagated to all, and `due` is
+  jax.experimental.multihost_utils.reached_preemption_sync_point(step) -- true at the same step everywhere (the
+  step after the largest one any process had reached). A SIGINT is turned into a SIGTERM to this process, so it
+  takes the same path (exit 130 on the process that got it, 143 on the others).
+- One process: SIGTERM and SIGINT set a flag (no exception is raised inside a step, a collective or a save);
+  `due` is that flag. A second signal of either kind raises at once (the previous behaviour: unwind now).
+`restore()` puts the previous handlers back.
+Invariants: nothing here runs a collective outside `due`, which every process calls at every step.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+
+class StopRequests:
+    def __init__(self, processes: int, on_second=None):
+        self.multi = processes > 1
+        self.code = 0
+        self._on_second = on_second  # signum -> raises (the CLI's unwinding)
+        self._saved: dict[int, object] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        kinds = (signal.SIGINT,) if self.multi else (signal.SIGINT, signal.SIGTERM)
+        for s in kinds:
+            self._saved[s] = signal.signal(s, self._handle)
+
+    @property
+    def signal_name(self) -> str:
+        return {143: "SIGTERM", 130: "SIGINT"}.get(self.code, "a stop request")
+
+    def _handle(self, signum, frame) -> None:
+        if self.code == 0:
+            self.code = 130 if signum == signal.SIGINT else 143
+            if self.multi:  # to JAX's preemption notifier: every process stops at the same step
+                os.kill(os.getpid(), signal.SIGTERM)
+            return
+        if self.multi:
+            return
+        if signum == signal.SIGTERM and self._on_second is not None:  # one process, second signal: unwind now
+            self._on_second(signum, frame)
+        raise KeyboardInterrupt
+
+    def due(self, step: int) -> bool:
+        if not self.multi:
+            return self.code != 0
+        from jax.experimental import multihost_utils
+
+        if multihost_utils.reached_preemption_sync_point(step):
+            self.code = self.code or 143
+            return True
+        return False
+
+    def restore(self) -> None:
+        for s, h in self._saved.items():
+            signal.signal(s, h)
+        self._saved = {}

@@ -1,0 +1,101 @@
+"""Start-up checks and lifecycle helpers without processes (memjax/parallel/startup.py, confdiff.py, logtee.py,
+preempt.py): each bad JAX variable is one StartupError line, the port probe sees a held port and an absent
+coordinator, config differences are named by field, the native-log helper turns the coordination service's
+fatal report into the one line, and a single process's SIGTERM becomes a stop request at the next step."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+
+import pytest
+
+from memjax.parallel import confdiff, logtee, startup
+from memjax.parallel.preempt import StopRequests
+
+JAX_VARS = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "MEMJAX_INIT_TIMEOUT_S")
+
+
+@pytest.fixture
+def env(monkeypatch):
+    for k in JAX_VARS:
+        monkeypatch.delenv(k, raising=False)
+
+    def set_(**kv):
+        for k, v in kv.items():
+            monkeypatch.setenv(k, v)
+    return set_
+
+
+@pytest.mark.parametrize("kv, match", [
+    ({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"}, "JAX_COORDINATOR_ADDRESS is not set"),
+    ({"JAX_COORDINATOR_ADDRESS": "host", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}, "is not host:port"),
+    ({"JAX_COORDINATOR_ADDRESS": "h:99999", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}, "is not host:port"),
+    ({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "2"}, r"outside 0\.\.1"),
+    ({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "x", "JAX_PROCESS_ID": "0"}, "must be an integer"),
+    ({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "2"}, "JAX_PROCESS_ID is not"),
+    ({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "0", "JAX_PROCESS_ID": "0"}, ">= 1"),
+])
+def test_bad_jax_variables_are_one_line(env, kv, match):
+    env(**kv)
+    with pytest.raises(startup.StartupError, match=match) as e:
+        startup.jax_env()
+    assert "\n" not in str(e.value)
+
+
+def test_good_variables_and_timeout(env):
+    assert startup.jax_env() is None and startup.init_timeout() == startup.DEFAULT_INIT_TIMEOUT_S
+    env(JAX_COORDINATOR_ADDRESS="[::1]:1234", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID="1", MEMJAX_INIT_TIMEOUT_S="7")
+    assert startup.jax_env() == ("[::1]:1234", 2, 1) and startup.init_timeout() == 7
+    env(MEMJAX_INIT_TIMEOUT_S="0")
+    with pytest.raises(startup.StartupError, match="whole number"):
+        startup.init_timeout()
+
+
+def test_probe_sees_a_held_port_and_no_coordinator():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(startup.StartupError, match=f"cannot listen on port {port}"):
+            startup.probe(f"127.0.0.1:{port}", f"127.0.0.1:{port}", 0, 1)
+        startup.probe(f"127.0.0.1:{port}", None, 1, 1)  # something listens: reachable
+    with pytest.raises(startup.StartupError, match="cannot reach the coordinator"):
+        startup.probe(f"127.0.0.1:{port}", None, 1, 0.5)
+
+
+def test_config_differences_are_named_by_field():
+    a = confdiff.flatten({"seed": 0, "optim": {"lr": 1e-3, "betas": (0.9, 0.99)}, "steps": 3})
+    b = confdiff.flatten({"seed": 1, "optim": {"lr": 1e-3, "betas": [0.9, 0.99]}, "extra": 1, "steps": 3})
+    assert confdiff.differing(a, b) == ["extra", "seed"]  # a tuple and a list of the same values are equal
+    assert confdiff.describe(a, b, ["extra", "seed"]) == 'extra ("<absent>" vs 1), seed (0 vs 1)'
+    many = [f"f{i}" for i in range(6)]
+    assert confdiff.describe({}, {}, many, values=False) == "f0, f1, f2, f3 and 2 more"
+    assert "memjax/parallel/confdiff.py" not in confdiff.source_digests() and "parallel/confdiff.py" in \
+        confdiff.source_digests()
+
+
+def test_native_fatal_report_becomes_one_line(tmp_path):
+    joined = ["RPC: /xla.coordination.CoordinationService/RegisterTask", f"F1127 client.h:86] {logtee.FATAL}"]
+    assert "could not join the coordinator" in logtee.verdict(joined, 0, 2)
+    lines = ["E1127 coordination_service.cc:1518] Use error polling ...: UNAVAILABLE: The following tasks are "
+             "unhealthy (stopped sending heartbeats):", "1", "The tasks have crashed.",
+             f"F1127 client.h:86] {logtee.FATAL}. This most likely indicates that another task died"]
+    assert logtee.verdict(lines, 0, 2) == "process 1 of 2 stopped (killed by a signal or lost); this process (0) stops"
+    assert logtee.verdict(["[Gloo] Rank 0 is connected to 1 peer ranks"], 0, 2) is None
+    (tmp_path / "checkpoints" / "2").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "10").mkdir()
+    assert logtee.newest_checkpoint(str(tmp_path)).endswith("checkpoints/10")
+
+
+def test_one_process_sigterm_is_a_stop_request_then_unwinds():
+    stop = StopRequests(1)
+    try:
+        assert not stop.due(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.due(1) and stop.code == 143 and stop.signal_name == "SIGTERM"
+        with pytest.raises(KeyboardInterrupt):  # a second signal unwinds at once
+            os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        stop.restore()
