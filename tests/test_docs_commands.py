@@ -279,7 +279,7 @@ COMMANDS = {
     "make venv CUDA_AOT=0": "make -n",
     "python -m benchmarks.e2e_memagent --scale 1.5b --out DIR --prompts 1 --steps 3 --attention cudnn": PARSE,
     "python -m benchmarks.scale_7b RUN_DIR": PARSE,
-    "python -m benchmarks.scale_7b DIR/run_1.5b": PARSE,
+    "python -m benchmarks.e2e_memagent --scale tiny --out /tmp/e2e --steps 2": PARSE,  # tests/test_memagent_command.py runs the command
     "python -m benchmarks.gpu_aot --train-step": PARSE,
     "python -m benchmarks.gpu_aot --train-step --preset qwen2.5-1.5b --slots 8 --window 8192": PARSE,
     "python -m benchmarks.gpu_aot --preset qwen2.5-1.5b --slots 256 --window 8192 --page-size 64": PARSE,
