@@ -38,7 +38,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .systems.memagent.length_eval import check_length_data, run_length_eval
+from .systems.memagent.length_eval import length_sets, run_length_eval
 from .systems.memagent.paper import CITATION
 from .agents.workflow import request_seed
 from .cli_check import check_evaluate
@@ -129,7 +129,7 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
     if not isinstance(cfg, EvalConfig):
         raise ConfigError(f"config is a {type(cfg).__name__}; memjax.evaluate expects an EvalConfig, a "
                           "SystemEvalConfig, a LocomoEvalConfig or a LongMemEvalConfig (a training config goes to python -m memjax.train)")
-    check_length_data(cfg)
+    length_sets(cfg)  # every record read and checked: a bad data file fails before the out dir is made
     out = prepare_out_dir(cfg.out_dir)
     with _lock(out):
         return _evaluate(cfg, out, console or Console())

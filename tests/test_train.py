@@ -86,6 +86,7 @@ def test_corrupt_checkpoint_falls_back_and_the_run_keeps_saving(uninterrupted, t
     out = tmp_path / "corrupt"
     shutil.copytree(src, out)
     shutil.rmtree(out / "checkpoints" / "2" / "state" / "d")  # the array data of the latest checkpoint
+    (out / "result.json").unlink()  # a crash after saving step 2, before the run finished (a finished run is a no-op)
     run = train.Run(_cfg(out, 2))
     assert run.step == 1
     assert "checkpoint 2" in capsys.readouterr().out

@@ -46,6 +46,8 @@ def detect_layout(path: str | Path) -> str:
             return "parquet"
         f.seek(0)
         start = f.read(4096).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    if not start:
+        raise ValueError(f"{p}: the file is empty (no record to read)")
     if start.startswith("{"):
         return "jsonl"
     if start.startswith("["):

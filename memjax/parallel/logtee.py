@@ -97,6 +97,21 @@ def _serve(process: int, count: int, out_dir: str, log: str, verbose: bool) -> N
         sys.stdout.flush()
 
 
+def main(argv: list[str] | None = None) -> int:
+    """The tee child (started by `start` with the process's native stderr on its stdin; no memjax import: -S)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m memjax.parallel.logtee",
+                                 description="copy a process's native log to a file; at its end print one memjax line")
+    ap.add_argument("process", type=int)
+    ap.add_argument("count", type=int)
+    ap.add_argument("out_dir")
+    ap.add_argument("log")
+    ap.add_argument("verbose", choices=("0", "1"))
+    a = ap.parse_args(argv)
+    _serve(a.process, a.count, a.out_dir, a.log, a.verbose == "1")
+    return 0
+
+
 if __name__ == "__main__":
-    p, n, out, path, v = sys.argv[1:6]
-    _serve(int(p), int(n), out, path, v == "1")
+    sys.exit(main())

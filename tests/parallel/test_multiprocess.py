@@ -128,7 +128,7 @@ def test_peer_killed_mid_step_then_restart_resumes_bit_for_bit(tmp_path, two):
     print(f"survivor exited {rc} {took:.1f} s after its peer was killed (heartbeat 5 s)")
     assert rc != 0
     assert took < 30, took
-    assert "another task died" in text or "unhealthy" in text, text[-2000:]
+    assert "memjax: process 1 of 2 stopped" in text, text[-2000:]  # one memjax line; XLA's log in run/logs (issue 48)
     # the restart (3 steps in all, the lr schedule does not depend on `steps`) reaches the uninterrupted run
     r = _train(out, nproc=2, extra=["--set", "checkpoint_every=1"])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
