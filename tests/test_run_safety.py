@@ -54,7 +54,7 @@ def test_out_dir_that_is_a_file_and_a_locked_out_dir(tmp_path, capsys, no_model)
     with OutDirLock(busy):  # another run holds it
         assert train.main(["--set", f"agent.data.path={DATA}", "--set", f"out_dir={busy}"]) == 2
         assert f"in use by another run (pid {os.getpid()})" in capsys.readouterr().err
-        assert evaluate.main(["--set", f"data_path={DATA}", "--set", f"out_dir={busy}"]) == 2
+        assert evaluate.main(["--set", f"data_path={DATA}", "--set", "num_docs=10,20", "--set", f"out_dir={busy}"]) == 2
         assert "in use by another run" in capsys.readouterr().err
     with OutDirLock(busy):  # released: free again
         pass
