@@ -18,10 +18,7 @@ resume. A reply, whatever it says, is a label (the official rule has no "unparse
 
 from __future__ import annotations
 
-import json
 import re
-import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +26,7 @@ from dataclasses import dataclass
 
 from ..engine import SamplingParams
 from ..rewards.locomo import token_set_f1
+from ..rewards.chat_request import post_chat
 
 _INTRO = ("I will give you a question, a correct answer, and a response from a model. Please answer yes if the "
           "response contains the correct answer. Otherwise, answer no.")
@@ -100,25 +98,15 @@ class OpenAILmeJudge:
                 "temperature": 0, "max_tokens": MAX_TOKENS}
 
     def _ask(self, item: Item) -> LmeVerdict:
-        body = json.dumps(self.request_body(item)).encode()
-        headers = {"Content-Type": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        err = ""
-        for attempt in range(self._retries + 1):
-            try:
-                req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-                with self._open(req, timeout=self._timeout) as resp:
-                    data = json.loads(resp.read().decode("utf-8"))
-                content = data["choices"][0]["message"]["content"]
-                if not isinstance(content, str):
-                    raise TypeError(f"message content is {type(content).__name__}, not text")
-                return LmeVerdict(label(content), content.strip())
-            except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as e:
-                err = f"judge request to {self.url} failed after {attempt + 1} tries: {type(e).__name__}: {e}"
-                if attempt < self._retries:
-                    time.sleep(min(self._backoff * 2.0 ** attempt, 30.0))
-        return LmeVerdict(None, "", err)
+        def accept(content) -> LmeVerdict:
+            if not isinstance(content, str):
+                raise TypeError(f"message content is {type(content).__name__}, not text")
+            return LmeVerdict(label(content), content.strip())
+
+        verdict, err = post_chat(self.url, self.request_body(item), api_key=self._key, opener=self._open,
+                                 timeout=self._timeout, retries=self._retries, accept=accept,
+                                 delay=lambda attempt: min(self._backoff * 2.0 ** attempt, 30.0))
+        return verdict if verdict is not None else LmeVerdict(None, "", err)
 
     def judge(self, items: Iterable[Item]) -> list[LmeVerdict]:
         items = list(items)

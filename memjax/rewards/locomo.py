@@ -19,9 +19,6 @@ M-Fail (Memory-R2) = sum over questions of |evidence not in the bank's dia_ids| 
 from __future__ import annotations
 
 import dataclasses
-import json
-import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +26,7 @@ from dataclasses import dataclass, field
 
 from .judge_profiles import JUDGE_PROMPT, JudgeProfile, get_judge_profile, parse_judge_label  # noqa: F401  (re-exported)
 from .squad import normalize_answer
+from .chat_request import post_chat
 
 
 def token_set_f1(pred: object, gold: object) -> float:
@@ -153,23 +151,11 @@ class OpenAIJudge:
             req_body["max_tokens"] = self._max_tokens
         if self.profile.response_format:  # Mem0's request asks for a JSON object
             req_body["response_format"] = {"type": self.profile.response_format}
-        body = json.dumps(req_body).encode()
-        headers = {"Content-Type": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        err = ""
-        for attempt in range(self._retries + 1):
-            try:
-                req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-                with self._open(req, timeout=self._timeout) as resp:
-                    data = json.loads(resp.read().decode("utf-8"))
-                content = data["choices"][0]["message"]["content"]
-                return _verdict(content if isinstance(content, str) else "", self.profile)
-            except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as e:
-                err = f"judge request to {self.url} failed: {type(e).__name__}: {e}"
-                if attempt < self._retries:
-                    time.sleep(min(2.0 ** attempt * 0.1, 2.0))
-        return Verdict(False, None, "error", err)
+        content, err = post_chat(self.url, req_body, api_key=self._key, opener=self._open, timeout=self._timeout,
+                                 retries=self._retries, delay=lambda attempt: min(2.0 ** attempt * 0.1, 2.0))
+        if err:
+            return Verdict(False, None, "error", err)
+        return _verdict(content if isinstance(content, str) else "", self.profile)
 
     def judge(self, items: Iterable[Item]) -> list[Verdict]:
         """Up to `workers` requests in flight; verdicts in input order."""
