@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("count", type=int)
     ap.add_argument("out_dir")
     ap.add_argument("log")
-    ap.add_argument("verbose", choices=("0", "1"))
+    ap.add_argument("verbose", help="1: also copy the native log to the console (MEMJAX_NATIVE_LOGS)")
     a = ap.parse_args(argv)
     _serve(a.process, a.count, a.out_dir, a.log, a.verbose == "1")
     return 0
