@@ -249,17 +249,24 @@ def _conversation(raw: Any, where: str, report: LoadReport) -> Conversation:
                         questions=tuple(questions))
 
 
-def load_locomo(path: str | Path) -> Locomo:
-    """Load and validate a LoCoMo JSON file; raises `LocomoError` (one line naming the file and field)."""
-    path = Path(path)
+def read_json_list(path: Path, error: type[Exception], what: str) -> list:
+    """The file's non-empty top-level JSON list; `error` with one line naming the file otherwise (shared by the
+    LoCoMo and LongMemEval loaders)."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise LocomoError(f"{path}: no such file") from None
+        raise error(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise LocomoError(f"{path}: not readable JSON ({str(e).splitlines()[0]})") from None
+        raise error(f"{path}: not readable JSON ({str(e).splitlines()[0]})") from None
     if not isinstance(raw, list) or not raw:
-        raise LocomoError(f"{path}: expected a non-empty JSON list of conversations")
+        raise error(f"{path}: expected a non-empty JSON list of {what}")
+    return raw
+
+
+def load_locomo(path: str | Path) -> Locomo:
+    """Load and validate a LoCoMo JSON file; raises `LocomoError` (one line naming the file and field)."""
+    path = Path(path)
+    raw = read_json_list(path, LocomoError, "conversations")
     report = LoadReport()
     convs = tuple(_conversation(c, f"{path}[{i}]", report) for i, c in enumerate(raw))
     ids = [c.sample_id for c in convs]

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .locomo import read_json_list
+
 QUESTION_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
                   "multi-session", "temporal-reasoning", "knowledge-update")   # print_qa_metrics.py's order
 ROLES = ("user", "assistant")
@@ -143,14 +145,7 @@ def _question(raw: Any, where: str) -> LmeQuestion:
 def load_longmemeval(path: str | Path) -> LongMemEval:
     """Load and validate a LongMemEval JSON file (a list of questions); raises `LongMemEvalError` (one line)."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise LongMemEvalError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise LongMemEvalError(f"{path}: not readable JSON ({str(e).splitlines()[0]})") from None
-    if not isinstance(raw, list) or not raw:
-        raise LongMemEvalError(f"{path}: expected a non-empty JSON list of questions")
+    raw = read_json_list(path, LongMemEvalError, "questions")
     qs = tuple(_question(q, f"{path}[{i}]") for i, q in enumerate(raw))
     seen: set[str] = set()
     for q in qs:
