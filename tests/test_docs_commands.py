@@ -112,9 +112,9 @@ CHECK = "--check"  # memjax.train / memjax.evaluate: validate, build, resolve, p
 # the LoCoMo fixture holds 2 conversations (conv-26, conv-30): the memory_r1 split's test part, a config's default, is
 # empty there, which memjax.evaluate refuses; a part that has questions in the fixture is named instead
 FIXTURE_PART = "--set split=sumer --set part=validation "
-# --check parses the training data (issue 50): Memory-R2 trains on conv-43 / conv-47, which the 2-conversation fixture
-# lacks, so its training rows read the real LoCoMo file that shared/ carries (the smoke config's own default)
-R2_TRAIN_DATA = "--set agent.locomo_path=../shared/data/locomo/locomo10.json "
+# --check parses the training data (issue 50): Memory-R2 trains on conv-43 / conv-47 of its split, which the
+# 2-conversation fixture lacks: its rows read the fixture with those two ids (written by the workspace fixture)
+R2_TRAIN_DATA = "--set agent.locomo_path={tmp}/locomo_r2.json "
 PARSE = "--help"  # the documented arguments are parsed (types, choices) before --help prints the usage and exits 0
 B = "--out-dir {tmp}/bench"  # benchmarks write their result files here, never into benchmarks/results
 # documented command -> arguments appended to it (after PLACEHOLDERS); "make -n" rows run `make -n TARGET...`
@@ -156,7 +156,7 @@ COMMANDS = {
     "--set agent.locomo_path=/path/to/locomo10.json": R2_TRAIN_DATA + CHECK,
     "python -m memjax.train configs/memory_r2/train.py --set model.hf_path=... --set agent.locomo_path=...":
         R2_TRAIN_DATA + CHECK,
-    "python -m memjax.train configs/memory_r2/smoke.py": CHECK,
+    "python -m memjax.train configs/memory_r2/smoke.py": R2_TRAIN_DATA + CHECK,
     "python -m memjax.train configs/memory_r2/smoke.py --set agent.locomo_path=/path/to/locomo10.json":
         R2_TRAIN_DATA + CHECK,
     "python -m memjax.train configs/memory_r2/tiny.py --set agent.logo=false --set agent.group_size=12": CHECK,
@@ -384,6 +384,10 @@ def workspace(tmp_path_factory):
     assert p.returncode == 0, p.stderr
     qids = [q["qid"] for q in _fixture_questions()][:3]
     (tmp / "answers.jsonl").write_text("".join(json.dumps({"qid": q, "answer": "x"}) + "\n" for q in qids))
+    r2 = json.loads((REPO / FIXTURES / "locomo_fixture.json").read_text())
+    for conv, sid in zip(r2, ("conv-43", "conv-47")):  # the memory_r2 split's train part
+        conv["sample_id"] = sid
+    (tmp / "locomo_r2.json").write_text(json.dumps(r2))
     (tmp / "hypotheses.jsonl").write_text(json.dumps({"question_id": "mj_ssu_1", "hypothesis": "a beagle"}) + "\n")
     p = subprocess.run([sys.executable, "-m", "memjax.evaluate", "configs/locomo_answers.py", "--set",
                         f"data_path={FIXTURES}/locomo_fixture.json", "--set", f"answers={tmp}/answers.jsonl", "--set",
