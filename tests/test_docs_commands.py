@@ -113,8 +113,8 @@ CHECK = "--check"  # memjax.train / memjax.evaluate: validate, build, resolve, p
 # empty there, which memjax.evaluate refuses; a part that has questions in the fixture is named instead
 FIXTURE_PART = "--set split=sumer --set part=validation "
 # --check parses the training data (issue 50): Memory-R2 trains on conv-43 / conv-47 of its split, which the
-# 2-conversation fixture lacks: its rows read the fixture under those ids, plus conv-44 for its validation part
-# (written by the workspace fixture)
+# 2-conversation fixture lacks: its rows read the fixture's two conversations copied under LoCoMo's ten ids
+# (written by the workspace fixture: every part of the split is there)
 R2_TRAIN_DATA = "--set agent.locomo_path={tmp}/locomo_r2.json "
 PARSE = "--help"  # the documented arguments are parsed (types, choices) before --help prints the usage and exits 0
 B = "--out-dir {tmp}/bench"  # benchmarks write their result files here, never into benchmarks/results
@@ -385,10 +385,9 @@ def workspace(tmp_path_factory):
     assert p.returncode == 0, p.stderr
     qids = [q["qid"] for q in _fixture_questions()][:3]
     (tmp / "answers.jsonl").write_text("".join(json.dumps({"qid": q, "answer": "x"}) + "\n" for q in qids))
-    r2 = json.loads((REPO / FIXTURES / "locomo_fixture.json").read_text())
-    r2.append(json.loads(json.dumps(r2[0])))
-    for conv, sid in zip(r2, ("conv-43", "conv-47", "conv-44")):  # the memory_r2 split's train and validation parts
-        conv["sample_id"] = sid
+    two = json.loads((REPO / FIXTURES / "locomo_fixture.json").read_text())
+    ids = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48", "conv-49", "conv-50")
+    r2 = [dict(json.loads(json.dumps(two[i % 2])), sample_id=sid) for i, sid in enumerate(ids)]  # every split part
     (tmp / "locomo_r2.json").write_text(json.dumps(r2))
     (tmp / "hypotheses.jsonl").write_text(json.dumps({"question_id": "mj_ssu_1", "hypothesis": "a beagle"}) + "\n")
     p = subprocess.run([sys.executable, "-m", "memjax.evaluate", "configs/locomo_answers.py", "--set",
