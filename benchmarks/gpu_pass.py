@@ -90,7 +90,7 @@ ITEMS: tuple[Item, ...] = (
           "--tag", "_reference"),
          ("--mode", "sweep", "--preset", "tiny", "--dtype", "float32", "--prompt-len", "16", "--window", "64",
           "--decode-tokens", "4", "--batches", "2", "--page-size", "16", "--tag", "_reference"), 90, 240),
-    Item("memagent_28k", "MemAgent rollout, 28K-token documents, 64 docs (4 x group 16)", "memagent_linearity",
+    Item("memagent_28k", "MemAgent rollout, 28K-token documents, 64 docs (4 x group 16)", "memagent.linearity",
          ("--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--lengths", "28672", "--baseline-lengths",
           "--batch", "64", "--repeats", "1", "--chunk", "5000", "--memory-tokens", "1024", "--final-tokens", "256",
           "--window", "8192", "--prefill-chunk", "2048"),

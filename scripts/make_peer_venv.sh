@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make the virtual environment of one peer framework for benchmarks/peers.py, from PyPI only:
+# Make the virtual environment of one peer framework for benchmarks/peers/ (generation.py, grpo.py), from PyPI only:
 #   scripts/make_peer_venv.sh tunix      -> .venv-peers/tunix (google-tunix 0.1.7 with its own jax, CPU wheels)
 #   scripts/make_peer_venv.sh trl        -> .venv-peers/trl (trl, transformers, torch)
 #   scripts/make_peer_venv.sh easydel    -> .venv-peers/easydel (easydel[torch] 0.3.0, its jax pin, torch 2.8)

@@ -3,7 +3,7 @@ noisy-teacher warm start, WITH memory distillation (select the relevant records,
 (answer from all retrieved records) with --set agent.distill=false. GRPO, per step 16 prompts x group 8, 1-7
 distractors per question, clip 0.2, 2 mini-batches, lr 2e-4 (the other tiny tasks' settings). Held-out: 128
 samples per distractor count 1/3/5/7, greedy EM and EM of 4 temperature-1 answers per sample. The study of both
-variants (100 steps at lr 1e-3: 20 steps at 2e-4 do not move either): python -m benchmarks.memory_r1_distill.
+variants (100 steps at lr 1e-3: 20 steps at 2e-4 do not move either): python -m benchmarks.memory_r1.distill.
 """
 
 from memjax.rl.advantages import AdvantageConfig

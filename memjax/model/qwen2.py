@@ -193,7 +193,7 @@ def output_logits(cfg: ModelConfig, hidden: jax.Array, embed: jax.Array, lm_head
     """hidden [..., h] -> f32 logits [..., V]; lm_head None = tied to embed [V, h]. A tied head contracts the
     [V, h] table as stored: written as `hidden @ table.T`, XLA:CPU copies the transposed table before a
     small-batch dot (Qwen2.5's 151,936 x 256 table at batch 1: 46 ms vs 21 ms per decode round;
-    benchmarks/peers.py)."""
+    benchmarks/peers/generation.py)."""
     dt = cfg.jnp_dtype
     if lm_head is None:
         return jnp.einsum("...h,vh->...v", hidden.astype(dt), embed.astype(dt), preferred_element_type=jnp.float32)

@@ -31,7 +31,7 @@ def test_memjax_and_benchmarks_import_without_packages_the_gpu_image_lacks():
     code = BLOCKER + """
 import memjax, memjax.rl.trainer, memjax.rl.train_step, memjax.engine, memjax.kernels
 import benchmarks.gpu_pass, benchmarks.train_step, benchmarks.kernel_speed, benchmarks.rollout_throughput
-import benchmarks.paged_attention, benchmarks.forward_throughput, benchmarks.memagent_linearity
+import benchmarks.paged_attention, benchmarks.forward_throughput, benchmarks.memagent.linearity
 print("imported", sorted(m for m in sys.modules if m.split(".")[0] in %r))
 """ % (GPU_IMAGE_LACKS,)
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True)

@@ -15,7 +15,7 @@ below it.
 Reproduces: the workflow, Multi-Conv credit (one outcome reward per trajectory broadcast to each of its
 conversations), DAPO's clip-higher / token-mean / dynamic sampling / overlong shaping, and the 7B and 14B recipes
 (configs/memagent/). Differs: rollouts run on memjax's engine, not vLLM; length extrapolation is shown on the tiny
-task (benchmarks/memagent_length_extrapolation.py), not on 3.5M-token RULER-HotpotQA.
+task (benchmarks/memagent/length_extrapolation.py), not on 3.5M-token RULER-HotpotQA.
 """
 
 from . import longmemeval_eval, system  # noqa: F401  (registers "memagent"; "memagent" on LongMemEval)

@@ -12,7 +12,7 @@ its greedy evaluation at any document length through the Engine. The shipped one
 steps, init). Measured on CPU (dev greedy accuracy, 128 questions at 3 chunks): from random init at lr 2e-3,
 0.07 / 0.13 / 0.20 after 200 / 400 / 600 steps; from the warm start at lr 2e-3, 0.24 / 0.31 / 0.20 / 0.16
 after 50 / 100 / 200 / 300 (it falls again: hence the lower lr).
-It is what MemAgent's length-extrapolation study compares against (benchmarks/memagent_length_extrapolation.py;
+It is what MemAgent's length-extrapolation study compares against (benchmarks/memagent/length_extrapolation.py;
 the paper's full-context models): trained at the task's length, asked at longer ones.
 Invariants: the model is `memjax.tiny.model.model_config()` except `max_position_embeddings` (RoPE: no parameter depends
 on it, so the parameter count is the MemAgent model's, 600,192), set to the longest prompt asked plus the

@@ -10,7 +10,7 @@ answers. `eval_lengths` (num_chunks values) adds the same evaluation at each doc
 `chunks<N>/<metric>` (e.g. `chunks96/accuracy_hop2`): the same held-out questions (HELDOUT_SEED, indices
 0..heldout_size-1) with documents of N chunks (memjax/systems/memagent/tiny/task.py: only the distractors grow). It is how
 `python -m memjax.evaluate configs/memagent/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96` measures length
-extrapolation (benchmarks/memagent_length_extrapolation.py).
+extrapolation (benchmarks/memagent/length_extrapolation.py).
 """
 
 from __future__ import annotations
