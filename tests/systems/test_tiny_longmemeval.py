@@ -122,3 +122,26 @@ def test_a_policy_directory_runs_as_the_shipped_one_and_another_tasks_policy_is_
                  "--set", f"policy={asset_dir('sumer_warmstart')}"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "not a policy of this system" in err[-1], err
+
+
+def test_exact_judge_and_the_tiny_settings_bad_input():
+    from memjax.evaluation.longmemeval import LongMemEvalConfig, check_lines
+    from memjax.evaluation.longmemeval_judge import ExactLmeJudge
+    from memjax.modelsource import ModelSource
+
+    v = ExactLmeJudge().judge([("single-session-user", "where is bob ?", "riga", " Riga ", False),
+                               ("single-session-user", "where is bob ?", "riga", "riga oslo", False),
+                               ("single-session-user", "where is ann ?", "none", "none", True),
+                               ("temporal-reasoning", "where is ann ?", "none", "", True)])
+    assert [x.label for x in v] == [True, False, True, False]
+    bad = [(dict(system="memory_r1", policy="random"), "only the tiny systems"),
+           (dict(system="sumer_tiny", answer_policy="random"), "only memory_r1_tiny"),
+           (dict(system="sumer_tiny", model=ModelSource(hf_path="/x")), "name its policy with policy=DIR"),
+           (dict(system="sumer_tiny", judge="exactly"), "LongMemEvalConfig.judge: one of")]
+    for kw, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            LongMemEvalConfig(data_path=str(FIXTURE), **kw)
+    with pytest.raises(FileNotFoundError, match="policy=/nope: not a Hugging Face model directory"):
+        check_lines(LongMemEvalConfig(data_path=str(FIXTURE), system="memagent_tiny", judge="exact", policy="/nope"))
+    lines = check_lines(LongMemEvalConfig(data_path=str(FIXTURE), system="memory_r1_tiny", judge="exact"))
+    assert "policy: the shipped warm start" in lines and "answer_policy: the shipped warm start" in lines
