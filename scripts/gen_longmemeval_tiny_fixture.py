@@ -9,8 +9,9 @@ memjax/systems/sumer/tiny/task.py), so each system's tiny trained policy can rea
 (memjax.data.longmemeval reads it with its validation): question_id, question_type, question, answer, question_date,
 haystack_session_ids, haystack_dates, haystack_sessions [[{role, content, has_answer}]], answer_session_ids.
 Per question: 3 sessions of a user turn and an assistant turn (6 facts, distinct people but the asked one, distinct
-places, so a place names one fact), dated a few days apart, the question asked after the last. The tiny vocabulary has one relation, so the six official types
-differ by where the evidence lies, not by the ability their English questions test:
+places, so a place names one fact), dated a few days apart, the question asked after the last. The tiny vocabulary
+has one relation, so the six official types differ by where the evidence lies, not by the ability their English
+questions test:
 - single-session-user / single-session-preference: K's fact in one user turn; single-session-assistant: in one
   assistant turn;
 - multi-session: K's fact stated in two sessions (a user turn, then an assistant turn repeating it);

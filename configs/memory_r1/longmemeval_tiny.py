@@ -15,5 +15,7 @@ configs keep the official LLM judge).
 
 from memjax.evaluation.longmemeval import LongMemEvalConfig
 
-config = LongMemEvalConfig(system="memory_r1_tiny", judge="exact", data_path="tests/fixtures/data/longmemeval_tiny.json",
+FIXTURE = "tests/fixtures/data/longmemeval_tiny.json"  # repository-relative: the commands run from its root
+
+config = LongMemEvalConfig(system="memory_r1_tiny", judge="exact", data_path=FIXTURE,
                            out_dir="out/longmemeval_memory_r1_tiny", question_date=False, batch_size=16)

@@ -75,7 +75,8 @@ class LongMemEvalConfig:
     batch_size: int = 16                 # questions per predictor call
     question_date: bool = True           # the question text ends with its date (memjax.data.longmemeval_locomo)
     recall_k: tuple[int, ...] = (5, 10)
-    judge: str = "rule"                  # "rule" (tests only) | "exact" (tiny vocabulary) | "openai" | "engine" (judge_hf_path on a memjax Engine)
+    judge: str = "rule"                  # "rule" (tests only) | "exact" (tiny vocabulary) | "openai" | "engine"
+    #                                      (judge_hf_path on a memjax Engine)
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-4o-2024-08-06"   # the official metric model (print_qa_metrics.py asserts it)
     judge_hf_path: str = ""

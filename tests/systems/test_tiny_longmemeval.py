@@ -55,7 +55,8 @@ def runs(tmp_path_factory):
     def get(paper: str):
         if paper not in cache:
             with contextlib.chdir(ROOT):
-                cache[paper] = (run(paper, tmp / f"{paper}_trained"), run(paper, tmp / f"{paper}_random", *RANDOM[paper]))
+                cache[paper] = (run(paper, tmp / f"{paper}_trained"),
+                                run(paper, tmp / f"{paper}_random", *RANDOM[paper]))
         return cache[paper]
 
     return get
@@ -76,7 +77,8 @@ def test_fixture_is_the_script_output_and_every_tiny_task_reads_it():
     built = runpy.run_path(str(ROOT / "scripts" / "gen_longmemeval_tiny_fixture.py"))["build"]()
     assert json.loads(FIXTURE.read_text()) == built
     data = load_longmemeval(FIXTURE)
-    assert {q.question_type for q in data.questions} == set(COLUMNS[:6]) and sum(q.abstention for q in data.questions) == 2
+    assert {q.question_type for q in data.questions} == set(COLUMNS[:6])
+    assert sum(q.abstention for q in data.questions) == 2
     for words in (MA, SU, R1_WORDS, ANSWER_WORDS, R2_WORDS):
         assert [unreadable(q, words) for q in data.questions] == [None] * len(data.questions)
     q = data.questions[0]
