@@ -94,9 +94,10 @@ def check_evaluate(cfg) -> None:
 
     out_dir_writable(cfg.out_dir)
     if isinstance(cfg, LongMemEvalConfig):
-        from .evaluation.longmemeval import check_lines
+        from .evaluation.longmemeval import TINY_LME_SYSTEMS, check_lines
 
-        _finish(check_lines(cfg) + ([] if cfg.system == "answers" else [_model_line(cfg.model)]))
+        own = cfg.system == "answers" or cfg.system in TINY_LME_SYSTEMS   # the tiny systems name their `policy`
+        _finish(check_lines(cfg) + ([] if own else [_model_line(cfg.model)]))
     elif isinstance(cfg, LocomoEvalConfig):
         from .evaluation.locomo import locomo_inputs
 

@@ -209,6 +209,10 @@ COMMANDS = {
     **{f"python -m memjax.evaluate configs/{paper}/longmemeval.py --set data_path=/path/to/longmemeval_s.json "
        "--set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set judge=openai --set judge_url=http://host:8000/v1]":
        CHECK for paper in ("sumer", "memory_r2", "memagent")},
+    # issue 51: the tiny trained policies on the tiny-vocabulary fixture (tests/systems/test_tiny_longmemeval.py runs
+    # them in full)
+    **{f"python -m memjax.evaluate configs/{paper}/longmemeval_tiny.py": CHECK
+       for paper in ("memagent", "sumer", "memory_r1", "memory_r2")},
     "python -m memjax.convert {hf2orbax,orbax2hf,hf2hf,random} SRC DST [--dtype bfloat16]": "",
     # the plan compiles the update program (a minute or more per config on CPU; tests/test_plan.py runs it):
     # here --check resolves the config, model and mesh on the devices asked for

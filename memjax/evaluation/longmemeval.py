@@ -6,7 +6,10 @@ Owns: `LongMemEvalConfig`, `register_longmemeval_system`, `evaluate_longmemeval`
 `hypotheses_predictor` (the official hypothesis file: JSONL of {question_id, hypothesis}; a question without a line is
 judged as an empty response and counted as `no_answer`, where the official script would leave it out of the accuracy).
 Systems: "answers" (a hypothesis file made elsewhere) and the model systems registered by their paper's folder on
-import (memjax/systems/<paper>/longmemeval_eval.py: "memory_r1", "memory_r2", "sumer", "memagent"). A factory takes
+import (memjax/systems/<paper>/longmemeval_eval.py: "memory_r1", "memory_r2", "sumer", "memagent"; and the tiny trained
+policies on a fixture in their vocabulary, memjax/systems/<paper>/tiny/longmemeval_tiny.py: "memagent_tiny",
+"sumer_tiny", "memory_r1_tiny", "memory_r2_tiny", whose policy is `policy` -- "" the shipped warm start, "random" its
+shape with random weights, else a directory such as a tiny training run's out_dir/hf). A factory takes
 (config, questions) and returns (batch predictor, title note); the predictor maps a list of `LmeQuestion` to one dict
 per question: {"answer": str | None, "retrieved": [dia_id, ...]?} ("retrieved": the memory bank's records ranked
 for the question by the system's own retriever, as LoCoMo dia_ids "D<session>:<turn>" of memjax.data.longmemeval_locomo,
@@ -37,10 +40,12 @@ from ..data.longmemeval_locomo import dia_id
 from ..engine import EngineConfig
 from ..modelsource import ModelSource
 from ..runio import write_atomic
-from .longmemeval_judge import EngineLmeJudge, OpenAILmeJudge, RuleLmeJudge
+from .longmemeval_judge import EngineLmeJudge, ExactLmeJudge, OpenAILmeJudge, RuleLmeJudge
 from .longmemeval_scores import chart, markdown, qa_table, retrieval_metrics
 
-LME_SYSTEMS = ("answers", "memory_r1", "memory_r2", "sumer", "memagent")
+TINY_LME_SYSTEMS = ("memagent_tiny", "sumer_tiny", "memory_r1_tiny", "memory_r2_tiny")
+LME_SYSTEMS = ("answers", "memory_r1", "memory_r2", "sumer", "memagent", *TINY_LME_SYSTEMS)
+JUDGES = ("rule", "exact", "openai", "engine")
 LmeBatchPredictor = Callable[[list[LmeQuestion]], list[dict[str, Any]]]
 LmePredictorFactory = Callable[["LongMemEvalConfig", list[LmeQuestion]], tuple[LmeBatchPredictor, str]]
 _PREDICTORS: dict[str, LmePredictorFactory] = {}
@@ -70,7 +75,8 @@ class LongMemEvalConfig:
     batch_size: int = 16                 # questions per predictor call
     question_date: bool = True           # the question text ends with its date (memjax.data.longmemeval_locomo)
     recall_k: tuple[int, ...] = (5, 10)
-    judge: str = "rule"                  # "rule" (tests only) | "openai" | "engine" (judge_hf_path on a memjax Engine)
+    judge: str = "rule"                  # "rule" (tests only) | "exact" (tiny vocabulary) | "openai" | "engine"
+    #                                      (judge_hf_path on a memjax Engine)
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-4o-2024-08-06"   # the official metric model (print_qa_metrics.py asserts it)
     judge_hf_path: str = ""
@@ -82,6 +88,11 @@ class LongMemEvalConfig:
     manager_hf_path: str = ""
     answer_hf_path: str = ""
     engine: EngineConfig = field(default_factory=_engine)
+    # tiny systems (TINY_LME_SYSTEMS): "" = the shipped warm start, "random" = its shape with random weights (a
+    # control), else an HF directory (a tiny training run's out_dir/hf); memory_r1_tiny: policy = the manager,
+    # answer_policy = the answer agent
+    policy: str = ""
+    answer_policy: str = ""
     embedder: str = "wordllama"          # "wordllama" | "hashbow" (memory_r1 / memory_r2 / sumer retrieval)
     max_prompt_tokens: int = 4096
     max_response_tokens: int = 2048
@@ -93,8 +104,18 @@ class LongMemEvalConfig:
     def __post_init__(self):
         if self.system not in LME_SYSTEMS:
             raise ValueError(f"LongMemEvalConfig.system: one of {LME_SYSTEMS}, got {self.system!r}")
-        if self.judge not in ("rule", "openai", "engine"):
-            raise ValueError(f"LongMemEvalConfig.judge: 'rule', 'openai' or 'engine', got {self.judge!r}")
+        if self.judge not in JUDGES:
+            raise ValueError(f"LongMemEvalConfig.judge: one of {', '.join(JUDGES)}, got {self.judge!r}")
+        tiny = self.system in TINY_LME_SYSTEMS
+        for f in ("policy", "answer_policy"):
+            if getattr(self, f) and not tiny:
+                raise ValueError(f"LongMemEvalConfig.{f}: only the tiny systems ({', '.join(TINY_LME_SYSTEMS)}) "
+                                 f"read it; system {self.system!r} takes model.hf_path")
+        if self.answer_policy and self.system != "memory_r1_tiny":
+            raise ValueError("LongMemEvalConfig.answer_policy: only memory_r1_tiny has an answer agent of its own")
+        if tiny and self.model.hf_path:
+            raise ValueError(f"LongMemEvalConfig.model.hf_path: system {self.system!r} runs its tiny task's model; "
+                             "name its policy with policy=DIR (a tiny training run's out_dir/hf)")
         bad = [t for t in self.question_types if t not in QUESTION_TYPES]
         if bad:
             raise ValueError(f"LongMemEvalConfig.question_types: {bad[0]!r} is not one of {', '.join(QUESTION_TYPES)}")
@@ -139,6 +160,8 @@ def hypotheses_predictor(path: str | os.PathLike) -> LmeBatchPredictor:
 def make_judge(cfg: LongMemEvalConfig):
     if cfg.judge == "rule":
         return RuleLmeJudge()
+    if cfg.judge == "exact":
+        return ExactLmeJudge()
     if cfg.judge == "openai":
         return OpenAILmeJudge(cfg.judge_url, cfg.judge_model, api_key=os.environ.get("OPENAI_API_KEY"),
                               retries=cfg.judge_retries, timeout_s=cfg.judge_timeout_s)
@@ -240,7 +263,7 @@ def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPr
                 counts["no_answer"] += answer is None
                 if err is not None:
                     rec["error"] = err
-                for k in ("truncated", "boxed"):          # what a system says about how its answer came about
+                for k in ("truncated", "boxed", "unreadable"):   # what a system says about how its answer came about
                     if k in o:
                         rec[k] = o[k]
                 if o.get("retrieved") is not None:
@@ -271,17 +294,26 @@ def _check_inputs(cfg: LongMemEvalConfig) -> list[LmeQuestion]:
                                 "(--set data_path=.../longmemeval_s.json)")
     if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
         raise FileNotFoundError(f"answers={cfg.answers!r}: hypothesis JSONL not found (--set answers=...)")
+    for f in ("policy", "answer_policy"):
+        p = getattr(cfg, f)
+        if p not in ("", "random") and not (Path(p) / "config.json").is_file():
+            raise FileNotFoundError(f"{f}={p}: not a Hugging Face model directory (no config.json); a tiny training "
+                                    "run writes one as out_dir/hf")
     return select(cfg)
 
 
 def check_lines(cfg: LongMemEvalConfig) -> list[str]:
     """`--check`: read the data, select the questions, say what would run (nothing loaded or written)."""
     qs = _check_inputs(cfg)
-    judge = {"rule": "rule (not an LLM: tests only)", "openai": f"{cfg.judge_model} at {cfg.judge_url}",
+    judge = {"rule": "rule (not an LLM: tests only)", "exact": "exact match (tiny vocabulary; not an LLM)",
+             "openai": f"{cfg.judge_model} at {cfg.judge_url}",
              "engine": f"engine {cfg.judge_hf_path}"}[cfg.judge]
     return [f"python -m memjax.evaluate: LongMemEval, system {cfg.system!r}, {len(qs)} questions "
             f"({sum(q.abstention for q in qs)} abstention), judge {judge}", f"data_path: {cfg.data_path}",
-            *([f"answers: {cfg.answers}"] if cfg.system == "answers" else []), f"out_dir: {cfg.out_dir}"]
+            *([f"answers: {cfg.answers}"] if cfg.system == "answers" else []),
+            *([f"policy: {cfg.policy or 'the shipped warm start'}"] if cfg.system in TINY_LME_SYSTEMS else []),
+            *([f"answer_policy: {cfg.answer_policy or 'the shipped warm start'}"]
+              if cfg.system == "memory_r1_tiny" else []), f"out_dir: {cfg.out_dir}"]
 
 
 def run_longmemeval_eval(cfg: LongMemEvalConfig) -> dict:

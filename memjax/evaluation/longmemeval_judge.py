@@ -10,7 +10,10 @@ sharing `judge(items) -> list[LmeVerdict]` with items (question_type, question, 
   max_tokens 10), stdlib HTTP, bounded timeout, `retries` re-sends with exponential back-off (the official script
   retries rate-limit and API errors with `backoff.expo`), up to `workers` requests in flight;
 - `EngineLmeJudge`: the same prompt through a memjax Engine (chat template at token-id level), greedy, 10 tokens;
-- `RuleLmeJudge`: NOT an LLM, for tests and smoke runs only (token-set F1 >= 0.5; abstention: the response declines).
+- `RuleLmeJudge`: NOT an LLM, for tests and smoke runs only (token-set F1 >= 0.5; abstention: the response declines);
+- `ExactLmeJudge`: NOT an LLM, for the tiny-vocabulary fixture (tests/fixtures/data/longmemeval_tiny.json): yes iff the
+  SQuAD-normalised response equals the normalised gold answer, abstention questions included (their gold is `none`,
+  the tiny readers' word for no record; the tiny vocabularies cannot write a declining sentence).
 Invariant: a failed judge call (no reply after the retries) is a verdict with `label=None` and the error: it is
 counted and never scored (neither right nor wrong); the harness leaves the question unscored and asks again on
 resume. A reply, whatever it says, is a label (the official rule has no "unparseable" case).
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 
 from ..engine import SamplingParams
 from ..rewards.locomo import token_set_f1
+from ..rewards.squad import normalize_answer
 from ..rewards.chat_request import post_chat
 
 _INTRO = ("I will give you a question, a correct answer, and a response from a model. Please answer yes if the "
@@ -150,5 +154,19 @@ class RuleLmeJudge:
         out = []
         for _, _, answer, response, abstention in items:
             ok = bool(_DECLINE.search(response)) if abstention else token_set_f1(response, answer) >= 0.5
+            out.append(LmeVerdict(ok, "yes" if ok else "no"))
+        return out
+
+
+class ExactLmeJudge:
+    """Not an LLM judge (the tiny-vocabulary fixture): yes iff normalize_answer(response) == normalize_answer(gold),
+    for every question type and for abstention questions alike (see the module docstring)."""
+
+    name = "exact match (tiny vocabulary; not an LLM)"
+
+    def judge(self, items: Iterable[Item]) -> list[LmeVerdict]:
+        out = []
+        for _, _, answer, response, _ in items:
+            ok = bool(normalize_answer(str(answer))) and normalize_answer(response) == normalize_answer(str(answer))
             out.append(LmeVerdict(ok, "yes" if ok else "no"))
         return out

@@ -20,3 +20,4 @@ task (benchmarks/memagent/length_extrapolation.py), not on 3.5M-token RULER-Hotp
 
 from . import longmemeval_eval, system  # noqa: F401  (registers "memagent"; "memagent" on LongMemEval)
 from .tiny import system as _tiny_system  # noqa: F401  (registers "tiny")
+from .tiny import longmemeval_tiny as _tiny_lme  # noqa: F401  ("memagent_tiny" on LongMemEval)

@@ -20,3 +20,4 @@ GPT-4o-mini for the extractor and the bank-building manager); see system.py.
 
 from . import locomo_eval, longmemeval_eval, system  # noqa: F401  (register "memory_r1" on LoCoMo and LongMemEval, "memory_r1_manager", "memory_r1_answer")
 from .tiny import answer_system as _tiny_answer_system, system as _tiny_system  # noqa: F401  (register the tiny ones)
+from .tiny import longmemeval_tiny as _tiny_lme  # noqa: F401  ("memory_r1_tiny" on LongMemEval)

@@ -19,3 +19,4 @@ answer agent is a copy of the initial policy on a second engine (the paper serve
 
 from . import longmemeval_eval, system  # noqa: F401  (registers "memory_r2"; "memory_r2" on LongMemEval)
 from .tiny import system as _tiny_system  # noqa: F401  (registers "memory_r2_tiny")
+from .tiny import longmemeval_tiny as _tiny_lme  # noqa: F401  ("memory_r2_tiny" on LongMemEval)

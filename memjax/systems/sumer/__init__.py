@@ -18,3 +18,4 @@ turn names the speakers and the sessions' date range (the paper does not say); s
 
 from . import longmemeval_eval, system  # noqa: F401  (registers "sumer"; "sumer" on LongMemEval)
 from .tiny import system as _tiny_system  # noqa: F401  (registers "tiny_sumer")
+from .tiny import longmemeval_tiny as _tiny_lme  # noqa: F401  ("sumer_tiny" on LongMemEval)
