@@ -269,6 +269,7 @@ COMMANDS = {
     "python -m benchmarks.sumer_search_behaviour --steps 20": PARSE,
     "python -m benchmarks.memagent_length_extrapolation": PARSE,
     "python -m benchmarks.memagent_length_table --questions 1": PARSE,
+    "python -m benchmarks.memagent_constant_memory": PARSE,
     "python -m memjax.train --set agent.data.path=FILE": CHECK,
     "python -m memjax.train configs/memagent/train.py --set agent.data.path=FILE --check": "",
     "python -m memjax.systems.memagent.tiny.full_context": PARSE,
