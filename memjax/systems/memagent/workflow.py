@@ -5,9 +5,9 @@ trajectory state machine, as a `Workflow` that `run_workflow` (memjax/agents/wor
 (sample x rollout) trajectory in flight.
 Invariants:
 - The document is tokenised once (`encode_document`: a text over `PIECE_CHARS` characters in pieces, cut after a
-  newline before an ASCII letter, ids equal to encoding it whole) and cut into chunks of `chunk_tokens` ids; the question is tokenised
-  once (first `max_query_tokens` ids kept); the memory is the previous turn's generated ids with the
-  trailing stop token removed (and ids in the model's vocabulary padding, which carry no text, dropped and
+  newline before an ASCII letter, ids equal to encoding it whole) and cut into chunks of `chunk_tokens` ids; the
+  question is tokenised once (first `max_query_tokens` ids kept); the memory is the previous turn's generated ids
+  with the trailing stop token removed (and ids in the model's vocabulary padding, which carry no text, dropped and
   counted), spliced in as ids (never re-tokenised). Only template text is encoded.
 - A trajectory has ceil(doc_tokens / chunk_tokens) memory-update conversations then one final
   conversation; turn t+1 is submitted the moment turn t finishes, so trajectories advance independently.
@@ -165,6 +165,8 @@ def encode_document(tok, text: str, piece_chars: int = PIECE_CHARS) -> np.ndarra
         parts.append(np.asarray(tok.encode(text[start:end]), np.int32))
         start = end
     return np.concatenate(parts)
+
+
 _NO_DOC = np.zeros(0, np.int32)
 
 
