@@ -273,6 +273,7 @@ COMMANDS = {
     "python -m benchmarks.sumer.search_behaviour --steps 20": PARSE,
     "python -m benchmarks.memagent.length_extrapolation": PARSE,
     "python -m benchmarks.memagent.length_table --questions 1": PARSE,
+    "python -m benchmarks.memagent.constant_memory": PARSE,
     "python -m memjax.train --set agent.data.path=FILE": CHECK,
     "python -m memjax.train configs/memagent/train.py --set agent.data.path=FILE --check": "",
     "python -m memjax.systems.memagent.tiny.full_context": PARSE,

@@ -22,7 +22,11 @@ from memjax.modelsource import ModelSource
 
 config = EvalConfig(
     model=ModelSource(preset="qwen2.5-7b", dtype="bfloat16"),
-    engine=EngineConfig(max_slots=128, page_size=64, window=8192, prefill_slots=16, prefill_chunk=2048),
+    # split schedule on every backend (auto picks it on GPUs, mixed on CPU): each turn is a ~5,000-token prefill, which
+    # the mixed schedule's attention reads once per token row; a 5,130-token chunk + 32 sampled tokens with
+    # tiny-qwen-vocab on CPU took 2.9 CPU-s split vs 7.0 mixed, prefill alone 1.7 vs 5.5 (BUILD.md issue 49)
+    engine=EngineConfig(max_slots=128, page_size=64, window=8192, prefill_slots=16, prefill_chunk=2048,
+                        schedule="split"),
     memagent=MemAgentConfig(chunk_tokens=5000, max_query_tokens=1024, max_memory_tokens=1024,
                             max_final_tokens=1024, temperature=0.7, top_p=0.95, record_conversations=False),
     num_docs=OFFICIAL_LENGTHS + OVER_1M_LENGTHS,

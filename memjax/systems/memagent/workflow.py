@@ -4,9 +4,10 @@ Owns: the reference prompt templates (verbatim), prompt assembly at token-id lev
 trajectory state machine, as a `Workflow` that `run_workflow` (memjax/agents/workflow.py) drives with every
 (sample x rollout) trajectory in flight.
 Invariants:
-- The document is tokenised once and cut into chunks of `chunk_tokens` ids; the question is tokenised
-  once (first `max_query_tokens` ids kept); the memory is the previous turn's generated ids with the
-  trailing stop token removed (and ids in the model's vocabulary padding, which carry no text, dropped and
+- The document is tokenised once (`encode_document`: a text over `PIECE_CHARS` characters in pieces, cut after a
+  newline before an ASCII letter, ids equal to encoding it whole) and cut into chunks of `chunk_tokens` ids; the
+  question is tokenised once (first `max_query_tokens` ids kept); the memory is the previous turn's generated ids
+  with the trailing stop token removed (and ids in the model's vocabulary padding, which carry no text, dropped and
   counted), spliced in as ids (never re-tokenised). Only template text is encoded.
 - A trajectory has ceil(doc_tokens / chunk_tokens) memory-update conversations then one final
   conversation; turn t+1 is submitted the moment turn t finishes, so trajectories advance independently.
@@ -19,7 +20,8 @@ Invariants:
   `reward="lenient"` names memjax's own reader (memjax.rewards.memagent_reward); a `reward_fn` given to the
   constructor overrides both.
 - The document's ids are held as one int32 array (4 bytes a token; released when the trajectory ends), so a
-  trajectory's host memory is the document plus a constant.
+  trajectory's host memory is the document plus a constant. Encoding a text whole costs the tokenizer ~600 bytes a
+  token at its peak (4.2M tokens: 2.8 GB, BUILD.md issue 49); in pieces, one piece's worth.
 Output: a RolloutBatch (one row per conversation; role 0 = memory update, 1 = final answer), per-sample
 rewards, and a readable trace (memory text after every chunk, final answer) per trajectory.
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,6 +146,27 @@ class MemAgentState:
 
 
 MemAgentResult = WorkflowResult
+PIECE_CHARS = 1 << 20  # documents longer than this (~230K Qwen tokens of English) are tokenised in pieces
+_CUT = re.compile(r"\n(?=[A-Za-z])")
+
+
+def encode_document(tok, text: str, piece_chars: int = PIECE_CHARS) -> np.ndarray:
+    """int32 ids of `text`, equal to `tok.encode(text)`. A text over `piece_chars` characters is encoded in pieces of
+    at least that many, each cut after a newline followed by an ASCII letter (between two documents: "\n\nDocument"):
+    no pre-token of the Qwen2 / GPT-4 byte-level split pattern holds both a newline and a following letter, and a
+    letter after a newline starts a pre-token whatever precedes it, so the pieces' ids concatenate to the whole
+    text's. A text with no such point after `piece_chars` is encoded whole from the last cut."""
+    if len(text) <= piece_chars:
+        return np.asarray(tok.encode(text), np.int32)
+    parts, start = [], 0
+    while start < len(text):
+        m = _CUT.search(text, start + piece_chars)
+        end = m.end() if m else len(text)
+        parts.append(np.asarray(tok.encode(text[start:end]), np.int32))
+        start = end
+    return np.concatenate(parts)
+
+
 _NO_DOC = np.zeros(0, np.int32)
 
 
@@ -200,7 +224,8 @@ class MemAgent(Workflow):
     def prepare(self, sample: Any) -> tuple[list[int], np.ndarray, tuple[str, ...]]:
         c, tok = self.cfg, self.tok
         pre = sample.get("context_ids") if isinstance(sample, dict) else None
-        doc = np.asarray(pre if pre is not None else tok.encode(str(_field(sample, "context", "document"))), np.int32)
+        doc = (np.asarray(pre, np.int32) if pre is not None
+               else encode_document(tok, str(_field(sample, "context", "document"))))
         query = tok.encode(str(_field(sample, "query", "question", "prompt")))[: c.max_query_tokens]
         answers = _field(sample, "answers", "answer")
         answers = (answers,) if isinstance(answers, str) else tuple(str(a) for a in answers)

@@ -5,8 +5,9 @@ Credit (LoGo-GRPO, paper section on the global/local branches; the public code's
 a credit unit is one role's calls in one session of one chain (`unit`, with its reward `unit_reward`, set by
 memjax/systems/memory_r2/workflow.py). Units, not rows, are standardised, so a rollout counts once per group however
 many chunks its session had: global units within (conversation, session, role) over the n rollouts, local
-units within their local group (the m re-rollouts of one session from one snapshot) and role. A group of
-one, or a constant group, gets advantage 0. Every row (= one extractor / manager call = one step) takes its
+units within their local group (the m re-rollouts of one session from one snapshot) and role. A constant group
+gets advantage 0; a group of one gets A = r / (1 + eps) (`adv_singleton="reward"`, the public code's mean 0 / std 1
+rule; "zero" gives it 0, memjax's earlier rule). Every row (= one extractor / manager call = one step) takes its
 unit's advantage: `row_advantage` [N], and `advantages` [N, T] = that value on the row's loss-mask tokens
 (the step-level loss averages it back to the same value; rows with an empty mask contribute nothing).
 With `loss.level = "step"` the trainer's step_ratio_loss gives every call one length-normalised ratio.
@@ -16,6 +17,9 @@ sampling: one generation batch per step), so a resumed run continues in the righ
 the loop the same stages: it evaluates at each stage's end (`evaluate`, the validation conversation conv-44
 with all sessions) and, with TrainConfig.stage_restart="best" and select_metric (configs: "f1/all"), starts
 each stage from the previous stage's best validation checkpoint (memjax/curriculum.py).
+Questions and their evidence: the memory_r2 split's non-adversarial questions, their LoCoMo evidence read as the
+public code reads it (`evidence="official"`: only the first id of a malformed string; "repaired": memjax's loader
+repair; memjax/systems/memory_r2/evidence.py); the evidence credits questions to sessions and sets M-Fail.
 Answer agent (frozen, never trained): "policy_copy" = the initial policy's weights copied at setup (in the compute
 dtype) into a second single-device Engine with its own `answer_kv_cache_bytes` pool (memjax.plan's answer_agent_*
 rows; the pool sleeps through the update), prompted with qa.txt (the paper uses a separate served model); "overlap" = the rule-based
@@ -36,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ...agents.heldout import judge_heldout, run_heldout
+from .evidence import EVIDENCE_READINGS, questions_as_read
 from .workflow import LOCAL_DECODING, MemoryR2, MemoryR2Config, R2Sample
 from .messages import ANSWER_PARSERS
 from .reward import EngineAnswerAgent, OverlapAnswerAgent
@@ -72,9 +77,12 @@ class MemoryR2Section(AgentSection):
     judge_model: str = ""
     judge_profile: str = "memory_r2"  # memjax.rewards.judge_profiles: Memory-R2's scorer prompt + extract_label
     adv_eps: float = 1e-6
-    # a LoGo group of one rollout: "zero" (A = 0) or "reward" (A = r / (1 + adv_eps), the official code's
-    # mean 0 / std 1 rule; configs/memory_r2*.py); memjax/rl/estimators.py group_normalise
-    adv_singleton: str = "zero"
+    # a LoGo group of one rollout: "reward" (A = r / (1 + adv_eps), the official code's mean 0 / std 1 rule; the
+    # default) or "zero" (A = 0, memjax's earlier rule); memjax/rl/estimators.py group_normalise
+    adv_singleton: str = "reward"
+    # how a question's LoCoMo evidence list is read: "official" (data_preprocess.py parse_dia_id: the first id of a
+    # malformed string) | "repaired" (memjax's loader repair); memjax/systems/memory_r2/evidence.py
+    evidence: str = "official"
     # the episode (memjax/systems/memory_r2/workflow.py MemoryR2Config), paper recipe
     chunks_per_session: int = 6
     max_prompt_tokens: int = 28_672
@@ -123,6 +131,8 @@ class MemoryR2Section(AgentSection):
         if self.answer_parser not in ANSWER_PARSERS:
             raise ValueError(f"MemoryR2Section.answer_parser must be one of {ANSWER_PARSERS}, "
                              f"got {self.answer_parser!r}")
+        if self.evidence not in EVIDENCE_READINGS:
+            raise ValueError(f"MemoryR2Section.evidence must be one of {EVIDENCE_READINGS}, got {self.evidence!r}")
         if self.adv_singleton not in SINGLETONS:
             raise ValueError(f"MemoryR2Section.adv_singleton must be one of {SINGLETONS}, got {self.adv_singleton!r}")
         if self.local_decoding not in LOCAL_DECODING or self.eval_max_sessions < 0 or not self.train_conversations:
@@ -185,8 +195,16 @@ class MemoryR2System(System):
         return self._data
 
     def _questions(self, part: str) -> dict[str, tuple]:
+        """The part's questions by conversation, their evidence read as `evidence` says (the split keeps questions
+        with repaired evidence; the official reading starts from every non-adversarial question of its
+        conversations and keeps those whose evidence it can read)."""
+        if self.cfg.evidence == "official":
+            convs = split_conversations(self.data(), "memory_r2")[part]
+            qs = questions_as_read([q for c in convs for q in c.questions if q.category != 5], "official")
+        else:
+            qs = split_questions(self.data(), "memory_r2")[part]
         out: dict[str, list] = {}
-        for q in split_questions(self.data(), "memory_r2")[part]:
+        for q in qs:
             out.setdefault(q.conversation, []).append(q)
         return {k: tuple(v) for k, v in out.items()}
 
