@@ -100,8 +100,15 @@ def test_the_checks_see_a_violation():
 
 
 def test_every_entry_point_answers_help_as_a_subprocess():
-    """One interpreter per entry point, run as typed (`python -m X --help`), in parallel to keep it short."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu")
+    """One interpreter per entry point, run as typed from the repository (`python -m X --help`), in parallel to
+    keep it short: exit 0 and a usage line. The papers' entry points (`python -m memjax.systems.<paper>.tiny.<module>`)
+    also show that importing their parent packages (which register every System) does not load the module first
+    (runpy's RuntimeWarning: two copies of its code). This test took over the papers' own subprocess test, which
+    started the same 6 commands a second time. (memjax.evaluation.locomo and memjax.parallel.logtee are imported by
+    their packages and warn; for them the `__main__` rule checked above is what holds.)"""
+    mods = [m for m in ENTRY_POINTS if m.startswith("memjax.systems.")]
+    assert len(mods) >= 6, mods
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     procs = {m: subprocess.Popen([sys.executable, "-m", m, "--help"], cwd=REPO, env=env, text=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for m in sorted(ENTRY_POINTS)}
     bad = []
@@ -109,6 +116,8 @@ def test_every_entry_point_answers_help_as_a_subprocess():
         out, err = p.communicate(timeout=300)
         if p.returncode != 0 or "usage" not in out.lower():
             bad.append(f"{m}: exit {p.returncode}: {(err.strip().splitlines() or [''])[-1]}")
+        if m in mods and ("usage:" not in out or "RuntimeWarning" in err):
+            bad.append(f"{m}: {err[-1500:]}")
     assert not bad, "\n".join(bad)
 
 
@@ -118,19 +127,3 @@ def test_config_help_lists_the_fields():
                        env=env, text=True, capture_output=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "config fields" in p.stdout and "policy: str" in p.stdout and "agent.name" in p.stdout
-
-
-def test_paper_entry_points_run_as_modules_without_a_second_copy():
-    """`python -m memjax.systems.<paper>.tiny.<module>` as a user types it: importing the parent packages (which
-    register every System) must not load the module first (runpy's RuntimeWarning: two copies of its code)."""
-    import os
-    import subprocess
-    import sys
-
-    mods = [m for m in ENTRY_POINTS if m.startswith("memjax.systems.")]
-    assert len(mods) >= 6, mods
-    for m in mods:
-        p = subprocess.run([sys.executable, "-m", m, "--help"], cwd=REPO, capture_output=True, text=True,
-                           timeout=120, env={**os.environ, "JAX_PLATFORMS": "cpu"})
-        assert p.returncode == 0 and "usage:" in p.stdout, (m, p.stderr[-1500:])
-        assert "RuntimeWarning" not in p.stderr, (m, p.stderr[-1500:])
