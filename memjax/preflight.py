@@ -18,7 +18,7 @@ from pathlib import Path
 from .config import ConfigError
 from .runio import out_dir_writable  # noqa: F401  (the run and --check share it)
 
-# engine fields the loop applies on top of a system's own engine config (memjax/train.py _build)
+# engine fields the loop applies on top of a system's own engine config (memjax/loop/start.py build)
 DEPLOYMENT_ENGINE_FIELDS = ("data_parallel", "tensor_parallel")
 
 

@@ -107,7 +107,8 @@ def measure(spec: str, *, episodes: int = 64, seed: int = 0, group: int = 8, loc
     from memjax.systems.memory_r2.tiny.system import RL_DATA_SEED, outcome_unit_rewards
     from memjax.tiny.model import engine_config
     from memjax.memory import MemoryBank
-    from memjax.systems.memory_r2.tiny.task import (OPS, TinyR2Workflow, apply_ops, case_of, make_r2_split, parse_ops,
+    from memjax.systems.memory_r2.tiny.agent import TinyR2Workflow
+    from memjax.systems.memory_r2.tiny.task import (OPS, apply_ops, case_of, make_r2_split, parse_ops,
                                      r2_tokenizer, replay_reward)
     from memjax.systems.memory_r2.tiny.warmstart import load_r2_warmstart
 

@@ -7,7 +7,7 @@ Owns:
 - `gather_rollouts(batch, rewards, stats)`: (this process's own RolloutBatch, every process's per-trajectory
   rewards in process order, the statistics combined over processes). No token array leaves its process: the
   training batch is assembled from process-local rows (memjax/rl/assemble.py), and what needs the global batch
-  exchanges only scalars (reward ablations: memjax/train.py `_ablate`; the critic's whitening and metrics:
+  exchanges only scalars (reward ablations: memjax/rl/ablation.py; the critic's whitening and metrics:
   memjax/rl/credit.py; dynamic sampling's kept-group counts: memjax/rl/dapo.py). The exchange is host arrays
   through `allgather_ragged` (two small collectives per field); with one process it returns its inputs.
 - `local_part(batch)`: (this process's batch, its RowShard): the dynamic sampler's numbering when it set one,

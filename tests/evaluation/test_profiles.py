@@ -54,7 +54,8 @@ def test_boxed_profiles_and_kinds():
 
 def test_configs_name_and_check_the_profile():
     from memjax.evaluate import EvalConfig
-    from memjax.evaluation.locomo import LocomoEvalConfig, score_table
+    from memjax.evaluation.locomo import LocomoEvalConfig
+    from memjax.evaluation.locomo_table import score_table
     from memjax.systems.memagent.length_eval import markdown
 
     assert EvalConfig().metrics == "memagent" and LocomoEvalConfig().metrics == "memory_r2"
@@ -71,7 +72,8 @@ def test_configs_name_and_check_the_profile():
 
 
 def test_locomo_profile_in_the_table():
-    from memjax.evaluation.locomo import LocomoEvalConfig, _markdown, score_table
+    from memjax.evaluation.locomo import LocomoEvalConfig
+    from memjax.evaluation.locomo_table import score_table, table_markdown as _markdown
 
     assert get_profile("locomo").bleu1 is None and LocomoEvalConfig(metrics="locomo").metrics == "locomo"
     recs = [{"category": 1, "prediction": "hiking", "gold": "hiking, swimming", "f1_set": 1.0, "b1": 1.0, "j": 1.0,

@@ -27,7 +27,8 @@ from memjax.report import ReportError, load_run, write_report
 from memjax.rewards.locomo import RuleBasedJudge
 from memjax.runio import JsonlLog, write_atomic
 from memjax.systems.memory_r1.tiny.task import R1TaskConfig, TinyR1Workflow, make_r1_sample, prompt_text, r1_tokenizer
-from memjax.systems.memory_r2.tiny.task import R2TaskConfig, TinyR2Workflow, make_r2_sample, r2_tokenizer
+from memjax.systems.memory_r2.tiny.agent import TinyR2Workflow
+from memjax.systems.memory_r2.tiny.task import R2TaskConfig, make_r2_sample, r2_tokenizer
 from memjax.tokenizer import Tokenizer
 
 from scripted_engine import ScriptedEngine

@@ -103,7 +103,8 @@ def test_openai_judge_requests_as_each_official_script():
 
 
 def test_dropped_j_is_left_out_of_the_table():
-    from memjax.evaluation.locomo import LocomoEvalConfig, score_table
+    from memjax.evaluation.locomo import LocomoEvalConfig
+    from memjax.evaluation.locomo_table import score_table
 
     recs = [{"category": 4, "prediction": "a", "gold": "a", "f1_set": 1.0, "f1": 1.0, "b1": 1.0, "j": j,
              "evidence": []} for j in (1.0, 0.0, None)]

@@ -34,7 +34,7 @@ from .workflow import DEFAULT_SYSTEM, QwenSumerFormat, SumerConfig, SumerSample,
 from .tools import MemoryTools
 from ...data.locomo import CATEGORY_NAMES, Conversation, Question, load_locomo
 from ...data.locomo_splits import split_conversations
-from ...evaluation.locomo import score_table
+from ...evaluation.locomo_table import score_table
 from ...evaluation.profiles import get_profile
 from ...memory.embedders import FileEmbedder, HashedBowEmbedder, WordLlamaEmbedder
 from ...memory.retrieval import Retriever, conversation_records

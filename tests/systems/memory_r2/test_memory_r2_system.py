@@ -159,7 +159,7 @@ def test_evaluation_metrics_hand_computed():
 
 
 def test_ablations_act_on_unit_rewards():
-    from memjax.train import _ablate
+    from memjax.rl.ablation import ablate as _ablate
 
     convs = [row(0, 0, 1.0), row(0, 0, 1.0), row(1, 0, 2.0), row(2, 0, 4.0), row(2, 1, 8.0, role=1)]
     b = build_batch(convs, [0.5, 1.0, 2.0], [0, 0, 0])

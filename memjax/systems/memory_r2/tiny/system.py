@@ -29,7 +29,8 @@ import numpy as np
 
 from ....rl.estimators import SINGLETONS
 from ....tiny.model import engine_config
-from .task import HELDOUT_SEED, R2TaskConfig, TinyR2Workflow, evaluate_r2, make_r2_split, r2_tokenizer
+from .agent import TinyR2Workflow, evaluate_r2
+from .task import HELDOUT_SEED, R2TaskConfig, make_r2_split, r2_tokenizer
 from ...base import AgentSection, CountingStream, System, register
 from ..system import logo_unit_advantages
 

@@ -41,7 +41,8 @@ from ....config import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
 from ....tiny.model import WINDOW, engine_config, model_config
-from .task import DEV_SEED, TRAIN_SEED, R2TaskConfig, evaluate_r2, make_r2_split, r2_tokenizer, teacher_trace
+from .agent import evaluate_r2
+from .task import DEV_SEED, TRAIN_SEED, R2TaskConfig, make_r2_split, r2_tokenizer, teacher_trace
 from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
 
 DEFAULT_DIR = "r2_warmstart"

@@ -17,7 +17,8 @@ from memjax.model import init_model
 from memjax.agents import run_workflow
 from memjax.systems import MemoryR2TinySection, names
 from memjax.systems.memory_r2.tiny.system import MemoryR2TinySystem
-from memjax.systems.memory_r2.tiny.task import R2TaskConfig, TinyR2Workflow, make_r2_sample, r2_tokenizer
+from memjax.systems.memory_r2.tiny.agent import TinyR2Workflow
+from memjax.systems.memory_r2.tiny.task import R2TaskConfig, make_r2_sample, r2_tokenizer
 from memjax.systems.memory_r2.tiny.warmstart import load_r2_warmstart
 from memjax.tiny.model import model_config
 from memjax.train import train

@@ -12,7 +12,8 @@ from memjax.systems.memory_r2.workflow import SESSION_STRIDE
 from memjax.memory import MemoryBank
 from memjax.systems.memory_r2.system import logo_unit_advantages
 from memjax.tiny.model import WINDOW
-from memjax.systems.memory_r2.tiny.task import (LOCATION_RELS, R2_WORDS, R2TaskConfig, TinyR2Workflow, apply_ops, bank_text,
+from memjax.systems.memory_r2.tiny.agent import TinyR2Workflow
+from memjax.systems.memory_r2.tiny.task import (LOCATION_RELS, R2_WORDS, R2TaskConfig, apply_ops, bank_text,
                                  case_of, correct_op, make_r2_sample, parse_ops, prompt_text, r2_tokenizer, read,
                                  replay_reward, teacher_trace)
 

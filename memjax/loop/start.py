@@ -1,0 +1,116 @@
+"""A training run's start-up, before its first step: the checks that need the system but no model, then the
+parts the loop steps (mesh, model, trainer, credit, engine, this process's data stream).
+
+Owns:
+- `open_system(cfg)`: (the registered system of `agent.name`, its Curriculum), after every refusal that needs no
+  model: fewer prompts per step than processes, an unknown system or bad data paths, preflight.settings, the
+  curriculum's fields, an `update.temperature` other than the rollouts', GAE with step-level ratios.
+- `build(cfg, system, say)`: the `Parts`, in this order (each failure one ConfigError / PlanError line): the mesh
+  against the devices, the model, the engine config (`engine.data_parallel` / `tensor_parallel` applied on top of
+  a system's own), the plan's sharding and memory check (memjax.plan.check), the system's set-up, the Trainer (the
+  KL reference copied when `loss.kl_coef`), Credit, the Engine on the mesh's rollout devices (its KV pool the one
+  the plan counted, unless the config sizes it), then this process's block of every generation batch and its
+  data stream.
+Invariants: nothing here writes out_dir; with several processes each reads only its block [lo, hi) of a
+generation batch (whole groups), with one process the whole batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+from flax import nnx
+
+from .. import preflight
+from ..config import ConfigError
+from ..curriculum import Curriculum
+from ..engine import Engine
+from ..parallel import rollout_devices
+from ..rl.credit import Credit
+from ..rl.shares import share
+from ..rl.trainer import Trainer
+from ..systems import build as build_system, shard_stream
+
+
+def open_system(cfg) -> tuple[Any, Curriculum]:
+    """The system and its curriculum, once the config passed every check that needs no model (one line each)."""
+    if cfg.prompts_per_step < jax.process_count():  # each process runs whole groups: at least one
+        raise ConfigError(f"prompts_per_step={cfg.prompts_per_step} is less than the {jax.process_count()} "
+                          "processes; every process needs at least one sample per generation batch")
+    try:
+        system = build_system(cfg.agent, seed=cfg.seed)  # validates the system's inputs (data paths)
+    except KeyError as e:
+        raise ConfigError(str(e.args[0])) from None
+    preflight.settings(cfg, system)  # groups for a group estimator, the warm start, no ignored override
+    curriculum = Curriculum(cfg, system)
+    t = system.temperature
+    if cfg.update.temperature not in (1.0, t):
+        raise ConfigError(f"update.temperature={cfg.update.temperature} but the rollouts sample at "
+                          f"temperature {t} (agent): the trainer uses the rollout temperature; leave "
+                          f"update.temperature at 1.0")
+    if cfg.advantage.estimator == "gae" and cfg.loss.level == "step":
+        raise ConfigError("advantage.estimator=gae gives per-token advantages; loss.level=step needs per-row "
+                          "ones (use a GRPO estimator or the system's own)")
+    return system, curriculum
+
+
+@dataclasses.dataclass
+class Parts:
+    """What `build` makes: the run holds each under the same name."""
+    mesh: Any
+    model: Any
+    tok: Any
+    model_run: dict  # preflight.describe_model: what runs, whatever model.* says (tiny systems)
+    trainer: Trainer
+    credit: Credit
+    engine: Engine
+    block: tuple[int, int]  # this process's samples [lo, hi) of every generation batch
+    data: Any  # the system's training stream, sharded to `block` with several processes
+
+
+def build(cfg, system, say: Callable[[str], None]) -> Parts:
+    """Mesh, model, trainer, credit, engine and data stream of `cfg` on this process (module docstring)."""
+    try:  # the mesh must match the devices: checked before the model loads
+        mesh = cfg.mesh.make()
+    except ValueError as e:
+        m = cfg.mesh
+        raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
+                          f"{jax.device_count()} device(s))") from None
+    from ..plan import check
+
+    model, tok = system.load_model(cfg.model)
+    model_run = preflight.describe_model(model)  # what runs, whatever model.* says (tiny systems)
+    try:  # engine.data_parallel=-1: a slot group per engine.tensor_parallel devices of the mesh (deployment
+        ecfg = system.engine_config(cfg.engine)  # settings: they apply to systems with their own engine config too)
+        ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
+                                            if getattr(cfg.engine, f) != 1})
+    except ValueError as e:
+        raise ConfigError(f"engine: {e}") from None
+    # every system, before its set-up (frozen engines, banks): can the config shard on these devices, and
+    # (on devices with a memory limit, or against plan_hbm_gib) does it fit? One-line PlanError otherwise.
+    planned = check(dataclasses.replace(cfg, engine=ecfg), hbm_gib=cfg.plan_hbm_gib or None,
+                    min_kv_gib=cfg.min_kv_gib, model_cfg=model.cfg)
+    system.setup(model, tok)
+    ref = nnx.state(model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)
+    update = dataclasses.replace(cfg.update, temperature=system.temperature if system.temperature > 0 else 1.0)
+    trainer = Trainer(model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
+    credit = Credit(cfg.advantage, model, cfg.critic, seed=cfg.seed, mesh=mesh, update=update)
+    try:
+        if planned and ecfg.kv_budget_bytes is None and ecfg.num_pages is None:  # the pool the plan counted
+            per_device = planned["bytes"]["kv_cache"]  # kv_cache_bytes is a total over the engine devices
+            ecfg = dataclasses.replace(ecfg, kv_cache_bytes=per_device * planned.get("engine_devices", 1))
+        engine = Engine(model, ecfg, devices=rollout_devices(mesh))
+    except ValueError as e:
+        raise ConfigError(f"engine: {e}") from None
+    # each process reads its own block of every generation batch (whole groups: a sample's trajectories all
+    # run where it was read); with one process the block is the whole batch
+    block = share(cfg.prompts_per_step)
+    data = system.train_data(cfg.prompts_per_step, cfg.seed)
+    if jax.process_count() > 1:
+        data = shard_stream(data, *block)
+    if jax.process_count() > 1:  # no token array leaves its process (memjax/train.py's docstring)
+        say("rollouts: process-local (each process trains on its own rows)")
+    return Parts(mesh, model, tok, model_run, trainer, credit, engine, block, data)
