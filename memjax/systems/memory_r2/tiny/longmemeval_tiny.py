@@ -22,7 +22,8 @@ from ....data.longmemeval import LmeQuestion
 from ....evaluation.longmemeval import register_longmemeval_system
 from ....tiny.longmemeval import guarded, haystack_facts, load_policy, question_key
 from ....tiny.model import engine_config
-from .task import LOCATION_RELS, R2_WORDS, R2TaskConfig, TinyR2Workflow, r2_tokenizer
+from .agent import TinyR2Workflow
+from .task import LOCATION_RELS, R2_WORDS, R2TaskConfig, r2_tokenizer
 
 
 def tiny_episode(q: LmeQuestion, index: int) -> tuple[R2TaskConfig, dict[str, Any]]:
