@@ -23,12 +23,11 @@ import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.memagent.length_table import SETS, write_data
+from benchmarks.memagent.length_table import SETS, run_lengths, write_data
 
 REPO = Path(__file__).resolve().parents[2]
 LENGTHS = (50, 400, 1600, 6400, 12800, 25600)
@@ -112,26 +111,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     (root / "data").mkdir(parents=True, exist_ok=True)
     write_data(root / "data", [n for n in a.lengths if n <= 10_000], a.questions, [n for n in a.lengths if n > 10_000])
-    rows, out = [], Path(a.json)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))
-    for n in a.lengths:
-        cmd = [sys.executable, "-m", "benchmarks.memagent.constant_memory", "--child", str(n), "--questions",
-               str(a.questions), "--root", str(root)]
-        p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-        if p.returncode != 0:
-            print(p.stderr[-3000:], file=sys.stderr)
-            return p.returncode
-        rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
-        r = rows[-1]
-        print(f"N={n}: {r['doc_tokens']:,.0f} tokens, {r['chunks_per_question']:.0f} chunks, peak RSS "
-              f"{r['peak_rss_mib']:.0f} MiB (loaded {r['rss_loaded_mib']:.0f}), {r['cpu_seconds_process']:.1f} CPU-s",
-              flush=True)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"command": "python -m benchmarks.memagent.constant_memory " + " ".join(
-            argv if argv is not None else sys.argv[1:]), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "device": "cpu", "engine": "stand-in (no model forward)", "settings": SETS, "rows": rows}, indent=2) + "\n")
-    print(f"wrote {out}")
-    return 0
+    header = {"command": "python -m benchmarks.memagent.constant_memory " + " ".join(
+        argv if argv is not None else sys.argv[1:]), "machine": platform.machine(), "cpus": os.cpu_count(),
+        "device": "cpu", "engine": "stand-in (no model forward)", "settings": SETS}
+    return run_lengths("benchmarks.memagent.constant_memory", a.lengths, a.questions, root, Path(a.json), header,
+                       lambda n, r: (f"N={n}: {r['doc_tokens']:,.0f} tokens, {r['chunks_per_question']:.0f} chunks, "
+                                     f"peak RSS {r['peak_rss_mib']:.0f} MiB (loaded {r['rss_loaded_mib']:.0f}), "
+                                     f"{r['cpu_seconds_process']:.1f} CPU-s"))
 
 
 if __name__ == "__main__":

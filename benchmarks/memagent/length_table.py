@@ -130,24 +130,31 @@ def main(argv: list[str] | None = None) -> int:
     over = list(OVER_1M) if a.over_1m else []
     (root / "data").mkdir(parents=True, exist_ok=True)
     write_data(root / "data", a.lengths, a.questions, over)
-    rows, out = [], Path(a.json)
+    header = {"command": "python -m benchmarks.memagent.length_table " + " ".join(argv or sys.argv[1:]),
+              "machine": platform.machine(), "cpus": os.cpu_count(), "settings": SETS}
+    return run_lengths("benchmarks.memagent.length_table", [*a.lengths, *over], a.questions, root, Path(a.json),
+                       header, lambda n, r: (f"N={n}: {r['mean_tokens']:.0f} tokens, {r['seconds']:.1f}s "
+                                             f"({r['seconds_per_question']:.1f}s/question, "
+                                             f"{r['cpu_seconds_process']:.0f} CPU-s), "
+                                             f"peak RSS {r['peak_rss_mib']:.0f} MiB"))
+
+
+def run_lengths(module: str, lengths, questions: int, root: Path, out: Path, header: dict, describe) -> int:
+    """One child process per length (`python -m MODULE --child N`, its last stdout line one JSON row), a line
+    per length (`describe(n, row)`) and the JSON file {**header, "rows": [...]} rewritten after each length, so
+    an interrupted sweep keeps what it measured. Returns the first failing child's exit code, else 0."""
+    rows = []
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))
-    for n in [*a.lengths, *over]:
-        cmd = [sys.executable, "-m", "benchmarks.memagent.length_table", "--child", str(n), "--questions",
-               str(a.questions), "--root", str(root)]
+    for n in lengths:
+        cmd = [sys.executable, "-m", module, "--child", str(n), "--questions", str(questions), "--root", str(root)]
         p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
         if p.returncode != 0:
             print(p.stderr[-3000:], file=sys.stderr)
             return p.returncode
         rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
-        r = rows[-1]
-        print(f"N={n}: {r['mean_tokens']:.0f} tokens, {r['seconds']:.1f}s ({r['seconds_per_question']:.1f}s/question, "
-              f"{r['cpu_seconds_process']:.0f} CPU-s), "
-              f"peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
+        print(describe(n, rows[-1]), flush=True)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"command": "python -m benchmarks.memagent.length_table " + " ".join(argv or sys.argv[1:]),
-                                   "machine": platform.machine(), "cpus": os.cpu_count(), "settings": SETS,
-                                   "rows": rows}, indent=2) + "\n")
+        out.write_text(json.dumps({**header, "rows": rows}, indent=2) + "\n")
     print(f"wrote {out}")
     return 0
 
