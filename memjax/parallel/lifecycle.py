@@ -6,7 +6,8 @@ Owns:
 - `run_console()`: the console of process 0; a line never wraps (piped or written to a file, a step line stays
   one line; in a terminal the terminal wraps it).
 - `peer_loss(where)`: around the training loop of a multi-process run; an exception from a collective whose peer
-  went away (gloo's "Connection reset by peer", ...) is not the run's error: the process waits (up to the
+  went away (gloo's "Connection reset by peer", the coordination service's broken barrier or heartbeat, also
+  inside a checkpoint save's one-line error, whose cause chain is kept) is not the run's error: the process waits (up to the
   heartbeat and 5 s) for the runtime's report of the lost process, which ends it with memjax.parallel.logtee's
   one line; if none comes, a one-line `RunError` says a peer was lost and where to resume from.
 - `StopRequests` (memjax.parallel.preempt) with the CLI's second-signal unwinding, and `stop_line(stop, step,
@@ -49,7 +50,11 @@ def stop_line(stop: _Requests, step: int, where: Path) -> Stopped:
                    "run the same command again to resume from it", stop.code)
 
 
-_LOST = re.compile(r"Gloo \w+ failed|Connection (reset|closed) by peer|Socket closed|another task died")
+# gloo's words for a dropped peer, and the coordination service's for a barrier or heartbeat that a lost task broke
+# (orbax's save waits at such a barrier: a peer killed during a save surfaces there, not in a collective)
+_LOST = re.compile(r"Gloo \w+ failed|Connection (reset|closed) by peer|Socket closed|another task died|"
+                   r"tasks are unhealthy|tasks have crashed|remote task has failed|heartbeat timeout|"
+                   r"Barrier timed out|only expected if one of the tasks is unhealthy")
 
 
 def _lost_peer(e: BaseException | None) -> bool:
