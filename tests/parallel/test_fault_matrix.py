@@ -8,11 +8,12 @@ reuses); the table it prints is BUILD.md's (issue 48).
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
-from tests.parallel.fault_matrix import CASES, run_matrix, table
+from tests.parallel.fault_matrix import CASES, run_matrix, stream, table
 
 # the matrix, its resumes and 2 uninterrupted runs, in parallel: 628 s (BUILD.md, load 10-30); with the training cases
 # after their references (compilation cache): 1,257 s of CPU, 1,533 s wall at load 21-32 (2026-11-28). Still the
@@ -23,9 +24,9 @@ pytestmark = [pytest.mark.slow(seconds=630),
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):
-    got, resumed = run_matrix(tmp_path_factory.mktemp("matrix"))
+    got, resumed, refs = run_matrix(tmp_path_factory.mktemp("matrix"))
     print("\n" + table(CASES, got, resumed))
-    return got, resumed
+    return got, resumed, refs
 
 
 def test_at_least_twenty_cases():
@@ -34,7 +35,7 @@ def test_at_least_twenty_cases():
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case(matrix, case):
-    got, resumed = matrix
+    got, resumed, refs = matrix
     o = got[case.name]
     tail = "\n".join(t[-1500:] for t in o.text)
     for code, want in zip(o.codes, case.codes):
@@ -43,3 +44,19 @@ def test_case(matrix, case):
     assert o.seconds <= case.bound_s, (o.seconds, tail)
     if case.resume:
         assert resumed[case.name] is True, tail
+        # the resumed run consumed the uninterrupted run's prompt records, step by step, with no step logged twice;
+        # with two processes each read its own shard and every process's stream state is in the checkpoint
+        got_s, want_s = stream(o.out_dir), stream(refs[case.resume].out_dir)
+        assert got_s == want_s, (got_s, want_s)
+        assert want_s["steps"] == [1, 2, 3] and want_s["records"] == [[2 * s, 2 * s + 1] for s in range(3)]
+        assert want_s["data_processes"] == [want_s["data"]] * len(case.procs if not case.procs[0].launcher else
+                                                                   range(case.procs[0].launcher)), want_s
+
+
+def test_two_process_shape_trains_the_critic_under_the_ablation(matrix):
+    """The two-process cases resume PPO's critic and the shuffled-reward ablation (TWO), the one-process ones not."""
+    _, _, refs = matrix
+    two = [json.loads(line) for line in (refs["two"].out_dir / "metrics.jsonl").read_text().splitlines()]
+    one = [json.loads(line) for line in (refs["one"].out_dir / "metrics.jsonl").read_text().splitlines()]
+    assert all("value_loss" in m and "grad_norm" in m for m in two), two
+    assert all("value_loss" not in m and "grad_norm" in m for m in one), one

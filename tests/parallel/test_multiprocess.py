@@ -6,13 +6,13 @@
   rewards); per-step metrics (value_loss, explained_variance, ... included) and the final (HF-exported)
   parameters equal a 1-process x 8-device run with the same mesh shape (data 2 x fsdp 4) to fp32 rounding, and
   only process 0 writes the run's files (one line per step in metrics.jsonl).
-- kill -9 of one process mid-step: the other exits non-zero within the heartbeat bound (MEMJAX_HEARTBEAT_S=5
-  here); a restart of both resumes from the last checkpoint (the critic and the ablation's generator included)
-  and ends with the uninterrupted 2-process run's parameters bit for bit, having consumed the same prompt
-  records per step (each process reads its own shard of the stream; every process's stream state is in the
-  checkpoint). Under memjax.launch the launcher stops the rest at once and names the dead one.
-- processes started with different configs refuse at start with a one-line error.
+- under memjax.launch, a process that exits at once makes the launcher stop the rest and name the dead one; a
+  SIGTERM to the launcher stops its processes.
 - the launcher's environment and exit status; the hybrid mesh's sizes.
+kill -9 of one process mid-step (the survivor's one line within the heartbeat bound, the restart resuming the
+critic, the ablation's generator and every process's prompt stream bit for bit) and processes started with
+different configs are rows of the fault matrix (tests/parallel/fault_matrix.py, whose two-process shape trains
+the critic under the ablation), not repeated here.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memjax.launch import child_env, free_port, launch
+from memjax.launch import child_env, launch
 from memjax.parallel import MeshConfig
 
-pytestmark = pytest.mark.slow(seconds=370)  # real jax.distributed processes: trains, kills, resumes (module: 367 s, 2 busy cores)
+pytestmark = pytest.mark.slow(seconds=250)  # real jax.distributed processes: the 2-process and 1-process runs, the launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = ["--set", "steps=3", "--set", "prompts_per_step=4", "--set", "agent.heldout_size=8",
@@ -99,50 +99,6 @@ def test_two_processes_equal_one_process(tmp_path, two):
     assert "gathered" not in r2.stdout
 
 
-def _start(i: int, port: int, out: Path, extra=()) -> subprocess.Popen:
-    args = [sys.executable, "-m", "memjax.train", "configs/tiny.py", *SETS, "--set", f"out_dir={out}", *extra]
-    env = child_env(_env(MEMJAX_HEARTBEAT_S="5"), i, 2, port, 4)
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def test_peer_killed_mid_step_then_restart_resumes_bit_for_bit(tmp_path, two):
-    from safetensors.numpy import load_file
-
-    port, out = free_port(), tmp_path / "run"
-    procs = [_start(i, port, out, ["--set", "steps=50", "--set", "checkpoint_every=1"]) for i in range(2)]
-    try:
-        deadline = time.monotonic() + 300
-        while not (out / "checkpoints" / "1" / "commit_success.txt").is_file():  # step 1 saved: step 2 runs
-            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), procs[0].stdout.read()[-2000:]
-            time.sleep(0.2)
-        procs[1].send_signal(signal.SIGKILL)  # step 2 is under way
-        t0 = time.monotonic()
-        rc = procs[0].wait(timeout=60)
-        took = time.monotonic() - t0
-        text = procs[0].stdout.read()
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    print(f"survivor exited {rc} {took:.1f} s after its peer was killed (heartbeat 5 s)")
-    assert rc != 0
-    assert took < 30, took
-    assert "memjax: process 1 of 2 stopped" in text, text[-2000:]  # one memjax line; XLA's log in run/logs (issue 48)
-    # the restart (3 steps in all, the lr schedule does not depend on `steps`) reaches the uninterrupted run
-    r = _train(out, nproc=2, extra=["--set", "checkpoint_every=1"])
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "resumed from" in r.stdout, r.stdout[-3000:]
-    assert [m["step"] for m in _metrics(out)] == [1, 2, 3]
-    # each process read its own shard of the prompt stream; the records consumed (process order) continue exactly
-    assert [m["data_records"] for m in _metrics(out)] == [m["data_records"] for m in _metrics(two[0])]
-    assert [m["data_records"] for m in _metrics(out)] == [list(range(4 * s, 4 * s + 4)) for s in range(3)]
-    meta = json.loads((out / "checkpoints" / "3" / "meta" / "metadata").read_text())
-    assert meta["data_processes"] == [meta["data"]] * 2 == [{"pos": 12}] * 2  # every process's stream state
-    w, want = load_file(out / "hf" / "model.safetensors"), load_file(two[0] / "hf" / "model.safetensors")
-    assert all(np.array_equal(w[k], want[k]) for k in want)
-
-
 def test_launcher_stops_the_rest_and_names_the_dead_process(tmp_path, capfd):
     # process 1 exits 2 at once (a bad flag of its module); process 0 would otherwise wait for it forever
     t0 = time.monotonic()
@@ -166,17 +122,6 @@ def test_sigterm_to_the_launcher_stops_its_processes(tmp_path):
     for f in tmp_path.iterdir():
         with pytest.raises(ProcessLookupError):
             os.kill(int(f.name), 0)
-
-
-def test_different_configs_refuse_at_start(tmp_path):
-    port, out = free_port(), tmp_path / "run"
-    procs = [_start(i, port, out, ["--set", f"seed={i}"]) for i in range(2)]
-    outs = [p.communicate(timeout=120)[0] for p in procs]
-    for p, text in zip(procs, outs):
-        assert p.returncode == 2, text[-2000:]
-        line = [x for x in text.splitlines() if "memjax.train: error:" in x]
-        assert line and "differ in the config: seed (" in line[0], text[-2000:]  # the field, by name
-    assert not (out / "metrics.jsonl").exists()
 
 
 def test_child_env_and_mesh_sizes():
