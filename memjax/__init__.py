@@ -27,4 +27,4 @@ _LAZY = {
 __all__ = ["agents", "checkpoint", "data", "flops", "model", "parallel", "rewards", "rl", "CheckpointError", "load_hf", "save_hf", "ModelConfig", "Qwen2",
            "count_params", "TokenIds", "Tokenizer", "Completion", "Engine", "EngineConfig", "SamplingParams",
            "__version__"]
-__getattr__, __dir__ = exports(__name__, _LAZY)
+__getattr__, __dir__ = exports(globals(), _LAZY)

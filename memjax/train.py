@@ -56,7 +56,7 @@ import sys
 from .config import run_cli
 from .lazy import exports, names
 
-__getattr__, __dir__ = exports(__name__, {**names(".loop.run", "Run", "train"),
+__getattr__, __dir__ = exports(globals(), {**names(".loop.run", "Run", "train"),
                                           **names(".train_config", "ABLATIONS", "TrainConfig")})
 
 

@@ -9,4 +9,4 @@ resolve on first use (memjax/lazy.py)."""
 from ..lazy import exports, names
 
 __all__ = ["Request", "Trajectory", "Workflow", "WorkflowResult", "request_seed", "run_workflow"]
-__getattr__, __dir__ = exports(__name__, names(".workflow", *__all__))
+__getattr__, __dir__ = exports(globals(), names(".workflow", *__all__))

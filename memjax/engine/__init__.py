@@ -7,5 +7,5 @@ EngineConfig does not load the engine."""
 from ..lazy import exports, names
 
 __all__ = ["Completion", "Engine", "EngineConfig", "KVHandle", "SamplingParams"]
-__getattr__, __dir__ = exports(__name__, {**names(".config", "Completion", "EngineConfig", "KVHandle", "SamplingParams"),
+__getattr__, __dir__ = exports(globals(), {**names(".config", "Completion", "EngineConfig", "KVHandle", "SamplingParams"),
                                           **names(".engine", "Engine")})

@@ -9,7 +9,7 @@ __all__ = ["DistributedMismatch", "agree", "code_digest", "is_primary", "on_mesh
            "FSDP", "FsdpLayerSharding", "layer_sharding", "MODEL", "MeshConfig", "TENSOR", "data_size", "initialize",
            "make_mesh", "micro_rows_for", "param_shardings", "param_spec", "replicated", "rollout_devices",
            "rows_sharding"]
-__getattr__, __dir__ = exports(__name__, {
+__getattr__, __dir__ = exports(globals(), {
     **names(".fsdp", "FsdpLayerSharding", "layer_sharding"),
     **names(".distributed", "DistributedMismatch", "agree", "code_digest", "initialize", "is_primary", "on_mesh",
             "process_local", "to_host"),
