@@ -86,7 +86,7 @@ def test_bad_input_and_help_of_the_clis_import_no_jax():
 
 def test_help_lists_the_config_without_loading_the_run():
     """--help needs the config's dataclasses (and so jax, and what their modules import: the engine, the trainer),
-    not the training loop or the evaluations."""
+    not the training loop, the evaluations or orbax (curriculum.SELECT_MODES stands for stage_best.MODES)."""
     out = _run("""
 import contextlib, io, sys
 from memjax import evaluate, train
@@ -98,7 +98,10 @@ for main in (train.main, evaluate.main):
         except SystemExit as e:
             print("exit", e.code, file=sys.stderr)
     print("fields", "config fields (override with --set KEY=VALUE):" in buf.getvalue(), "out_dir: str" in buf.getvalue())
-print("run", sorted(m for m in sys.modules if m.startswith(("memjax.loop", "memjax.evaluate_run"))))
+print("run", sorted(m for m in sys.modules if m.startswith(("memjax.loop", "memjax.evaluate_run", "orbax"))))
+from memjax.checkpoint.stage_best import MODES
+from memjax.curriculum import SELECT_MODES
+print("modes", MODES == SELECT_MODES)
 """)
     assert out.count("fields True True") == 2, out
-    assert "run []" in out, out
+    assert "run []" in out and "modes True" in out, out
