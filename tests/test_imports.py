@@ -7,7 +7,7 @@ environment. These checks hold that such a process does not import jax, flax, op
 - the CLIs that need no config (launch, plan, convert, demo, report, locomo_stats) answer `--help`;
 all in one child process whose import system refuses the heavy packages (the BLOCKER of
 tests/benchmarks/test_gpu_pass.py). `--help` of train / evaluate lists the config fields, whose dataclasses still
-import jax (TrainConfig's sections live beside the code that runs them), but not the run itself.
+import jax (TrainConfig's sections live beside the code that runs them), but not the run itself, nor orbax.
 """
 
 import os
