@@ -4,11 +4,12 @@ Owns: loading a Python config file (it defines `config`, a frozen dataclass inst
 `get_config()` returning one), applying dotted overrides with type checking against the dataclass
 field types, switching a tagged section by its `name` (`--set agent.name=tiny` replaces the `agent` section
 by the default of the AgentSection subclass named "tiny"), and listing every field for `--help`.
-The command line itself (`parse_cli`, `run_cli`) is checked before any config is loaded: a CLI passes its default
-config as a function and its launch-environment check as `precheck`, so `--help`-less argument errors and a bad
-launch environment (memjax.parallel.startup.check_env) end before the config's modules -- jax among them -- load.
-Invariants: this module imports only the standard library; configs stay frozen dataclasses (overrides go through dataclasses.replace, so each
-dataclass's own validation runs again); an override naming an unknown field or a value that does not
+The command line (`parse_cli`, `run_cli`) is checked before any config is loaded: a CLI passes its default config
+as a function and its launch-environment check as `precheck`, so bad arguments and a bad launch environment
+(memjax.parallel.startup.check_env) end before the config's modules -- jax among them -- load; a run given both a
+bad environment and a bad config reports the environment.
+Invariants: this module imports only the standard library; configs stay frozen dataclasses (overrides go through
+dataclasses.replace, so each dataclass's own validation runs again); an override naming an unknown field or a value that does not
 parse as the field's type is a one-line ConfigError naming the key.
 """
 
