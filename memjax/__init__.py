@@ -3,15 +3,28 @@
 Public names (see docs/architecture.md, "Public contract"): `memjax.model` (decoder, presets, count_params),
 `memjax.load_hf` / `memjax.save_hf` (Hugging Face checkpoints), `memjax.Tokenizer`,
 `memjax.Engine` / `EngineConfig` / `SamplingParams` (rollout engine), `memjax.flops` (FLOP estimates, MFU).
+
+Invariants: importing memjax (which every `import memjax.X` does first) imports nothing else: each name of
+`__all__` is resolved on first use (memjax/lazy.py, PEP 562) and then kept in this namespace, so
+`from memjax import Engine`, `memjax.load_hf(...)` and `import memjax.train` behave as eager imports did, while
+`python -m memjax.launch`, `--help`-less bad input and a bad launch environment fail before jax, flax or orbax
+load (tests/test_imports.py). `__all__` lists exactly the names of `_LAZY` plus `__version__`.
 """
 
-from . import agents, checkpoint, data, flops, model, parallel, rewards, rl
-from .checkpoint import CheckpointError, load_hf, save_hf
-from .model import ModelConfig, Qwen2, count_params
-from .engine import Completion, Engine, EngineConfig, SamplingParams
-from .tokenizer import TokenIds, Tokenizer
+from __future__ import annotations
+
+from .lazy import exports, names
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    **{m: (f".{m}", None) for m in ("agents", "checkpoint", "data", "flops", "model", "parallel", "rewards", "rl")},
+    **names(".checkpoint", "CheckpointError", "load_hf", "save_hf"),
+    **names(".model", "ModelConfig", "Qwen2", "count_params"),
+    **names(".tokenizer", "TokenIds", "Tokenizer"),
+    **names(".engine", "Completion", "Engine", "EngineConfig", "SamplingParams"),
+}
 __all__ = ["agents", "checkpoint", "data", "flops", "model", "parallel", "rewards", "rl", "CheckpointError", "load_hf", "save_hf", "ModelConfig", "Qwen2",
            "count_params", "TokenIds", "Tokenizer", "Completion", "Engine", "EngineConfig", "SamplingParams",
            "__version__"]
+__getattr__, __dir__ = exports(globals(), _LAZY)

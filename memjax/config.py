@@ -4,8 +4,12 @@ Owns: loading a Python config file (it defines `config`, a frozen dataclass inst
 `get_config()` returning one), applying dotted overrides with type checking against the dataclass
 field types, switching a tagged section by its `name` (`--set agent.name=tiny` replaces the `agent` section
 by the default of the AgentSection subclass named "tiny"), and listing every field for `--help`.
-Invariants: configs stay frozen dataclasses (overrides go through dataclasses.replace, so each
-dataclass's own validation runs again); an override naming an unknown field or a value that does not
+The command line (`parse_cli`, `run_cli`) is checked before any config is loaded: a CLI passes its default config
+as a function and its launch-environment check as `precheck`, so bad arguments and a bad launch environment
+(memjax.parallel.startup.check_env) end before the config's modules -- jax among them -- load; a run given both a
+bad environment and a bad config reports the environment.
+Invariants: this module imports only the standard library; configs stay frozen dataclasses (overrides go through
+dataclasses.replace, so each dataclass's own validation runs again); an override naming an unknown field or a value that does not
 parse as the field's type is a one-line ConfigError naming the key.
 """
 
@@ -209,8 +213,11 @@ def describe(cfg: Any, prefix: str = "") -> list[str]:
 
 
 def parse_cli(prog: str, description: str, argv: list[str] | None = None,
-              default_config: Any = None, *, check: bool = False) -> tuple[Any, argparse.Namespace]:
-    """`PROG [CONFIG.py] [--set k=v ...] [--check]`; `--help` (with a config) lists every field."""
+              default_config: Any = None, *, check: bool = False, precheck=None) -> tuple[Any, argparse.Namespace]:
+    """`PROG [CONFIG.py] [--set k=v ...] [--check]`; `--help` (with a config) lists every field.
+    `default_config`: the config without a file, or a function making it (called only then). `precheck()`: runs
+    once the arguments parse and before any config is loaded, unless --help or --check (a run's own checks that
+    need no config: the launch environment)."""
     ap = argparse.ArgumentParser(prog=prog, description=description, add_help=False,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config", nargs="?", help="Python config file defining `config` (default: embedded)")
@@ -221,7 +228,12 @@ def parse_cli(prog: str, description: str, argv: list[str] | None = None,
                         help="validate the config, build the system, resolve data paths and mesh, print what would "
                              "run, and exit 0 (nothing is loaded, trained or written)")
     args = ap.parse_args(argv)
-    cfg = load_config_file(args.config) if args.config else default_config
+    if precheck is not None and not args.help and not getattr(args, "check", False):
+        precheck()
+    if args.config:
+        cfg = load_config_file(args.config)
+    else:
+        cfg = default_config() if callable(default_config) else default_config
     if args.help:
         ap.print_help()
         if cfg is not None:
@@ -250,9 +262,11 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
-def run_cli(prog: str, description: str, argv: list[str] | None, default_config: Any, body, check=None) -> int:
-    """Parse a CLI (see parse_cli) and call body(cfg) -- or check(cfg) with `--check` when the program gives a
-    check; bad config/input -> one line on stderr, exit code 2.
+def run_cli(prog: str, description: str, argv: list[str] | None, default_config: Any, body, check=None,
+            precheck=None) -> int:
+    """Parse a CLI (see parse_cli: `default_config` may be a function, `precheck` runs before a config loads) and
+    call body(cfg) -- or check(cfg) with `--check` when the program gives a check; bad config/input (a precheck's
+    ValueError included) -> one line on stderr, exit code 2.
 
     SIGTERM and Ctrl-C unwind the program (its `finally` blocks close checkpoints, results and locks) and
     exit 143 / 130 with one line, instead of dying mid-write or printing a traceback."""
@@ -265,7 +279,8 @@ def run_cli(prog: str, description: str, argv: list[str] | None, default_config:
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        cfg, args = parse_cli(prog, description, argv, default_config=default_config, check=check is not None)
+        cfg, args = parse_cli(prog, description, argv, default_config=default_config, check=check is not None,
+                              precheck=precheck)
         (check if getattr(args, "check", False) else body)(cfg)
     except Stopped as e:
         print(f"{name}: {e}", file=sys.stderr, flush=True)

@@ -5,6 +5,7 @@
   hf2hf SRC DST        re-write an HF dir (change dtype, re-shard)
   random PRESET DST    random-weight HF dir of a preset (for benchmarks and tests; --seed)
 Options: --dtype {float32,bfloat16,float16}, --max-shard-gb (HF outputs). Errors print one line, exit 2.
+Invariant: the command line and the destination are checked before jax, flax or orbax are imported.
 """
 
 from __future__ import annotations
@@ -14,10 +15,6 @@ import math
 import sys
 import time
 from pathlib import Path
-
-from .checkpoint import CheckpointError, load_hf, save_hf
-from .checkpoint.params_orbax import load_params, save_params
-from .model import count_params, init_model, presets
 
 
 def _shard_gb(text: str) -> float:
@@ -47,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     if dst.exists() and not dst.is_dir():
         print(f"memjax.convert: error: {dst}: destination exists and is not a directory", file=sys.stderr)
         return 2
+    from .checkpoint import CheckpointError, load_hf, save_hf
+    from .checkpoint.params_orbax import load_params, save_params
+    from .model import count_params, init_model, presets
+
     try:
         if args.mode == "random":
             cfg = presets.get(args.src, param_dtype=args.dtype or "float32", dtype=args.dtype or "float32")

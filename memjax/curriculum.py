@@ -32,12 +32,18 @@ reach the same state.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from flax import nnx
 
-from .checkpoint.stage_best import MODES as SELECT_MODES, StageBest
 from .config import ConfigError
 
+if TYPE_CHECKING:
+    from .checkpoint.stage_best import StageBest
+
+# = checkpoint/stage_best.py's MODES (tests/test_imports.py checks): written here so that a TrainConfig validates
+# without importing orbax, which StageBest needs only when a run opens its checkpoints_best/
+SELECT_MODES = ("max", "min")
 CHOICES = {"stage_restart": ("best", "none"), "stage_optimizer": ("reset", "keep"),
            "stage_reference": ("best", "initial"), "select_mode": SELECT_MODES}
 
@@ -67,6 +73,8 @@ class Curriculum:
     def open(self, directory, warn: Callable[[str], None]) -> None:
         """Open the best store (after out_dir is locked)."""
         if self.cfg.select_metric:
+            from .checkpoint.stage_best import StageBest
+
             self.best = StageBest(directory, self.cfg.select_metric, self.cfg.select_mode, warn=warn)
 
     @property

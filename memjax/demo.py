@@ -13,6 +13,7 @@ trained by Multi-Conv GRPO from the shipped supervised warm start with the MemAg
 reward sparkline, held-out accuracy before/after and example memory traces, and writes the reward curve
 PNG to <out>/tiny/reward_curve.png and the run's page to <out>/tiny/report.html (memjax.report). `--rl-steps 0`
 skips it.
+Invariant: the command line and --out are checked before jax, flax or orbax are imported.
 """
 
 from __future__ import annotations
@@ -22,18 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 from rich.console import Console
-from rich.table import Table
 
-from . import convert
-from .checkpoint import load_hf, save_hf
 from .config import ConfigError, nonnegative_int, positive_int
-from .model import count_params, greedy_generate, init_model, presets
 from .runio import claim_marked_dir
-from .tokenizer import Tokenizer
 
 MARKER = ".memjax-demo"
 
@@ -90,6 +83,16 @@ def tiny_rl(args, out: Path, con: Console) -> int:
 
 def foundation(args, out: Path, con: Console) -> int:
     """Part 1: random tiny Qwen2.5 -> HF -> orbax -> HF round trip, chat template, greedy generation."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from rich.table import Table
+
+    from . import convert
+    from .checkpoint import load_hf, save_hf
+    from .model import count_params, greedy_generate, init_model, presets
+    from .tokenizer import Tokenizer
+
     con.rule("memjax demo: foundation end to end")
     con.print(f"jax {jax.__version__} on {jax.devices()[0].platform}; preset {args.preset}")
 

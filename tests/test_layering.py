@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1] / "memjax"
 
 # unit -> stage; a unit is a top-level package or module of memjax (rl.batch: the data layout, numpy only)
 STAGES = {
-    "kernels": 0, "tokenizer": 0, "rewards": 0, "config": 0, "runio": 0, "run_identity": 0, "report": 0, "parallel": 0, "rl.batch": 0,
+    "kernels": 0, "tokenizer": 0, "rewards": 0, "config": 0, "lazy": 0, "runio": 0, "run_identity": 0, "report": 0, "parallel": 0, "rl.batch": 0,
     "model": 1, "data": 1,
     "checkpoint": 2, "flops": 2,
     "engine": 3, "modelsource": 3, "memory": 3,
@@ -20,7 +20,7 @@ STAGES = {
     "rl": 5,
     "tiny": 6, "systems": 6,
     "train": 7, "loop": 7, "train_config": 7, "cli_check": 7, "preflight": 7, "eval_config": 7, "curriculum": 7, "evaluate": 7, "demo": 7,
-    "convert": 7, "plan": 7, "launch": 7, "memjax": 8,
+    "convert": 7, "plan": 7, "launch": 7, "evaluate_run": 7, "memjax": 8,
 }
 
 

@@ -1,6 +1,11 @@
-"""memjax.engine: paged KV cache, on-device scheduling and the jitted sampling loop."""
+"""memjax.engine: paged KV cache, on-device scheduling and the jitted sampling loop.
 
-from .config import Completion, EngineConfig, KVHandle, SamplingParams
-from .engine import Engine
+Invariant: importing the package imports none of its modules; `EngineConfig`, `SamplingParams`, ... come from
+config.py (no jax) and `Engine` from engine.py (jax) when first used (memjax/lazy.py), so a config that names
+EngineConfig does not load the engine."""
+
+from ..lazy import exports, names
 
 __all__ = ["Completion", "Engine", "EngineConfig", "KVHandle", "SamplingParams"]
+__getattr__, __dir__ = exports(globals(), {**names(".config", "Completion", "EngineConfig", "KVHandle", "SamplingParams"),
+                                          **names(".engine", "Engine")})

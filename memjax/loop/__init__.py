@@ -1,5 +1,5 @@
-"""The parts of the one training loop, `Run` in memjax/train.py (which assembles them and is the CLI), one idea a
-module:
+"""The parts of the one training loop, `Run` in run.py (which assembles them; memjax/train.py is the CLI), one idea
+a module:
 
 - `start.py`: the checks before any model loads, and the parts the loop steps (mesh, model, trainer, credit, engine,
   this process's data stream);

@@ -34,25 +34,14 @@ import jax
 import numpy as np
 
 from . import logtee, startup
+from .startup import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV  # noqa: F401  (memjax.parallel.lifecycle reads them here)
 
-HEARTBEAT_ENV = "MEMJAX_HEARTBEAT_S"
-DEFAULT_HEARTBEAT_S = 10
 _KV_TIMEOUT_MS = 120_000
+_launched_as_many = startup.launched_as_many  # tests/parallel/test_multiprocess.py reads it here
 
 
 class DistributedMismatch(ValueError):
     """Processes of one run disagree (config, code); the message is one line."""
-
-
-def _launched_as_many() -> bool:
-    env = os.environ
-    if "JAX_COORDINATOR_ADDRESS" in env:
-        return True
-    for var in ("SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE"):  # an srun step / mpirun (not a bare sbatch script)
-        n = startup.int_env(var)
-        if n is not None and n > 1:
-            return True
-    return False
 
 
 def _initialized() -> bool:
@@ -69,8 +58,8 @@ def initialize(out_dir: str | None = None) -> bool:
     Raises RuntimeError (one line) when the backend was already started, i.e. initialize came too late."""
     if _initialized():
         return True
-    env = startup.jax_env()  # checked even when it is not multi-process (JAX_NUM_PROCESSES without an address)
-    if not _launched_as_many():
+    env = startup.check_env()  # checked even when it is not multi-process (JAX_NUM_PROCESSES without an address)
+    if not startup.launched_as_many():
         return False
     from jax._src import xla_bridge
 

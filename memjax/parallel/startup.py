@@ -1,6 +1,9 @@
 """Start-up checks of a multi-process run: every mistake is one line naming the cause and the fix, within seconds.
 
 Owns, around `jax.distributed.initialize` (memjax.parallel.initialize calls them in this order):
+- `check_env()`: every check of the launch environment that needs no jax, in initialize's order (`jax_env()`; when
+  launched as several processes, MEMJAX_HEARTBEAT_S and MEMJAX_INIT_TIMEOUT_S); memjax.config.run_cli runs it
+  before a run's config (and so jax) is imported, initialize runs it again.
 - `jax_env()`: the JAX variables read before anything waits -- JAX_NUM_PROCESSES / JAX_PROCESS_ID without
   JAX_COORDINATOR_ADDRESS (or the reverse), an address that is not host:port, a count < 1, an id outside
   [0, count) -- raise `StartupError`.
@@ -13,7 +16,8 @@ Owns, around `jax.distributed.initialize` (memjax.parallel.initialize calls them
 - `exchange(name, value)` after joining: every process publishes a JSON value in the coordinator's key-value
   store and reads every other's (the local device count; the flat config via memjax.parallel.confdiff).
 The timeout is MEMJAX_INIT_TIMEOUT_S seconds (default 30), the same for every wait here.
-Invariants: nothing here starts the XLA backend; with one process none of it runs.
+Invariants: nothing here starts the XLA backend and nothing at module level imports jax (check_env runs before
+it is imported); with one process only check_env's variable checks run.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from contextlib import contextmanager
 
 INIT_TIMEOUT_ENV = "MEMJAX_INIT_TIMEOUT_S"
 DEFAULT_INIT_TIMEOUT_S = 30
+HEARTBEAT_ENV = "MEMJAX_HEARTBEAT_S"
+DEFAULT_HEARTBEAT_S = 10
 EXIT_STARTUP = 2  # the CLI's exit code for bad input: every start-up refusal exits with it
 
 
@@ -85,6 +91,29 @@ def jax_env() -> tuple[str, int, int] | None:
         raise StartupError(f"JAX_PROCESS_ID={pid} is outside 0..{n - 1} (JAX_NUM_PROCESSES={n}); number the "
                            "processes 0, 1, ... once each")
     return addr, n, pid
+
+
+def launched_as_many() -> bool:
+    """The environment says this is one of several processes (the JAX variables, an srun step, mpirun)."""
+    env = os.environ
+    if "JAX_COORDINATOR_ADDRESS" in env:
+        return True
+    for var in ("SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE"):  # an srun step / mpirun (not a bare sbatch script)
+        n = int_env(var)
+        if n is not None and n > 1:
+            return True
+    return False
+
+
+def check_env() -> tuple[str, int, int] | None:
+    """jax_env()'s result after every launch-environment check that needs no jax, in initialize's order (a
+    StartupError names the variable): the JAX variables, then, when launched as several processes, the heartbeat
+    and the start-up timeout."""
+    env = jax_env()  # checked even when it is not multi-process (JAX_NUM_PROCESSES without an address)
+    if launched_as_many():
+        int_env(HEARTBEAT_ENV)
+        init_timeout()
+    return env
 
 
 def probe(address: str, bind: str | None, process_id: int, timeout: float) -> None:
