@@ -55,6 +55,10 @@ except ImportError as e:
 def test_gpu_pass_smoke_runs_every_item(tmp_path):
     code = BLOCKER + "import runpy, sys; sys.argv = ['gpu_pass'] + sys.argv[1:]; " \
         "runpy.run_module('benchmarks.gpu_pass', run_name='__main__')"
+    # gpu_pass gives its items the compilation cache DIR/jax_cache: here DIR/jax_cache is the test session's cache
+    # (tests/conftest.py), so the GPU tier's run below of the same train_step command as train_1.5b's smoke (on CPU:
+    # tests/rl/test_train_step_memory_gpu.py) gets the executables this pass compiled instead of compiling them again
+    (tmp_path / "jax_cache").symlink_to(os.environ["JAX_COMPILATION_CACHE_DIR"], target_is_directory=True)
     p = subprocess.run([sys.executable, "-c", code, "--out", str(tmp_path), "--smoke"], cwd=ROOT, env=_env(),
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
