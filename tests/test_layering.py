@@ -155,3 +155,16 @@ def test_the_architecture_picture_is_drawn_from_the_code(tmp_path):
         n = len(list((ROOT / "systems" / paper).rglob("*.py")))
         assert f"{paper}: {n} files in memjax/systems/{paper}/" in p.stdout
         assert "systems" in p.stdout.split(f"{paper}: ")[1].splitlines()[0]  # every paper registers through base
+
+
+def test_no_two_test_modules_share_a_file_name():
+    """tests/ has no __init__.py: pytest imports each test module by its file name, and a second tests/**/test_x.py
+    stops the whole run at collection ("import file mismatch"; CI on 2026-11-28, tests/parallel/test_lifecycle.py
+    beside tests/engine/test_lifecycle.py)."""
+    seen: dict[str, Path] = {}
+    clashes = []
+    for p in sorted((ROOT.parent / "tests").rglob("test_*.py")):
+        if p.name in seen:
+            clashes.append(f"{seen[p.name].relative_to(ROOT.parent)} and {p.relative_to(ROOT.parent)}")
+        seen.setdefault(p.name, p)
+    assert len(seen) > 100 and not clashes, clashes
