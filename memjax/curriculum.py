@@ -1,4 +1,5 @@
-"""Curriculum stages in the one training loop (memjax/train.py): stage ends, best-checkpoint selection, and
+"""Curriculum stages in the one training loop (memjax/loop/run.py, started by `python -m memjax.train`): stage ends,
+best-checkpoint selection, and
 each stage starting from the previous stage's best validation checkpoint.
 
 Owns `Curriculum`. A System splits training into stages with its `stage(step)` hook (0, 1, ... by 0-based

@@ -1,6 +1,6 @@
 """The best evaluated policy of each curriculum stage: which step it was, and its weights on disk.
 
-Owns `StageBest`, which the training loop (memjax/train.py) uses to start each curriculum stage from the
+Owns `StageBest`, which the training loop (memjax/loop/run.py) uses to start each curriculum stage from the
 previous stage's best validation checkpoint (Memory-R2's 8 -> 16 -> 32 sessions; any System whose `stage`
 hook has more than one stage), and to keep each stage's best policy for later use.
 Selection:

@@ -5,7 +5,8 @@ Owns: `AgentSection` (base class of every system's config section, the `agent` f
 `System` (the per-system hooks), `register` / `get` / `names` (the registry keyed by `agent.name`).
 A system is a workflow (memjax/agents) plus its data stream, reward shaping, held-out evaluation and config
 section; everything else -- rollout driver, advantage estimators, losses, critic, optimizer, checkpoints,
-metrics, TensorBoard -- is shared and lives in memjax/rl, memjax/train.py and memjax/loop/.
+metrics, TensorBoard -- is shared and lives in memjax/rl and memjax/loop/ (the loop: memjax/loop/run.py; its CLI:
+memjax/train.py).
 Invariants:
 - `agent.name` selects the system; `--set agent.name=X` swaps the section for X's default section
   (memjax/config.py picks the AgentSection subclass whose default `name` is X), so every field is typed.
