@@ -1,6 +1,5 @@
 """Curriculum stages in the one training loop (memjax/loop/run.py, started by `python -m memjax.train`): stage ends,
-best-checkpoint selection, and
-each stage starting from the previous stage's best validation checkpoint.
+best-checkpoint selection, and each stage starting from the previous stage's best validation checkpoint.
 
 Owns `Curriculum`. A System splits training into stages with its `stage(step)` hook (0, 1, ... by 0-based
 step, non-decreasing by at most 1 per step; default: one stage). Memory-R2's 8 -> 16 -> 32 sessions is one
