@@ -15,17 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.import_blocker import blocker
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("jax", "jaxlib", "flax", "optax", "orbax")
 
-BLOCKER = f"""
-import importlib.abc, sys
-class _Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in {HEAVY!r}:
-            raise ImportError("blocked: a heavy import: " + name)
-sys.meta_path.insert(0, _Block())
-"""
+BLOCKER = blocker(HEAVY, "a heavy import")
 
 CLI = BLOCKER + """
 import contextlib, io, os, runpy

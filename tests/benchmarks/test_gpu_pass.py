@@ -11,16 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.import_blocker import blocker
+
 ROOT = Path(__file__).resolve().parents[2]
 GPU_IMAGE_LACKS = ("grain", "bm25s", "wordllama", "tensorboardX", "nltk")
-BLOCKER = f"""
-import importlib.abc, sys
-class _Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in {GPU_IMAGE_LACKS!r}:
-            raise ImportError("blocked: not on the GPU image: " + name)
-sys.meta_path.insert(0, _Block())
-"""
+BLOCKER = blocker(GPU_IMAGE_LACKS, "not on the GPU image")
 
 
 def _env():
