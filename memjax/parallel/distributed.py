@@ -34,10 +34,9 @@ import jax
 import numpy as np
 
 from . import logtee, startup
-from .startup import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV  # noqa: F401  (memjax.parallel.lifecycle reads them here)
+from .startup import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
 
 _KV_TIMEOUT_MS = 120_000
-_launched_as_many = startup.launched_as_many  # tests/parallel/test_multiprocess.py reads it here
 
 
 class DistributedMismatch(ValueError):

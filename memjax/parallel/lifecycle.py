@@ -75,7 +75,7 @@ def peer_loss(where: Path):
     except Exception as e:
         if jax.process_count() == 1 or not _lost_peer(e):
             raise
-        from .distributed import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
+        from .startup import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
 
         wait = int(os.environ.get(HEARTBEAT_ENV, "") or DEFAULT_HEARTBEAT_S) + 5
         time.sleep(wait)  # the runtime ends this process when it has noticed the lost one (logtee's line)

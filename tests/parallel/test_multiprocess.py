@@ -141,18 +141,18 @@ def test_child_env_and_mesh_sizes():
 def test_initialize_detects_launchers_and_refuses_after_the_backend_started(monkeypatch):
     import jax
 
-    from memjax.parallel import distributed as dist
+    from memjax.parallel import distributed as dist, startup
 
     for k in ("JAX_COORDINATOR_ADDRESS", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"):
         monkeypatch.delenv(k, raising=False)
-    assert not dist._launched_as_many() and dist.initialize() is False  # one process: a no-op
+    assert not startup.launched_as_many() and dist.initialize() is False  # one process: a no-op
     monkeypatch.setenv("SLURM_NTASKS", "4")  # a bare sbatch script (no srun step): still one process
-    assert not dist._launched_as_many()
+    assert not startup.launched_as_many()
     monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
-    assert dist._launched_as_many()
+    assert startup.launched_as_many()
     monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "1")
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
-    assert dist._launched_as_many()
+    assert startup.launched_as_many()
     monkeypatch.delenv("OMPI_COMM_WORLD_SIZE")
     monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "127.0.0.1:1")
     jax.devices()  # the backend is up: jax.distributed can no longer start
