@@ -262,6 +262,27 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+def _stdout_gone() -> bool:
+    """Whether stdout's reader has closed the pipe (poll reports an error on the write end of a pipe without
+    readers); if so, stdout now points at /dev/null so that the interpreter's final flush does not raise again (the
+    recipe of Python's signal module documentation)."""
+    import os
+    import select
+    import sys
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if not any(ev & select.POLLERR for _, ev in poller.poll(0)):
+            return False
+    except (OSError, ValueError, AttributeError):  # no real stdout (a test's capture, a closed stream)
+        return False
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    return True
+
+
 def run_cli(prog: str, description: str, argv: list[str] | None, default_config: Any, body, check=None,
             precheck=None) -> int:
     """Parse a CLI (see parse_cli: `default_config` may be a function, `precheck` runs before a config loads) and
@@ -295,6 +316,8 @@ def run_cli(prog: str, description: str, argv: list[str] | None, default_config:
         print(f"{prog.split()[-1]}: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # disk full, permission denied, ...: the path and the reason, one line
+        if isinstance(e, BrokenPipeError) and _stdout_gone():
+            return 141  # the reader of stdout left (`... --help | head`): quiet, as a Unix tool killed by SIGPIPE
         print(f"{prog.split()[-1]}: error: {e}", file=sys.stderr)
         return 1
     except RunError as e:

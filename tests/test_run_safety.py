@@ -188,6 +188,29 @@ def test_sigterm_unwinds_and_exits_with_one_line(tmp_path, capsys):
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
+def test_help_into_a_closed_pipe_is_quiet_and_other_broken_pipes_are_one_line(capsys):
+    """`python -m memjax.train --help | head -1`: the reader leaves early; exit 141 (as a Unix tool killed by SIGPIPE)
+    and nothing on stderr. A broken pipe that is not stdout's (a judge's connection) stays one line, exit 1."""
+    import subprocess
+    import sys
+
+    from memjax.config import run_cli
+    from memjax.evaluate import EvalConfig
+
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the help is written (`head` after its line; no race)
+    p = subprocess.run([sys.executable, "-m", "memjax.train", "--help"], stdout=write, stderr=subprocess.PIPE,
+                       text=True, timeout=120)
+    os.close(write)
+    assert p.returncode == 141 and p.stderr == "", (p.returncode, p.stderr)
+
+    def body(cfg):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), body) == 1
+    assert capsys.readouterr().err.strip() == "memjax.evaluate: error: [Errno 32] Broken pipe"
+
+
 def test_truncated_orbax_file_is_one_line(tmp_path):
     from memjax.checkpoint.params_orbax import load_params, save_params
 
