@@ -6,7 +6,9 @@ same model and shapes; each is a new jit object that would otherwise compile ide
 keyed by the HLO and the compile options, so a hit returns the executable XLA would have built: what a test
 checks does not change, only how often the same program is compiled. The directory (and the matmul precision)
 travel to subprocesses and pytest-xdist workers through the environment. A JAX_COMPILATION_CACHE_DIR set by
-the caller is used as is (and kept).
+the caller is used as is (and kept). Children of multi-process runs also put tests/child_site on PYTHONPATH
+(tests/child_env.py): jax writes the cache from process 0 only, and on CPU the key of a program includes the process,
+so processes 1.. compiled every program cold in every run; its sitecustomize lets each process write its own.
 """
 
 import os

@@ -22,6 +22,7 @@ from memjax.systems import AgentSection, CountingStream, System, register
 from memjax.train import Run, TrainConfig
 
 from conftest import golden_dir
+from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
 SP = SamplingParams(temperature=1.0, max_tokens=3)
 # held-out score after k training steps; stage 0 = steps 1-3 (best: 2), stage 1 = steps 4-6 (best: 5)
@@ -219,7 +220,7 @@ def test_two_processes_hand_off_like_one(uninterrupted, tmp_path):
                    f"config = _cfg({str(out)!r})\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
                                                                       "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
-    env.update(PYTHONPATH=str(tests.parent), JAX_PLATFORMS="cpu")
+    env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu")
     p = subprocess.run([sys.executable, "-m", "memjax.launch", "--nproc", "2", "--devices-per-proc", "2", "--",
                         "memjax.train", str(cfg)], cwd=tests.parent, env=env, capture_output=True, text=True,
                        timeout=600)

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from memjax.parallel.split import block, deal_groups
+from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
 # 3 launches of 2 real processes + 3 references (two compile their engine; Memory-R1's is scripted: 18 s):
 # 106 + 18 s at load 8 on 2 cores
@@ -38,7 +39,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "data" / "locomo_fixture.json"
 def _launch(args: list[str], module: str = "memjax.evaluate") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
                                                                       "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
-    env.update(PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu")
     cmd = [sys.executable, "-m", "memjax.launch", "--nproc", "2", "--devices-per-proc", "2", "--",
            module, *args]
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -24,6 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: python tests/parallel/fault_matrix.py
+    sys.path.insert(0, str(ROOT))
+from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH  # noqa: E402
 # groups of 4 and micro-batches of 32 rows: every step still updates (a non-flat group each step, grad_norm logged),
 # at ~17 CPU-s per warm process instead of ~25 with the config's groups of 8 and 128-row micro-batches
 TRAIN = ["memjax.train", "configs/tiny.py", "--set", "steps=3", "--set", "prompts_per_step=2", "--set",
@@ -140,7 +143,7 @@ class Outcome:
 def _env(devices: int, extra: dict, port: int) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
                                                                       "JAX_PROCESS_ID", "SLURM_", "OMPI_", "MEMJAX_"))}
-    env.update(PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", MEMJAX_INIT_TIMEOUT_S=str(INIT_S),
+    env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", MEMJAX_INIT_TIMEOUT_S=str(INIT_S),
                MEMJAX_HEARTBEAT_S=str(HEARTBEAT_S), XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
     for k, v in extra.items():
         if v == "":
@@ -239,9 +242,11 @@ def run_matrix(work: Path, cases=CASES, jobs: int = 12) -> tuple[dict, dict, dic
     of its shape (one process, or two) has finished, and its resume right after it. So the programs are compiled
     once per shape, by the reference, and every later training process finds them in the persistent compilation
     cache (JAX_COMPILATION_CACHE_DIR: tests/conftest.py sets one per test session and the children inherit it)
-    instead of compiling them itself, all at the same time (about 70 s of CPU per process cold, 28 s warm). A cache
-    hit is the executable XLA would have built: the exit codes, lines, bounds and the bit-for-bit comparison are
-    those of cold processes."""
+    instead of compiling them itself, all at the same time (about 70 s of CPU per process cold, 28 s warm, at load
+    20-30). Process 1 of a two-process run finds its own programs there too: jax writes the cache from process 0
+    only, and on CPU a key includes the process, so the children run with tests/child_site on PYTHONPATH, whose
+    sitecustomize lets every process write. A cache hit is the executable XLA would have built: the exit codes,
+    lines, bounds and the bit-for-bit comparison are those of cold processes."""
     refs = references(work)
     needed = {c.resume for c in cases if c.resume}
     with ThreadPoolExecutor(jobs) as ex:

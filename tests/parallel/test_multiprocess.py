@@ -30,6 +30,7 @@ import pytest
 
 from memjax.launch import child_env, launch
 from memjax.parallel import MeshConfig
+from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
 pytestmark = pytest.mark.slow(seconds=310)  # the 2-process and 1-process runs, the launcher: 310 s wall, 362 CPU-s (suite, 2026-11-28)
 
@@ -42,7 +43,7 @@ TIMING = ("_s", "_seconds", "mfu", "per_s", "logp_mismatch")  # wall times, and 
 def _env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
                                                                       "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
-    env.update(PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", **extra)
+    env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu", **extra)
     return env
 
 

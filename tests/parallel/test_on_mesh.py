@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_checkpoint_state_saves_and_restores_with_one_device_per_process(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
                                                                       "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
-    env.update(PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-m", "memjax.launch", "--nproc", "2", "--devices-per-proc", "1", "--",
                         "tests.parallel.on_mesh_check", str(tmp_path)], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=300)

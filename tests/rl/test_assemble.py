@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from memjax.launch import child_env, free_port
+from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = Path(__file__).with_name("assemble_check.py")
@@ -33,7 +34,7 @@ NO_LLVM_OPT = "--xla_backend_optimization_level=0"  # module docstring: compile 
 def _env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
                                                                       "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
-    env.update(PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu")
     env["XLA_FLAGS"] = " ".join(filter(None, [env.get("XLA_FLAGS", ""), NO_LLVM_OPT]))
     env.update(extra)
     return env

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from memjax.rl.batch import Conversation, build_batch
 from memjax.rl.dapo import DynamicSampler, concat_batches, filter_groups, overlong_penalty
+from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
 
 def _ref_keep(reward, group, keep_singletons=False):
@@ -171,7 +172,7 @@ def test_dynamic_sampling_across_two_processes_keeps_what_one_process_keeps(tmp_
     root, check = Path(__file__).resolve().parents[2], Path(__file__).with_name("dapo_check.py")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
                                                                       "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
-    env.update(PYTHONPATH=str(root), JAX_PLATFORMS="cpu")
+    env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu")
     for cmd in ([sys.executable, str(check), str(tmp_path)],
                 [sys.executable, "-m", "memjax.launch", "--nproc", "2", "--devices-per-proc", "1", "--",
                  "tests.rl.dapo_check", str(tmp_path)]):
