@@ -9,7 +9,6 @@ from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 from tests.child_env import ROOT
 
 PROBE = """
-import sys
 import jax
 from jax._src import distributed
 distributed.global_state.process_id = 1  # what jax.distributed.initialize sets in the second process
@@ -18,8 +17,7 @@ print(jax._src.compiler._cache_write.__name__)
 """
 
 
-def _probe(tmp_path, pythonpath: str) -> tuple[str, list]:
-    cache = tmp_path / pythonpath.count(os.pathsep).__str__()
+def _probe(cache, pythonpath: str) -> tuple[str, list]:
     env = dict(os.environ, PYTHONPATH=pythonpath, JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(cache),
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     p = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -28,7 +26,7 @@ def _probe(tmp_path, pythonpath: str) -> tuple[str, list]:
 
 
 def test_every_process_writes_the_cache_with_child_site_and_only_then(tmp_path):
-    name, entries = _probe(tmp_path, CHILD_PYTHONPATH)
+    name, entries = _probe(tmp_path / "with", CHILD_PYTHONPATH)
     assert name == "cache_write_every_process" and any(e.startswith("jit__lambda") for e in entries), entries
-    name, entries = _probe(tmp_path, str(ROOT))
+    name, entries = _probe(tmp_path / "without", str(ROOT))
     assert name == "_cache_write" and not any(e.startswith("jit__lambda") for e in entries), entries

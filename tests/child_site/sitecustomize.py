@@ -1,5 +1,5 @@
-"""Test children only (tests/conftest.py puts this folder on PYTHONPATH): every process of a multi-process run writes
-the persistent compilation cache, not only process 0.
+"""Test children only (the multi-process tests put this folder on their children's PYTHONPATH: tests/child_env.py):
+every process of a multi-process run writes the persistent compilation cache, not only process 0.
 
 jax writes cache entries from process 0 alone (jax._src.compiler._cache_write: to spare shared filesystems
 contention), and on the CPU backend a program's cache key includes the process (the topology fingerprint of its
@@ -13,6 +13,7 @@ jax._src.compiler is: processes that never import jax pay nothing.
 import importlib.abc
 import importlib.machinery
 import sys
+import warnings
 
 
 def _patch(compiler) -> None:
@@ -23,9 +24,13 @@ def _patch(compiler) -> None:
     def cache_write_every_process(cache_key, compile_time_secs, module_name, backend, executable):
         if distributed.global_state.process_id == 0:
             return write(cache_key, compile_time_secs, module_name, backend, executable)
-        if compile_time_secs >= config.persistent_cache_min_compile_time_secs.value:
+        if compile_time_secs < config.persistent_cache_min_compile_time_secs.value:
+            return
+        try:  # as jax's own write: a failed write is a warning, never a failed compile
             compilation_cache.put_executable_and_time(cache_key, module_name, executable, backend,
                                                       int(compile_time_secs))
+        except Exception as e:
+            warnings.warn(f"Error writing persistent compilation cache entry for '{module_name}': {e!r}")
 
     compiler._cache_write = cache_write_every_process
 

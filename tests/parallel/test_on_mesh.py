@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
 ROOT = Path(__file__).resolve().parents[2]
