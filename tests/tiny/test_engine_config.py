@@ -1,9 +1,14 @@
-"""The tiny tasks' engine (memjax/tiny/model.py): its compiled loop holds one forward per round size, and it has no
-small row buckets below max_slots (each is another full forward to compile in every process that builds a tiny
-engine; at these shapes they saved no rollout time: the docstring's measurement). That small buckets sample the same
-tokens is tests/engine/test_mixed.py's check."""
+"""The tiny tasks' engines (memjax/tiny/model.py; SUMER's memjax/systems/sumer/tiny/agent.py; the full-context
+baseline's memjax/systems/memagent/tiny/full_context.py) have no small row buckets below max_slots: each bucket is
+one more full forward in the compiled loop, compiled by every process that builds a tiny engine, and at these shapes
+they saved no rollout time (the measurements are in those docstrings).
+That small buckets sample the same tokens is tests/engine/test_mixed.py's check."""
 
-from memjax.tiny.model import engine_config
+from memjax.model import init_model
+from memjax.systems.memagent.tiny import full_context
+from memjax.systems.memagent.tiny.task import TaskConfig
+from memjax.systems.sumer.tiny import agent as sumer
+from memjax.tiny.model import engine_config, model_config
 
 
 def test_the_tiny_engine_compiles_no_small_round_buckets():
@@ -11,3 +16,13 @@ def test_the_tiny_engine_compiles_no_small_round_buckets():
     assert cfg.small_rounds == 0
     assert cfg.round_sizes == (cfg.max_slots, cfg.round_tokens) == (64, 64 + 16 * 48)
     assert min(engine_config(max_slots=8).round_sizes) == 8
+
+
+def test_sumers_tiny_engine_compiles_no_small_round_buckets():
+    cfg = sumer.engine_config()
+    assert cfg.small_rounds == 0 and min(cfg.round_sizes) == cfg.max_slots == 64
+
+
+def test_the_full_context_engine_compiles_no_small_round_buckets():
+    cfg = full_context.make_engine(init_model(model_config(), 0), TaskConfig(num_chunks=6), max_slots=8).config
+    assert cfg.small_rounds == 0 and min(cfg.round_sizes) == cfg.max_slots == 8
