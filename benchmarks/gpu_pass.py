@@ -115,23 +115,50 @@ def device_kind() -> str:
     return p.stdout.strip().splitlines()[-1] if p.returncode == 0 and p.stdout.strip() else f"unknown ({p.stderr[-200:]})"
 
 
+# Runs `python -m benchmarks.<module> ARGS` (sys.argv[1:]) with a SIGUSR2 handler that prints every thread's Python
+# stack, main thread first, from the main thread under the GIL (faulthandler's fatal-signal dump walks the other
+# threads while they run: on 2026-11-28 it crashed inside a busy progress-bar thread before it reached the main one)
+_RUN_WITH_STACKS = """import runpy, signal, sys, threading, traceback
+def _stacks(sig, frame):
+    names = {t.ident: t.name for t in threading.enumerate()}
+    frames = sorted(sys._current_frames().items(), key=lambda kv: kv[0] != threading.main_thread().ident)
+    for tid, f in frames:
+        print(f"[gpu_pass] thread {names.get(tid, tid)} (most recent call first):", file=sys.stderr)
+        print("".join(reversed(traceback.format_stack(f))), end="", file=sys.stderr)
+    sys.stderr.flush()
+signal.signal(signal.SIGUSR2, _stacks)
+sys.argv = sys.argv[1:]
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
+STACKS_WAIT_S = 3  # after SIGUSR2, before SIGABRT: a main thread inside one long C call answers only the SIGABRT
+
+
 def run_item(item: Item, out: Path, smoke: bool, env: dict, limit_s: float) -> dict:
     args = list(item.smoke if smoke else item.args) + [item.out_flag, str(out / "results")]
-    cmd = [sys.executable, "-m", f"benchmarks.{item.module}", *args]
+    shown = ["python", "-m", f"benchmarks.{item.module}", *args]
+    cmd = [sys.executable, "-c", _RUN_WITH_STACKS, f"benchmarks.{item.module}", *args]
     log = out / "logs" / f"{item.name}.log"
     before = set((out / "results").glob("*"))
     t0 = time.perf_counter()
     with open(log, "w") as fh:
-        fh.write("$ " + shlex.join(cmd) + "\n")
+        fh.write("$ " + shlex.join(shown) + "\n")
         fh.flush()
         p = subprocess.Popen(cmd, cwd=ROOT, env={**env, **item.extra_env, "PYTHONFAULTHANDLER": "1"}, stdout=fh,
                              stderr=subprocess.STDOUT)
         try:
             rc = p.wait(timeout=limit_s)
         except subprocess.TimeoutExpired:
-            # SIGABRT first: with PYTHONFAULTHANDLER=1 the child writes every thread's Python stack into its
-            # log, so a timed-out item says where it was stuck (a hang and a slow phase look alike otherwise)
-            fh.write(f"\n[gpu_pass] timeout after {limit_s:.0f} s: SIGABRT for a traceback\n")
+            # SIGUSR2 first: the child prints every thread's Python stack (main thread first) into its log, so a
+            # timed-out item says where it was stuck (a hang and a slow phase look alike otherwise); then SIGABRT:
+            # with PYTHONFAULTHANDLER=1 a main thread stuck in C code still gets its stack dumped
+            fh.write(f"\n[gpu_pass] timeout after {limit_s:.0f} s: SIGUSR2 for the Python stacks\n")
+            fh.flush()
+            p.send_signal(signal.SIGUSR2)
+            try:
+                p.wait(timeout=STACKS_WAIT_S)
+            except subprocess.TimeoutExpired:
+                pass
+            fh.write("\n[gpu_pass] SIGABRT for a traceback\n")
             fh.flush()
             p.send_signal(signal.SIGABRT)
             try:

@@ -119,8 +119,10 @@ def test_build_md_gpu_tier_covers_every_gpu_test_and_runs_on_the_gpu_image(tmp_p
 
 
 def test_a_timed_out_item_records_where_it_was_stuck(tmp_path):
-    """A child past its limit gets SIGABRT first: with PYTHONFAULTHANDLER its log holds its Python stack, and the
-    record names the innermost benchmark/memjax frames (on the H200 a silent 300 s timeout said nothing)."""
+    """A child past its limit gets SIGUSR2 first: it prints every thread's Python stack, main thread first, and the
+    record names the innermost benchmark/memjax frames (on the H200 a silent 300 s timeout said nothing); then SIGABRT
+    (PYTHONFAULTHANDLER: a dump even from inside C code). The child's progress bar runs a thread of its own: the
+    fatal-signal dump alone once crashed in it before reaching the main thread (2026-11-28, CI-shaped run)."""
     from benchmarks import gpu_pass
 
     (tmp_path / "results").mkdir()
@@ -132,4 +134,9 @@ def test_a_timed_out_item_records_where_it_was_stuck(tmp_path):
     assert rec["status"] == "timeout" and rec["returncode"] == 124
     log = (tmp_path / rec["log"]).read_text()
     assert "SIGABRT for a traceback" in log and "Fatal Python error: Aborted" in log
+    first = log.split("[gpu_pass] thread ", 1)[1]
+    assert first.startswith("MainThread (most recent call first):"), log[-3000:]
+    assert "benchmarks/forward_throughput.py" in first.split("[gpu_pass] thread ", 1)[0], log[-3000:]
     assert any("benchmarks/forward_throughput.py" in f or "/memjax/" in f for f in rec["stuck_at"]), rec
+    assert rec["command"].startswith("python -m benchmarks.forward_throughput --preset tiny")
+    assert log.startswith("$ python -m benchmarks.forward_throughput --preset tiny")
