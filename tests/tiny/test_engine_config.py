@@ -1,5 +1,5 @@
-"""The tiny tasks' engines (memjax/tiny/model.py; SUMER's memjax/systems/sumer/tiny/agent.py; the full-context
-baseline's memjax/systems/memagent/tiny/full_context.py) have no small row buckets below max_slots: each bucket is
+"""The tiny tasks' engines (memjax/tiny/model.py, which SUMER's memjax/systems/sumer/tiny/agent.py takes at its
+window; the full-context baseline's memjax/systems/memagent/tiny/full_context.py) have no small row buckets below max_slots: each bucket is
 one more full forward in the compiled loop, compiled by every process that builds a tiny engine, and at these shapes
 they saved no rollout time (the measurements are in those docstrings).
 That small buckets sample the same tokens is tests/engine/test_mixed.py's check."""

@@ -20,6 +20,7 @@ from ..workflow import SumerConfig, SumerWorkflow
 from ....engine import EngineConfig
 from ....model import ModelConfig, presets
 from ....rewards.locomo import RuleBasedJudge
+from ....tiny.model import engine_config as tiny_engine_config
 from .task import MODEL_VOCAB, WINDOW, TinySumerFormat
 
 
@@ -29,11 +30,8 @@ def model_config(hidden: int = 64, layers: int = 3, heads: int = 4, kv_heads: in
 
 
 def engine_config(max_slots: int = 64) -> EngineConfig:
-    """No small row buckets, as memjax/tiny/model.py's engine: configs/sumer/tiny.py 6 steps on 2 CPU cores, rollout
-    0.37 -> 0.30 s per step, the same rewards and accuracies, 39.9 -> 32.6 CPU-s for the run (the loop's compile)."""
-    return EngineConfig(max_slots=max_slots, page_size=8, window=WINDOW, prefill_slots=min(16, max_slots),
-                        prefill_chunk=WINDOW, rounds_per_sync=64, progress=False, kv_cache_bytes=64 << 20,
-                        small_rounds=0)
+    """The tiny tasks' engine (memjax/tiny/model.py) at this task's window."""
+    return tiny_engine_config(max_slots, window=WINDOW)
 
 
 def sumer_config(temperature: float = 1.0, max_turns: int = 4) -> SumerConfig:
