@@ -17,7 +17,9 @@ fallback). "reference" = dense autodiff. "auto" = "chunked" until a GPU measurem
 
 Masked rows (documented choice): compact=True (default) stably permutes valid tokens first (one gather
 of h [N, D] and of the outputs); row blocks with no valid row skip all LM-head work (pl.when /
-lax.cond), so cost follows the number of valid tokens.
+lax.cond), so cost follows the number of valid tokens. The chunked path's row block is the largest of 256 and the
+power of two that cuts N into at least 8 blocks, capped at 2,048: a short call (one micro-batch of two 1,024-token
+rows with 30 response tokens) computes one block of 256 rows instead of all 2,048; long calls keep 2,048-row blocks.
 
 Ragged sizes: N is padded to the row block (padded rows masked). The last vocab tile starts at V - bv,
 overlapping its neighbour, with already-covered columns masked: W is never padded or copied and no load
@@ -41,10 +43,11 @@ from jax.experimental import pallas as pl
 
 from .reference import token_logprob_entropy_ref
 
-__all__ = ["token_logprob_entropy", "resolve_impl", "IMPLS"]
+__all__ = ["token_logprob_entropy", "resolve_impl", "chunked_block_rows", "IMPLS"]
 
 IMPLS = ("auto", "pallas", "chunked", "reference")
 _DEFAULT_BLOCKS = {"pallas": (128, 128, 64), "chunked": (2048, 8192, 0)}  # rows, vocab, d-chunk
+_MIN_BLOCKS, _SMALL_BLOCK = 8, 256  # chunked: row blocks of 256..2048 rows, at least 8 of them where n allows
 _NEG = -1e30
 _F32 = jnp.float32
 _TN = (((1,), (1,)), ((), ()))  # a @ b.T
@@ -73,6 +76,13 @@ def resolve_impl(impl: str = "auto") -> str:
 
 def _pow2_floor(x: int) -> int:
     return 1 << (max(int(x), 1).bit_length() - 1)
+
+
+def chunked_block_rows(n: int) -> int:
+    """The chunked path's default row block for n rows: the power of two that cuts n into at least _MIN_BLOCKS blocks,
+    within [_SMALL_BLOCK, 2048] (module docstring: a block with no valid row is skipped, so finer blocks of a short call
+    skip more of its masked rows)."""
+    return min(_DEFAULT_BLOCKS["chunked"][0], max(_SMALL_BLOCK, _pow2_floor(-(-n // _MIN_BLOCKS))))
 
 
 # ---- tile math shared by the pallas kernels and the chunked path (plain jnp on [bn, bv] tiles) ----
@@ -388,7 +398,7 @@ def token_logprob_entropy(hidden, w, targets, mask, *, temperature: float = 1.0,
         if interpret is None:
             interpret = jax.default_backend() not in ("gpu", "cuda", "rocm")
     else:
-        bn, bv, bd, interpret = max(1, min(rows, n)), min(vocab, v), d, False
+        bn, bv, bd, interpret = max(1, min(rows if block_rows else chunked_block_rows(n), n)), min(vocab, v), d, False
     cfg = _Cfg(impl, 1.0 / float(temperature), bn, bv, bd, bool(interpret))
 
     n_pad = -(-max(n, 1) // bn) * bn

@@ -140,3 +140,20 @@ def test_validation_and_impl_choice():
         token_logprob_entropy(h, w, t.astype(jnp.float32), m)
     with pytest.raises(ValueError, match="temperature"):
         token_logprob_entropy(h, w, t, m, temperature=0.0)
+
+
+def test_chunked_default_row_blocks_let_a_short_call_skip_its_masked_rows():
+    """The chunked path's default row block (chunked_block_rows): at least 8 blocks where n allows, 256..2048 rows; a
+    micro-batch of two 1,024-token rows (n = 2,046) is 8 blocks of 256, so its ~30 response tokens (compacted first)
+    cost one block of LM-head work instead of 2,046 rows; long calls keep 2,048-row blocks. And such a call, default
+    blocks, equals the dense reference."""
+    from memjax.kernels.fused_logprob import chunked_block_rows
+
+    assert [chunked_block_rows(n) for n in (1, 200, 2046, 2048, 6144, 16384, 16385, 131072)] == \
+        [256, 256, 256, 256, 512, 2048, 2048, 2048]
+    h, w, t, m, a, b = _problem(3, (2, 1023), 16, 300, keep=0.015)
+    assert 10 <= int(m.sum()) <= 60
+    (lp, ent), (dh, dw) = _fwd_and_grads(token_logprob_entropy, h, w, t, m, a, b, impl="chunked", block_vocab=128)
+    (lp_r, ent_r), (dh_r, dw_r) = _fwd_and_grads(token_logprob_entropy_ref, h, w, t, m, a, b)
+    assert _maxdiff(lp, lp_r) <= 1e-5 and _maxdiff(ent, ent_r) <= 1e-5
+    assert _maxdiff(dh, dh_r) <= 1e-4 and _maxdiff(dw, dw_r) <= 1e-4
