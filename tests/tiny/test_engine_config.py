@@ -1,5 +1,5 @@
 """The tiny tasks' engines (memjax/tiny/model.py, which SUMER's memjax/systems/sumer/tiny/agent.py takes at its
-window; the full-context baseline's memjax/systems/memagent/tiny/full_context.py) have no small row buckets below max_slots: each bucket is
+window; the full-context baseline's memjax/systems/memagent/tiny/full_context.py) have no small row buckets below max_slots below 256 slots: each bucket is
 one more full forward in the compiled loop, compiled by every process that builds a tiny engine, and at these shapes
 they saved no rollout time (the measurements are in those docstrings).
 That small buckets sample the same tokens is tests/engine/test_mixed.py's check."""
@@ -16,6 +16,16 @@ def test_the_tiny_engine_compiles_no_small_round_buckets():
     assert cfg.small_rounds == 0
     assert cfg.round_sizes == (cfg.max_slots, cfg.round_tokens) == (64, 64 + 16 * 48)
     assert min(engine_config(max_slots=8).round_sizes) == 8
+
+
+def test_a_tiny_engine_of_256_slots_keeps_one_small_bucket():
+    """MemAgent's tiny engine (256 slots: a step's 256 trajectories at once) keeps max_slots / 4 rows for runs with a
+    handful of trajectories (memjax/tiny/model.py engine_config: their rollout took 0.31 s per step at 256-row rounds,
+    0.15 s with the bucket)."""
+    from memjax.systems.memagent.tiny.system import TinySection
+
+    cfg = engine_config(max_slots=TinySection().max_slots)
+    assert cfg.max_slots == 256 and cfg.small_rounds == 1 and sorted(cfg.round_sizes)[:2] == [64, 256]
 
 
 def test_sumers_tiny_engine_compiles_no_small_round_buckets():

@@ -37,7 +37,8 @@ class TinySection(AgentSection):
     max_slots: int = 256  # engine slots: a step's 256 trajectories (32 questions x group 8) at once; the samples do not
     # depend on it (engine invariant). configs/tiny.py, 3 steps + 2 held-out evaluations of 256 x 5 answers on 2 CPU
     # cores: 64 slots 55.6 CPU-s (rollout 1.7 s per step, evaluation 8.1 s), 256 slots 35.5 CPU-s (0.6 s, 3.9 s), every
-    # reward, gradient norm and accuracy the same; 512 slots no faster
+    # reward, gradient norm and accuracy the same; 512 slots no faster. Its engine keeps a 64-row round size for runs
+    # with few trajectories (memjax/tiny/model.py engine_config)
     heldout_size: int = 256
     eval_samples: int = 4  # temperature-1 answers per held-out question for `accuracy_sampled` (0 = off)
     eval_lengths: tuple[int, ...] = ()  # also evaluate at these num_chunks (keys chunks<N>/...); () = off
