@@ -173,7 +173,7 @@ def test_evaluate_leaves_no_out_dir_on_a_bad_data_file(tmp_path, capsys):
     ("agent.group_size=1", "agent.group_size=1: GRPO compares"),
     ("agent.warmstart=/nonexistent", "agent.warmstart=/nonexistent: no warm start there"),
     ("model.preset=qwen2.5-7b", "would ignore model.preset='qwen2.5-7b'"),
-    ("engine.max_slots=4", "would ignore engine.max_slots=4 (it runs 64)"),
+    ("engine.max_slots=4", "would ignore engine.max_slots=4 (it runs 256)"),
 ])
 @pytest.mark.parametrize("check", [False, True])
 def test_settings_a_run_would_meet_are_refused_by_run_and_check(override, message, check, tmp_path, capsys):
