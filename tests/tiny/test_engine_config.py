@@ -1,7 +1,8 @@
 """The tiny tasks' engines (memjax/tiny/model.py, which SUMER's memjax/systems/sumer/tiny/agent.py takes at its
-window; the full-context baseline's memjax/systems/memagent/tiny/full_context.py) have no small row buckets below max_slots below 256 slots: each bucket is
-one more full forward in the compiled loop, compiled by every process that builds a tiny engine, and at these shapes
-they saved no rollout time (the measurements are in those docstrings).
+window; the full-context baseline's memjax/systems/memagent/tiny/full_context.py) of fewer than 256 slots have no
+small row buckets below max_slots: each bucket is one more full forward in the compiled loop, compiled by every
+process that builds a tiny engine, and at these shapes they saved no rollout time (the measurements are in those
+docstrings). An engine of 256 slots (MemAgent's tiny default) keeps one, for runs with few trajectories.
 That small buckets sample the same tokens is tests/engine/test_mixed.py's check."""
 
 from memjax.model import init_model
