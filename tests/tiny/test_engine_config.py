@@ -7,6 +7,7 @@ That small buckets sample the same tokens is tests/engine/test_mixed.py's check.
 
 from memjax.model import init_model
 from memjax.systems.memagent.tiny import full_context
+from memjax.systems.memagent.tiny.system import TinySection
 from memjax.systems.memagent.tiny.task import TaskConfig
 from memjax.systems.sumer.tiny import agent as sumer
 from memjax.tiny.model import engine_config, model_config
@@ -23,8 +24,6 @@ def test_a_tiny_engine_of_256_slots_keeps_one_small_bucket():
     """MemAgent's tiny engine (256 slots: a step's 256 trajectories at once) keeps max_slots / 4 rows for runs with a
     handful of trajectories (memjax/tiny/model.py engine_config: their rollout took 0.31 s per step at 256-row rounds,
     0.15 s with the bucket)."""
-    from memjax.systems.memagent.tiny.system import TinySection
-
     cfg = engine_config(max_slots=TinySection().max_slots)
     assert cfg.max_slots == 256 and cfg.small_rounds == 1 and sorted(cfg.round_sizes)[:2] == [64, 256]
 
