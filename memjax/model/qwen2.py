@@ -160,10 +160,16 @@ class Qwen2(nnx.Module):
 def decoder_layer(cfg: ModelConfig, p: dict[str, jax.Array], x: jax.Array, cos: jax.Array, sin: jax.Array,
                   attention: AttentionFn, layer, st) -> tuple[jax.Array, Any]:
     """One decoder block on x [b, t, h] with this layer's parameters `p` (LAYER_PARAMS names, or the rollout
-    engine's fused ones: `qkv_w` [h, q + 2kv] with `qkv_b`, `gate_up_w` [h, 2I]; memjax/engine/weights.py)."""
+    engine's fused ones: `qkv_w` [h, q + 2kv] with `qkv_b`, `gate_up_w` [h, 2I]; memjax/engine/weights.py).
+
+    The projections run on [b * t, h] rows (a free reshape): the backward's weight gradient is then one dot
+    contracting one dimension. On [b, t, h], it contracts two, and XLA's canonical dot needs the [b, t, n] output
+    gradient transposed to [n, b * t] first; XLA:CPU fused that transpose with the gradient's elementwise producers
+    into strided loops that took 38% of the tiny update (tests/model/test_model.py holds the shape)."""
     b, t = x.shape[:2]
     dt = cfg.jnp_dtype
     p = jax.tree.map(lambda a: a.astype(dt), p)
+    x = x.reshape(b * t, x.shape[-1])
     hn = rms_norm(x, p["input_norm"], cfg.rms_norm_eps)
     if "qkv_w" in p:
         q, k, v = jnp.split(hn @ p["qkv_w"], (cfg.q_size, cfg.q_size + cfg.kv_size), axis=-1)
@@ -181,12 +187,14 @@ def decoder_layer(cfg: ModelConfig, p: dict[str, jax.Array], x: jax.Array, cos: 
     k = apply_rope(k.reshape(b, t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
     v = v.reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
     o, st = attention(q, k, v, layer=layer, state=st)
-    x = x + o.reshape(b, t, cfg.q_size) @ p["o_w"]
+    x = x + o.reshape(b * t, cfg.q_size) @ p["o_w"]
     hn = rms_norm(x, p["post_norm"], cfg.rms_norm_eps)
     if "gate_up_w" in p:
         g, u = jnp.split(hn @ p["gate_up_w"], 2, axis=-1)
-        return x + (jax.nn.silu(g) * u) @ p["down_w"], st
-    return x + swiglu(hn, p["gate_w"], p["up_w"], p["down_w"]), st
+        x = x + (jax.nn.silu(g) * u) @ p["down_w"]
+    else:
+        x = x + swiglu(hn, p["gate_w"], p["up_w"], p["down_w"])
+    return x.reshape(b, t, x.shape[-1]), st
 
 
 def output_logits(cfg: ModelConfig, hidden: jax.Array, embed: jax.Array, lm_head: jax.Array | None) -> jax.Array:

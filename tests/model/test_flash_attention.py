@@ -68,7 +68,9 @@ def test_model_forward_with_blockwise_equals_dense():
 def test_no_quadratic_tensor_in_compiled_7b_width_training_step():
     """One Qwen2.5-7B-width layer, bf16, T=8192, value-and-grad compiled on CPU with abstract inputs:
     the dense reference materialises f32 [1, 4, 7, 8192, 8192] score tensors (~25 GiB of temporaries);
-    the blockwise path has no T x T tensor and its temporaries stay under 3 GiB."""
+    the blockwise path has no T x T tensor and its temporaries stay under 4 GiB (3.24 GiB: XLA:CPU runs the
+    layer's bf16 weight-gradient dots in f32, on f32 copies of their [T, 18944] operands; 2.25 GiB while the
+    projections contracted [B, T] as two dimensions, memjax/model/qwen2.py `decoder_layer`)."""
     cfg = presets.get("qwen2.5-7b").replace(num_layers=1, dtype="bfloat16", param_dtype="bfloat16")
     gd, st = nnx.split(abstract_model(cfg))
 
@@ -78,7 +80,7 @@ def test_no_quadratic_tensor_in_compiled_7b_width_training_step():
 
     c = jax.jit(jax.grad(loss)).lower(st, jax.ShapeDtypeStruct((1, 8192), jnp.int32)).compile()
     assert not re.findall(r"\[[0-9,]*8192,8192[0-9,]*\]", c.as_text())
-    assert c.memory_analysis().temp_size_in_bytes < 3 * 2**30
+    assert c.memory_analysis().temp_size_in_bytes < 4 * 2**30
 
 
 def test_training_attention_selection_and_errors():
