@@ -2,12 +2,12 @@
 
 `ForkedCLI` owns a multiprocessing forkserver that has imported the third-party libraries every memjax CLI imports
 (`PRELOAD`: jax, flax, optax, numpy, rich, yaml; about 0.7 CPU-s of a command's 1.1 when it starts cold). `run_all`
-forks that server once per command and runs the command there as `python -m` does: runpy with run_name "__main__" and the command's
-sys.argv, the working directory first on sys.path, the command's environment, fds 1 and 2 sent to one file (so the
-command's own children write there too), atexit handlers and non-daemon threads finished before the exit code is
-returned. memjax itself is imported by each command, as in a fresh interpreter. Every command gets the environment the
-server started with (the preloaded libraries read JAX_* variables when imported); `run_all` refuses anything but
-`python -m ...`. The server never starts a JAX backend: each command starts its own.
+forks that server once per command and runs the command there as `python -m` does: runpy with run_name "__main__"
+and the command's sys.argv, the working directory first on sys.path, the command's environment, fds 1 and 2 sent to
+one file (so the command's own children write there too), atexit handlers and non-daemon threads finished before the
+exit code is returned. memjax itself is imported by each command, as in a fresh interpreter. Every command gets the
+environment the server started with (the preloaded libraries read JAX_* variables when imported); `run_all` refuses
+anything but `python -m ...`. The server never starts a JAX backend: each command starts its own.
 """
 
 from __future__ import annotations
@@ -61,8 +61,9 @@ def _command(module: str, args: list[str], env: dict, cwd: str, out: str) -> Non
 
 
 class ForkedCLI:
-    """Start with the environment the commands will share (JAX_*, XLA_FLAGS); `run_all` from one thread (multiprocessing's
-    Process objects poll their children from `start` too: two threads reading one child's exit code race for it)."""
+    """Start with the environment the commands will share (JAX_*, XLA_FLAGS); call `run_all` from one thread
+    (multiprocessing's Process objects poll their children from `start` too: two threads reading one child's exit
+    code race for it)."""
 
     def __init__(self, env: dict, cwd: Path):
         self.env, self.cwd = dict(env), str(cwd)
