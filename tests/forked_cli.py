@@ -77,7 +77,6 @@ class ForkedCLI:
         finally:
             os.environ.clear()
             os.environ.update(saved)
-        self._dir = tempfile.mkdtemp(prefix="forked-cli-")
 
     def run_all(self, argvs: list[list[str]], *, jobs: int = 4, timeout: float = 600) -> list[tuple[int, str, float]]:
         """[(exit code, stdout + stderr, seconds)] of each `python -m MODULE ARGS` (argv[0] any python), `jobs` at a
@@ -85,12 +84,16 @@ class ForkedCLI:
         for argv in argvs:
             if len(argv) < 3 or argv[1] != "-m" or not Path(argv[0]).name.startswith("python"):
                 raise ValueError(f"ForkedCLI runs `python -m MODULE ...` commands only, not {argv}")
+        with tempfile.TemporaryDirectory(prefix="forked-cli-") as outs:  # the commands' output files, removed after
+            return self._run_all(argvs, jobs, timeout, outs)
+
+    def _run_all(self, argvs: list[list[str]], jobs: int, timeout: float, outs: str) -> list[tuple[int, str, float]]:
         results: list = [None] * len(argvs)
         todo, running = list(range(len(argvs)))[::-1], {}
         while todo or running:
             while todo and len(running) < jobs:
                 i = todo.pop()
-                out = os.path.join(self._dir, f"{i}.out")
+                out = os.path.join(outs, f"{i}.out")
                 p = self._ctx.Process(target=_command, args=(argvs[i][2], argvs[i][3:], self.env, self.cwd, out))
                 p.start()
                 running[p.sentinel] = (i, p, out, time.monotonic())
