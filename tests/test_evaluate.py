@@ -49,23 +49,26 @@ def test_system_evaluation_of_a_policy(tmp_path, capsys):
 
 
 def test_tiny_evaluation_per_document_length(tmp_path):
-    """The documented length sweep (configs/memagent/tiny_eval.py) as a subprocess, at a small held-out size: one
-    result per listed num_chunks (and per hop), the task's own length equal to the plain keys; a bad length
-    is a one-line config error."""
+    """The documented length sweep (configs/memagent/tiny_eval.py, `agent.eval_lengths=3,6,12,24,48,96`) as a
+    subprocess, at a small held-out size and its lengths up to 24 chunks: one result per listed num_chunks (and per
+    hop), the task's own length equal to the plain keys; a bad length is a one-line config error. (48 and 96 chunks
+    were 75% of the sweep's turns and prove nothing more here; the documented command's config is checked in
+    tests/test_docs_commands.py, and MemAgent at 24 chunks against the full-context baseline in
+    tests/benchmarks/memagent/test_memagent_length_extrapolation.py.)"""
     import subprocess
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    cmd = "python -m memjax.evaluate configs/memagent/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96".split()
+    cmd = "python -m memjax.evaluate configs/memagent/tiny_eval.py --set agent.eval_lengths=3,6,12,24".split()
     small = ["--set", "agent.heldout_size=12", "--set", "agent.eval_samples=1", "--set", f"out_dir={tmp_path / 'e'}"]
     p = subprocess.run([sys.executable, *cmd[1:], *small], cwd=repo, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     m = json.loads((tmp_path / "e" / "results.json").read_text())["metrics"]
-    for n in (3, 6, 12, 24, 48, 96):
+    for n in (3, 6, 12, 24):
         for k in ("accuracy", "accuracy_hop1", "accuracy_hop2", "accuracy_sampled"):
             assert 0.0 <= m[f"chunks{n}/{k}"] <= 1.0, (n, k)
     assert all(m[f"chunks3/{k}"] == m[k] for k in ("accuracy", "accuracy_hop1", "accuracy_hop2", "accuracy_sampled"))
-    assert len({m[f"chunks{n}/accuracy"] for n in (3, 6, 12, 24, 48, 96)}) > 1  # the documents did change
+    assert len({m[f"chunks{n}/accuracy"] for n in (3, 6, 12, 24)}) > 1  # the documents did change
     p = subprocess.run([sys.executable, *cmd[1:-2], "--set", "agent.eval_lengths=3,1", *small], cwd=repo,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "eval_lengths" in p.stderr
