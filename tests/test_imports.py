@@ -41,7 +41,8 @@ def cli(module, *argv, env=None):
     lines = (err.getvalue() or out.getvalue()).strip().splitlines()
     print(module, argv[-1] if argv else "", "->", code, "|", lines[-1] if lines else "")
 
-import memjax, memjax.parallel, memjax.engine, memjax.agents, memjax.parallel.startup
+import memjax, memjax.parallel, memjax.engine, memjax.agents, memjax.parallel.startup, memjax.checkpoint
+from memjax.checkpoint.errors import CheckpointError
 print("EngineConfig", memjax.EngineConfig.__module__)
 BAD = {"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "one"}
 cli("memjax.train", "configs/tiny.py", env=BAD)

@@ -1,7 +1,12 @@
-"""memjax.checkpoint: Hugging Face safetensors in/out and orbax parameter checkpoints."""
+"""memjax.checkpoint: Hugging Face safetensors in/out and orbax parameter checkpoints.
 
-from .errors import CheckpointError
-from .hf import hf_tensors, load_config, load_hf, save_hf
-from .hf_config import from_hf_config, to_hf_config
+The package's names resolve on first use (memjax/lazy.py): importing memjax.checkpoint, or memjax.checkpoint.errors,
+does not import jax, flax or safetensors (tests/test_imports.py)."""
+
+from ..lazy import exports, names
+
+__getattr__, __dir__ = exports(globals(), {**names(".errors", "CheckpointError"),
+                                          **names(".hf", "hf_tensors", "load_config", "load_hf", "save_hf"),
+                                          **names(".hf_config", "from_hf_config", "to_hf_config")})
 
 __all__ = ["CheckpointError", "hf_tensors", "load_config", "load_hf", "save_hf", "from_hf_config", "to_hf_config"]
