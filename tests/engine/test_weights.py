@@ -44,3 +44,18 @@ def test_bf16_copy_of_fp32_master_equals_cast_at_use_and_refreshes_without_recom
 def test_weight_dtype_validated():
     with pytest.raises(ValueError, match="EngineConfig.weight_dtype"):
         EngineConfig(weight_dtype="int8")
+
+
+def test_committed_weights_compile_the_loop_once():
+    """A multi-process trainer hands the engine weights committed to a device (its process's copy). The loop's
+    state is committed to the same device, so every call sees one set of argument shardings: one compile for
+    generation, weight refreshes and the ring's reset between calls (it compiled twice when the state was not)."""
+    model = init_model(presets.get("tiny"), seed=1)
+    nnx.update(model, jax.device_put(nnx.state(model, nnx.Param), jax.devices()[0]))
+    eng = Engine(model, EngineConfig(**CFG))
+    params = [SamplingParams(temperature=1.0, max_tokens=6, seed=i) for i in range(3)]
+    for seed in range(3):  # each generate() is several device calls (the ring is reset after each)
+        eng.generate(_prompts(3, seed), params)
+        eng.update_weights(jax.device_put(nnx.state(init_model(model.cfg, seed=seed + 2), nnx.Param),
+                                          jax.devices()[0]))
+    assert eng._run._cache_size() == 1
