@@ -36,7 +36,8 @@ size, weight swaps, and the public `generate` / `submit` + `step` API.
   tokens (prompt + max_tokens) of live requests; a request stays in its group (also when preempted).
   With tensor_parallel = T each group spans T devices that split its heads and its pool's KV heads.
   `device_stats[d]` holds group d's counters; `stats` their sums, and stats["wall_rounds"] the rounds of the
-  slowest group per call, summed (= rounds with one group). D = 1 runs the single-device loop.
+  slowest group per call, summed (= rounds with one group). D = 1 runs the single-device loop, with the weights and
+  every state array it is handed committed to the engine's device (one argument sharding per call: one compile).
 Counters: request and group ids wrap below 2**31 - 1 (unique among live requests); `stats` are Python
 ints summed from per-call device counters, so nothing overflows in a week-long run.
 Invariants: prompts are non-empty lists of ints < vocab; prompt_len < window unless
