@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,10 +42,19 @@ HEARTBEAT_S = 10  # the default; 5 s let the coordination service declare a star
 STOP_S = 150  # from a SIGTERM / SIGINT to the last exit: the rest of a step (compiles included) and a save, loaded CPU
 
 
+_ISSUED: set = set()  # ports handed to a case in this run: cases run in threads, and a port probed free is free
+_ISSUED_LOCK = threading.Lock()  # again once its probe closes, so two cases could otherwise draw the same one
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    with _ISSUED_LOCK:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _ISSUED:
+                _ISSUED.add(port)
+                return port
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,12 +182,14 @@ def start(procs, out: Path, port: int, logs: Path, tag: str):
 
 def run(case: Case, work: Path, signal_at=True) -> Outcome:
     work.mkdir(parents=True, exist_ok=True)
-    out, port = work / "out", free_port()
-    held = None
-    if case.hold_port:
-        held = socket.socket()
-        held.bind(("127.0.0.1", port))
-        held.listen()
+    out, held = work / "out", None
+    if case.hold_port:  # bound at once, not probed and bound later (CI, stop 60: EADDRINUSE at this bind)
+        with _ISSUED_LOCK:
+            held = socket.socket()
+            held.bind(("127.0.0.1", 0))
+            held.listen()
+            _ISSUED.add(held.getsockname()[1])
+    port = held.getsockname()[1] if held is not None else free_port()
     try:
         t0 = time.monotonic()
         procs = start(case.procs, out, port, work, "p" if signal_at else "resume")
