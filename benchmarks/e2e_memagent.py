@@ -12,10 +12,10 @@ trajectory: DAPO's filter would keep no group and no update would run, so the up
 zero advantages, at the same cost) and, at tiny scale only, the shapes (documents, chunk, budgets, engine slots and
 window, row buckets, one mini-batch) shrunk to CPU size.
 tests/test_memagent_command.py runs the tiny command as typed; BUILD.md's issue-46 GPU block runs 1.5B and 3B.
-The resume check copies the run's folder without its last checkpoint and hf/ export, resumes to the same step and
-compares the two hf/ exports byte for byte (`resume_bit_identical`). Writes DIR/e2e_<scale>.json (commands, exit
-codes, seconds, per-step phases, resume result) and DIR/e2e_<scale>.md (the phase table); the runs' folders and logs
-stay under DIR.
+The resume check copies the run's folder without its last checkpoint, hf/ export and result.json
+(`copy_for_resume`), resumes to the same step and compares the two hf/ exports byte for byte
+(`resume_bit_identical`). Writes DIR/e2e_<scale>.json (commands, exit codes, seconds, per-step phases, resume
+result) and DIR/e2e_<scale>.md (the phase table); the runs' folders and logs stay under DIR.
 """
 
 from __future__ import annotations
@@ -91,6 +91,16 @@ def _same_export(a: Path, b: Path) -> bool:
         (a / n).read_bytes() == (b / n).read_bytes() for n in files)
 
 
+RESUME_DROPS = ("hf", ".memjax.lock", "result.json")  # + the last checkpoint
+
+
+def copy_for_resume(run_dir: Path, resumed: Path, steps: int) -> None:
+    """The finished run's folder as a run stopped after step steps-1 leaves it: without its last checkpoint, hf/
+    export and result.json (a result.json that reached `steps` makes the same command a no-op: memjax.run_identity
+    .finished)."""
+    shutil.copytree(run_dir, resumed, ignore=shutil.ignore_patterns(*RESUME_DROPS, str(steps)))
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=sorted(PRESETS), required=True)
@@ -119,7 +129,7 @@ def main(argv=None) -> dict:
         (a.out / f"e2e_{a.scale}.md").write_text(_md(res["phases"]))
     (a.out / f"e2e_{a.scale}.json").write_text(json.dumps(res, indent=1) + "\n")  # kept if the resume is cut short
     if res["run"]["returncode"] == 0:  # resume from step steps-1 to steps: the same final weights?
-        shutil.copytree(run_dir, resumed, ignore=shutil.ignore_patterns("hf", ".memjax.lock", str(a.steps)))
+        copy_for_resume(run_dir, resumed, a.steps)
         res["resume"] = _run(command(a.scale, resumed, data, prompts=prompts, steps=a.steps, attention=a.attention,
                                      resume=True), a.out / f"e2e_{a.scale}_resume.log", 60 * a.minutes)
         res["resume_bit_identical"] = res["resume"]["returncode"] == 0 and _same_export(run_dir / "hf", resumed / "hf")
