@@ -42,19 +42,32 @@ HEARTBEAT_S = 10  # the default; 5 s let the coordination service declare a star
 STOP_S = 150  # from a SIGTERM / SIGINT to the last exit: the rest of a step (compiles included) and a save, loaded CPU
 
 
-_ISSUED: set = set()  # ports handed to a case in this run: cases run in threads, and a port probed free is free
-_ISSUED_LOCK = threading.Lock()  # again once its probe closes, so two cases could otherwise draw the same one
+_ISSUED: set = set()  # ports given to a case in this run: the cases run in threads, and bind(0) can return a port
+_ISSUED_LOCK = threading.Lock()  # given to another case whose processes have not bound it yet
 
 
-def free_port() -> int:
+def claim_port(hold: bool = False) -> tuple[int, socket.socket | None]:
+    """A port no other case of this run was given; with `hold`, the listening socket that keeps it (the "port in
+    use" row binds it at once: probed and bound later, another case took it in between, CI of stop 60)."""
+    rejected = []  # kept bound until the end, so bind(0) does not return them again
     with _ISSUED_LOCK:
-        while True:
-            with socket.socket() as s:
+        try:
+            while True:
+                s = socket.socket()
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
-            if port not in _ISSUED:
-                _ISSUED.add(port)
-                return port
+                if port not in _ISSUED:
+                    break
+                rejected.append(s)
+        finally:
+            for r in rejected:
+                r.close()
+        _ISSUED.add(port)
+    if hold:
+        s.listen()
+        return port, s
+    s.close()
+    return port, None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,14 +195,8 @@ def start(procs, out: Path, port: int, logs: Path, tag: str):
 
 def run(case: Case, work: Path, signal_at=True) -> Outcome:
     work.mkdir(parents=True, exist_ok=True)
-    out, held = work / "out", None
-    if case.hold_port:  # bound at once, not probed and bound later (CI, stop 60: EADDRINUSE at this bind)
-        with _ISSUED_LOCK:
-            held = socket.socket()
-            held.bind(("127.0.0.1", 0))
-            held.listen()
-            _ISSUED.add(held.getsockname()[1])
-    port = held.getsockname()[1] if held is not None else free_port()
+    out = work / "out"
+    port, held = claim_port(hold=case.hold_port)
     try:
         t0 = time.monotonic()
         procs = start(case.procs, out, port, work, "p" if signal_at else "resume")
