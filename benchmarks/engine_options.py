@@ -2,7 +2,7 @@
 the old and the new engine path side by side (issue 47: layers=unrolled, fuse_projections=true, prefill_buckets=8).
 
 Owns `add_engine_option(parser)` and `engine_overrides(pairs)`: each KEY must be an EngineConfig field, VALUE is
-converted to the field's default's type (bool: true/false; int; str); bad input exits with one line naming it.
+converted to the field's default's type (bool: true/false; int; float; str); bad input exits with one line naming it.
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ def engine_overrides(pairs: list[str]) -> dict:
             if val.lower() not in ("true", "false"):
                 raise SystemExit(f"--engine {pair!r}: {key} takes true or false")
             out[key] = val.lower() == "true"
+        elif isinstance(d, float):
+            try:
+                out[key] = float(val)
+            except ValueError:
+                raise SystemExit(f"--engine {pair!r}: {key} takes a number") from None
         elif isinstance(d, int):
             try:
                 out[key] = int(val)

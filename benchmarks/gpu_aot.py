@@ -1,7 +1,8 @@
 """Deviceless XLA:GPU compile of the engine's generation loop: what the GPU program holds, without a GPU.
 
   python -m benchmarks.gpu_aot [--preset P] [--dtype D] [--slots B] [--window W] [--page-size S]
-                               [--schedule split|mixed] [--attention reference|pallas] [--hlo FILE] [--json FILE]
+                               [--schedule split|mixed] [--attention reference|pallas]
+                               [--kv-dtype compute|float8_e4m3fn] [--hlo FILE] [--json FILE]
   python -m benchmarks.gpu_aot --train-step [--preset P] [--slots ROWS] [--window ROW_LEN] [--cpu]
                                (the recipe's mini-batch update instead of the loop)
 
@@ -73,7 +74,7 @@ def weight_copies(txt: str, cfg) -> dict:
 
 def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, window: int = 256, page_size: int = 16,
                  schedule: str = "split", attention: str = "reference", prefill_slots: int = 8,
-                 prefill_chunk: int = 2048, device=None) -> tuple[dict, str]:
+                 prefill_chunk: int = 2048, device=None, kv_dtype: str = "compute") -> tuple[dict, str]:
     """(facts, optimised HLO text) of memjax's engine loop compiled for `device` (default: an H100 target)."""
     import jax
     import jax.numpy as jnp
@@ -91,7 +92,7 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
     cfg = presets.get(preset, param_dtype=dtype, dtype=dtype)
     ecfg = EngineConfig(max_slots=slots, page_size=page_size, window=window, prefill_slots=min(prefill_slots, slots),
                         prefill_chunk=min(prefill_chunk, window), schedule=schedule, attention=attention,
-                        progress=False, num_pages=slots * (window // page_size) + 2)
+                        progress=False, num_pages=slots * (window // page_size) + 2, kv_dtype=kv_dtype)
     model = nnx.eval_shape(lambda: init_model(cfg, 0))
     attend = None
     if attention == "pallas":
@@ -108,11 +109,11 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
     txt = comp.as_text()
     ma = comp.memory_analysis()
     kv = pool.k
-    kv_type = f"{jnp.dtype(kv.dtype).name.replace('bfloat16', 'bf16').replace('float32', 'f32')}" \
-              f"[{','.join(map(str, kv.shape))}]"
+    hlo_names = {"bfloat16": "bf16", "float32": "f32", "float16": "f16", "float8_e4m3fn": "f8e4m3fn"}
+    kv_type = f"{hlo_names[jnp.dtype(kv.dtype).name]}[{','.join(map(str, kv.shape))}]"
     kv_scatters = [m for m in re.findall(r"= " + re.escape(kv_type) + r"\{[0-9,]*\} scatter\([^\n]*", txt)]
     facts = dict(preset=preset, dtype=dtype, slots=slots, window=window, page_size=page_size, schedule=schedule,
-                 attention=attention, device=dev.device_kind, compile_s=round(secs, 2),
+                 attention=attention, kv_dtype=jnp.dtype(kv.dtype).name, device=dev.device_kind, compile_s=round(secs, 2),
                  pool_bytes=2 * kv.size * jnp.dtype(kv.dtype).itemsize,
                  temp_bytes=ma.temp_size_in_bytes, argument_bytes=ma.argument_size_in_bytes,
                  alias_bytes=ma.alias_size_in_bytes,
@@ -191,6 +192,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--schedule", default="split", choices=["split", "mixed"])
     ap.add_argument("--attention", default="reference", choices=["reference", "pallas"])
+    ap.add_argument("--kv-dtype", default="compute", choices=["compute", "float8_e4m3fn"],
+                    help="the KV pool's dtype (EngineConfig.kv_dtype)")
     ap.add_argument("--train-step", action="store_true", help="compile the recipe's mini-batch update instead "
                     "(configs/memagent/train.py; --slots = rows per micro-batch, --window = row length)")
     ap.add_argument("--cpu", action="store_true", help="with --train-step: compile for this machine's CPU instead "
@@ -204,7 +207,8 @@ def main(argv=None) -> dict:
         facts, txt = compile_train_step(a.preset, micro_rows=a.slots, row_len=a.window, n_micro_cap=16,
                                         device=jax.devices("cpu")[0] if a.cpu else None)
     else:
-        facts, txt = compile_loop(a.preset, a.dtype, a.slots, a.window, a.page_size, a.schedule, a.attention)
+        facts, txt = compile_loop(a.preset, a.dtype, a.slots, a.window, a.page_size, a.schedule, a.attention,
+                                  kv_dtype=a.kv_dtype)
     if a.hlo:
         a.hlo.write_text(txt)
     if a.json:

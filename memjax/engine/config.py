@@ -27,6 +27,8 @@ WEIGHT_DTYPES = ("compute", "bfloat16", "float16", "float32")
 LOGPROB_MODES = ("raw", "processed")
 SCHEDULES = ("auto", "split", "mixed")
 LAYER_LOOPS = ("scan", "unrolled")
+KV_DTYPES = ("compute", "float8_e4m3fn")
+FP8_E4M3_MAX = 448.0  # largest finite float8_e4m3fn; stored K/V are clipped to it (the cast would give NaN)
 AUTO_PREFILL_CAP = 8192  # prefill tokens per mixed round when token_budget = 0
 
 
@@ -94,6 +96,15 @@ class EngineConfig:
     # runs at the shortest that holds its longest chunk (that chunk padded by < 1/j at length j/k; one compiled
     # forward per length). Stats: prefill_executed (rows run) beside prefill_tokens (useful)
     prefill_buckets: int = 0
+    # dtype of the paged KV pool (issue 47). "compute" = the model's compute dtype (bf16 for real configs);
+    # "float8_e4m3fn" halves the pool's bytes (twice the tokens per GiB, half the KV read per decode step): K/V
+    # are stored as clip(x / k_scale (v_scale), +-448) and read back times the scale (folded into the query
+    # and the attention output, so the kernels only upcast the loaded page). Not for RL until its log-prob
+    # gap is measured on real weights (benchmarks/kv_fp8_gap.py; BUILD.md): memjax.train refuses it without
+    # the old log-prob recompute. Pallas and reference attention only (the Mosaic kernel takes bf16/f16 pools)
+    kv_dtype: str = "compute"
+    k_scale: float = 1.0  # per-tensor scales of the fp8 pool (vLLM's default without calibration: 1.0)
+    v_scale: float = 1.0
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -151,6 +162,18 @@ class EngineConfig:
         if (self.layers != "scan" or self.fuse_projections) and (self.data_parallel != 1 or self.tensor_parallel != 1):
             raise ValueError("EngineConfig.layers='unrolled' / fuse_projections=True are single-device layouts: set "
                              "data_parallel=1 and tensor_parallel=1, or keep layers='scan', fuse_projections=False")
+        if self.kv_dtype not in KV_DTYPES:
+            raise ValueError(f"EngineConfig.kv_dtype must be one of {KV_DTYPES}, got {self.kv_dtype!r}")
+        for f in ("k_scale", "v_scale"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+                raise ValueError(f"EngineConfig.{f} must be a positive finite number, got {v!r}")
+        if self.kv_dtype == "compute" and (self.k_scale != 1.0 or self.v_scale != 1.0):
+            raise ValueError("EngineConfig.k_scale / v_scale scale a float8 pool only: set kv_dtype='float8_e4m3fn' "
+                             "or leave them at 1.0")
+        if self.kv_dtype != "compute" and self.attention == "mosaic":
+            raise ValueError(f"EngineConfig.kv_dtype={self.kv_dtype!r} needs attention='pallas', 'reference' or "
+                             "'auto': the Mosaic decode kernel reads bf16/f16 pools only")
         if self.data_parallel > 1:
             self.per_device(self.data_parallel)  # the totals must split into data_parallel groups
 

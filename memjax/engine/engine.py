@@ -218,6 +218,15 @@ class Engine:
             self.stats["sleeps"] += 1
         return freed
 
+    def kv_absmax(self) -> tuple[float, float]:
+        """(max |K|, max |V|) over the KV pool as stored, times its scales: the per-tensor calibration of a float8
+        pool (EngineConfig.k_scale = max |K| / 448 puts the largest cached value at the top of e4m3's range).
+        Read after a representative generate() on a compute-dtype engine (unused pages hold zeros)."""
+        if self._pool is None:
+            raise RuntimeError("Engine.kv_absmax: the engine is asleep (no KV pool)")
+        f = jax.jit(lambda a: jnp.max(jnp.abs(a.astype(jnp.float32))))
+        return (float(f(self._pool.k)) * self.config.k_scale, float(f(self._pool.v)) * self.config.v_scale)
+
     @property
     def asleep(self) -> bool:
         return self._pool is None

@@ -94,7 +94,8 @@ def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None) ->
     """The prefill, decode and mixed rounds over params in the engine's layout (memjax/engine/weights.py:
     the model's nnx.State by default)."""
     S, C, BP, W = ecfg.page_size, ecfg.prefill_chunk, ecfg.prefill_slots, ecfg.window
-    attn_kw = {} if attend is None else {"attend": attend}
+    attn_kw = ({} if attend is None else {"attend": attend}) | {"k_scale": float(ecfg.k_scale),
+                                                                  "v_scale": float(ecfg.v_scale)}
     own_layout = uses_layout(ecfg)
 
     def forward(params, ids, pos, page_table, start, n_valid, pool):

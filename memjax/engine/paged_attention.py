@@ -9,6 +9,8 @@ the scatter, never written: `write_kv`), then every query attends to keys at pos
 online softmax (flash-decoding order), so memory is O(b * t * S) per page, never O(b * context); the
 page count is bucketed (powers of two) so the loop has a static trip count (see `paged_attention`).
 Each KV page is read once for all query heads of its group. Softmax statistics are in float32.
+A float8 pool (EngineConfig.kv_dtype) stores clip(x / scale, +-448); `PagedAttention` folds k_scale into the
+query and v_scale into the output, so the attention functions see only the stored values (and upcast them).
 The page loop itself (`paged_attention`, the reference the Pallas kernel must match) lives in
 memjax/kernels/reference.py (kernels are leaves) and is re-exported here.
 """
@@ -43,15 +45,25 @@ def write_indices(pages_shape, page_table: jax.Array, start: jax.Array, n_valid:
     return jnp.where(write, page, drop), jnp.where(write, pos.reshape(-1) % s, 0), write
 
 
+def to_pool(x: jax.Array, dtype, scale: float = 1.0) -> jax.Array:
+    """x as stored in a pool of `dtype`: a plain cast, or for float8 clip(x / scale, +-max finite) (a float8_e4m3fn
+    cast of an out-of-range value would be NaN: it has no infinity)."""
+    dtype = jnp.dtype(dtype)
+    if dtype.itemsize != 1:
+        return x.astype(dtype)
+    lim = float(jnp.finfo(dtype).max)
+    return jnp.clip(x.astype(jnp.float32) / jnp.float32(scale), -lim, lim).astype(dtype)
+
+
 def write_kv(pages: jax.Array, layer: jax.Array, new: jax.Array, page_table: jax.Array, start: jax.Array,
-             n_valid: jax.Array) -> jax.Array:
+             n_valid: jax.Array, scale: float = 1.0) -> jax.Array:
     """pages [L,KV,P,S,D]; new [b,t,KV,D] at positions start[b]+i for i < n_valid[b] (rows on the null
     page or past n_valid are dropped). The written (page, offset) pairs must be distinct (the engine's
     invariant: a sequence owns its unshared pages, shared pages are never written); the scatter is
     declared unique, so a duplicate would have no defined winner on a GPU."""
     b, t = new.shape[:2]
     page, off, _ = write_indices(pages.shape, page_table, start, n_valid, t)
-    vals = new.reshape(b * t, *new.shape[2:]).astype(pages.dtype)  # [N, KV, D]
+    vals = to_pool(new.reshape(b * t, *new.shape[2:]), pages.dtype, scale)  # [N, KV, D]
     return pages.at[layer, :, page, off].set(vals, mode="drop", unique_indices=True)
 
 
@@ -60,18 +72,26 @@ class PagedAttention:
     """Attention back-end for `Qwen2.forward`: state = (k_pages, v_pages), threaded through layers.
 
     page_table [b, MP], start [b] (tokens already cached), n_valid [b] (new tokens this step, <= t).
+    k_scale / v_scale: a float8 pool's scales (1.0 otherwise): K is stored / k_scale and q is multiplied by it
+    (q . k = (q k_scale) . (k / k_scale)); V is stored / v_scale and the output multiplied by it.
     """
 
     page_table: jax.Array
     start: jax.Array
     n_valid: jax.Array
     attend: object = paged_attention  # swap in the Pallas kernel with the same signature
+    k_scale: float = 1.0
+    v_scale: float = 1.0
 
     def __call__(self, q, k, v, *, layer, state):
         k_pages, v_pages = state
-        k_pages = write_kv(k_pages, layer, k, self.page_table, self.start, self.n_valid)
-        v_pages = write_kv(v_pages, layer, v, self.page_table, self.start, self.n_valid)
+        k_pages = write_kv(k_pages, layer, k, self.page_table, self.start, self.n_valid, self.k_scale)
+        v_pages = write_kv(v_pages, layer, v, self.page_table, self.start, self.n_valid, self.v_scale)
         t = q.shape[1]
         q_pos = self.start[:, None] + jnp.arange(t, dtype=jnp.int32)[None]
+        if self.k_scale != 1.0:
+            q = (q.astype(jnp.float32) * self.k_scale).astype(q.dtype)
         out = self.attend(q, k_pages, v_pages, layer, self.page_table, q_pos, self.start + self.n_valid)
+        if self.v_scale != 1.0:
+            out = (out.astype(jnp.float32) * self.v_scale).astype(out.dtype)
         return out, (k_pages, v_pages)

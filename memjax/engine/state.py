@@ -4,7 +4,8 @@ Owns: the pytrees the generation loop carries, their construction, and the page 
 Shapes (B slots, W window, C prefill chunk, MP pages per sequence, P pages, Q queue rows, R ring rows):
   Slots.tokens int32 [B, W + C] (prompt then generated ids; C columns of slack so a prefill chunk slice
   never clamps), Slots.logprobs f32 [B, W + C], Slots.page_table int32 [B, MP] (0 = null page).
-  Pool.k / Pool.v [L, KV, P, S, D] in the model's compute dtype; page 0 is the null page (never allocated,
+  Pool.k / Pool.v [L, KV, P, S, D] in `kv_dtype(mcfg, ecfg)` (the model's compute dtype, or float8_e4m3fn
+  holding x / EngineConfig.k_scale / v_scale); page 0 is the null page (never allocated,
   refcount pinned at 0; padding writes land there and are never read as valid). Pool.free_stack[:n_free]
   holds the free page ids; refcount[p] = number of slots whose page table holds p.
 The loop donates Slots and Pool; Queue is an input; Ring collects finished/preempted rows for the host.
@@ -104,8 +105,13 @@ class Counters:
     prefill_executed: jax.Array  # token rows the prefill forwards ran (padding included; >= prefill_tokens)
 
 
+def kv_dtype(mcfg: ModelConfig, ecfg: EngineConfig) -> jnp.dtype:
+    """The pool's dtype: EngineConfig.kv_dtype, "compute" meaning the model's compute dtype."""
+    return mcfg.jnp_dtype if ecfg.kv_dtype == "compute" else jnp.dtype(ecfg.kv_dtype)
+
+
 def kv_bytes_per_page(mcfg: ModelConfig, ecfg: EngineConfig) -> int:
-    return 2 * mcfg.num_layers * mcfg.num_kv_heads * ecfg.page_size * mcfg.head_dim * mcfg.jnp_dtype.itemsize
+    return 2 * mcfg.num_layers * mcfg.num_kv_heads * ecfg.page_size * mcfg.head_dim * kv_dtype(mcfg, ecfg).itemsize
 
 
 def init_slots(ecfg: EngineConfig) -> Slots:
@@ -121,7 +127,8 @@ def init_slots(ecfg: EngineConfig) -> Slots:
 def init_pool(mcfg: ModelConfig, ecfg: EngineConfig, num_pages: int) -> Pool:
     shape = (mcfg.num_layers, mcfg.num_kv_heads, num_pages, ecfg.page_size, mcfg.head_dim)
     ids = jnp.arange(num_pages, dtype=jnp.int32)
-    return Pool(k=jnp.zeros(shape, mcfg.jnp_dtype), v=jnp.zeros(shape, mcfg.jnp_dtype),
+    dt = kv_dtype(mcfg, ecfg)
+    return Pool(k=jnp.zeros(shape, dt), v=jnp.zeros(shape, dt),
                 refcount=jnp.zeros(num_pages, jnp.int32),
                 free_stack=jnp.where(ids < num_pages - 1, ids + 1, 0),  # pages 1..P-1; page 0 is null
                 n_free=jnp.int32(num_pages - 1))

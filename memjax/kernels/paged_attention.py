@@ -21,7 +21,9 @@ are cut into n contiguous ranges of ceil(pages / n) (per sequence, from its own 
 writes unnormalised (m, l, acc) and a pure-JAX combine rescales by exp(m_s - max m); num_splits = 1
 writes the normalised output directly. Scores: dot(q, k) in the input dtype with fp32 accumulation,
 times 1/sqrt(D) (q is cast to the pool's dtype; fp32 pools use precision HIGHEST, i.e. IEEE rather
-than TF32 dots on GPU); p is cast to v's dtype for the PV dot (the usual flash rounding in bf16).
+than TF32 dots on GPU); p is cast to v's dtype for the PV dot (the usual flash rounding in bf16). A float8
+pool (1-byte dtype) is the exception: q keeps its dtype and each loaded page is upcast to it in the kernel,
+so the pool is read at 1 byte per value and the dots run in q's dtype (the scales live in PagedAttention).
 
 Page table / layer (GPU lowering choice). jax 0.11.2's default Pallas GPU lowering is Triton, which
 rejects scalar prefetch ("not implemented in the Triton backend"), so BlockSpec index maps cannot read
@@ -122,6 +124,8 @@ def _kernel(layer_ref, kvl_ref, pt_ref, qpos_ref, q_ref, k_ref, v_ref, *out_refs
         page = pt_ref[i, j]
         k = k_ref[layer, h, page]                        # [S, D]
         v = v_ref[layer, h, page]
+        if k.dtype != q.dtype:                           # a float8 pool: upcast the page, the dots stay in q's dtype
+            k, v = k.astype(q.dtype), v.astype(q.dtype)
         sc = lax.dot_general(q, k, _TN, precision=prec, preferred_element_type=_F32) * cfg.scale   # [bq, S]
         key = j * s + iota
         ok = (key <= qp_col) & (key < kvl)
@@ -224,7 +228,8 @@ def paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer,
     bq = max(_MIN_ROWS, min(block_q, pl.next_power_of_2(r)))
     r_pad = -(-r // bq) * bq
     # rows ordered (t, g) inside each kv head: [b, t, KV, G, D] -> [b, KV, t*G, D]
-    q_rows = jnp.swapaxes(q.astype(k_pages.dtype).reshape(b, t, kvh, g, d), 1, 2).reshape(b, kvh, r, d)
+    cd = q.dtype if jnp.dtype(k_pages.dtype).itemsize == 1 else k_pages.dtype  # a float8 pool keeps q's dtype
+    q_rows = jnp.swapaxes(q.astype(cd).reshape(b, t, kvh, g, d), 1, 2).reshape(b, kvh, r, d)
     q_rows = jnp.pad(q_rows, ((0, 0), (0, 0), (0, r_pad - r), (0, 0)))
     qpos_rows = jnp.pad(jnp.repeat(q_pos.astype(jnp.int32), g, axis=1), ((0, 0), (0, r_pad - r)),
                         constant_values=-1)

@@ -228,6 +228,9 @@ def paged_attention_mosaic(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array,
         raise ValueError(f"paged_attention: block_k must be an int >= 1, got {block_k!r}")
     ppb = _block_pages(s, block_k)
     isz = jnp.dtype(k_pages.dtype).itemsize
+    if isz == 1:
+        raise ValueError(f"paged_attention: impl='mosaic' reads bf16/f16 (or interpreted fp32) pools, not "
+                         f"{k_pages.dtype}; use impl='pallas' or 'reference' for a float8 pool")
     if not interpret and not mosaic_supported(s, d, k_pages.dtype, g, block_k):
         raise ValueError(f"paged_attention: the compiled mosaic kernel needs a bf16/f16 pool (got {k_pages.dtype}), "
                          f"page size S={s} a multiple of 8, key blocks of a multiple of 64 (got {ppb * s}) and "

@@ -14,10 +14,12 @@ checked on an XLA:CPU program."""
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +51,21 @@ def test_gpu_loop_has_no_pool_copy_and_unique_kv_scatters(schedule, tmp_path):
     assert facts["kv_scatters"] > 0 and facts["kv_scatters_unique"] == facts["kv_scatters"], facts
     # each layer's weights are read in place: no slice copied before a GEMM, no merged q/k/v or gate/up buffer
     assert facts["weight_copies"] == {"slices": 0, "concats": 0}, facts
+
+
+@pytest.mark.slow(seconds=30)
+@needs_plugin
+def test_gpu_loop_with_a_float8_pool_reads_it_in_place(tmp_path):
+    """EngineConfig.kv_dtype=float8_e4m3fn with the Pallas (Triton) kernel, compiled through PTX for an H100: the
+    pool is 1 byte per value and is never upcast whole (no bf16 array of the pool's shape), copied or scattered
+    with repeated indices; the kernel upcasts each page it loads."""
+    facts, hlo = _compile(tmp_path, "--preset", "tiny", "--slots", "8", "--window", "256", "--page-size", "16",
+                          "--attention", "pallas", "--kv-dtype", "float8_e4m3fn")
+    assert facts["kv_dtype"] == "float8_e4m3fn", facts
+    shape = re.search(r"f8e4m3fn\[(\d+),(\d+),(\d+),16,(\d+)\]", hlo)
+    assert shape and facts["pool_bytes"] == 2 * 16 * np.prod([int(x) for x in shape.groups()]), facts
+    assert f"bf16[{','.join(shape.groups()[:3])},16," not in hlo
+    assert facts["pool_copies"] == 0 and facts["kv_scatters"] == facts["kv_scatters_unique"] > 0, facts
 
 
 @pytest.mark.slow(seconds=120)

@@ -69,7 +69,7 @@ def test_engine_kv_writes_are_unique(schedule, monkeypatch):
 
     found = []
 
-    def checked(pages, layer, new, page_table, start, n_valid):
+    def checked(pages, layer, new, page_table, start, n_valid, scale=1.0):
         t = new.shape[1]
         page, off, write = write_indices(pages.shape, page_table, start, n_valid, t)
         key = jnp.where(write, page * pages.shape[3] + off, -1 - jnp.arange(page.shape[0]))
@@ -77,7 +77,7 @@ def test_engine_kv_writes_are_unique(schedule, monkeypatch):
         valid = (jnp.arange(t)[None] < n_valid[:, None]).reshape(-1)
         jax.debug.callback(lambda d, z: found.append((int(d), int(z))), (srt[1:] == srt[:-1]).sum(),
                            (valid & ~write).sum())
-        return write_kv(pages, layer, new, page_table, start, n_valid)
+        return write_kv(pages, layer, new, page_table, start, n_valid, scale)
 
     monkeypatch.setattr(pa, "write_kv", checked)
     cfg = presets.get("tiny")

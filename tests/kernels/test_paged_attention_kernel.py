@@ -14,6 +14,7 @@ and are not checked here).
 """
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -109,6 +110,23 @@ def test_bf16_within_stated_tolerance(t, splits):
     assert np.all(np.asarray(out.astype(jnp.float32))[1] == 0)
 
 
+@pytest.mark.parametrize("t,splits", [(1, 2), (4, 1)])
+def test_float8_pool_matches_reference(t, splits):
+    """A float8_e4m3fn pool (EngineConfig.kv_dtype): q stays bf16, the kernel upcasts each page; the reference
+    reads the same stored values in fp32 (tolerance as bf16: the kernel's dots run in bf16)."""
+    q, k, v, pt, q_pos, kv_len = _problem(21 + t, b=4, t=t, h=6, kv=2, s=8, d=16, mp=4, kv_len=[30, 0, 9, 17],
+                                          dtype=jnp.bfloat16)
+    k, v = k.astype(jnp.float8_e4m3fn), v.astype(jnp.float8_e4m3fn)
+    out = _kernel(q, k, v, jnp.int32(1), pt, q_pos, kv_len, num_splits=splits)
+    ref = _reference(q, k, v, jnp.int32(1), pt, q_pos, kv_len)
+    assert out.dtype == jnp.bfloat16
+    assert _maxdiff(out, ref) <= 2e-2
+    assert np.all(np.asarray(out.astype(jnp.float32))[1] == 0)
+    jaxpr = str(jax.make_jaxpr(lambda *a: paged_attention(*a, impl="pallas"))(q, k, v, 0, pt, q_pos, kv_len))
+    f8 = set(re.findall(r"f8_e4m3fn\[([0-9,]+)\]", jaxpr))  # float8 values: the pools and one loaded page only
+    assert f8 == {",".join(map(str, k.shape)), "8,16"}, f8  # (q cast to float8 would add its own shape)
+
+
 def test_combine_splits_handles_empty_partitions():
     m = jnp.asarray([[-1e30, 0.5, 2.0], [-1e30, -1e30, -1e30]], jnp.float32).T[None]  # [1, n=3, R=2]
     l = jnp.asarray([[0.0, 2.0, 1.0], [0.0, 0.0, 0.0]], jnp.float32).T[None]
@@ -166,7 +184,7 @@ def test_pallas_lowers_to_triton_ir_for_gpu():
     dev = AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None, platform="gpu")
     sds = jax.ShapeDtypeStruct
 
-    def lower(b, t, h, pool, splits):
+    def lower(b, t, h, pool, splits, pool_dtype=jnp.bfloat16):
         L = pool[0]
 
         def f(q, k, v, pt, q_pos, kv_len):
@@ -175,7 +193,7 @@ def test_pallas_lowers_to_triton_ir_for_gpu():
                                            num_splits=splits), None
             return jax.lax.scan(step, jnp.zeros_like(q), jnp.arange(L, dtype=jnp.int32))[0]
 
-        specs = (sds((b, t, h, pool[-1]), jnp.bfloat16), sds(pool, jnp.bfloat16), sds(pool, jnp.bfloat16),
+        specs = (sds((b, t, h, pool[-1]), jnp.bfloat16), sds(pool, pool_dtype), sds(pool, pool_dtype),
                  sds((b, 512), jnp.int32), sds((b, t), jnp.int32), sds((b,), jnp.int32))
         with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=dev)):
             text = jax.jit(f).trace(*specs).lower(lowering_platforms=("cuda",)).as_text()
@@ -185,6 +203,7 @@ def test_pallas_lowers_to_triton_ir_for_gpu():
     assert lower(64, 1, 12, (2, 2, 4096, 16, 128), 4) == 1      # 1.5B-shaped decode, split-K
     assert lower(4, 256, 12, (2, 2, 4096, 16, 128), 2) == 1     # chunked prefill, 48 row blocks
     assert lower(8, 1, 28, (28, 4, 65536, 16, 128), 2) == 1     # 3.8e9-element pool
+    assert lower(64, 1, 12, (2, 2, 4096, 16, 128), 4, jnp.float8_e4m3fn) == 1  # float8 pool (kv_dtype)
 
 
 def test_validation_and_impl_choice():
