@@ -296,7 +296,7 @@ COMMANDS = {
     "python -m benchmarks.scale_7b RUN_DIR": PARSE,
     "python -m benchmarks.e2e_memagent --scale tiny --out /tmp/e2e --steps 2": PARSE,  # tests/test_memagent_command.py runs the command
     "python -m benchmarks.gpu_aot --train-step": PARSE,
-    # tests/engine/test_kv_fp8.py runs its main() small; tests/benchmarks/test_gpu_aot.py compiles the float8 loop
+    # tests/benchmarks/test_kv_fp8_gap.py runs its main() small; tests/benchmarks/test_gpu_aot.py compiles the float8 loop
     "python -m benchmarks.kv_fp8_gap": PARSE,
     "python -m benchmarks.kv_fp8_gap --preset qwen2.5-0.5b --prompts 4 --prompt-len 256 --max-tokens 32": PARSE,
     "python -m benchmarks.gpu_aot --attention pallas --kv-dtype float8_e4m3fn": PARSE,
