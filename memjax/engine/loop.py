@@ -98,9 +98,10 @@ def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None) ->
                                                                   "v_scale": float(ecfg.v_scale)}
     own_layout = uses_layout(ecfg)
 
-    def forward(params, ids, pos, page_table, start, n_valid, pool):
-        """-> (logits_fn(hidden) -> f32 logits, final hidden [b, t, h], pool with this step's K/V written)."""
-        att = PagedAttention(page_table, start, n_valid, **attn_kw)
+    def forward(params, ids, pos, page_table, start, n_valid, pool, ragged=None):
+        """-> (logits_fn(hidden) -> f32 logits, final hidden [b, t, h], pool with this step's K/V written).
+        ragged: the mixed round's per-sequence layout (PagedAttention.ragged)."""
+        att = PagedAttention(page_table, start, n_valid, ragged=ragged, **attn_kw)
         if own_layout:
             hidden, (k, v) = engine_forward(mcfg, params, ids, pos, att, (pool.k, pool.v))
             return partial(engine_logits, mcfg, params), hidden, pool.replace(k=k, v=v)

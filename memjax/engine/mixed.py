@@ -29,7 +29,7 @@ costs at most what the split decode round costs, a round with few live sequences
 runs forward, LM head and sampler on a quarter or a sixteenth of the rows, and a short prefill (a follower's
 partial page) does not pay for the whole budget.
 
-Cost on a GPU and what the kernel would need. Dense work (projections, MLP, LM head) is ragged-exact: at
+Cost on a GPU, and the ragged kernel. Dense work (projections, MLP, LM head) is ragged-exact: at
 most token_budget rows, no [prefill_slots, prefill_chunk] padding. Attention is not: the reference
 `paged_attention` (and the Pallas kernel, same signature, run here as its t = 1 decode kernel) treats every
 row as its own sequence, so a prefill chunk of c tokens over a context of n pages reads those pages c
@@ -38,13 +38,13 @@ runs to max(kv_len) for every row. Per page step the reference gathers [n_rows, 
 MemAgent 7B config's auto budget (8448 rows, KV 4, S 64, D 128, f32 in the loop) that is 1.1 GB for K and
 again for V, against 16 pages for the split prefill round. On CPU (tiny preset) the mixed rounds were
 no slower overall than split ones (benchmarks/results/rollout_token_budget_tiny_cpu.json); on a GPU,
-long-prompt prefill becomes memory-bound, so prefill-heavy GPU runs should set schedule="split" (or a
-smaller token_budget) until the kernel below exists. The kernel that removes it is a ragged paged-attention kernel (vLLM v1's, the TPU
-ragged_paged_attention): inputs cu_q_lens [B + 1] (offsets of each sequence's rows in the packed query),
-kv_lens [B] and the page table [B, MP]; the grid walks (sequence, query block of <= 128 rows, KV page
-block), loads each page once per query block with a causal mask inside the block, and packs several
-decode sequences (q_len = 1) per block. `plan_round` already produces those offsets (take, row_start:
-rows are contiguous per slot), so only the attention call would change.
+long-prompt prefill becomes memory-bound with the per-row layout. With the Pallas back-end (EngineConfig.attention
+"pallas", or "auto" on a GPU) the round passes its plan (take, row_start: rows contiguous per slot, and each slot's
+page table and seq_len) to `PagedAttention(ragged=...)`, and attention runs as memjax/kernels/ragged_paged_attention.py:
+each sequence's rows in blocks of block_q / G tokens, each block reading its context pages once (the split
+prefill round's reads), decode tokens one block each. The reference back-end (CPU) keeps the per-row layout:
+exact, and both agree (tests/kernels/test_ragged_paged_attention.py, tests/engine/test_mixed.py). Not yet timed
+on a GPU: `schedule="auto"` stays split there until the GPU block (BUILD.md, issue 47) compares them.
 
 Invariants: token_budget >= max_slots (every decoding sequence fits, and a pending prompt always gets >= 1
 token because it occupies a slot no decode token uses); rows are contiguous per slot and in position
@@ -115,8 +115,9 @@ def make_mixed_round(forward, emit, ecfg: EngineConfig):
         plan = plan_round(slots, n_rows)
         ids = slots.tokens[plan.slot, plan.pos][:, None]
         pt = jnp.where(plan.valid[:, None], slots.page_table[plan.slot], 0)
+        ragged = (slots.page_table, plan.row_start, plan.take, slots.seq_len)  # the Pallas back-end's blocks
         logits_fn, hidden, pool = forward(params, ids, plan.pos[:, None], pt, plan.pos, plan.valid.astype(jnp.int32),
-                                      pool)
+                                          pool, ragged=ragged)
         # LM head on each slot's last row only, and only for the first min(n_rows, B) ranked slots: every slot
         # with take > 0 is among them (each takes >= 1 row), so a small round samples a small batch
         sel = plan.order[:min(n_rows, B)]

@@ -74,6 +74,10 @@ class PagedAttention:
     page_table [b, MP], start [b] (tokens already cached), n_valid [b] (new tokens this step, <= t).
     k_scale / v_scale: a float8 pool's scales (1.0 otherwise): K is stored / k_scale and q is multiplied by it
     (q . k = (q k_scale) . (k / k_scale)); V is stored / v_scale and the output multiplied by it.
+    ragged: the mixed round's packed layout (t = 1, each row one token), (page_table [B, MP], row_start [B],
+    take [B], start [B]) per sequence (memjax/kernels/ragged_paged_attention.py). When given and `attend` has a
+    `ragged` function (engine_attend's Pallas back-end), attention reads each sequence's context once per block
+    of its rows; otherwise every row attends as its own sequence (the reference: exact, and cheap on CPU).
     """
 
     page_table: jax.Array
@@ -82,6 +86,7 @@ class PagedAttention:
     attend: object = paged_attention  # swap in the Pallas kernel with the same signature
     k_scale: float = 1.0
     v_scale: float = 1.0
+    ragged: tuple | None = None
 
     def __call__(self, q, k, v, *, layer, state):
         k_pages, v_pages = state
@@ -91,7 +96,13 @@ class PagedAttention:
         q_pos = self.start[:, None] + jnp.arange(t, dtype=jnp.int32)[None]
         if self.k_scale != 1.0:
             q = (q.astype(jnp.float32) * self.k_scale).astype(q.dtype)
-        out = self.attend(q, k_pages, v_pages, layer, self.page_table, q_pos, self.start + self.n_valid)
+        ragged_attend = getattr(self.attend, "ragged", None)
+        if self.ragged is not None and ragged_attend is not None:
+            if t != 1:
+                raise ValueError(f"PagedAttention: a ragged layout has one token per row, got t={t}")
+            out = ragged_attend(q[:, 0], k_pages, v_pages, layer, *self.ragged)[:, None]
+        else:
+            out = self.attend(q, k_pages, v_pages, layer, self.page_table, q_pos, self.start + self.n_valid)
         if self.v_scale != 1.0:
             out = (out.astype(jnp.float32) * self.v_scale).astype(out.dtype)
         return out, (k_pages, v_pages)

@@ -11,6 +11,8 @@ card's layout exists while the import path stays unambiguous; a PyPI package nam
   as a portable Pallas kernel with the engine's signature; `engine_attend(...)` binds its options for
   `PagedAttention(attend=...)`; `paged_attention_ref` is the engine's pure-JAX reference. impl "pallas" |
   "mosaic" | "reference" | "auto" (pallas on GPU for supported page/head sizes). Output in q's dtype.
+* `ragged_paged_attention` (ragged_paged_attention): packed token rows of many sequences (the mixed schedule's
+  round), each sequence's rows in blocks that read its context once, through the same Pallas kernel.
 * `paged_attention_mgpu`: the decode kernel in Pallas Mosaic GPU (Hopper+), impl="mosaic", the
   Triton backend's successor (BUILD.md, "Pallas backend").
 * `reference`: the dense pure-JAX definitions the kernels are tested against.
@@ -21,10 +23,12 @@ its inputs, and returns float32 results.
 
 from . import reference
 from .fused_logprob import token_logprob_entropy
-from .paged_attention import engine_attend, paged_attention, paged_attention_ref
+from .attend import engine_attend
+from .paged_attention import paged_attention, paged_attention_ref
+from .ragged_paged_attention import ragged_paged_attention
 from .reference import step_ratio_loss_ref, token_clip_surrogate_ref, token_logprob_entropy_ref
 from .step_ratio_loss import step_ratio_loss, token_clip_surrogate
 
 __all__ = ["reference", "token_logprob_entropy", "token_logprob_entropy_ref", "step_ratio_loss",
            "step_ratio_loss_ref", "token_clip_surrogate", "token_clip_surrogate_ref", "paged_attention",
-           "paged_attention_ref", "engine_attend"]
+           "paged_attention_ref", "engine_attend", "ragged_paged_attention"]

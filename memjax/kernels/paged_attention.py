@@ -7,8 +7,8 @@ q [b, t, H, D] at absolute positions q_pos int32 [b, t]; k_pages / v_pages [L, K
 stacked, page 0 = null page); `layer` a (traced) int32 scalar; page_table int32 [b, MP]; kv_len int32
 [b]. Query row (i, t) sees the keys at positions p < kv_len[i] and p <= q_pos[i, t]; rows with no
 visible key return zeros. GQA: query head h uses kv head h // G (H = KV * G). Output in q's dtype.
-`engine_attend(num_splits=.., prefill_num_splits=..)` returns a function with that signature for
-`PagedAttention(attend=..)`; `suggest_num_splits` is a starting heuristic for decode split-K.
+`memjax.kernels.attend.engine_attend(...)` binds its options for `PagedAttention(attend=..)`;
+`suggest_num_splits` is a starting heuristic for decode split-K.
 
 Kernel layout. The G query heads of a kv head and the t queries of a chunk are flattened into rows
 (row = t_idx * G + g) and padded to a power-of-two row block bq >= 16 (padded rows get q_pos = -1:
@@ -57,7 +57,7 @@ from jax.experimental import pallas as pl
 from .reference import paged_attention_ref
 from .split_combine import combine_splits
 
-__all__ = ["paged_attention", "paged_attention_ref", "engine_attend", "resolve_impl", "pallas_supported",
+__all__ = ["paged_attention", "paged_attention_ref", "resolve_impl", "pallas_supported",
            "suggest_num_splits", "combine_splits", "PAGED_IMPLS"]
 
 PAGED_IMPLS = ("auto", "pallas", "mosaic", "reference")
@@ -249,22 +249,3 @@ def suggest_num_splits(batch: int, kv_heads: int, max_pages: int, *, target_prog
     start the GPU sweep from (benchmarks/paged_attention.py), not a measured optimum."""
     want = -(-target_programs // max(1, batch * kv_heads))
     return int(max(1, min(want, max_pages // max(1, min_pages_per_split))))
-
-
-def engine_attend(*, impl: str = "auto", num_splits: int = 1, prefill_num_splits: int = 1, block_q: int = 64,
-                  interpret: bool | None = None):
-    """`paged_attention` with options bound, for `PagedAttention(..., attend=engine_attend(...))`.
-
-    num_splits applies to decode steps (t = 1), prefill_num_splits to chunks (t > 1; their row blocks
-    already give many programs, so split-K there mostly adds combine traffic). t is static, so the
-    choice is made at trace time. impl="mosaic" is decode-only: chunks use impl="auto"."""
-    if impl not in PAGED_IMPLS:
-        raise ValueError(f"engine_attend: impl must be one of {PAGED_IMPLS}, got {impl!r}")
-
-    def attend(q, k_pages, v_pages, layer, page_table, q_pos, kv_len):
-        decode = q.shape[1] == 1
-        splits = num_splits if decode else prefill_num_splits
-        which = impl if decode or impl != "mosaic" else "auto"
-        return paged_attention(q, k_pages, v_pages, layer, page_table, q_pos, kv_len, impl=which,
-                               num_splits=splits, block_q=block_q, interpret=interpret)
-    return attend

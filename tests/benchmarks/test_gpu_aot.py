@@ -42,10 +42,11 @@ def _compile(tmp_path, *args) -> tuple[dict, str]:
 
 @pytest.mark.slow(seconds=130)
 @needs_plugin
-@pytest.mark.parametrize("schedule", ["split", "mixed"])
-def test_gpu_loop_has_no_pool_copy_and_unique_kv_scatters(schedule, tmp_path):
+@pytest.mark.parametrize("schedule,attention", [("split", "reference"), ("mixed", "pallas")])
+def test_gpu_loop_has_no_pool_copy_and_unique_kv_scatters(schedule, attention, tmp_path):
+    """mixed with the Pallas back-end: the GPU's path, the ragged kernel (Triton through PTX)."""
     facts, hlo = _compile(tmp_path, "--preset", "tiny", "--slots", "8", "--window", "256", "--page-size", "16",
-                          "--schedule", schedule)
+                          "--schedule", schedule, "--attention", attention)
     assert facts["device"] == "NVIDIA H100 80GB HBM3" and " while(" in hlo
     assert facts["pool_copies"] == 0, facts  # LOOP_COMPILER_OPTIONS: no copy of the pool at cond/switch branch roots
     assert facts["kv_scatters"] > 0 and facts["kv_scatters_unique"] == facts["kv_scatters"], facts

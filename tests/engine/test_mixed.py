@@ -156,3 +156,34 @@ def test_continuation_with_idle_return_equals_split(engines):
     for a, b in zip(out["split"], out["mixed"]):
         assert a.token_ids == b.token_ids
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-6)
+
+
+@pytest.mark.slow(seconds=60)
+def test_ragged_pallas_back_end_equals_the_per_row_reference(model, engines):
+    """attention="pallas" (interpret mode on CPU): the mixed round's attention runs as the ragged kernel
+    (memjax/kernels/ragged_paged_attention.py: each sequence's rows in blocks reading its pages once) and returns
+    the per-row reference engine's tokens and log-probs, through preemption and prefix sharing."""
+    from memjax.engine.paged_attention import PagedAttention
+    from memjax.kernels import engine_attend
+
+    calls = []
+    orig = PagedAttention.__call__
+
+    def spy(self, q, k, v, *, layer, state):
+        calls.append(self.ragged is not None and getattr(self.attend, "ragged", None) is not None)
+        return orig(self, q, k, v, layer=layer, state=state)
+
+    assert getattr(engine_attend(impl="reference"), "ragged", None) is None
+    prompts, params = _workload()
+    ref = engines["mixed"].generate(prompts, params)
+    PagedAttention.__call__ = spy
+    try:
+        eng = Engine(model, EngineConfig(**CFG, schedule="mixed", token_budget=12, num_pages=22, attention="pallas"))
+        got = eng.generate(prompts, params)
+    finally:
+        PagedAttention.__call__ = orig
+    assert calls and all(calls)  # traced: every mixed forward took the ragged path
+    for a, b in zip(ref, got):
+        assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    assert eng.stats["preemptions"] > 0 and eng.stats["shared_pages"] > 0
