@@ -52,6 +52,28 @@ def prefill_padding(prompt_lens: list[int], ecfg) -> dict:
                 padding=round(1 - useful / executed, 4))
 
 
+def mixed_padding(prompt_lens: list[int], ecfg) -> dict:
+    """The mixed schedule's rounds for these prompts (all admitted at once, no decode rows: max_tokens = 1): each round
+    runs at the smallest of ecfg.round_sizes that holds the total need (capped at the largest), its rows filled
+    first come first served; the same fields as `prefill_padding`. With the ragged kernel every row is a token, so
+    the only padding is the round's unused rows."""
+    rest = [int(n) for n in prompt_lens]
+    sizes = ecfg.round_sizes
+    rounds = useful = executed = 0
+    while any(rest):
+        need = sum(rest)
+        size = next((x for x in sizes if x >= need), sizes[-1])
+        left = take = min(need, size)
+        for i, r in enumerate(rest):
+            t = min(r, left)
+            rest[i], left = r - t, left - t
+        rounds += 1
+        useful += take
+        executed += size
+    return dict(rounds=rounds, useful_tokens=useful, executed_tokens=executed,
+                padding=round(1 - useful / executed, 4))
+
+
 def layer_gemm_flops(mcfg) -> int:
     """Dense FLOPs of one token through every layer's projections (2 per multiply-add)."""
     h, i, q, kv = mcfg.hidden_size, mcfg.intermediate_size, mcfg.q_size, mcfg.kv_size

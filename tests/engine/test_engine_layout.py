@@ -10,7 +10,7 @@ import jax
 import jax.extend
 from flax import nnx
 
-from benchmarks.gpu_aot_rounds import prefill_padding
+from benchmarks.gpu_aot_rounds import mixed_padding, prefill_padding
 from memjax.engine.config import EngineConfig, SamplingParams
 from memjax.engine.engine import Engine
 from memjax.engine.loop import make_rounds
@@ -91,3 +91,7 @@ def test_bucketed_prefill_padding_on_the_sweep_workload():
     mem = dict(max_slots=64, prefill_slots=64, window=8192, page_size=64, prefill_chunk=2048)
     assert prefill_padding(lens, EngineConfig(**mem))["padding"] > 0.3
     assert prefill_padding(lens, EngineConfig(**mem, prefill_buckets=16))["padding"] < 0.12
+    # the mixed schedule (ragged rows; on a GPU through memjax/kernels/ragged_paged_attention.py): the round's unused
+    # rows only, 0.02% here (tests/engine/test_mixed.py checks this count against the engine's own stats)
+    mixed = mixed_padding(lens, EngineConfig(**mem, schedule="mixed"))
+    assert mixed["useful_tokens"] == sum(lens) and mixed["padding"] < 0.01, mixed

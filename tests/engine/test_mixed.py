@@ -187,3 +187,19 @@ def test_ragged_pallas_back_end_equals_the_per_row_reference(model, engines):
         assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
     assert eng.stats["preemptions"] > 0 and eng.stats["shared_pages"] > 0
+
+
+def test_round_rows_match_the_padding_model(engines):
+    """benchmarks.gpu_aot_rounds.mixed_padding (the model BUILD.md's padding figures come from) counts the rows the
+    engine's mixed rounds run: prompts admitted at once, max_tokens 1 (no decode rows)."""
+    from benchmarks.gpu_aot_rounds import mixed_padding
+
+    eng = engines["mixed"]
+    lens = [5, 17, 9, 2]
+    r = np.random.default_rng(7)
+    before = dict(eng.stats)
+    eng.generate([r.integers(0, 512, n).tolist() for n in lens], SamplingParams(temperature=0.0, max_tokens=1))
+    delta = {k: eng.stats[k] - before.get(k, 0) for k in ("prefill_tokens", "prefill_executed", "prefill_rounds")}
+    model = mixed_padding(lens, eng.config)
+    assert delta == {"prefill_tokens": model["useful_tokens"], "prefill_executed": model["executed_tokens"],
+                     "prefill_rounds": model["rounds"]}, (delta, model)
