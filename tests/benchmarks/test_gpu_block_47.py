@@ -1,0 +1,55 @@
+"""scripts/gpu_block_47.sh (BUILD.md, issue 47's GPU block) without a GPU and without running a benchmark: the script
+parses, a bad part exits 2 with one line, and with a recording PYTHON each part runs the lines BUILD.md describes,
+every module exists and every `--engine KEY=VALUE` is a valid EngineConfig override. (The benchmarks themselves ran
+at tiny size in the dry run recorded in BUILD.md: I47_DRY=1.)"""
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.engine_options import engine_overrides
+from memjax.engine.config import EngineConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "gpu_block_47.sh"
+
+
+def _record(tmp_path, part: str, dry: bool) -> list[list[str]]:
+    log = tmp_path / f"calls_{part}_{dry}.txt"
+    rec = tmp_path / "rec.py"
+    rec.write_text("import sys, shlex\nopen(sys.argv[1], 'a').write(shlex.join(sys.argv[2:]) + '\\n')\n")
+    env = dict(os.environ, PYTHON=f"{sys.executable} {rec} {log}", I47_DRY="1" if dry else "0", PATH=os.environ["PATH"])
+    p = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out"), part], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "out" / f"i47_part{part}.tgz").exists()
+    return [shlex.split(line) for line in log.read_text().splitlines() if line.startswith("-m ")]
+
+
+def test_script_parses_and_refuses_a_bad_part(tmp_path):
+    assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
+    p = subprocess.run(["bash", str(SCRIPT), str(tmp_path), "3"], capture_output=True, text=True)
+    assert p.returncode == 2 and "PART must be 1 or 2" in p.stderr
+
+
+@pytest.mark.parametrize("dry", [False, True])
+def test_each_part_runs_its_lines(tmp_path, dry):
+    calls = {part: _record(tmp_path, part, dry) for part in ("1", "2")}
+    mods = {part: [c[1] for c in cs] for part, cs in calls.items()}
+    assert mods["1"] == ["benchmarks.rollout_throughput"] * 3 + ["benchmarks.memagent.linearity",
+                                                                 "benchmarks.rollout_throughput"]
+    assert mods["2"] == ["benchmarks.rollout_throughput"] * 2 + ["benchmarks.memagent.linearity"] + \
+        ["benchmarks.rollout_throughput"] * 2 + ["benchmarks.kv_fp8_gap"]
+    for cs in calls.values():
+        for c in cs:
+            assert (ROOT / (c[1].replace(".", "/") + ".py")).is_file(), c
+            pairs = [c[i + 1] for i, a in enumerate(c) if a == "--engine"]
+            EngineConfig(**engine_overrides(pairs))
+    engines = [" ".join(a for i, a in enumerate(c) if i and c[i - 1] == "--engine") for c in calls["2"]]
+    assert engines[1] == engines[2] == "schedule=mixed" and engines[3] == engines[4] == "kv_dtype=float8_e4m3fn"
+    presets = {c[c.index("--preset") + 1] for cs in calls.values() for c in cs if "--preset" in c}
+    assert presets == ({"tiny", "tiny-qwen-vocab"} if dry else {"qwen2.5-1.5b", "qwen2.5-7b"})
