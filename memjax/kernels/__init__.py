@@ -8,7 +8,7 @@ card's layout exists while the import path stays unambiguous; a PyPI package nam
 * `step_ratio_loss` / `token_clip_surrogate` (step_ratio_loss): Memory-R2 length-normalised step-level
   dual-clip ratio loss and the DAPO token-level clip-higher surrogate, with custom VJPs and metrics.
 * `paged_attention` (paged_attention): the engine's paged attention (decode, chunked prefill, split-K)
-  as a portable Pallas kernel with the engine's signature; `engine_attend(...)` binds its options for
+  as a portable Pallas kernel with the engine's signature; `engine_attend(...)` (attend) binds its options for
   `PagedAttention(attend=...)`; `paged_attention_ref` is the engine's pure-JAX reference. impl "pallas" |
   "mosaic" | "reference" | "auto" (pallas on GPU for supported page/head sizes). Output in q's dtype.
 * `ragged_paged_attention` (ragged_paged_attention): packed token rows of many sequences (the mixed schedule's
