@@ -79,10 +79,12 @@ SMOKE = {
 }
 
 
-def _legacy_write_kv(pages, layer, new, page_table, start, n_valid):
+def _legacy_write_kv(pages, layer, new, page_table, start, n_valid, scale=1.0):
     """memjax.engine.paged_attention.write_kv before the fix: padding rows write the null page at offset 0,
-    so the scatter has duplicate indices (not declared unique)."""
+    so the scatter has duplicate indices (not declared unique). `scale` (a float8 pool's) as write_kv's."""
     import jax.numpy as jnp
+
+    from memjax.engine.paged_attention import to_pool
 
     b, t = new.shape[:2]
     s = pages.shape[3]
@@ -91,7 +93,7 @@ def _legacy_write_kv(pages, layer, new, page_table, start, n_valid):
     page_idx = jnp.clip(pos // s, 0, page_table.shape[1] - 1)
     page = jnp.where(valid, jnp.take_along_axis(page_table, page_idx, axis=1), 0)
     off = jnp.where(valid, pos % s, 0)
-    vals = new.reshape(b * t, *new.shape[2:]).astype(pages.dtype)
+    vals = to_pool(new.reshape(b * t, *new.shape[2:]), pages.dtype, scale)
     return pages.at[layer, :, page.reshape(-1), off.reshape(-1)].set(vals)
 
 
