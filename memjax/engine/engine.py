@@ -67,6 +67,7 @@ from .state import Queue, init_pool, init_ring, init_slots, kv_bytes_per_page, r
 from .weights import engine_layout, uses_layout
 
 _ID_LIMIT = 2**31 - 1
+_absmax = jax.jit(lambda a: jnp.max(jnp.abs(a.astype(jnp.float32))))  # one fused reduction: no f32 copy of the pool
 
 
 def default_num_pages(model: Qwen2, ecfg: EngineConfig, shards: int = 1) -> int:
@@ -224,8 +225,7 @@ class Engine:
         Read after a representative generate() on a compute-dtype engine (unused pages hold zeros)."""
         if self._pool is None:
             raise RuntimeError("Engine.kv_absmax: the engine is asleep (no KV pool)")
-        f = jax.jit(lambda a: jnp.max(jnp.abs(a.astype(jnp.float32))))
-        return (float(f(self._pool.k)) * self.config.k_scale, float(f(self._pool.v)) * self.config.v_scale)
+        return (float(_absmax(self._pool.k)) * self.config.k_scale, float(_absmax(self._pool.v)) * self.config.v_scale)
 
     @property
     def asleep(self) -> bool:

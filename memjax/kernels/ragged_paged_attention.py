@@ -17,18 +17,17 @@ its rows' positions (padding rows: position -1, no visible key). So a prefill ch
 pages reads those pages ceil(c / bt) times (once per block, as the split schedule's prefill round does), where
 the per-row layout (each row its own t = 1 sequence) read them c times; a decode token is a block of its own
 (G rows, as the decode kernel pads them). Gathers of q rows into blocks and the scatter of the outputs back are
-[N, H, D]-sized (no pool-sized copy). impl="reference" runs the same blocks through the pure-JAX reference
-(`paged_attention_ref`), the specification the kernel is tested against; both equal the per-row reference.
+[N, H, D]-sized (no pool-sized copy). The blocks go through `paged_attention` itself (impl "pallas", "auto" or
+"reference": the same blocks through the pure-JAX reference, the specification the kernel is tested against);
+both equal the per-row reference.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
 
-from .paged_attention import _MIN_ROWS, _Cfg, _on_gpu, _pallas_rows, pallas_supported
-from .reference import paged_attention_ref
+from .paged_attention import _MIN_ROWS, paged_attention
 
 __all__ = ["ragged_paged_attention", "ragged_blocks"]
 
@@ -62,7 +61,7 @@ def ragged_paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array,
     if q.ndim != 3:
         raise ValueError(f"ragged_paged_attention: q must be [N, H, D], got shape {q.shape}")
     n, hq, d = q.shape
-    _, kvh, _, s, _ = k_pages.shape
+    kvh = k_pages.shape[1]
     b = page_table.shape[0]
     if hq % kvh or k_pages.shape[-1] != d or v_pages.shape != k_pages.shape:
         raise ValueError(f"ragged_paged_attention: q {q.shape} and pools {k_pages.shape} / {v_pages.shape} disagree "
@@ -72,8 +71,6 @@ def ragged_paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array,
                          f"got {row_start.shape}, {take.shape}, {start.shape}")
     if impl not in ("auto", "pallas", "reference"):
         raise ValueError(f"ragged_paged_attention: impl must be 'auto', 'pallas' or 'reference', got {impl!r}")
-    if impl == "auto":  # as paged_attention: the kernel on a GPU for the shapes it supports, else the reference
-        impl = "pallas" if _on_gpu() and pallas_supported(s, d) else "reference"
     g = hq // kvh
     if not (isinstance(block_q, int) and block_q >= max(g, _MIN_ROWS) and block_q & (block_q - 1) == 0):
         raise ValueError(f"ragged_paged_attention: block_q must be a power of two >= max(16, G={g}), got {block_q!r}")
@@ -83,24 +80,8 @@ def ragged_paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array,
     nb = rows.shape[0]
     pt = page_table.astype(jnp.int32)[owner]                             # [NB, MP]
     qb = jnp.take(q, jnp.minimum(rows, n - 1), axis=0)                   # [NB, bt, H, D] (padding rows: masked)
-    if impl == "reference":
-        out = paged_attention_ref(qb, k_pages, v_pages, layer, pt, q_pos, kv_len)
-    else:
-        if interpret is None:
-            interpret = not _on_gpu()
-        if not interpret and not pallas_supported(s, d):
-            raise ValueError(f"ragged_paged_attention: the compiled kernel needs page size S={s} and head dim D={d} "
-                             "to be powers of two >= 16 (use impl='reference' or interpret=True)")
-        r = bt * g
-        bq = max(_MIN_ROWS, pl.next_power_of_2(r))
-        cd = q.dtype if jnp.dtype(k_pages.dtype).itemsize == 1 else k_pages.dtype  # a float8 pool keeps q's dtype
-        q_rows = jnp.swapaxes(qb.astype(cd).reshape(nb, bt, kvh, g, d), 1, 2).reshape(nb, kvh, r, d)
-        q_rows = jnp.pad(q_rows, ((0, 0), (0, 0), (0, bq - r), (0, 0)))
-        qpos_rows = jnp.pad(jnp.repeat(q_pos, g, axis=1), ((0, 0), (0, bq - r)), constant_values=-1)
-        cfg = _Cfg(bq=bq, page=s, max_pages=pt.shape[1], splits=1, scale=1.0 / float(d) ** 0.5,
-                   interpret=bool(interpret))
-        layer_arr = jnp.reshape(jnp.asarray(layer, jnp.int32), (1,))
-        o = _pallas_rows(cfg, layer_arr, kv_len, pt, qpos_rows, q_rows, k_pages, v_pages)   # [NB, KV, bq, D]
-        out = jnp.swapaxes(o[:, :, :r].reshape(nb, kvh, bt, g, d), 1, 2).reshape(nb, bt, hq, d)
+    # every block is a t = bt chunk of its own "sequence": the kernel's row layout, padding and split rules apply
+    out = paged_attention(qb, k_pages, v_pages, layer, pt, q_pos, kv_len, impl=impl, num_splits=1, block_q=block_q,
+                          interpret=interpret)                           # [NB, bt, H, D]
     vals = out.reshape(nb * bt, hq, d).astype(q.dtype)
     return jnp.zeros_like(q).at[rows.reshape(-1)].set(vals, mode="drop", unique_indices=True)
