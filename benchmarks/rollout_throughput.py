@@ -15,7 +15,8 @@ Modes:
          long-prompt requests, and the decoders' inter-token gaps (median, p90, max; seconds and rounds).
   sweep  (GPU) decode tokens/s at several batch sizes and prefill tokens/s for a preset with random
          weights, each against its roofline: decode = (weight bytes + KV bytes read per step) / HBM
-         bandwidth; prefill = MFU from memjax.flops.estimate(training=False).
+         bandwidth; prefill = MFU from memjax.flops.estimate(training=False). --greedy-tokens saves each batch's
+         greedy tokens (untimed), so that two engine variants' outputs can be compared (benchmarks/greedy_match.py).
 Results: benchmarks/results/rollout_<mode>_<preset>_<device>.json. Run `python -m benchmarks.rollout_throughput -h`.
 """
 
@@ -222,6 +223,12 @@ def sweep(args) -> dict:
         print(f"  batch {b}: prefill {rows[-1]['prefill_tok_s']:.0f} tok/s, decode {rows[-1]['decode_tok_s']:.0f} tok/s "
               f"({100 * rows[-1]['decode_roofline_frac']:.1f}% of roofline, {rows[-1]['decode_step_ms']:.2f} ms/step)",
               flush=True)
+        if args.greedy_tokens:  # issue 47: a change must leave greedy tokens as they were (benchmarks/greedy_match.py)
+            greedy = eng.generate(prompts, SamplingParams(temperature=0.0, max_tokens=args.decode_tokens + 1))
+            f = args.out_dir / f"greedy_{args.preset}{args.tag}_b{b}.npy"
+            np.save(f, np.asarray([c.token_ids + [-1] * (args.decode_tokens + 1 - len(c.token_ids)) for c in greedy],
+                                  np.int32))
+            rows[-1]["greedy_tokens"] = f.name
         if args.profile is not None and b in (args.profile_batches or args.batches[:1]):
             rows[-1]["profile"] = decode_profile(eng, prompts, one, full, args.profile / f"b{b}", steps,
                                                  rows[-1]["decode_step_ms"])
@@ -262,6 +269,9 @@ def main(argv=None) -> dict:
                     "step's kernels (full - prefill)")
     ap.add_argument("--profile-batches", type=int, nargs="*", default=None,
                     help="sweep: batch sizes to profile (default: the first of --batches)")
+    ap.add_argument("--greedy-tokens", action="store_true", help="sweep: also generate greedily (same prompts, "
+                    "--decode-tokens + 1 tokens) and save the tokens as greedy_<preset><tag>_b<batch>.npy in --out-dir, "
+                    "for benchmarks/greedy_match.py (untimed)")
     ap.add_argument("--tag", default="", help="suffix of the result file name")
     add_engine_option(ap)  # sweep: EngineConfig fields (issue 47's before/after)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Issue 47's GPU block (the rollout engine at the hardware limit), in two calls of at most 8 minutes each on a bare
 # H100/H200 (jax 0.11.2 + CUDA 13 plugin); everything under OUT, then OUT/i47_part<N>.tgz:
-#   scripts/gpu_block_47.sh OUT 1    old vs new engine layout (decode sweep at batch 32 and 256 with profiles),
-#                                    length-bucketed prefill, the MemAgent 28K rollout, the 7B sweep
-#   scripts/gpu_block_47.sh OUT 2    the mixed schedule with the ragged kernel (sweep and 28K rollout) and the float8
-#                                    KV pool (1.5B and 7B sweeps at batch 256, its log-prob gap at 1.5B)
+#   scripts/gpu_block_47.sh OUT 1    decode: old vs new engine layout vs new layout + the fused RoPE/KV-write kernel
+#                                    (sweep at batch 32 and 256, profiles of the last), the MemAgent 28K rollout and
+#                                    the 7B sweep with the new layout
+#   scripts/gpu_block_47.sh OUT 2    prefill: the mixed schedule with the ragged kernel (sweep and 28K rollout) and
+#                                    length-bucketed prefill; the float8 KV pool (1.5B and 7B sweeps at batch 256)
+# The 1.5B sweeps also save greedy tokens; greedy_*.json says whether each change kept them (benchmarks/greedy_match.py).
 # Each line has its own timeout; summary.txt lists every line's exit status and seconds. The old path's 28K rollout
 # (61.6 s on the H200 of 2026-11-27) and 7B sweep are in ../shared/gpu/2026-11-27/.
 # Dry run on CPU (tiny presets, small sizes): I47_DRY=1 scripts/gpu_block_47.sh OUT 1 (and 2).
@@ -18,12 +20,10 @@ if [ "${I47_DRY:-0}" = 1 ]; then  # the same commands at CPU size
   P15=tiny-qwen-vocab; P7=tiny; B_SMALL=4; B_LARGE=8; DT=float32
   SWEEP="--mode sweep --dtype $DT --prompt-len 64 --window 256 --decode-tokens 16 --attention auto"
   M28K="--preset tiny-qwen-vocab --dtype $DT --lengths 2048 --baseline-lengths --batch 4 --repeats 1 --chunk 512 --memory-tokens 64 --final-tokens 16 --window 1024 --prefill-chunk 256"
-  GAP="--preset tiny-qwen-vocab --prompts 2 --prompt-len 64 --max-tokens 8"
 else
   P15=qwen2.5-1.5b; P7=qwen2.5-7b; B_SMALL=32; B_LARGE=256; DT=bfloat16
   SWEEP="--mode sweep --dtype $DT --prompt-len 1024 --window 2048 --decode-tokens 128 --attention auto"
   M28K="--preset qwen2.5-1.5b --dtype $DT --lengths 28672 --baseline-lengths --batch 64 --repeats 1 --chunk 5000 --memory-tokens 1024 --final-tokens 256 --window 8192 --prefill-chunk 2048"
-  GAP="--preset qwen2.5-1.5b --prompts 16 --prompt-len 2048 --max-tokens 128"
 fi
 NEW="--engine layers=unrolled --engine fuse_projections=true"
 O="$OUT/part$PART"
@@ -39,25 +39,39 @@ run() {  # run NAME TIMEOUT_S COMMAND...: output to NAME.log, status and seconds
   echo "$name rc=$? $(( $(date +%s) - t0 )) s" >> "$O/summary.txt"
 }
 
+match() {  # match NAME BEFORE.npy AFTER.npy: greedy-token agreement of two sweeps' batches (CPU, seconds)
+  run "$1" 30 $PY -m benchmarks.greedy_match "$2" "$3" --json "$O/$1.json"
+}
+G="--greedy-tokens"
 if [ "$PART" = 1 ]; then
-  run sweep_old 60 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_SMALL $B_LARGE --tag _old --out-dir "$O/old"
-  run sweep_new 130 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_SMALL $B_LARGE $NEW --tag _new \
-      --profile "$O/profile_new" --profile-batches $B_SMALL $B_LARGE --out-dir "$O/new"
-  run sweep_buckets 60 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_LARGE --engine prefill_buckets=8 \
-      --tag _buckets --out-dir "$O/new"
-  run memagent_28k_new 150 $PY -m benchmarks.memagent.linearity $M28K $NEW --out-dir "$O/new"
-  run sweep_7b_new 90 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P7 --batches $(( B_LARGE / 4 )) $B_LARGE $NEW \
+  run sweep_old 70 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE --tag _old --out-dir "$O/old"
+  run sweep_new 90 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE $NEW --tag _new \
+      --out-dir "$O/new"
+  run sweep_rope_kv 130 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
+      --engine fuse_rope_kv=true --tag _rope_kv --profile "$O/profile_rope_kv" --profile-batches $B_SMALL $B_LARGE \
+      --out-dir "$O/new"
+  for b in $B_SMALL $B_LARGE; do
+    match greedy_new_b$b "$O/old/greedy_${P15}_old_b$b.npy" "$O/new/greedy_${P15}_new_b$b.npy"
+    match greedy_rope_kv_b$b "$O/new/greedy_${P15}_new_b$b.npy" "$O/new/greedy_${P15}_rope_kv_b$b.npy"
+  done
+  run memagent_28k_new 140 $PY -m benchmarks.memagent.linearity $M28K $NEW --out-dir "$O/new"
+  run sweep_7b_new 80 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P7 --batches $(( B_LARGE / 4 )) $B_LARGE $NEW \
       --tag _new --out-dir "$O/new"
 elif [ "$PART" = 2 ]; then
-  run sweep_old 60 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_SMALL $B_LARGE --tag _old --out-dir "$O/old"
-  run sweep_mixed 90 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_SMALL $B_LARGE --engine schedule=mixed \
-      --tag _mixed --out-dir "$O/mixed"
+  run sweep_old 60 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE --tag _old --out-dir "$O/old"
+  run sweep_mixed 90 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE \
+      --engine schedule=mixed --tag _mixed --out-dir "$O/mixed"
+  run sweep_buckets 60 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_LARGE --engine prefill_buckets=8 \
+      --tag _buckets --out-dir "$O/buckets"
+  for b in $B_SMALL $B_LARGE; do
+    match greedy_mixed_b$b "$O/old/greedy_${P15}_old_b$b.npy" "$O/mixed/greedy_${P15}_mixed_b$b.npy"
+  done
+  match greedy_buckets_b$B_LARGE "$O/old/greedy_${P15}_old_b$B_LARGE.npy" "$O/buckets/greedy_${P15}_buckets_b$B_LARGE.npy"
   run memagent_28k_mixed 150 $PY -m benchmarks.memagent.linearity $M28K --engine schedule=mixed --out-dir "$O/mixed"
   run sweep_fp8 60 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_LARGE --engine kv_dtype=float8_e4m3fn \
       --tag _fp8 --out-dir "$O/fp8"
   run sweep_7b_fp8 90 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P7 --batches $B_LARGE --engine kv_dtype=float8_e4m3fn \
       --tag _fp8 --out-dir "$O/fp8"
-  run kv_fp8_gap 120 $PY -m benchmarks.kv_fp8_gap $GAP --out "$O/fp8"
 else
   echo "scripts/gpu_block_47.sh: PART must be 1 or 2, got $PART" >&2
   exit 2

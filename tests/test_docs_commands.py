@@ -262,6 +262,7 @@ COMMANDS = {
     "python -m benchmarks.train_step --preset qwen2.5-1.5b": PARSE,
     "python -m benchmarks.paged_attention": PARSE,
     "python -m benchmarks.gpu_aot_rounds": PARSE,
+    "python -m benchmarks.greedy_match BEFORE.npy AFTER.npy": PARSE,
     "python -m benchmarks.kernel_speed": PARSE,
     "python -m benchmarks.gpu_pass --out DIR": PARSE,
     "python -m benchmarks.gpu_pass --out DIR --only decode_1.5b decode_7b": PARSE,

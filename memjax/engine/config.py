@@ -71,8 +71,8 @@ class EngineConfig:
     # one ragged forward of every running sequence's decode token plus prefill chunks up to token_budget.
     # "auto" (default) = mixed on CPU, where it gave >= the split tokens/s, lower time-to-first-token and no
     # decode stalls (benchmarks/results/rollout_token_budget_tiny_cpu.json), split on GPUs: there the mixed
-    # round's attention reads a prefill chunk's context once per token row (memory-bound for long prompts,
-    # mixed.py) until a ragged paged-attention kernel exists. The Engine resolves it when built.
+    # mixed round's speed with the ragged kernel (memjax/kernels/ragged_paged_attention.py) is not yet timed
+    # (issue 47). Split on CPU too with fuse_rope_kv. The Engine resolves it when built.
     schedule: str = "auto"
     # tokens per mixed round (>= max_slots); 0 -> max_slots + min(prefill_slots * prefill_chunk, 8192): every
     # decode token plus the split schedule's prefill round, capped (mixed rounds gather one page per token row)
@@ -105,6 +105,12 @@ class EngineConfig:
     kv_dtype: str = "compute"
     k_scale: float = 1.0  # per-tensor scales of the fp8 pool (vLLM's default without calibration: 1.0)
     v_scale: float = 1.0
+    # split schedule's decode rounds: each layer's q/k/v bias, RoPE, K/V page writes and the query's padding to the
+    # attention kernel's 16-row blocks in one Pallas kernel (memjax/kernels/rope_kv.py) instead of six XLA kernels
+    # (three slices of the fused projection, two scatters, one pad: benchmarks/gpu_aot_rounds.py). Off until a GPU
+    # run times it (issue 47). Single-device engines, split schedule ("auto" then resolves to split on CPU too);
+    # with Pallas attention the kernel reads the padded rows as written, other back-ends get them unpadded
+    fuse_rope_kv: bool = False
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -162,6 +168,14 @@ class EngineConfig:
         if (self.layers != "scan" or self.fuse_projections) and (self.data_parallel != 1 or self.tensor_parallel != 1):
             raise ValueError("EngineConfig.layers='unrolled' / fuse_projections=True are single-device layouts: set "
                              "data_parallel=1 and tensor_parallel=1, or keep layers='scan', fuse_projections=False")
+        if not isinstance(self.fuse_rope_kv, bool):
+            raise ValueError(f"EngineConfig.fuse_rope_kv must be a bool, got {self.fuse_rope_kv!r}")
+        if self.fuse_rope_kv and (self.data_parallel != 1 or self.tensor_parallel != 1):
+            raise ValueError("EngineConfig.fuse_rope_kv=True is for single-device engines: set data_parallel=1 and "
+                             "tensor_parallel=1, or fuse_rope_kv=False")
+        if self.fuse_rope_kv and self.schedule == "mixed":
+            raise ValueError("EngineConfig.fuse_rope_kv=True fuses the split schedule's decode rounds: set "
+                             "schedule='split' (or 'auto'), or fuse_rope_kv=False")
         if self.kv_dtype not in KV_DTYPES:
             raise ValueError(f"EngineConfig.kv_dtype must be one of {KV_DTYPES}, got {self.kv_dtype!r}")
         for f in ("k_scale", "v_scale"):

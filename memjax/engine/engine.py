@@ -99,8 +99,9 @@ class Engine:
         tensor_parallel consecutive devices; data_parallel=-1 takes len(devices) // T groups, D > 1 the first
         D x T devices). Ignored when D x T = 1."""
         ecfg = config or EngineConfig()
-        if ecfg.schedule == "auto":  # memjax/engine/config.py: mixed on CPU, split on GPUs (no ragged kernel yet)
-            ecfg = dataclasses.replace(ecfg, schedule="mixed" if jax.default_backend() == "cpu" else "split")
+        if ecfg.schedule == "auto":  # memjax/engine/config.py: mixed on CPU, split on GPUs (the ragged kernel untimed)
+            cpu = jax.default_backend() == "cpu" and not ecfg.fuse_rope_kv  # the fused kernel is a split round's
+            ecfg = dataclasses.replace(ecfg, schedule="mixed" if cpu else "split")
         self.config = ecfg
         if ecfg.compilation_cache_dir:
             jax.config.update("jax_compilation_cache_dir", ecfg.compilation_cache_dir)

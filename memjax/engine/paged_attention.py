@@ -22,7 +22,9 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+from ..kernels.paged_attention import row_block
 from ..kernels.reference import page_buckets, paged_attention_ref as paged_attention  # noqa: F401
+from ..kernels.rope_kv import rope_kv
 
 
 def write_indices(pages_shape, page_table: jax.Array, start: jax.Array, n_valid: jax.Array, t: int
@@ -78,6 +80,9 @@ class PagedAttention:
     take [B], start [B]) per sequence (memjax/kernels/ragged_paged_attention.py). When given and `attend` has a
     `ragged` function (engine_attend's Pallas back-end), attention reads each sequence's context once per block
     of its rows; otherwise every row attends as its own sequence (the reference: exact, and cheap on CPU).
+    fuse_rope_kv (EngineConfig.fuse_rope_kv): `fused_prologue` is then True (unless ragged), and the decoder hands
+    a decode step's (t = 1) raw projections to `prologue_attend`, which adds the bias, applies RoPE, writes K/V and
+    lays out the query in one kernel (memjax/kernels/rope_kv.py), then attends from that layout.
     """
 
     page_table: jax.Array
@@ -87,6 +92,35 @@ class PagedAttention:
     k_scale: float = 1.0
     v_scale: float = 1.0
     ragged: tuple | None = None
+    fuse_rope_kv: bool = False
+    write_at: tuple | None = None  # (page, off) of `write_indices` for t = 1, computed once per round (not per layer)
+
+    @property
+    def fused_prologue(self) -> bool:
+        """Whether the decoder should call `prologue_attend` for a one-token step (memjax/model/qwen2.py)."""
+        return self.fuse_rope_kv and self.ragged is None
+
+    def prologue_attend(self, srcs, cols, bias, cos, sin, *, num_heads: int, layer, state):
+        """One decode step from the projections' raw outputs: srcs (q, k, v sources [b, n]), cols, bias (None or
+        three vectors) and cos / sin [b, D] as `rope_kv` takes them -> (out [b, 1, H, D] in srcs' dtype, state)."""
+        k_pages, v_pages = state
+        b, kvh, d = srcs[0].shape[0], k_pages.shape[1], k_pages.shape[-1]
+        g = num_heads // kvh
+        page, off = self.write_at or write_indices(k_pages.shape, self.page_table, self.start, self.n_valid, 1)[:2]
+        rows = row_block(g, getattr(self.attend, "block_q", 64))
+        q_rows, k_pages, v_pages = rope_kv(*srcs, cols, bias, cos, sin, k_pages, v_pages, layer, page, off,
+                                           num_heads=num_heads, rows=rows, k_scale=self.k_scale, v_scale=self.v_scale,
+                                           interpret=getattr(self.attend, "interpret", None))
+        q_pos, kv_len = self.start[:, None], self.start + self.n_valid
+        from_rows = getattr(self.attend, "decode_rows", None)
+        if from_rows is not None:
+            out = from_rows(q_rows, k_pages, v_pages, layer, self.page_table, q_pos, kv_len, num_heads=num_heads)
+        else:  # any other back-end takes [b, 1, H, D] (k_scale is already in the query)
+            q = q_rows[:, :, :g].reshape(b, 1, num_heads, d)
+            out = self.attend(q, k_pages, v_pages, layer, self.page_table, q_pos, kv_len)
+        if self.v_scale != 1.0:
+            out = out.astype(jnp.float32) * self.v_scale
+        return out.astype(srcs[0].dtype), (k_pages, v_pages)
 
     def __call__(self, q, k, v, *, layer, state):
         k_pages, v_pages = state

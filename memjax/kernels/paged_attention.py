@@ -58,7 +58,7 @@ from .reference import paged_attention_ref
 from .split_combine import combine_splits
 
 __all__ = ["paged_attention", "paged_attention_ref", "resolve_impl", "pallas_supported",
-           "suggest_num_splits", "combine_splits", "PAGED_IMPLS"]
+           "suggest_num_splits", "combine_splits", "PAGED_IMPLS", "decode_from_rows", "row_block"]
 
 PAGED_IMPLS = ("auto", "pallas", "mosaic", "reference")
 _NEG = -1e30
@@ -225,21 +225,49 @@ def paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer,
     b, t, hq, _ = q.shape
     g = hq // kvh
     r = t * g
-    bq = max(_MIN_ROWS, min(block_q, pl.next_power_of_2(r)))
+    bq = row_block(r, block_q)
     r_pad = -(-r // bq) * bq
     # rows ordered (t, g) inside each kv head: [b, t, KV, G, D] -> [b, KV, t*G, D]
     cd = q.dtype if jnp.dtype(k_pages.dtype).itemsize == 1 else k_pages.dtype  # a float8 pool keeps q's dtype
     q_rows = jnp.swapaxes(q.astype(cd).reshape(b, t, kvh, g, d), 1, 2).reshape(b, kvh, r, d)
     q_rows = jnp.pad(q_rows, ((0, 0), (0, 0), (0, r_pad - r), (0, 0)))
-    qpos_rows = jnp.pad(jnp.repeat(q_pos.astype(jnp.int32), g, axis=1), ((0, 0), (0, r_pad - r)),
-                        constant_values=-1)
-    cfg = _Cfg(bq=bq, page=s, max_pages=page_table.shape[1], splits=num_splits,
-               scale=1.0 / float(d) ** 0.5, interpret=bool(interpret))
-    layer_arr = jnp.reshape(jnp.asarray(layer, jnp.int32), (1,))
-    out = _pallas_rows(cfg, layer_arr, kv_len.astype(jnp.int32), page_table.astype(jnp.int32), qpos_rows,
-                       q_rows, k_pages, v_pages)
+    out = _attend_rows(q_rows, k_pages, v_pages, layer, page_table, q_pos, kv_len, g, bq, num_splits, interpret)
     out = out[:, :, :r].reshape(b, kvh, t, g, d)
     return jnp.swapaxes(out, 1, 2).reshape(b, t, hq, d).astype(q.dtype)
+
+
+def row_block(rows: int, block_q: int = 64) -> int:
+    """Query rows per program for `rows` = t * G rows of a kv head: a power of two >= 16, at most block_q."""
+    return max(_MIN_ROWS, min(block_q, pl.next_power_of_2(rows)))
+
+
+def _attend_rows(q_rows, k_pages, v_pages, layer, page_table, q_pos, kv_len, g, bq, num_splits, interpret):
+    b, _, r_pad, d = q_rows.shape
+    r = q_pos.shape[1] * g
+    qpos_rows = jnp.pad(jnp.repeat(q_pos.astype(jnp.int32), g, axis=1), ((0, 0), (0, r_pad - r)),
+                        constant_values=-1)
+    cfg = _Cfg(bq=bq, page=k_pages.shape[3], max_pages=page_table.shape[1], splits=num_splits,
+               scale=1.0 / float(d) ** 0.5, interpret=bool(interpret))
+    layer_arr = jnp.reshape(jnp.asarray(layer, jnp.int32), (1,))
+    return _pallas_rows(cfg, layer_arr, kv_len.astype(jnp.int32), page_table.astype(jnp.int32), qpos_rows,
+                        q_rows, k_pages, v_pages)
+
+
+def decode_from_rows(q_rows: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer, page_table: jax.Array,
+                     q_pos: jax.Array, kv_len: jax.Array, *, num_heads: int, num_splits: int = 1,
+                     interpret: bool | None = None) -> jax.Array:
+    """Decode attention (t = 1) from a query already in the kernel's row layout: q_rows [b, KV, R, D] (row g < G of
+    kv head h = query head h*G + g; R >= G a power of two >= 16, `row_block(G)` for the fewest; rows >= G ignored), as memjax/kernels/rope_kv.py writes it;
+    q_pos [b, 1]. -> [b, 1, H, D] in q_rows' dtype, equal to `paged_attention` on the unpadded query (pallas)."""
+    b, kvh, rows, d = q_rows.shape
+    g = num_heads // kvh
+    if num_heads % kvh or rows < g or not _pow2_ge16(rows) or q_pos.shape != (b, 1) or k_pages.shape[1] != kvh:
+        raise ValueError(f"decode_from_rows: q_rows {q_rows.shape} must be [b, KV={k_pages.shape[1]}, R, D] with R "
+                         f">= G a power of two >= 16, for {num_heads} heads; q_pos [b, 1] (got {q_pos.shape})")
+    if interpret is None:
+        interpret = not _on_gpu()
+    out = _attend_rows(q_rows, k_pages, v_pages, layer, page_table, q_pos, kv_len, g, rows, num_splits, interpret)
+    return out[:, :, :g].reshape(b, 1, num_heads, d)
 
 
 def suggest_num_splits(batch: int, kv_heads: int, max_pages: int, *, target_programs: int = 4 * 132,

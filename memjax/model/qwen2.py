@@ -171,6 +171,35 @@ def decoder_layer(cfg: ModelConfig, p: dict[str, jax.Array], x: jax.Array, cos: 
     p = jax.tree.map(lambda a: a.astype(dt), p)
     x = x.reshape(b * t, x.shape[-1])
     hn = rms_norm(x, p["input_norm"], cfg.rms_norm_eps)
+    if t == 1 and getattr(attention, "fused_prologue", False):  # the back-end adds bias, RoPE and writes K/V itself
+        o, st = _fused_prologue_attention(cfg, p, hn, cos[:, 0], sin[:, 0], attention, layer, st)
+    else:
+        o, st = _attention(cfg, p, hn, b, t, cos, sin, attention, layer, st)
+    x = x + o.reshape(b * t, cfg.q_size) @ p["o_w"]
+    hn = rms_norm(x, p["post_norm"], cfg.rms_norm_eps)
+    if "gate_up_w" in p:
+        g, u = jnp.split(hn @ p["gate_up_w"], 2, axis=-1)
+        x = x + (jax.nn.silu(g) * u) @ p["down_w"]
+    else:
+        x = x + swiglu(hn, p["gate_w"], p["up_w"], p["down_w"])
+    return x.reshape(b, t, x.shape[-1]), st
+
+
+def _fused_prologue_attention(cfg: ModelConfig, p, hn, cos, sin, attention, layer, st):
+    """A one-token step through a back-end with `fused_prologue` (the rollout engine's EngineConfig.fuse_rope_kv):
+    it gets the projections' outputs before bias and RoPE, as (sources, first columns of q / k / v, biases)."""
+    if "qkv_w" in p:
+        y = hn @ p["qkv_w"]
+        srcs, cols = (y, y, y), (0, cfg.q_size, cfg.q_size + cfg.kv_size)
+        bias = (p["qkv_b"],) * 3 if cfg.attention_bias else None
+    else:
+        srcs, cols = (hn @ p["q_w"], hn @ p["k_w"], hn @ p["v_w"]), (0, 0, 0)
+        bias = (p["q_b"], p["k_b"], p["v_b"]) if cfg.attention_bias else None
+    return attention.prologue_attend(srcs, cols, bias, cos, sin, num_heads=cfg.num_heads, layer=layer, state=st)
+
+
+def _attention(cfg: ModelConfig, p, hn, b, t, cos, sin, attention, layer, st):
+    """Projections, bias, RoPE and `attention` -> (out [b, t, H, D], state)."""
     if "qkv_w" in p:
         q, k, v = jnp.split(hn @ p["qkv_w"], (cfg.q_size, cfg.q_size + cfg.kv_size), axis=-1)
     else:
@@ -186,15 +215,7 @@ def decoder_layer(cfg: ModelConfig, p: dict[str, jax.Array], x: jax.Array, cos: 
     q = apply_rope(q.reshape(b, t, cfg.num_heads, cfg.head_dim), cos, sin)
     k = apply_rope(k.reshape(b, t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
     v = v.reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
-    o, st = attention(q, k, v, layer=layer, state=st)
-    x = x + o.reshape(b * t, cfg.q_size) @ p["o_w"]
-    hn = rms_norm(x, p["post_norm"], cfg.rms_norm_eps)
-    if "gate_up_w" in p:
-        g, u = jnp.split(hn @ p["gate_up_w"], 2, axis=-1)
-        x = x + (jax.nn.silu(g) * u) @ p["down_w"]
-    else:
-        x = x + swiglu(hn, p["gate_w"], p["up_w"], p["down_w"])
-    return x.reshape(b, t, x.shape[-1]), st
+    return attention(q, k, v, layer=layer, state=st)
 
 
 def output_logits(cfg: ModelConfig, hidden: jax.Array, embed: jax.Array, lm_head: jax.Array | None) -> jax.Array:

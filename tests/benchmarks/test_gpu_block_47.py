@@ -1,6 +1,7 @@
 """scripts/gpu_block_47.sh (BUILD.md, issue 47's GPU block) without a GPU and without running a benchmark: the script
 parses, a bad part exits 2 with one line, and with a recording PYTHON each part runs the lines BUILD.md describes,
-every module exists and every `--engine KEY=VALUE` is a valid EngineConfig override. (The benchmarks themselves ran
+every module exists, every `--engine KEY=VALUE` is a valid EngineConfig override and every greedy-token comparison
+reads files that a sweep of its part saves. (The benchmarks themselves ran
 at tiny size in the dry run recorded in BUILD.md: I47_DRY=1.)"""
 
 import os
@@ -40,16 +41,30 @@ def test_script_parses_and_refuses_a_bad_part(tmp_path):
 def test_each_part_runs_its_lines(tmp_path, dry):
     calls = {part: _record(tmp_path, part, dry) for part in ("1", "2")}
     mods = {part: [c[1] for c in cs] for part, cs in calls.items()}
-    assert mods["1"] == ["benchmarks.rollout_throughput"] * 3 + ["benchmarks.memagent.linearity",
-                                                                 "benchmarks.rollout_throughput"]
-    assert mods["2"] == ["benchmarks.rollout_throughput"] * 2 + ["benchmarks.memagent.linearity"] + \
-        ["benchmarks.rollout_throughput"] * 2 + ["benchmarks.kv_fp8_gap"]
+    tput, lin, match = "benchmarks.rollout_throughput", "benchmarks.memagent.linearity", "benchmarks.greedy_match"
+    assert mods["1"] == [tput] * 3 + [match] * 4 + [lin, tput]
+    assert mods["2"] == [tput] * 3 + [match] * 3 + [lin] + [tput] * 2
     for cs in calls.values():
         for c in cs:
             assert (ROOT / (c[1].replace(".", "/") + ".py")).is_file(), c
             pairs = [c[i + 1] for i, a in enumerate(c) if a == "--engine"]
             EngineConfig(**engine_overrides(pairs))
-    engines = [" ".join(a for i, a in enumerate(c) if i and c[i - 1] == "--engine") for c in calls["2"]]
-    assert engines[1] == engines[2] == "schedule=mixed" and engines[3] == engines[4] == "kv_dtype=float8_e4m3fn"
+    engines = {part: [" ".join(a for i, a in enumerate(c) if i and c[i - 1] == "--engine") for c in cs]
+               for part, cs in calls.items()}
+    new = "layers=unrolled fuse_projections=true"
+    assert engines["1"][:3] == ["", new, new + " fuse_rope_kv=true"] and engines["1"][-2:] == [new, new]
+    assert engines["2"][1] == engines["2"][6] == "schedule=mixed" and engines["2"][2] == "prefill_buckets=8"
+    assert engines["2"][7] == engines["2"][8] == "kv_dtype=float8_e4m3fn"
+    # every greedy comparison reads files a sweep of the same part writes (--greedy-tokens, --tag, --out-dir)
+    for part, cs in calls.items():
+        saved = set()
+        for c in cs:
+            if c[1] == tput and "--greedy-tokens" in c:
+                out, tag, pre = c[c.index("--out-dir") + 1], c[c.index("--tag") + 1], c[c.index("--preset") + 1]
+                bs = c[c.index("--batches") + 1: c.index("--batches") + 3]
+                saved |= {f"{out}/greedy_{pre}{tag}_b{b}.npy" for b in bs if b.isdigit()}
+        for c in cs:
+            if c[1] == match:
+                assert c[2] in saved and c[3] in saved, (c, saved)
     presets = {c[c.index("--preset") + 1] for cs in calls.values() for c in cs if "--preset" in c}
     assert presets == ({"tiny", "tiny-qwen-vocab"} if dry else {"qwen2.5-1.5b", "qwen2.5-7b"})

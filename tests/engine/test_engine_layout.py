@@ -1,7 +1,9 @@
 """Issue 47's engine options on CPU: the engine's own weight layout (layers="unrolled", fuse_projections) and the
 length-bucketed prefill (prefill_buckets) give the default path's greedy tokens and log-probs (fp32), and have
 the structure the GPU measurement ties to speed: no layer scan (no weight read at a loop-dependent offset),
-4 weight GEMMs per layer instead of 7, and < 10% prefill padding on the sweep's workload (50% before)."""
+4 weight GEMMs per layer instead of 7, and < 10% prefill padding on the sweep's workload (50% before). The fused decode
+prologue (fuse_rope_kv: memjax/kernels/rope_kv.py) gives the same tokens and log-probs, with one kernel call per layer
+and no K/V scatter left in the decode round; its settings are validated."""
 
 import numpy as np
 import pytest
@@ -95,3 +97,63 @@ def test_bucketed_prefill_padding_on_the_sweep_workload():
     # rows only, 0.02% here (tests/engine/test_mixed.py checks this count against the engine's own stats)
     mixed = mixed_padding(lens, EngineConfig(**mem, schedule="mixed"))
     assert mixed["useful_tokens"] == sum(lens) and mixed["padding"] < 0.01, mixed
+
+
+ROPE_KV = {"scan, reference attention": dict(fuse_rope_kv=True),
+           "unrolled + fused, pallas attention": dict(fuse_rope_kv=True, attention="pallas", **NEW)}
+
+
+@pytest.mark.slow(seconds=20)
+@pytest.mark.parametrize("extra", list(ROPE_KV.values()), ids=list(ROPE_KV))
+def test_fused_rope_kv_decode_matches_default(model, runs, extra):
+    """EngineConfig.fuse_rope_kv (memjax/kernels/rope_kv.py, interpreted on CPU): the default's greedy tokens and
+    log-probs (fp32), its decode rounds through the kernel (one per layer, no K/V scatter left in the round)."""
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(0, 512, size=n).tolist() for n in (5, 17, 40, 3, 70)]
+    eng = Engine(model, EngineConfig(**BASE, **extra))
+    got = eng.generate(prompts, SamplingParams(temperature=0, max_tokens=10))
+    old = runs["old"][0]
+    assert [c.token_ids for c in got] == [c.token_ids for c in old]
+    np.testing.assert_allclose(np.concatenate([c.logprobs for c in got]), np.concatenate([c.logprobs for c in old]),
+                               atol=1e-5, rtol=0)
+    def decode_primitives(ecfg):
+        params = nnx.state(model, nnx.Param)
+        if ecfg.layers != "scan":
+            params = engine_layout(params, model.cfg, ecfg)
+        jaxpr = jax.make_jaxpr(make_rounds(nnx.graphdef(model), model.cfg, ecfg).decode)(
+            params, init_slots(ecfg), init_pool(model.cfg, ecfg, 40), init_ring(ecfg), init_counters())
+        return _primitives(jaxpr.jaxpr)
+
+    layers = 1 if extra.get("layers") != "unrolled" else model.cfg.num_layers  # a scan body holds one layer
+    plain = decode_primitives(EngineConfig(**BASE, **{k: v for k, v in extra.items() if k != "fuse_rope_kv"}))
+    fused = decode_primitives(EngineConfig(**BASE, **extra))
+    assert (plain.count("scatter:pool"), plain.count("pallas_call:rope_kv")) == (2 * layers, 0)  # K and V
+    assert (fused.count("scatter:pool"), fused.count("pallas_call:rope_kv")) == (0, layers)
+
+
+def _primitives(jaxpr) -> list[str]:
+    """Primitive names of every equation (sub-jaxprs walked once); pallas calls as `pallas_call:<name>`, scatters
+    whose operand is pool-shaped (5-D) as `scatter:pool`."""
+    out = []
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name == "pallas_call":
+            name += ":" + str(eqn.params.get("name_and_src_info", eqn.params.get("name", ""))).split(" ")[0]
+        elif name.startswith("scatter") and eqn.invars[0].aval.ndim == 5:
+            name = "scatter:pool"
+        out.append(name)
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            out += _primitives(sub)
+    return out
+
+
+def test_fused_rope_kv_validation(model):
+    with pytest.raises(ValueError, match="fuse_rope_kv must be a bool"):
+        EngineConfig(fuse_rope_kv=1)
+    with pytest.raises(ValueError, match="single-device"):
+        EngineConfig(fuse_rope_kv=True, data_parallel=2)
+    with pytest.raises(ValueError, match="split schedule's decode rounds"):
+        EngineConfig(fuse_rope_kv=True, schedule="mixed")
+    auto = dict(BASE, schedule="auto")
+    assert Engine(model, EngineConfig(**auto)).config.schedule == ("mixed" if jax.default_backend() == "cpu" else "split")
+    assert Engine(model, EngineConfig(**auto, fuse_rope_kv=True)).config.schedule == "split"

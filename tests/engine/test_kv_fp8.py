@@ -6,6 +6,9 @@
 - a pool page costs 1 byte per value (a quarter of the fp32 pool, half of bf16), so a budget holds 4x / 2x the pages;
 - validation: unknown dtypes, scales without a float8 pool, the Mosaic kernel with one, and memjax.train without the
   old log-prob recompute are refused with one line;
+- the fused decode prologue (EngineConfig.fuse_rope_kv) applies the same scales: `PagedAttention.prologue_attend`
+  on raw projections equals bias + RoPE + the plain call, through the reference and through the Pallas kernel's
+  row layout, on a float8 pool with scales and on an fp32 pool;
 An engine with a float8 pool against the trainer (the log-prob gap): tests/benchmarks/test_kv_fp8_gap.py.
 """
 
@@ -93,3 +96,36 @@ def test_validation():
     TrainConfig(engine=eng)  # recompute on (the default): accepted
     with pytest.raises(ValueError, match="recompute_old_logp"):
         TrainConfig(engine=eng, update=UpdateConfig(recompute_old_logp=False))
+
+
+@pytest.mark.parametrize("pool_dtype,scale", [(F8, 8.0), (jnp.float32, 1.0)])
+@pytest.mark.parametrize("pallas", [False, True], ids=["reference", "pallas-rows"])
+def test_fused_prologue_applies_the_scales(pool_dtype, scale, pallas):
+    from memjax.kernels import engine_attend
+    from memjax.model.layers import apply_rope, rope_cos_sin
+
+    r = np.random.default_rng(1)
+    b, h, kvh, d, s = 3, 6, 2, 16, 4
+    n = (h + 2 * kvh) * d
+    y = jnp.asarray(r.normal(size=(b, n)) * 40, jnp.float32)
+    bias = jnp.asarray(r.normal(size=(n,)), jnp.float32)
+    start = jnp.asarray([5, 0, 9], jnp.int32)
+    cos, sin = rope_cos_sin(start[:, None], d, 1e4, jnp.float32)
+    pt = jnp.arange(1, b * 3 + 1, dtype=jnp.int32).reshape(b, 3)
+    pool = jnp.asarray(r.normal(size=(1, kvh, b * 3 + 1, s, d)) * 40, jnp.float32).astype(pool_dtype)
+    kw = dict(k_scale=scale, v_scale=scale) | ({"attend": engine_attend(impl="pallas", interpret=True)} if pallas else {})
+    att = PagedAttention(pt, start, jnp.ones(b, jnp.int32), fuse_rope_kv=True, **kw)
+    assert att.fused_prologue
+    cols = (0, h * d, (h + kvh) * d)
+    got, (kp, vp) = jax.jit(lambda: att.prologue_attend((y, y, y), cols, (bias,) * 3, cos[:, 0], sin[:, 0],
+                                                        num_heads=h, layer=jnp.int32(0), state=(pool, pool)))()
+    x = y + bias
+    q = apply_rope(x[:, : h * d].reshape(b, 1, h, d), cos, sin)
+    k = apply_rope(x[:, cols[1]: cols[2]].reshape(b, 1, kvh, d), cos, sin)
+    v = x[:, cols[2]:].reshape(b, 1, kvh, d)
+    plain = PagedAttention(pt, start, jnp.ones(b, jnp.int32), **kw)
+    want, (kw_, vw_) = jax.jit(lambda: plain(q, k, v, layer=jnp.int32(0), state=(pool, pool)))()
+    for a, e in ((kp, kw_), (vp, vw_)):  # (fp32: the two programs' roundings may differ by an ulp)
+        np.testing.assert_allclose(np.asarray(a.astype(jnp.float32)), np.asarray(e.astype(jnp.float32)), rtol=1e-6,
+                                   atol=1e-5)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-4 * float(np.abs(want).max()), rtol=0)

@@ -90,3 +90,29 @@ def test_compiled_step_ratio_loss_matches_reference():
     used = np.unique(seg[mask & (seg >= 0)])
     assert float(metrics["num_steps"]) == len(used) > 0
     assert _maxdiff(grad, grad_r) <= 1e-4 and float(jnp.abs(grad_r).max()) > 0
+
+
+@pytest.mark.parametrize("dtype,pool,tol", [(jnp.bfloat16, None, 2 ** -7), (jnp.bfloat16, jnp.float8_e4m3fn, 2 ** -4),
+                                            (jnp.float32, None, 1e-5)])
+def test_compiled_rope_kv_matches_reference(dtype, pool, tol):
+    """The fused decode prologue (memjax/kernels/rope_kv.py) compiled: the 1.5B head layout (12 query / 2 KV heads,
+    D = 128, G = 6 padded to 16 rows) at batch 64 over a [2, 2, 1024, 64, 128] pool, one fused q/k/v source with
+    bias, a dropped row; float8 with scales. Tolerance relative to the largest value: an ulp or two of the stored
+    dtype (XLA may keep bf16 intermediates in fp32 where the kernel rounds each operation), 1e-5 in fp32."""
+    from test_rope_kv import _problem as _rope_problem
+
+    from memjax.kernels.rope_kv import rope_kv
+
+    b, h, kv, d, p, s = (64, 12, 2, 128, 1024, 64) if GPU else (5, 6, 2, 32, 9, 4)
+    srcs, cols, bias, cos, sin, kp, vp, page, off = _rope_problem(7, b=b, h=h, kv=kv, d=d, p=p, s=s, dtype=dtype,
+                                                                  pool_dtype=pool)
+    scale = 4.0 if pool is not None else 1.0
+    outs = {}
+    for impl in ("pallas", "reference"):
+        f = jax.jit(lambda srcs, bias, kp, vp, impl=impl: rope_kv(
+            *srcs, cols, bias, cos, sin, kp, vp, 1, page, off, num_heads=h, rows=16, k_scale=scale, v_scale=scale,
+            impl=impl, interpret=INTERPRET))
+        outs[impl] = [np.asarray(x.astype(jnp.float32)) for x in f(srcs, bias, kp, vp)]
+    for got, want in zip(outs["pallas"], outs["reference"]):
+        assert np.abs(got - want).max() <= tol * max(1.0, float(np.abs(want).max()))
+    assert np.any(outs["pallas"][1] != np.asarray(kp.astype(jnp.float32)))  # something was written
