@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -27,8 +28,33 @@ import threading
 import time
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for the local ports of outgoing connections (Linux; the IANA range elsewhere)."""
+    try:
+        lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 49152, 65535
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port that binds on 127.0.0.1 now, drawn at random from [10000, start of the ephemeral range).
+
+    Not the kernel's own pick (bind to port 0): that comes from the ephemeral range, which outgoing connections
+    draw from too, so between this probe and the coordinator's bind another process's gRPC client could take it
+    (the rare coordinator clashes of parallel test workers). Below that range only another explicit bind can, and
+    draws from an OS-seeded generator make two launchers' picks independent."""
+    lo = min(_ephemeral_range()[0], 65536)
+    rng = random.SystemRandom()
+    for _ in range(64 if lo > 11000 else 0):
+        port = rng.randrange(10000, lo)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # no room below the ephemeral range: the kernel's pick
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

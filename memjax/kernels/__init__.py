@@ -13,6 +13,9 @@ card's layout exists while the import path stays unambiguous; a PyPI package nam
   "mosaic" | "reference" | "auto" (pallas on GPU for supported page/head sizes). Output in q's dtype.
 * `ragged_paged_attention` (ragged_paged_attention): packed token rows of many sequences (the mixed schedule's
   round), each sequence's rows in blocks that read its context once, through the same Pallas kernel.
+* `rope_kv` (rope_kv): a decode step's q/k/v bias, RoPE, K/V page writes (pool aliased in place) and the query in
+  the paged-attention kernel's padded row layout, one Pallas kernel (EngineConfig.fuse_rope_kv); `rope_kv_ref` is
+  its pure-JAX specification.
 * `paged_attention_mgpu`: the decode kernel in Pallas Mosaic GPU (Hopper+), impl="mosaic", the
   Triton backend's successor (BUILD.md, "Pallas backend").
 * `reference`: the dense pure-JAX definitions the kernels are tested against.

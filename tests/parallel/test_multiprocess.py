@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memjax.launch import child_env, launch
+from memjax.launch import _ephemeral_range, child_env, free_port, launch
 from memjax.parallel import MeshConfig
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
@@ -137,6 +137,22 @@ def test_child_env_and_mesh_sizes():
     assert MeshConfig(data=2, fsdp=4).global_sizes(8, 1) == (2, 4, 1)
     with pytest.raises(ValueError, match="across_hosts"):
         MeshConfig(across_hosts="ring")
+
+
+def test_free_port_binds_below_the_ephemeral_range(monkeypatch):
+    """The coordinator's port is one outgoing connections never take (they draw from the ephemeral range), drawn
+    independently of Python's seeded `random`; with no room below the range, the kernel's pick."""
+    import random
+    import socket
+
+    lo, hi = _ephemeral_range()
+    random.seed(0)
+    ports = {free_port() for _ in range(20)}
+    assert len(ports) > 10 and all(10000 <= p < lo for p in ports)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports.pop()))  # still free
+    monkeypatch.setattr("memjax.launch._ephemeral_range", lambda: (10500, 60999))
+    assert lo <= free_port() <= hi  # no room below: the kernel's pick, from its real range
 
 
 def test_initialize_detects_launchers_and_refuses_after_the_backend_started(monkeypatch):
