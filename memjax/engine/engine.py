@@ -100,8 +100,8 @@ class Engine:
         D x T devices). Ignored when D x T = 1."""
         ecfg = config or EngineConfig()
         if ecfg.schedule == "auto":  # memjax/engine/config.py: mixed on CPU, split on GPUs (the ragged kernel untimed)
-            cpu = jax.default_backend() == "cpu" and not ecfg.fuse_rope_kv  # the fused kernel is a split round's
-            ecfg = dataclasses.replace(ecfg, schedule="mixed" if cpu else "split")
+            mixed = jax.default_backend() == "cpu" and not ecfg.fuse_rope_kv  # the fused kernel is a split round's
+            ecfg = dataclasses.replace(ecfg, schedule="mixed" if mixed else "split")
         self.config = ecfg
         if ecfg.compilation_cache_dir:
             jax.config.update("jax_compilation_cache_dir", ecfg.compilation_cache_dir)

@@ -49,7 +49,7 @@ from flax import nnx
 from ..model.config import ModelConfig
 from .config import FINISH_LENGTH, FINISH_STOP, FINISH_WINDOW, EngineConfig
 from .mixed import make_mixed_round
-from .paged_attention import PagedAttention, write_indices
+from .paged_attention import PagedAttention
 from .sampler import sample
 from .scheduler import admit, ensure_decode_pages, rebase_order, release_finished
 from .state import Counters, Pool, Queue, Ring, Slots, init_counters
@@ -102,10 +102,7 @@ def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None) ->
     def forward(params, ids, pos, page_table, start, n_valid, pool, ragged=None):
         """-> (logits_fn(hidden) -> f32 logits, final hidden [b, t, h], pool with this step's K/V written).
         ragged: the mixed round's per-sequence layout (PagedAttention.ragged)."""
-        at = None  # a fused decode prologue's K/V rows, found once for all layers (a scan would redo it per layer)
-        if ecfg.fuse_rope_kv and ids.shape[1] == 1 and ragged is None:
-            at = write_indices(pool.k.shape, page_table, start, n_valid, 1)[:2]
-        att = PagedAttention(page_table, start, n_valid, ragged=ragged, write_at=at, **attn_kw)
+        att = PagedAttention(page_table, start, n_valid, ragged=ragged, **attn_kw)
         if own_layout:
             hidden, (k, v) = engine_forward(mcfg, params, ids, pos, att, (pool.k, pool.v))
             return partial(engine_logits, mcfg, params), hidden, pool.replace(k=k, v=v)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+from ..kernels.kv_store import scale_query, store_rows, to_pool  # noqa: F401  (to_pool: the engine's name for it)
 from ..kernels.paged_attention import row_block
 from ..kernels.reference import page_buckets, paged_attention_ref as paged_attention  # noqa: F401
 from ..kernels.rope_kv import rope_kv
@@ -47,16 +48,6 @@ def write_indices(pages_shape, page_table: jax.Array, start: jax.Array, n_valid:
     return jnp.where(write, page, drop), jnp.where(write, pos.reshape(-1) % s, 0), write
 
 
-def to_pool(x: jax.Array, dtype, scale: float = 1.0) -> jax.Array:
-    """x as stored in a pool of `dtype`: a plain cast, or for float8 clip(x / scale, +-max finite) (a float8_e4m3fn
-    cast of an out-of-range value would be NaN: it has no infinity)."""
-    dtype = jnp.dtype(dtype)
-    if dtype.itemsize != 1:
-        return x.astype(dtype)
-    lim = float(jnp.finfo(dtype).max)
-    return jnp.clip(x.astype(jnp.float32) / jnp.float32(scale), -lim, lim).astype(dtype)
-
-
 def write_kv(pages: jax.Array, layer: jax.Array, new: jax.Array, page_table: jax.Array, start: jax.Array,
              n_valid: jax.Array, scale: float = 1.0) -> jax.Array:
     """pages [L,KV,P,S,D]; new [b,t,KV,D] at positions start[b]+i for i < n_valid[b] (rows on the null
@@ -65,8 +56,7 @@ def write_kv(pages: jax.Array, layer: jax.Array, new: jax.Array, page_table: jax
     declared unique, so a duplicate would have no defined winner on a GPU."""
     b, t = new.shape[:2]
     page, off, _ = write_indices(pages.shape, page_table, start, n_valid, t)
-    vals = to_pool(new.reshape(b * t, *new.shape[2:]), pages.dtype, scale)  # [N, KV, D]
-    return pages.at[layer, :, page, off].set(vals, mode="drop", unique_indices=True)
+    return store_rows(pages, layer, page, off, new.reshape(b * t, *new.shape[2:]), scale)
 
 
 @dataclass(frozen=True)
@@ -93,7 +83,6 @@ class PagedAttention:
     v_scale: float = 1.0
     ragged: tuple | None = None
     fuse_rope_kv: bool = False
-    write_at: tuple | None = None  # (page, off) of `write_indices` for t = 1, computed once per round (not per layer)
 
     @property
     def fused_prologue(self) -> bool:
@@ -106,7 +95,7 @@ class PagedAttention:
         k_pages, v_pages = state
         b, kvh, d = srcs[0].shape[0], k_pages.shape[1], k_pages.shape[-1]
         g = num_heads // kvh
-        page, off = self.write_at or write_indices(k_pages.shape, self.page_table, self.start, self.n_valid, 1)[:2]
+        page, off, _ = write_indices(k_pages.shape, self.page_table, self.start, self.n_valid, 1)
         rows = row_block(g, getattr(self.attend, "block_q", 64))
         q_rows, k_pages, v_pages = rope_kv(*srcs, cols, bias, cos, sin, k_pages, v_pages, layer, page, off,
                                            num_heads=num_heads, rows=rows, k_scale=self.k_scale, v_scale=self.v_scale,
@@ -128,8 +117,7 @@ class PagedAttention:
         v_pages = write_kv(v_pages, layer, v, self.page_table, self.start, self.n_valid, self.v_scale)
         t = q.shape[1]
         q_pos = self.start[:, None] + jnp.arange(t, dtype=jnp.int32)[None]
-        if self.k_scale != 1.0:
-            q = (q.astype(jnp.float32) * self.k_scale).astype(q.dtype)
+        q = scale_query(q, self.k_scale)
         ragged_attend = getattr(self.attend, "ragged", None)
         if self.ragged is not None and ragged_attend is not None:
             if t != 1:

@@ -54,6 +54,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
+from .kv_store import query_dtype
 from .reference import paged_attention_ref
 from .split_combine import combine_splits
 
@@ -228,7 +229,7 @@ def paged_attention(q: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer,
     bq = row_block(r, block_q)
     r_pad = -(-r // bq) * bq
     # rows ordered (t, g) inside each kv head: [b, t, KV, G, D] -> [b, KV, t*G, D]
-    cd = q.dtype if jnp.dtype(k_pages.dtype).itemsize == 1 else k_pages.dtype  # a float8 pool keeps q's dtype
+    cd = query_dtype(q.dtype, k_pages.dtype)  # a float8 pool keeps q's dtype
     q_rows = jnp.swapaxes(q.astype(cd).reshape(b, t, kvh, g, d), 1, 2).reshape(b, kvh, r, d)
     q_rows = jnp.pad(q_rows, ((0, 0), (0, 0), (0, r_pad - r), (0, 0)))
     out = _attend_rows(q_rows, k_pages, v_pages, layer, page_table, q_pos, kv_len, g, bq, num_splits, interpret)

@@ -17,7 +17,7 @@ One new token per sequence (a decode round, t = 1), b sequences:
 Returns (q_rows [b, KV, rows, D], k_pages, v_pages): q_rows row g < G of kv head h is query head h*G + g, biased,
 rotated and multiplied by k_scale; rows G.. are zeros (the attention kernel's padding to 16 rows). q_rows has the
 pool's dtype (q_src's dtype for a 1-byte pool, as `paged_attention` casts q). K/V are stored as the engine's
-`to_pool` stores them: a cast, or for a float8 pool clip(x / scale, +-448).
+`to_pool` (memjax/kernels/kv_store.py) stores them: a cast, or for a float8 pool clip(x / scale, +-448).
 
 Pallas: grid (b, KV), one program per (sequence, kv head): it loads the sequence's cos/sin once, writes its K and V
 rows into their page (the pools are aliased in place: input_output_aliases, so nothing pool-sized is copied) and
@@ -38,26 +38,11 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
+from .kv_store import query_dtype, scale_query, store_rows, to_pool
+
 __all__ = ["rope_kv", "rope_kv_ref", "ROPE_KV_IMPLS"]
 
 ROPE_KV_IMPLS = ("pallas", "reference")
-
-
-def _to_pool(x, dtype, scale: float):
-    """x as a pool of `dtype` stores it (memjax.engine.paged_attention.to_pool, restated: kernels are leaves)."""
-    dtype = jnp.dtype(dtype)
-    if dtype.itemsize != 1:
-        return x.astype(dtype)
-    lim = float(jnp.finfo(dtype).max)
-    return jnp.clip(x.astype(jnp.float32) / jnp.float32(scale), -lim, lim).astype(dtype)
-
-
-def _q_dtype(q_dtype, pool_dtype):
-    return q_dtype if jnp.dtype(pool_dtype).itemsize == 1 else pool_dtype
-
-
-def _scaled(x, k_scale: float):
-    return x if k_scale == 1.0 else (x.astype(jnp.float32) * k_scale).astype(x.dtype)
 
 
 def rope_kv_ref(q_src, k_src, v_src, cols, bias, cos, sin, k_pages, v_pages, layer, page, off, *, num_heads: int,
@@ -77,12 +62,10 @@ def rope_kv_ref(q_src, k_src, v_src, cols, bias, cos, sin, k_pages, v_pages, lay
     cos, sin = cos.astype(q_src.dtype), sin.astype(q_src.dtype)
     rope = lambda x: x * cos[:, None] + jnp.concatenate([-x[..., d // 2:], x[..., : d // 2]], -1) * sin[:, None]  # noqa: E731
     q, k, v = rope(xs[0]), rope(xs[1]), xs[2]
-    q = _scaled(q, k_scale).astype(_q_dtype(q_src.dtype, k_pages.dtype)).reshape(b, kvh, g, d)
+    q = scale_query(q, k_scale).astype(query_dtype(q_src.dtype, k_pages.dtype)).reshape(b, kvh, g, d)
     q_rows = jnp.pad(q, ((0, 0), (0, 0), (0, rows - g), (0, 0)))
-    k_pages = k_pages.at[layer, :, page, off].set(_to_pool(k, k_pages.dtype, k_scale), mode="drop",
-                                                  unique_indices=True)
-    v_pages = v_pages.at[layer, :, page, off].set(_to_pool(v, v_pages.dtype, v_scale), mode="drop",
-                                                  unique_indices=True)
+    k_pages = store_rows(k_pages, layer, page, off, k, k_scale)
+    v_pages = store_rows(v_pages, layer, page, off, v, v_scale)
     return q_rows, k_pages, v_pages
 
 
@@ -120,17 +103,17 @@ def _kernel(layer_ref, page_ref, off_ref, cos_ref, sin_ref, qs_ref, ks_ref, vs_r
 
     @pl.when(pg < cfg.num_pages)
     def _write():
-        kp_ref[layer, h, pg, of, lo] = _to_pool(k1, kp_ref.dtype, cfg.k_scale)
-        kp_ref[layer, h, pg, of, hi] = _to_pool(k2, kp_ref.dtype, cfg.k_scale)
-        vp_ref[layer, h, pg, of, lo] = _to_pool(v1, vp_ref.dtype, cfg.v_scale)
-        vp_ref[layer, h, pg, of, hi] = _to_pool(v2, vp_ref.dtype, cfg.v_scale)
+        kp_ref[layer, h, pg, of, lo] = to_pool(k1, kp_ref.dtype, cfg.k_scale)
+        kp_ref[layer, h, pg, of, hi] = to_pool(k2, kp_ref.dtype, cfg.k_scale)
+        vp_ref[layer, h, pg, of, lo] = to_pool(v1, vp_ref.dtype, cfg.v_scale)
+        vp_ref[layer, h, pg, of, hi] = to_pool(v2, vp_ref.dtype, cfg.v_scale)
 
     row = lax.broadcasted_iota(jnp.int32, (cfg.rows, half), 0)
     acc1 = jnp.zeros((cfg.rows, half), q_out.dtype)
     acc2 = jnp.zeros((cfg.rows, half), q_out.dtype)
     for g in range(cfg.groups):  # static: G heads of this kv head
         y1, y2 = rope(*load(qs_ref, qb_ref, cfg.cols[0] + (h * cfg.groups + g) * d))
-        y1, y2 = _scaled(y1, cfg.k_scale).astype(q_out.dtype), _scaled(y2, cfg.k_scale).astype(q_out.dtype)
+        y1, y2 = scale_query(y1, cfg.k_scale).astype(q_out.dtype), scale_query(y2, cfg.k_scale).astype(q_out.dtype)
         acc1 = jnp.where(row == g, y1[None, :], acc1)
         acc2 = jnp.where(row == g, y2[None, :], acc2)
     q_out[:, lo] = acc1
@@ -189,7 +172,7 @@ def rope_kv(q_src, k_src, v_src, cols, bias, cos, sin, k_pages, v_pages, layer, 
             sin.astype(q_src.dtype), q_src, k_src, v_src, *bias, k_pages, v_pages)
     whole = lambda a: pl.BlockSpec(a.shape, lambda *_: (0,) * a.ndim)  # noqa: E731
     sq = pl.Squeezed()
-    q_dt = _q_dtype(q_src.dtype, k_pages.dtype)
+    q_dt = query_dtype(q_src.dtype, k_pages.dtype)
     return pl.pallas_call(
         functools.partial(_kernel, cfg=cfg), grid=(b, kvh), in_specs=[whole(a) for a in args],
         out_specs=[pl.BlockSpec((sq, sq, rows, d), lambda i, h: (i, h, 0, 0)), whole(k_pages), whole(v_pages)],
