@@ -6,7 +6,8 @@
 
 Needs the CUDA PJRT plugin matching jax (benchmarks/gpu_aot.py) but no GPU. For each engine variant (base = the
 defaults: scanned layers, five projection GEMMs, one prefill shape; `unrolled` = EngineConfig.layers="unrolled";
-`fused` = fuse_projections=True; `buckets` = prefill_buckets=8; `rope_kv` = fuse_rope_kv=True) it compiles `make_rounds(...).decode` and
+`fused` = fuse_projections=True; `buckets` = prefill_buckets=8; `rope_kv` = fuse_rope_kv=True; `merge` =
+fuse_split_combine=True) it compiles `make_rounds(...).decode` and
 `.prefill` for `gpu_aot.gpu_device()` with the loop's compiler options and the Pallas paged attention the engine
 uses on a GPU, and reports per round (benchmarks/hlo_facts.py): kernels per round and per layer, host syncs
 (conditionals and loops without a trip count: a device-to-host predicate read each), GEMMs reading weights at a
@@ -31,7 +32,9 @@ VARIANTS = {"base": {}, "unrolled": dict(layers="unrolled"), "fused": dict(fuse_
                                                                                 fuse_projections=True,
                                                                                 prefill_buckets=8),
             "rope_kv": dict(fuse_rope_kv=True),
-            "unrolled+fused+rope_kv": dict(layers="unrolled", fuse_projections=True, fuse_rope_kv=True)}
+            "unrolled+fused+rope_kv": dict(layers="unrolled", fuse_projections=True, fuse_rope_kv=True),
+            "unrolled+fused+rope_kv+merge": dict(layers="unrolled", fuse_projections=True, fuse_rope_kv=True,
+                                                 fuse_split_combine=True)}
 
 
 def prefill_padding(prompt_lens: list[int], ecfg) -> dict:
@@ -126,7 +129,8 @@ def compile_round(preset: str, kind: str, variant: dict, *, layers: int | None =
                  prefill_chunk=ecfg.prefill_chunk, prefill_lengths=list(ecfg.prefill_lengths), page_size=page_size,
                  window=window, decode_splits=splits, device=dev.device_kind, compile_s=round(secs, 1),
                  **{k: v for k, v in dataclasses.asdict(ecfg).items() if k in ("layers", "fuse_projections",
-                                                                             "prefill_buckets", "fuse_rope_kv")},
+                                                                             "prefill_buckets", "fuse_rope_kv",
+                                                                             "fuse_split_combine")},
                  **program_facts(txt, cfg.num_layers))
     return facts, txt
 

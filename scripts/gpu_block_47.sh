@@ -6,13 +6,15 @@
 #                                    the 7B sweep with the new layout
 #   scripts/gpu_block_47.sh OUT 2    prefill: the mixed schedule with the ragged kernel (sweep and 28K rollout) and
 #                                    length-bucketed prefill; the float8 KV pool (1.5B and 7B sweeps at batch 256)
+#   scripts/gpu_block_47.sh OUT 3    the split-K merge inside the decode kernel (fuse_split_combine): its GPU-tier
+#                                    race test first, then fuse_rope_kv without and with it (sweep, profiles, greedy)
 # The 1.5B sweeps also save greedy tokens; greedy_*.json says whether each change kept them (benchmarks/greedy_match.py).
 # Each line has its own timeout; summary.txt lists every line's exit status and seconds. The old path's 28K rollout
 # (61.6 s on the H200 of 2026-11-27) and 7B sweep are in ../shared/gpu/2026-11-27/.
 # Dry run on CPU (tiny presets, small sizes): I47_DRY=1 scripts/gpu_block_47.sh OUT 1 (and 2).
 set -u
-OUT=${1:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2)}
-PART=${2:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2)}
+OUT=${1:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3)}
+PART=${2:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3)}
 mkdir -p "$OUT"
 export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.92} PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -72,8 +74,20 @@ elif [ "$PART" = 2 ]; then
       --tag _fp8 --out-dir "$O/fp8"
   run sweep_7b_fp8 90 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P7 --batches $B_LARGE --engine kv_dtype=float8_e4m3fn \
       --tag _fp8 --out-dir "$O/fp8"
+elif [ "$PART" = 3 ]; then
+  # correctness where programs really race (on CPU: interpret mode at small shapes, MEMJAX_GPU_TIER_ANYWHERE=1)
+  run kernel_test 150 env MEMJAX_GPU_TIER_ANYWHERE=${I47_DRY:-0} $PY -m pytest -q -p no:cacheprovider \
+      tests/kernels/test_kernels_gpu.py -k "decode_merged or rope_kv"
+  run sweep_rope_kv 130 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
+      --engine fuse_rope_kv=true --tag _rope_kv --out-dir "$O/new"
+  run sweep_merge 130 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
+      --engine fuse_rope_kv=true --engine fuse_split_combine=true --tag _merge --profile "$O/profile_merge" \
+      --profile-batches $B_SMALL $B_LARGE --out-dir "$O/new"
+  for b in $B_SMALL $B_LARGE; do
+    match greedy_merge_b$b "$O/new/greedy_${P15}_rope_kv_b$b.npy" "$O/new/greedy_${P15}_merge_b$b.npy"
+  done
 else
-  echo "scripts/gpu_block_47.sh: PART must be 1 or 2, got $PART" >&2
+  echo "scripts/gpu_block_47.sh: PART must be 1, 2 or 3, got $PART" >&2
   exit 2
 fi
 tar czf "$OUT/i47_part$PART.tgz" -C "$OUT" "part$PART"

@@ -111,6 +111,12 @@ class EngineConfig:
     # run times it (issue 47). Single-device engines, split schedule ("auto" then resolves to split on CPU too);
     # with Pallas attention the kernel reads the padded rows as written, other back-ends get them unpadded
     fuse_rope_kv: bool = False
+    # with fuse_rope_kv and Pallas attention: the decode kernel merges its split-K partials itself (the last program
+    # of each sequence and kv head to finish does it, counted by an atomic) and writes the heads straight into the
+    # [b, H, D] output (memjax/kernels/decode_merged.py), instead of an XLA fusion per layer that merges them and
+    # slices the 16-row block back to G heads. Off until a GPU run checks it (its memory order is only exercised
+    # there) and times it (issue 47); other attention back-ends ignore it
+    fuse_split_combine: bool = False
 
     def __post_init__(self) -> None:
         for f in ("max_slots", "page_size", "window", "prefill_slots", "prefill_chunk", "max_stop_ids",
@@ -173,6 +179,11 @@ class EngineConfig:
         if self.fuse_rope_kv and (self.data_parallel != 1 or self.tensor_parallel != 1):
             raise ValueError("EngineConfig.fuse_rope_kv=True is for single-device engines: set data_parallel=1 and "
                              "tensor_parallel=1, or fuse_rope_kv=False")
+        if not isinstance(self.fuse_split_combine, bool):
+            raise ValueError(f"EngineConfig.fuse_split_combine must be a bool, got {self.fuse_split_combine!r}")
+        if self.fuse_split_combine and not self.fuse_rope_kv:
+            raise ValueError("EngineConfig.fuse_split_combine=True merges the splits of the fused decode step's "
+                             "attention: set fuse_rope_kv=True too, or fuse_split_combine=False")
         if self.fuse_rope_kv and self.schedule == "mixed":
             raise ValueError("EngineConfig.fuse_rope_kv=True fuses the split schedule's decode rounds: set "
                              "schedule='split' (or 'auto'), or fuse_rope_kv=False")

@@ -96,18 +96,22 @@ def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None) ->
     S, C, BP, W = ecfg.page_size, ecfg.prefill_chunk, ecfg.prefill_slots, ecfg.window
     attn_kw = ({} if attend is None else {"attend": attend}) | {"k_scale": float(ecfg.k_scale),
                                                                   "v_scale": float(ecfg.v_scale),
-                                                                  "fuse_rope_kv": ecfg.fuse_rope_kv}
+                                                                  "fuse_rope_kv": ecfg.fuse_rope_kv,
+                                                                  "fuse_split_combine": ecfg.fuse_split_combine}
     own_layout = uses_layout(ecfg)
 
     def forward(params, ids, pos, page_table, start, n_valid, pool, ragged=None):
         """-> (logits_fn(hidden) -> f32 logits, final hidden [b, t, h], pool with this step's K/V written).
         ragged: the mixed round's per-sequence layout (PagedAttention.ragged)."""
         att = PagedAttention(page_table, start, n_valid, ragged=ragged, **attn_kw)
+        state = att.open_state(pool.k, pool.v, decode=ids.shape[1] == 1)
         if own_layout:
-            hidden, (k, v) = engine_forward(mcfg, params, ids, pos, att, (pool.k, pool.v))
+            hidden, state = engine_forward(mcfg, params, ids, pos, att, state)
+            k, v = att.close_state(state)
             return partial(engine_logits, mcfg, params), hidden, pool.replace(k=k, v=v)
         model = nnx.merge(graphdef, params)
-        hidden, (k, v) = model.forward(ids, pos, attention=att, state=(pool.k, pool.v), return_hidden=True)
+        hidden, state = model.forward(ids, pos, attention=att, state=state, return_hidden=True)
+        k, v = att.close_state(state)
         return model.logits, hidden, pool.replace(k=k, v=v)
 
     def emit(slots: Slots, rows, tok, lp, mask):

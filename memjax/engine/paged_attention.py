@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+from ..kernels.decode_merged import merge_semaphores
 from ..kernels.kv_store import scale_query, store_rows, to_pool  # noqa: F401  (to_pool: the engine's name for it)
 from ..kernels.paged_attention import row_block
 from ..kernels.reference import page_buckets, paged_attention_ref as paged_attention  # noqa: F401
@@ -73,6 +74,9 @@ class PagedAttention:
     fuse_rope_kv (EngineConfig.fuse_rope_kv): `fused_prologue` is then True (unless ragged), and the decoder hands
     a decode step's (t = 1) raw projections to `prologue_attend`, which adds the bias, applies RoPE, writes K/V and
     lays out the query in one kernel (memjax/kernels/rope_kv.py), then attends from that layout.
+    fuse_split_combine (EngineConfig.fuse_split_combine): with a back-end that has `decode_merged` (engine_attend's
+    Pallas one), that attention merges its splits itself (memjax/kernels/decode_merged.py); its counters ride in
+    the state: `open_state` adds them for a decode step, `close_state` drops them.
     """
 
     page_table: jax.Array
@@ -83,16 +87,35 @@ class PagedAttention:
     v_scale: float = 1.0
     ragged: tuple | None = None
     fuse_rope_kv: bool = False
+    fuse_split_combine: bool = False
 
     @property
     def fused_prologue(self) -> bool:
         """Whether the decoder should call `prologue_attend` for a one-token step (memjax/model/qwen2.py)."""
         return self.fuse_rope_kv and self.ragged is None
 
+    @property
+    def _merged(self):
+        """The back-end's split-merging decode kernel when this step uses it, else None."""
+        fn = getattr(self.attend, "decode_merged", None)
+        return fn if self.fused_prologue and self.fuse_split_combine else None
+
+    def open_state(self, k_pages, v_pages, *, decode: bool):
+        """The state a forward threads through its layers: (k_pages, v_pages), plus decode_merged's zero counters
+        [L, b, KV] for a decode step (t = 1) that merges its splits in the kernel."""
+        if decode and self._merged is not None:
+            return k_pages, v_pages, merge_semaphores(k_pages, self.page_table.shape[0])
+        return k_pages, v_pages
+
+    @staticmethod
+    def close_state(state):
+        """(k_pages, v_pages) of a forward's final state."""
+        return state[0], state[1]
+
     def prologue_attend(self, srcs, cols, bias, cos, sin, *, num_heads: int, layer, state):
         """One decode step from the projections' raw outputs: srcs (q, k, v sources [b, n]), cols, bias (None or
         three vectors) and cos / sin [b, D] as `rope_kv` takes them -> (out [b, 1, H, D] in srcs' dtype, state)."""
-        k_pages, v_pages = state
+        k_pages, v_pages, *sem = state
         b, kvh, d = srcs[0].shape[0], k_pages.shape[1], k_pages.shape[-1]
         g = num_heads // kvh
         page, off, _ = write_indices(k_pages.shape, self.page_table, self.start, self.n_valid, 1)
@@ -102,17 +125,20 @@ class PagedAttention:
                                            interpret=getattr(self.attend, "interpret", None))
         q_pos, kv_len = self.start[:, None], self.start + self.n_valid
         from_rows = getattr(self.attend, "decode_rows", None)
-        if from_rows is not None:
+        if sem and self._merged is not None:
+            out, sem[0] = self._merged(q_rows, k_pages, v_pages, layer, self.page_table, q_pos, kv_len, sem[0],
+                                       num_heads=num_heads)
+        elif from_rows is not None:
             out = from_rows(q_rows, k_pages, v_pages, layer, self.page_table, q_pos, kv_len, num_heads=num_heads)
         else:  # any other back-end takes [b, 1, H, D] (k_scale is already in the query)
             q = q_rows[:, :, :g].reshape(b, 1, num_heads, d)
             out = self.attend(q, k_pages, v_pages, layer, self.page_table, q_pos, kv_len)
         if self.v_scale != 1.0:
             out = out.astype(jnp.float32) * self.v_scale
-        return out.astype(srcs[0].dtype), (k_pages, v_pages)
+        return out.astype(srcs[0].dtype), (k_pages, v_pages, *sem)
 
     def __call__(self, q, k, v, *, layer, state):
-        k_pages, v_pages = state
+        k_pages, v_pages, *rest = state
         k_pages = write_kv(k_pages, layer, k, self.page_table, self.start, self.n_valid, self.k_scale)
         v_pages = write_kv(v_pages, layer, v, self.page_table, self.start, self.n_valid, self.v_scale)
         t = q.shape[1]
@@ -127,4 +153,4 @@ class PagedAttention:
             out = self.attend(q, k_pages, v_pages, layer, self.page_table, q_pos, self.start + self.n_valid)
         if self.v_scale != 1.0:
             out = (out.astype(jnp.float32) * self.v_scale).astype(out.dtype)
-        return out, (k_pages, v_pages)
+        return out, (k_pages, v_pages, *rest)

@@ -4,14 +4,15 @@
 Owns `engine_attend`. The returned function has `paged_attention`'s signature (q [b, t, H, D], pools, layer, page
 table, q_pos, kv_len) and picks decode or prefill options from t at trace time; with a Pallas or Mosaic impl it
 carries `.ragged`, `ragged_paged_attention` with the same options, for the mixed round's packed rows; with the Pallas
-impl also `.decode_rows`, `decode_from_rows` (decode from the padded row layout `rope_kv` writes). Nothing is
-donated.
+impl also `.decode_rows`, `decode_from_rows` (decode from the padded row layout `rope_kv` writes), and
+`.decode_merged` (the same, its split-K merge inside the kernel: memjax/kernels/decode_merged.py). Nothing is donated.
 """
 
 from __future__ import annotations
 
 import functools
 
+from .decode_merged import decode_merged
 from .paged_attention import PAGED_IMPLS, decode_from_rows, paged_attention
 from .ragged_paged_attention import ragged_paged_attention
 
@@ -40,6 +41,8 @@ def engine_attend(*, impl: str = "auto", num_splits: int = 1, prefill_num_splits
     attend.block_q, attend.interpret = block_q, interpret  # also read by PagedAttention.prologue_attend
     if impl == "pallas":  # decode from the row layout memjax/kernels/rope_kv.py writes (EngineConfig.fuse_rope_kv)
         attend.decode_rows = functools.partial(decode_from_rows, num_splits=num_splits, interpret=interpret)
+        # the same with the splits merged in the kernel (EngineConfig.fuse_split_combine)
+        attend.decode_merged = functools.partial(decode_merged, num_splits=num_splits, interpret=interpret)
     if impl != "reference":  # the mixed round's packed rows (memjax/kernels/ragged_paged_attention.py)
         attend.ragged = functools.partial(ragged_paged_attention, impl="auto" if impl == "auto" else "pallas",
                                           block_q=block_q, interpret=interpret)

@@ -59,7 +59,7 @@ from .reference import paged_attention_ref
 from .split_combine import combine_splits
 
 __all__ = ["paged_attention", "paged_attention_ref", "resolve_impl", "pallas_supported",
-           "suggest_num_splits", "combine_splits", "PAGED_IMPLS", "decode_from_rows", "row_block"]
+           "suggest_num_splits", "combine_splits", "PAGED_IMPLS", "decode_from_rows", "row_block", "attend_pages"]
 
 PAGED_IMPLS = ("auto", "pallas", "mosaic", "reference")
 _NEG = -1e30
@@ -102,18 +102,17 @@ class _Cfg:
     interpret: bool
 
 
-def _kernel(layer_ref, kvl_ref, pt_ref, qpos_ref, q_ref, k_ref, v_ref, *out_refs, cfg: _Cfg):
-    i, h, sp = pl.program_id(0), pl.program_id(1), pl.program_id(3)
-    s = cfg.page
-    layer = layer_ref[0]
-    kvl = kvl_ref[i]
-    qp = qpos_ref[...]                                   # [bq] int32
-    q = q_ref[...]                                       # [bq, D]
+def attend_pages(q, qp, kvl, layer, i, h, sp, pt_ref, k_ref, v_ref, *, page: int, max_pages: int, splits: int,
+                 scale: float):
+    """One program's online softmax: query block q [bq, D] at positions qp [bq] of sequence i (kv head h) over split
+    sp of its visible pages (see the module docstring) -> unnormalised (m [bq], l [bq], acc [bq, D]) in fp32; an
+    empty split gives (-1e30, 0, 0). Shared by `_kernel` and memjax/kernels/decode_merged.py."""
+    s = page
     qmax = jnp.max(qp)
     causal_pages = jnp.where(qmax >= 0, qmax // s + 1, 0)
-    n_pages = jnp.minimum(jnp.minimum((kvl + s - 1) // s, causal_pages), cfg.max_pages)
+    n_pages = jnp.minimum(jnp.minimum((kvl + s - 1) // s, causal_pages), max_pages)
     n_pages = jnp.maximum(n_pages, 0)
-    per = (n_pages + cfg.splits - 1) // cfg.splits
+    per = (n_pages + splits - 1) // splits
     lo = jnp.minimum(sp * per, n_pages)
     hi = jnp.minimum(lo + per, n_pages)
     qp_col = qp[:, None]
@@ -122,12 +121,12 @@ def _kernel(layer_ref, kvl_ref, pt_ref, qpos_ref, q_ref, k_ref, v_ref, *out_refs
 
     def body(j, carry):
         m, l, acc = carry
-        page = pt_ref[i, j]
-        k = k_ref[layer, h, page]                        # [S, D]
-        v = v_ref[layer, h, page]
+        pg = pt_ref[i, j]
+        k = k_ref[layer, h, pg]                          # [S, D]
+        v = v_ref[layer, h, pg]
         if k.dtype != q.dtype:                           # a float8 pool: upcast the page, the dots stay in q's dtype
             k, v = k.astype(q.dtype), v.astype(q.dtype)
-        sc = lax.dot_general(q, k, _TN, precision=prec, preferred_element_type=_F32) * cfg.scale   # [bq, S]
+        sc = lax.dot_general(q, k, _TN, precision=prec, preferred_element_type=_F32) * scale   # [bq, S]
         key = j * s + iota
         ok = (key <= qp_col) & (key < kvl)
         sc = jnp.where(ok, sc, _NEG)
@@ -139,9 +138,15 @@ def _kernel(layer_ref, kvl_ref, pt_ref, qpos_ref, q_ref, k_ref, v_ref, *out_refs
                                            preferred_element_type=_F32)
         return m_new, l, acc
 
-    d = q.shape[-1]
-    init = (jnp.full((cfg.bq,), _NEG, _F32), jnp.zeros((cfg.bq,), _F32), jnp.zeros((cfg.bq, d), _F32))
-    m, l, acc = lax.fori_loop(lo, hi, body, init)
+    bq, d = q.shape
+    init = (jnp.full((bq,), _NEG, _F32), jnp.zeros((bq,), _F32), jnp.zeros((bq, d), _F32))
+    return lax.fori_loop(lo, hi, body, init)
+
+
+def _kernel(layer_ref, kvl_ref, pt_ref, qpos_ref, q_ref, k_ref, v_ref, *out_refs, cfg: _Cfg):
+    i, h, sp = pl.program_id(0), pl.program_id(1), pl.program_id(3)
+    m, l, acc = attend_pages(q_ref[...], qpos_ref[...], kvl_ref[i], layer_ref[0], i, h, sp, pt_ref, k_ref, v_ref,
+                             page=cfg.page, max_pages=cfg.max_pages, splits=cfg.splits, scale=cfg.scale)
     if cfg.splits == 1:
         (o_ref,) = out_refs
         o_ref[...] = (acc / jnp.where(l > 0, l, 1.0)[:, None]).astype(o_ref.dtype)

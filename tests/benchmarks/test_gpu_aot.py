@@ -91,18 +91,23 @@ def test_unrolled_fused_decode_round_reads_weights_at_fixed_addresses():
     """The 1.5B layer shape, 2 layers, batch 32 (benchmarks/gpu_aot_rounds.py; BUILD.md issue 47): the scanned round
     runs 7 GEMMs per layer at a loop-dependent weight offset (a command buffer re-recorded per layer); unrolled +
     fused, 4 GEMMs per layer, none at a dynamic offset, fewer kernels per layer, no new host sync; with fuse_rope_kv
-    too, 4 fewer kernels per layer again."""
+    too, 4 fewer kernels per layer again; with fuse_split_combine, the split-K merge and slice fusion gone (one fewer
+    per layer)."""
     code = ("import json, sys\nfrom benchmarks.gpu_aot_rounds import compile_round\n"
             "old, _ = compile_round('qwen2.5-1.5b', 'decode', {}, layers=2)\n"
             "new, _ = compile_round('qwen2.5-1.5b', 'decode', dict(layers='unrolled', fuse_projections=True), layers=2)\n"
             "fused, txt = compile_round('qwen2.5-1.5b', 'decode', dict(layers='unrolled', fuse_projections=True, "
             "fuse_rope_kv=True), layers=2)\n"
             "fused['rope_kv_calls'] = sum(' custom-call(' in l and '/rope_kv/' in l for l in txt.splitlines())\n"
-            "print(json.dumps([old, new, fused]))")
+            "merged, txt = compile_round('qwen2.5-1.5b', 'decode', dict(layers='unrolled', fuse_projections=True, "
+            "fuse_rope_kv=True, fuse_split_combine=True), layers=2)\n"
+            "calls = lambda name: sum(' custom-call(' in l and f'/{name}/' in l for l in txt.splitlines())\n"
+            "merged['merged_calls'], merged['paged_calls'] = calls('decode_merged'), calls('paged_attention')\n"
+            "print(json.dumps([old, new, fused, merged]))")
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([str(AOT_DIR), str(ROOT)]))
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     assert p.returncode == 0, p.stderr[-3000:]
-    old, new, fused = json.loads(p.stdout.strip().splitlines()[-1])
+    old, new, fused, merged = json.loads(p.stdout.strip().splitlines()[-1])
     assert old["layer_loop"] == "scan" and old["dynamic_slice_gemms_per_layer"] == 7, old
     assert new["layer_loop"] == "unrolled" and new["dynamic_slice_gemms_per_layer"] == 0, new
     assert (old["gemms"] - 1, new["gemms"] - 1) == (2 * 7, 2 * 4)  # + the LM head
@@ -112,6 +117,13 @@ def test_unrolled_fused_decode_round_reads_weights_at_fixed_addresses():
     assert fused["rope_kv_calls"] == 2 and fused["kernels_per_layer"] <= new["kernels_per_layer"] - 4, fused
     assert (fused["copy_bytes"], fused["host_syncs"], fused["gemms"]) == (new["copy_bytes"], new["host_syncs"],
                                                                           new["gemms"])
+    # + fuse_split_combine (memjax/kernels/decode_merged.py): every layer's attention is the merging kernel, the
+    # merge + slice fusion after it is gone; its counters cost one memset per round, no copy, no host sync
+    assert (merged["merged_calls"], merged["paged_calls"]) == (2, 0), merged
+    assert merged["kernels_per_layer"] == fused["kernels_per_layer"] - 1, (merged, fused)
+    assert merged["kernels"] == fused["kernels"] - 2 + 1, (merged, fused)
+    assert (merged["copy_bytes"], merged["host_syncs"], merged["gemms"]) == (fused["copy_bytes"], fused["host_syncs"],
+                                                                             fused["gemms"])
 
 
 def test_hlo_facts_counts_loops_branches_and_layer_kernels():

@@ -3,7 +3,8 @@ length-bucketed prefill (prefill_buckets) give the default path's greedy tokens 
 the structure the GPU measurement ties to speed: no layer scan (no weight read at a loop-dependent offset),
 4 weight GEMMs per layer instead of 7, and < 10% prefill padding on the sweep's workload (50% before). The fused decode
 prologue (fuse_rope_kv: memjax/kernels/rope_kv.py) gives the same tokens and log-probs, with one kernel call per layer
-and no K/V scatter left in the decode round; its settings are validated."""
+and no K/V scatter left in the decode round, also with the attention merging its own splits (fuse_split_combine:
+memjax/kernels/decode_merged.py); their settings are validated."""
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from memjax.engine.engine import Engine
 from memjax.engine.loop import make_rounds
 from memjax.engine.state import init_counters, init_pool, init_ring, init_slots
 from memjax.engine.weights import engine_layout
+from memjax.kernels import engine_attend
 from memjax.model import init_model, presets
 
 BASE = dict(max_slots=4, window=128, page_size=16, prefill_slots=2, prefill_chunk=32, schedule="split",
@@ -100,7 +102,9 @@ def test_bucketed_prefill_padding_on_the_sweep_workload():
 
 
 ROPE_KV = {"scan, reference attention": dict(fuse_rope_kv=True),
-           "unrolled + fused, pallas attention": dict(fuse_rope_kv=True, attention="pallas", **NEW)}
+           "unrolled + fused, pallas attention": dict(fuse_rope_kv=True, attention="pallas", **NEW),
+           "scan, pallas attention, splits merged in the kernel": dict(fuse_rope_kv=True, fuse_split_combine=True,
+                                                                     attention="pallas")}
 
 
 @pytest.mark.slow(seconds=20)
@@ -120,15 +124,20 @@ def test_fused_rope_kv_decode_matches_default(model, runs, extra):
         params = nnx.state(model, nnx.Param)
         if ecfg.layers != "scan":
             params = engine_layout(params, model.cfg, ecfg)
-        jaxpr = jax.make_jaxpr(make_rounds(nnx.graphdef(model), model.cfg, ecfg).decode)(
+        attend = engine_attend(impl="pallas", num_splits=2) if ecfg.attention == "pallas" else None  # as Engine's
+        jaxpr = jax.make_jaxpr(make_rounds(nnx.graphdef(model), model.cfg, ecfg, attend).decode)(
             params, init_slots(ecfg), init_pool(model.cfg, ecfg, 40), init_ring(ecfg), init_counters())
         return _primitives(jaxpr.jaxpr)
 
     layers = 1 if extra.get("layers") != "unrolled" else model.cfg.num_layers  # a scan body holds one layer
-    plain = decode_primitives(EngineConfig(**BASE, **{k: v for k, v in extra.items() if k != "fuse_rope_kv"}))
+    plain = decode_primitives(EngineConfig(**BASE, **{k: v for k, v in extra.items() if not k.startswith("fuse_")}))
     fused = decode_primitives(EngineConfig(**BASE, **extra))
     assert (plain.count("scatter:pool"), plain.count("pallas_call:rope_kv")) == (2 * layers, 0)  # K and V
     assert (fused.count("scatter:pool"), fused.count("pallas_call:rope_kv")) == (0, layers)
+    # fuse_split_combine (memjax/kernels/decode_merged.py): each layer's attention merges its own splits
+    merged = layers if extra.get("fuse_split_combine") else 0
+    assert (fused.count("pallas_call:decode_merged"), fused.count("pallas_call:paged_attention")) == (
+        merged, 0 if merged or extra.get("attention") != "pallas" else layers)
 
 
 def _primitives(jaxpr) -> list[str]:
@@ -154,6 +163,10 @@ def test_fused_rope_kv_validation(model):
         EngineConfig(fuse_rope_kv=True, data_parallel=2)
     with pytest.raises(ValueError, match="split schedule's decode rounds"):
         EngineConfig(fuse_rope_kv=True, schedule="mixed")
+    with pytest.raises(ValueError, match="fuse_split_combine must be a bool"):
+        EngineConfig(fuse_rope_kv=True, fuse_split_combine="yes")
+    with pytest.raises(ValueError, match="set fuse_rope_kv=True too"):
+        EngineConfig(fuse_split_combine=True)
     auto = dict(BASE, schedule="auto")
     assert Engine(model, EngineConfig(**auto)).config.schedule == ("mixed" if jax.default_backend() == "cpu" else "split")
     assert Engine(model, EngineConfig(**auto, fuse_rope_kv=True)).config.schedule == "split"

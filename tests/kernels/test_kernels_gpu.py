@@ -116,3 +116,45 @@ def test_compiled_rope_kv_matches_reference(dtype, pool, tol):
     for got, want in zip(outs["pallas"], outs["reference"]):
         assert np.abs(got - want).max() <= tol * max(1.0, float(np.abs(want).max()))
     assert np.any(outs["pallas"][1] != np.asarray(kp.astype(jnp.float32)))  # something was written
+
+
+@pytest.mark.parametrize("dtype,tol", [(jnp.float32, FP32_TOL), (jnp.bfloat16, 2e-2)])
+@pytest.mark.parametrize("splits", [1, 4, 16])
+def test_compiled_decode_merged_matches_decode_from_rows(dtype, tol, splits):
+    """The split-K merge inside the decode kernel (memjax/kernels/decode_merged.py) compiled: its last-arriver merge
+    (a barrier, an acquire-release atomic per sequence and kv head, volatile loads of the other programs' partials)
+    is only exercised here, where programs really run concurrently. The 1.5B layout (12 query / 2 KV heads, D = 128,
+    pages of 64) at batch 128, contexts up to 8K tokens; the same call five times (a race would show as a wrong or
+    unstable result), against `decode_from_rows` (the kernel plus XLA's merge)."""
+    from memjax.kernels.decode_merged import decode_merged, merge_semaphores
+    from memjax.kernels.paged_attention import decode_from_rows
+
+    b, h, kv, d, s, mp, p = (128, 12, 2, 128, 64, 128, 4096) if GPU else (5, 6, 2, 32, 4, 8, 24)
+    keys = jax.random.split(jax.random.key(11), 5)
+    kp = jax.random.normal(keys[0], (3, kv, p, s, d), dtype)          # pages may repeat across sequences: reads only
+    vp = jax.random.normal(keys[1], (3, kv, p, s, d), dtype)
+    pt = jax.random.randint(keys[2], (b, mp), 1, p, jnp.int32)
+    kvl = jax.random.randint(keys[3], (b,), 0, s * mp + 1, jnp.int32).at[0].set(0)
+    qpos = (jnp.maximum(kvl, 1) - 1)[:, None]
+    g = h // kv
+    q_rows = jnp.pad(jax.random.normal(keys[4], (b, kv, g, d), dtype), ((0, 0), (0, 0), (0, 16 - g), (0, 0)))
+    want = np.asarray(jax.jit(lambda layer: decode_from_rows(q_rows, kp, vp, layer, pt, qpos, kvl, num_heads=h,
+                                                             num_splits=splits, interpret=INTERPRET))(2)
+                      .astype(jnp.float32))
+
+    @jax.jit
+    def five(sem):
+        outs = []
+        for _ in range(5):  # layer 2 each time, its counters set back to zero between calls
+            out, sem = decode_merged(q_rows, kp, vp, 2, pt, qpos, kvl, sem, num_heads=h, num_splits=splits,
+                                     interpret=INTERPRET)
+            outs.append(out)
+            sem = sem.at[2].set(0)
+        return jnp.stack(outs), sem
+
+    got, sem = five(merge_semaphores(kp, b))
+    got = np.asarray(got.astype(jnp.float32))
+    for g in got:
+        assert np.abs(g - want).max() <= tol * max(1.0, float(np.abs(want).max()))
+    assert np.all(got == got[0]), "the merged result changed between identical calls"
+    assert not np.asarray(sem).any()

@@ -1,0 +1,139 @@
+"""Decode attention with the split-K merge inside the kernel: the last program of each (sequence, kv head) to finish
+merges the splits and writes the G real rows straight into the [b, H, D] output (EngineConfig.fuse_split_combine;
+issue 47).
+
+Owns `decode_merged(q_rows, k_pages, v_pages, layer, page_table, q_pos, kv_len, sem, *, num_heads, num_splits,
+interpret) -> (out [b, 1, H, D] in q_rows' dtype, sem)` and `merge_semaphores(k_pages, b)`. Inputs as
+`memjax.kernels.paged_attention.decode_from_rows` takes them (q_rows [b, KV, R, D] from memjax/kernels/rope_kv.py,
+q_pos [b, 1]); the result equals `decode_from_rows` (the same page loop, `attend_pages`, and `combine_splits`'
+arithmetic) up to fp32 summation order.
+
+Why: `decode_from_rows` with n > 1 splits writes fp32 partials and leaves the merge, and the slice of the 16-row
+block back to G heads, to an XLA fusion after the kernel: one more kernel per layer and decode step (with n = 1 the
+slice alone). Here, grid (b, KV, n): each program stores its (m, l, acc) in the partial buffers, then (after a CTA
+barrier) adds 1 to its (layer, sequence, kv head) counter with an acquire-release atomic at GPU scope. The program
+that reads n - 1 back is the last: every other split's partials are visible to it, so it loads them (volatile
+loads, which bypass L1; jax 0.11.2's lowering rejects the `.cg` modifier), merges them as `combine_splits` does and
+stores the G rows of its heads. Nobody waits, so no schedule can deadlock; the merge costs the last program n
+partial loads of [R, D] fp32. With n = 1 the program writes its rows directly and the counters are not touched.
+
+sem: int32 [L, b, KV] counters, zero when a forward starts (`merge_semaphores`, one memset per round), aliased in
+place through every layer (input_output_aliases) and each layer using its own row, so nothing is reset between
+layers. The partial buffers are the kernel's scratch outputs (never read outside it). The memory-order argument
+above holds on NVIDIA GPUs (the PTX model: barrier, then release by one thread; acquire, then barrier); interpret
+mode runs programs in order, so only a GPU run (tests/kernels/test_kernels_gpu.py, the GPU block's greedy match)
+checks it. Triton needs D a power of two >= 16 and R >= 16 (its dots).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from .paged_attention import _on_gpu, _pow2_ge16, attend_pages
+
+__all__ = ["decode_merged", "merge_semaphores"]
+
+_F32 = jnp.float32
+
+
+def merge_semaphores(k_pages: jax.Array, batch: int) -> jax.Array:
+    """The zero counters one forward's decode layers use: int32 [L, batch, KV] for a pool [L, KV, P, S, D]."""
+    return jnp.zeros((k_pages.shape[0], batch, k_pages.shape[1]), jnp.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cfg:
+    groups: int      # G real rows of the R-row query block
+    page: int        # S
+    max_pages: int   # MP
+    splits: int
+    scale: float
+    interpret: bool
+
+
+def _store_rows(o_ref, i, h, res, groups: int):
+    """Rows g < G of res [R, D] (fp32) into o_ref[i, h*G + g] (the Triton lowering cannot slice a register block,
+    so each row is picked by a masked sum)."""
+    row = lax.broadcasted_iota(jnp.int32, res.shape, 0)
+    for g in range(groups):
+        o_ref[i, h * groups + g, :] = jnp.sum(jnp.where(row == g, res, 0.0), axis=0).astype(o_ref.dtype)
+
+
+def _kernel(layer_ref, kvl_ref, pt_ref, qpos_ref, q_ref, k_ref, v_ref, _sem_in, o_ref, m_ref, l_ref, acc_ref,
+            sem_ref, *, cfg: _Cfg):
+    i, h, sp = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+    layer = layer_ref[0]
+    m, l, acc = attend_pages(q_ref[...], qpos_ref[...], kvl_ref[i], layer, i, h, sp, pt_ref, k_ref, v_ref,
+                             page=cfg.page, max_pages=cfg.max_pages, splits=cfg.splits, scale=cfg.scale)
+    if cfg.splits == 1:
+        _store_rows(o_ref, i, h, acc / jnp.where(l > 0, l, 1.0)[:, None], cfg.groups)
+        return
+    from jax.experimental.pallas import triton as plgpu  # the Triton primitives (atomics, barrier, cached loads)
+
+    m_ref[i, h, sp, :], l_ref[i, h, sp, :], acc_ref[i, h, sp, :, :] = m, l, acc
+    if not cfg.interpret:
+        plgpu.debug_barrier()  # every thread's partial stores before the release below
+    arrived = plgpu.atomic_add(sem_ref, (layer, i, h), jnp.ones((), jnp.int32))
+
+    @pl.when(arrived == cfg.splits - 1)
+    def _merge():
+        def load(ref, *idx):
+            view = ref.at[idx]
+            return view[...] if cfg.interpret else plgpu.load(view, volatile=True)
+
+        ms = [load(m_ref, i, h, s) for s in range(cfg.splits)]
+        m_all = functools.reduce(jnp.maximum, ms)
+        l_all = jnp.zeros_like(m_all)
+        acc_all = jnp.zeros(acc.shape, _F32)
+        for s, m_s in enumerate(ms):
+            w = jnp.exp(m_s - m_all)
+            l_all = l_all + w * load(l_ref, i, h, s)
+            acc_all = acc_all + w[:, None] * load(acc_ref, i, h, s)
+        _store_rows(o_ref, i, h, acc_all / jnp.where(l_all > 0, l_all, 1.0)[:, None], cfg.groups)
+
+
+def decode_merged(q_rows: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer, page_table: jax.Array,
+                  q_pos: jax.Array, kv_len: jax.Array, sem: jax.Array, *, num_heads: int, num_splits: int = 1,
+                  interpret: bool | None = None):
+    """Decode attention from rope_kv's row layout with the splits merged in the kernel -> (out [b, 1, H, D], sem):
+    see the module docstring."""
+    b, kvh, rows, d = q_rows.shape
+    g = num_heads // kvh if kvh else 0
+    if (num_heads % kvh or rows < g or not _pow2_ge16(rows) or q_pos.shape != (b, 1) or k_pages.ndim != 5
+            or k_pages.shape[1] != kvh or v_pages.shape != k_pages.shape):
+        raise ValueError(f"decode_merged: q_rows {q_rows.shape} must be [b, KV={k_pages.shape[1]}, R, D] with R >= G "
+                         f"a power of two >= 16, for {num_heads} heads; q_pos [b, 1] (got {q_pos.shape})")
+    if sem.shape != (k_pages.shape[0], b, kvh) or sem.dtype != jnp.int32:
+        raise ValueError(f"decode_merged: sem must be int32 [L={k_pages.shape[0]}, b={b}, KV={kvh}] "
+                         f"(merge_semaphores), got {sem.dtype}{sem.shape}")
+    if not (isinstance(num_splits, int) and num_splits >= 1):
+        raise ValueError(f"decode_merged: num_splits must be an int >= 1, got {num_splits!r}")
+    if interpret is None:
+        interpret = not _on_gpu()
+    n = num_splits
+    cfg = _Cfg(groups=g, page=k_pages.shape[3], max_pages=page_table.shape[1], splits=n,
+               scale=1.0 / float(d) ** 0.5, interpret=bool(interpret))
+    qpos_rows = jnp.pad(jnp.repeat(q_pos.astype(jnp.int32), g, axis=1), ((0, 0), (0, rows - g)), constant_values=-1)
+    sq = pl.Squeezed()
+    whole = lambda a: pl.BlockSpec(a.shape, lambda *_: (0,) * len(a.shape))  # noqa: E731
+    args = (jnp.reshape(jnp.asarray(layer, jnp.int32), (1,)), kv_len.astype(jnp.int32),
+            page_table.astype(jnp.int32), qpos_rows, q_rows, k_pages, v_pages, sem)
+    in_specs = [whole(a) for a in args[:3]] + [
+        pl.BlockSpec((sq, rows), lambda i, h, sp: (i, 0)),
+        pl.BlockSpec((sq, sq, rows, d), lambda i, h, sp: (i, h, 0, 0)),
+        whole(k_pages), whole(v_pages), whole(sem)]
+    out_shape = [jax.ShapeDtypeStruct((b, num_heads, d), q_rows.dtype),
+                 jax.ShapeDtypeStruct((b, kvh, n, rows), _F32), jax.ShapeDtypeStruct((b, kvh, n, rows), _F32),
+                 jax.ShapeDtypeStruct((b, kvh, n, rows, d), _F32), jax.ShapeDtypeStruct(sem.shape, sem.dtype)]
+    out, *_, sem = pl.pallas_call(
+        functools.partial(_kernel, cfg=cfg), grid=(b, kvh, n), in_specs=in_specs,
+        out_specs=[whole(o) for o in out_shape], out_shape=out_shape, input_output_aliases={len(args) - 1: 4},
+        interpret=cfg.interpret, name="decode_merged",
+    )(*args)
+    return out.reshape(b, 1, num_heads, d), sem
