@@ -22,10 +22,11 @@ from typing import Any
 
 from .config import ConfigError
 
-# settings a resume may change: they decide how long the run goes, how often it is evaluated or saved, and how
-# memory is planned, never what a step computes (every other field changes the results: the run refuses)
+# settings a resume may change: they decide how long the run goes, how often it is evaluated or saved, how memory
+# is planned and where compiled programs are cached, never what a step computes (every other field changes the
+# results: the run refuses)
 RESUMABLE = ("steps", "resume", "out_dir", "eval_every", "checkpoint_every", "keep_checkpoints", "plan_hbm_gib",
-             "min_kv_gib", "engine_sleep", "engine.progress")
+             "min_kv_gib", "engine_sleep", "engine.progress", "compile_cache", "engine.compilation_cache_dir")
 
 RUN_FILE = "run.json"
 
@@ -48,6 +49,22 @@ def differing(saved: dict, now: dict, allowed=RESUMABLE) -> list[str]:
     """The dotted fields whose values differ between two flat configs, outside `allowed`."""
     keys = sorted(set(saved) | set(now))
     return [k for k in keys if k not in allowed and saved.get(k, "<absent>") != now.get(k, "<absent>")]
+
+
+def _defaults(cfg) -> dict:
+    """The flat field defaults of cfg's config class (its system's agent section: that section's defaults)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        if f.name == "agent":
+            v = type(cfg.agent)()
+        elif f.default is not dataclasses.MISSING:
+            v = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            v = f.default_factory()
+        else:
+            continue
+        out[f.name] = dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
+    return flat(out)
 
 
 def _short(v: Any) -> str:
@@ -77,13 +94,17 @@ def recorded(out: Path) -> dict | None:
 
 def check_resume(out: Path, cfg) -> dict | None:
     """Before a run loads anything: refuse (ConfigError, one line) a resume of `out` under a config that differs
-    from the recorded one outside RESUMABLE. Returns the record (None: nothing to resume, or not resuming)."""
+    from the recorded one outside RESUMABLE (a field newer than the record counts as its default there). Returns the
+    record (None: nothing to resume, or not resuming)."""
     if not cfg.resume or not has_progress(out):
         return None
     rec = recorded(out)
     if rec is None or not rec.get("config"):
         return rec
     saved, now = flat(rec["config"]), flat(cfg)
+    defaults = _defaults(cfg)
+    # a field the record lacks was added to memjax after the run started: the older code ran it at its default
+    saved = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
     diff = differing(saved, now)
     if "agent.name" in diff:
         raise ConfigError(f"out_dir={cfg.out_dir} holds a run of system {saved.get('agent.name')!r}, not "

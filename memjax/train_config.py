@@ -48,6 +48,9 @@ class TrainConfig:
     plan_hbm_gib: float = 0.0  # start-up plan's memory per device; 0 = the devices' own limit (none on CPU: then
     # only the sharding is checked)
     seed: int = 0
+    # persistent XLA compilation cache (memjax/compile_cache.py): "auto" = JAX_COMPILATION_CACHE_DIR if set, else on
+    # GPUs ~/.cache/memjax/xla (or $XDG_CACHE_HOME/memjax/xla, $MEMJAX_CACHE_DIR/xla), none on CPU; "none"; a folder
+    compile_cache: str = "auto"
     out_dir: str = "out/train"
     checkpoint_every: int = 5
     keep_checkpoints: int = 2
@@ -65,6 +68,8 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
         if not self.out_dir:
             raise ValueError("TrainConfig.out_dir must not be empty")
+        if not isinstance(self.compile_cache, str) or not self.compile_cache.strip():
+            raise ValueError(f"TrainConfig.compile_cache must be 'auto', 'none' or a folder, got {self.compile_cache!r}")
         if self.eval_every < 0:
             raise ValueError(f"TrainConfig.eval_every must be >= 0, got {self.eval_every}")
         if self.ablation not in ABLATIONS:

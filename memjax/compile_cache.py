@@ -1,0 +1,50 @@
+"""The persistent XLA compilation cache of a training run (TrainConfig.compile_cache).
+
+Owns `resolve_compile_cache(setting, platform, env)`, which folder a setting means (pure), and
+`use_compile_cache(setting)`, which applies it to jax's config before the run's first compile and returns it.
+"auto" (the default): jax's own JAX_COMPILATION_CACHE_DIR when set (already in effect: jax reads it at import);
+else, on GPU backends, $MEMJAX_CACHE_DIR/xla, $XDG_CACHE_HOME/memjax/xla or ~/.cache/memjax/xla; on CPU none (the
+tiny programs it runs compile in about the time a cache read takes). "none": off. Anything else: that folder.
+jax keys each entry by the program, the jax and XLA versions, the backend and the flags, so one folder serves every
+run and model: a resumed run (a new process) or the next run of a config reads its programs instead of compiling
+them again (the 7B engine loop and train step take minutes to compile). jax's threshold stays: only programs that
+took over jax_persistent_cache_min_compile_time_secs (1 s by default) to compile are written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["resolve_compile_cache", "use_compile_cache"]
+
+
+def resolve_compile_cache(setting: str, platform: str, env=os.environ) -> str | None:
+    """The cache folder `setting` means on a `platform` ("gpu", "cpu", ...) backend, or None for no cache (or,
+    under "auto" with JAX_COMPILATION_CACHE_DIR set, the folder jax already uses)."""
+    if setting == "none":
+        return None
+    if setting != "auto":
+        return str(Path(setting).expanduser())
+    if env.get("JAX_COMPILATION_CACHE_DIR"):
+        return env["JAX_COMPILATION_CACHE_DIR"]
+    if platform not in ("gpu", "cuda", "rocm"):
+        return None
+    if env.get("MEMJAX_CACHE_DIR"):
+        return str(Path(env["MEMJAX_CACHE_DIR"]).expanduser() / "xla")
+    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return str(base / "memjax" / "xla")
+
+
+def use_compile_cache(setting: str) -> str | None:
+    """Point jax's persistent compilation cache at `setting`'s folder (created here) -> that folder, or None."""
+    import jax
+
+    folder = resolve_compile_cache(setting, jax.default_backend())
+    if folder is None:
+        if setting == "none":
+            jax.config.update("jax_compilation_cache_dir", None)
+        return None
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", folder)
+    return folder
