@@ -100,9 +100,9 @@ def _kernel(layer_ref, kvl_ref, pt_ref, qpos_ref, q_ref, k_ref, v_ref, _sem_in, 
 
 def decode_merged(q_rows: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer, page_table: jax.Array,
                   q_pos: jax.Array, kv_len: jax.Array, sem: jax.Array, *, num_heads: int, num_splits: int = 1,
-                  interpret: bool | None = None):
+                  interpret: bool | None = None, debug: bool = False):
     """Decode attention from rope_kv's row layout with the splits merged in the kernel -> (out [b, 1, H, D], sem):
-    see the module docstring."""
+    see the module docstring. debug: Pallas prints the kernel's jaxpr and, lowered for a GPU, its Triton IR."""
     b, kvh, rows, d = q_rows.shape
     g = num_heads // kvh if kvh else 0
     if (num_heads % kvh or rows < g or not _pow2_ge16(rows) or q_pos.shape != (b, 1) or k_pages.ndim != 5
@@ -134,6 +134,6 @@ def decode_merged(q_rows: jax.Array, k_pages: jax.Array, v_pages: jax.Array, lay
     out, *_, sem = pl.pallas_call(
         functools.partial(_kernel, cfg=cfg), grid=(b, kvh, n), in_specs=in_specs,
         out_specs=[whole(o) for o in out_shape], out_shape=out_shape, input_output_aliases={len(args) - 1: 4},
-        interpret=cfg.interpret, name="decode_merged",
+        interpret=cfg.interpret, name="decode_merged", debug=debug,
     )(*args)
     return out.reshape(b, 1, num_heads, d), sem

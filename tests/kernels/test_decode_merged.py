@@ -82,6 +82,33 @@ def test_validation():
         call(num_splits=0)
 
 
+def test_triton_ir_orders_the_merge(capfd):
+    """The order the merge's correctness rests on, in the Triton IR lowered for an H100 (Pallas' debug print): the
+    partial stores, then a CTA barrier, then one scalar add on the counter with acquire-release order at GPU scope,
+    then the branch of the last arrival, whose loads of the partials are volatile (3 per split: m, l, acc)."""
+    from jax.sharding import AbstractDevice, AbstractMesh
+    dev = AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=None, platform="gpu")
+    sds = jax.ShapeDtypeStruct
+    b, h, kv, n, pool = 8, 12, 2, 4, (2, 2, 256, 64, 128)
+    f = lambda q, kp, vp, pt, qpos, kvl, sem: decode_merged(q, kp, vp, 1, pt, qpos, kvl, sem, num_heads=h,  # noqa: E731
+                                                            num_splits=n, interpret=False, debug=True)
+    specs = (sds((b, kv, 16, 128), jnp.bfloat16), sds(pool, jnp.bfloat16), sds(pool, jnp.bfloat16),
+             sds((b, 64), jnp.int32), sds((b, 1), jnp.int32), sds((b,), jnp.int32), sds((2, b, kv), jnp.int32))
+    capfd.readouterr()
+    with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=dev)):
+        jax.jit(f).trace(*specs).lower(lowering_platforms=("cuda",))
+    ir = capfd.readouterr().out.splitlines()
+    at = lambda pred: [i for i, line in enumerate(ir) if pred(line)]  # noqa: E731
+    stores, barrier = at(lambda x: x.lstrip().startswith("tt.store")), at(lambda x: "gpu.barrier" in x)
+    atomics = at(lambda x: "tt.atomic_rmw" in x)
+    branch, volatile = at(lambda x: x.lstrip().startswith("scf.if")), at(lambda x: "isVolatile = true" in x)
+    assert len(barrier) == 1 and len(atomics) == 1 and "add, acq_rel, gpu" in ir[atomics[0]], ir[atomics[0]]
+    assert "!tt.ptr<i32>, i32) -> i32" in ir[atomics[0]]            # one scalar counter per program
+    assert sum(s < barrier[0] for s in stores) == 3                   # m, l, acc before the barrier
+    assert barrier[0] < atomics[0] < min(i for i in branch if i > atomics[0]) < min(volatile)
+    assert len(volatile) == 3 * n
+
+
 def test_lowers_to_triton_for_an_h100():
     """Pallas -> Triton IR for an abstract H100 inside a scan over layers with the counters carried: the 1.5B
     (G = 6, KV = 2) and 7B (G = 7, KV = 4) layouts at D = 128, S = 64; 4 splits, 1 split, a float8 pool. The
