@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from .paged_attention import _on_gpu, _pow2_ge16, attend_pages
+from .paged_attention import _on_gpu, _pow2_ge16, attend_pages, row_positions
 
 __all__ = ["decode_merged", "merge_semaphores"]
 
@@ -119,7 +119,7 @@ def decode_merged(q_rows: jax.Array, k_pages: jax.Array, v_pages: jax.Array, lay
     n = num_splits
     cfg = _Cfg(groups=g, page=k_pages.shape[3], max_pages=page_table.shape[1], splits=n,
                scale=1.0 / float(d) ** 0.5, interpret=bool(interpret))
-    qpos_rows = jnp.pad(jnp.repeat(q_pos.astype(jnp.int32), g, axis=1), ((0, 0), (0, rows - g)), constant_values=-1)
+    qpos_rows = row_positions(q_pos, g, rows)
     sq = pl.Squeezed()
     whole = lambda a: pl.BlockSpec(a.shape, lambda *_: (0,) * len(a.shape))  # noqa: E731
     args = (jnp.reshape(jnp.asarray(layer, jnp.int32), (1,)), kv_len.astype(jnp.int32),

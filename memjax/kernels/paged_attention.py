@@ -59,7 +59,8 @@ from .reference import paged_attention_ref
 from .split_combine import combine_splits
 
 __all__ = ["paged_attention", "paged_attention_ref", "resolve_impl", "pallas_supported",
-           "suggest_num_splits", "combine_splits", "PAGED_IMPLS", "decode_from_rows", "row_block", "attend_pages"]
+           "suggest_num_splits", "combine_splits", "PAGED_IMPLS", "decode_from_rows", "row_block", "attend_pages",
+           "row_positions"]
 
 PAGED_IMPLS = ("auto", "pallas", "mosaic", "reference")
 _NEG = -1e30
@@ -247,11 +248,15 @@ def row_block(rows: int, block_q: int = 64) -> int:
     return max(_MIN_ROWS, min(block_q, pl.next_power_of_2(rows)))
 
 
+def row_positions(q_pos: jax.Array, g: int, rows: int) -> jax.Array:
+    """q_pos [b, t] -> the position of each kernel row [b, rows] (row t_idx * G + g; padding rows -1: no key)."""
+    r = q_pos.shape[1] * g
+    return jnp.pad(jnp.repeat(q_pos.astype(jnp.int32), g, axis=1), ((0, 0), (0, rows - r)), constant_values=-1)
+
+
 def _attend_rows(q_rows, k_pages, v_pages, layer, page_table, q_pos, kv_len, g, bq, num_splits, interpret):
     b, _, r_pad, d = q_rows.shape
-    r = q_pos.shape[1] * g
-    qpos_rows = jnp.pad(jnp.repeat(q_pos.astype(jnp.int32), g, axis=1), ((0, 0), (0, r_pad - r)),
-                        constant_values=-1)
+    qpos_rows = row_positions(q_pos, g, r_pad)
     cfg = _Cfg(bq=bq, page=k_pages.shape[3], max_pages=page_table.shape[1], splits=num_splits,
                scale=1.0 / float(d) ** 0.5, interpret=bool(interpret))
     layer_arr = jnp.reshape(jnp.asarray(layer, jnp.int32), (1,))
