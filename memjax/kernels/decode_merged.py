@@ -34,8 +34,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu  # the Triton primitives: atomics, barrier, volatile loads
 
-from .paged_attention import _on_gpu, _pow2_ge16, attend_pages, row_positions
+from .paged_attention import _on_gpu, attend_pages, check_decode_rows, row_positions
 
 __all__ = ["decode_merged", "merge_semaphores"]
 
@@ -74,8 +75,6 @@ def _kernel(layer_ref, kvl_ref, pt_ref, qpos_ref, q_ref, k_ref, v_ref, _sem_in, 
     if cfg.splits == 1:
         _store_rows(o_ref, i, h, acc / jnp.where(l > 0, l, 1.0)[:, None], cfg.groups)
         return
-    from jax.experimental.pallas import triton as plgpu  # the Triton primitives (atomics, barrier, cached loads)
-
     m_ref[i, h, sp, :], l_ref[i, h, sp, :], acc_ref[i, h, sp, :, :] = m, l, acc
     if not cfg.interpret:
         plgpu.debug_barrier()  # every thread's partial stores before the release below
@@ -104,11 +103,7 @@ def decode_merged(q_rows: jax.Array, k_pages: jax.Array, v_pages: jax.Array, lay
     """Decode attention from rope_kv's row layout with the splits merged in the kernel -> (out [b, 1, H, D], sem):
     see the module docstring. debug: Pallas prints the kernel's jaxpr and, lowered for a GPU, its Triton IR."""
     b, kvh, rows, d = q_rows.shape
-    g = num_heads // kvh if kvh else 0
-    if (num_heads % kvh or rows < g or not _pow2_ge16(rows) or q_pos.shape != (b, 1) or k_pages.ndim != 5
-            or k_pages.shape[1] != kvh or v_pages.shape != k_pages.shape):
-        raise ValueError(f"decode_merged: q_rows {q_rows.shape} must be [b, KV={k_pages.shape[1]}, R, D] with R >= G "
-                         f"a power of two >= 16, for {num_heads} heads; q_pos [b, 1] (got {q_pos.shape})")
+    g = check_decode_rows("decode_merged", q_rows, k_pages, v_pages, q_pos, num_heads)
     if sem.shape != (k_pages.shape[0], b, kvh) or sem.dtype != jnp.int32:
         raise ValueError(f"decode_merged: sem must be int32 [L={k_pages.shape[0]}, b={b}, KV={kvh}] "
                          f"(merge_semaphores), got {sem.dtype}{sem.shape}")

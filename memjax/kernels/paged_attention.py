@@ -60,7 +60,7 @@ from .split_combine import combine_splits
 
 __all__ = ["paged_attention", "paged_attention_ref", "resolve_impl", "pallas_supported",
            "suggest_num_splits", "combine_splits", "PAGED_IMPLS", "decode_from_rows", "row_block", "attend_pages",
-           "row_positions"]
+           "row_positions", "check_decode_rows"]
 
 PAGED_IMPLS = ("auto", "pallas", "mosaic", "reference")
 _NEG = -1e30
@@ -264,6 +264,18 @@ def _attend_rows(q_rows, k_pages, v_pages, layer, page_table, q_pos, kv_len, g, 
                         q_rows, k_pages, v_pages)
 
 
+def check_decode_rows(name: str, q_rows, k_pages, v_pages, q_pos, num_heads: int) -> int:
+    """One-line ValueError unless q_rows [b, KV, R, D] (R >= G a power of two >= 16), pools [L, KV, P, S, D] and
+    q_pos [b, 1] fit a decode from the row layout of `num_heads` query heads; returns G."""
+    b, kvh, rows, _ = q_rows.shape
+    g = num_heads // kvh if kvh else 0
+    if (not kvh or num_heads % kvh or rows < g or not _pow2_ge16(rows) or q_pos.shape != (b, 1) or k_pages.ndim != 5
+            or k_pages.shape[1] != kvh or v_pages.shape != k_pages.shape):
+        raise ValueError(f"{name}: q_rows {q_rows.shape} must be [b, KV={k_pages.shape[1]}, R, D] with R >= G a power "
+                         f"of two >= 16, for {num_heads} heads; q_pos [b, 1] (got {q_pos.shape}); v_pages as k_pages")
+    return g
+
+
 def decode_from_rows(q_rows: jax.Array, k_pages: jax.Array, v_pages: jax.Array, layer, page_table: jax.Array,
                      q_pos: jax.Array, kv_len: jax.Array, *, num_heads: int, num_splits: int = 1,
                      interpret: bool | None = None) -> jax.Array:
@@ -271,10 +283,7 @@ def decode_from_rows(q_rows: jax.Array, k_pages: jax.Array, v_pages: jax.Array, 
     kv head h = query head h*G + g; R >= G a power of two >= 16, `row_block(G)` for the fewest; rows >= G ignored), as memjax/kernels/rope_kv.py writes it;
     q_pos [b, 1]. -> [b, 1, H, D] in q_rows' dtype, equal to `paged_attention` on the unpadded query (pallas)."""
     b, kvh, rows, d = q_rows.shape
-    g = num_heads // kvh
-    if num_heads % kvh or rows < g or not _pow2_ge16(rows) or q_pos.shape != (b, 1) or k_pages.shape[1] != kvh:
-        raise ValueError(f"decode_from_rows: q_rows {q_rows.shape} must be [b, KV={k_pages.shape[1]}, R, D] with R "
-                         f">= G a power of two >= 16, for {num_heads} heads; q_pos [b, 1] (got {q_pos.shape})")
+    g = check_decode_rows("decode_from_rows", q_rows, k_pages, v_pages, q_pos, num_heads)
     if interpret is None:
         interpret = not _on_gpu()
     out = _attend_rows(q_rows, k_pages, v_pages, layer, page_table, q_pos, kv_len, g, rows, num_splits, interpret)
