@@ -15,8 +15,8 @@ CPU. Weights, slots, pool, queue and ring are abstract (ShapeDtypeStruct), so an
 Owns `H100_TARGET` (an H100 SXM target config: sm_90, 132 SMs, 80 GB) and `compile_loop`, which returns the
 compiled loop's memory analysis (temporaries vs the KV pool: a second pool in temporaries is the copy
 benchmarks/results/gpu_notes_nvidia-h100-80gb-hbm3.md finding 2 saw), the count of pool-sized copies and while
-loops in the optimised HLO, and whether every KV scatter is declared unique (a non-unique 16-bit scatter is a
-compare-and-swap loop per element on a GPU). Results were found this way in benchmarks/results/engine_gpu_hang.md.
+loops in the optimised HLO, whether every KV scatter is declared unique (a non-unique 16-bit scatter is a
+compare-and-swap loop per element on a GPU), and the host syncs per round (benchmarks/hlo_facts.py `round_syncs`). Results were found this way in benchmarks/results/engine_gpu_hang.md.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
     import jax.numpy as jnp
     from flax import nnx
 
+    from benchmarks.hlo_facts import round_syncs
     from memjax.engine.config import EngineConfig
     from memjax.engine.loop import make_run
     from memjax.engine.requests import pack_queue
@@ -97,14 +98,15 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
     attend = None
     if attention == "pallas":
         from memjax.kernels import engine_attend
-        attend = engine_attend(impl="pallas", num_splits=4)
+        attend = engine_attend(impl="pallas", num_splits=4, interpret=False)  # the Triton kernel, not its interpretation
     run = make_run(nnx.graphdef(model), cfg, ecfg, attend=attend)
     pool = spec(jax.eval_shape(lambda: init_pool(cfg, ecfg, ecfg.num_pages)))
     queue = spec(jax.tree.map(lambda a: a[0], pack_queue([[]], ecfg, ecfg.queue_len)))
     i32 = jax.ShapeDtypeStruct((), jnp.int32, sharding=sh)
     t0 = time.perf_counter()
-    comp = run.trace(spec(nnx.state(model, nnx.Param)), spec(jax.eval_shape(lambda: init_slots(ecfg))), pool, queue,
-                     spec(jax.eval_shape(lambda: init_ring(ecfg))), i32, i32).lower().compile()
+    with jax.default_device(dev):  # the Pallas Triton lowering reads the target GPU from the default device
+        comp = run.trace(spec(nnx.state(model, nnx.Param)), spec(jax.eval_shape(lambda: init_slots(ecfg))), pool,
+                         queue, spec(jax.eval_shape(lambda: init_ring(ecfg))), i32, i32).lower().compile()
     secs = time.perf_counter() - t0
     txt = comp.as_text()
     ma = comp.memory_analysis()
@@ -120,7 +122,8 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
                  pool_copies=len(re.findall(r"= " + re.escape(kv_type) + r"\{[0-9,]*\} copy\(", txt)),
                  while_loops=len(re.findall(r" while\(", txt)), weight_copies=weight_copies(txt, cfg),
                  kv_scatters=len(kv_scatters),
-                 kv_scatters_unique=sum("unique_indices=true" in s for s in kv_scatters))
+                 kv_scatters_unique=sum("unique_indices=true" in s for s in kv_scatters),
+                 host_syncs_per_round=round_syncs(txt)["per_round"])
     return facts, txt
 
 

@@ -13,6 +13,8 @@ Owns `program_facts(hlo, num_layers)`: what a GPU run of one engine round execut
 - host syncs: conditionals and while loops without a known trip count: each reads its predicate back to the
   host (device-to-host copy) before the GPU may go on (per execution; a loop's per iteration).
 - bytes copied: output bytes of copy / copy-start instructions, times their execution count.
+`round_syncs(hlo)`: host syncs per iteration of the engine's generation loop (the entry computation's while
+loop without a trip count): its predicate plus those in its body (a conditional by its largest branch).
 Invariants: the HLO text is the one `jax.stages.Compiled.as_text()` prints (instructions `%name = type op(...)`);
 counts are static (from the program), not a trace: a loop without a trip count is counted as one iteration.
 """
@@ -132,3 +134,16 @@ def program_facts(hlo: str, num_layers: int) -> dict:
                 loop_carry_copies_per_layer=round(acc["layer_copies"] / num_layers, 2),
                 host_syncs=len(sites), host_sync_ops=sorted(Counter(k for k, _ in sites).items()),
                 copies=acc["copies"], copy_bytes=acc["copy_bytes"])
+
+
+def round_syncs(hlo: str) -> dict:
+    """Host syncs per iteration of the entry computation's first while loop without a known trip count (the
+    generation loop's rounds): {"per_round": predicate + body's syncs, "ops": their kinds}."""
+    comps, entry = parse(hlo)
+    for iname, typ, op, rest in comps[entry]:
+        if op == "while" and _trip(rest) is None:
+            acc, sites = Counter(), []
+            _walk(comps, _called(rest, "body")[0], 1, acc, sites, -1, False)
+            sites.append(("while", iname))
+            return dict(per_round=len(sites), ops=sorted(Counter(k for k, _ in sites).items()))
+    raise ValueError("round_syncs: the entry computation has no while loop without a trip count")

@@ -5,7 +5,8 @@ Owns: `make_run(graphdef, mcfg, ecfg)` -> the jitted run(params, slots, pool, qu
 round's releases, until nothing is running or admissible, or (idle_return > 0: chained agent turns) as soon as
 a sequence has finished in this call, at least idle_return slots are free and no queued row is waiting:
 the host then has follow-up turns to submit, so running on with idle slots would only waste them.
-A round is: admit -> forward -> release finished sequences. EngineConfig.schedule picks the forward:
+A call admits once, then each round is: forward -> release the finished sequences and admit for the next round
+(scheduler.release_and_admit). EngineConfig.schedule picks the forward:
 "mixed" = one token-budget round of decode tokens and prefill chunks (memjax/engine/mixed.py); "split" =
 (prefill round if any running sequence still has prompt tokens to cache, else decode round):
 - Prefill round: up to `prefill_slots` sequences each cache up to `prefill_chunk` prompt tokens
@@ -14,6 +15,13 @@ A round is: admit -> forward -> release finished sequences. EngineConfig.schedul
 - Decode round: all `max_slots` sequences feed their newest token ([max_slots, 1] forward), after
   `ensure_decode_pages` found each a page (preempting if the pool is short).
 Stops: a stop id (the token is kept), max_tokens, or the window (prompt + generated == window).
+Branch decisions per round: on XLA:GPU every `lax.cond` / `lax.switch` and every while loop without a trip count
+reads its predicate back to the host before the GPU may go on (the H200 traces of 2026-11-27: a pipeline drain
+each). The loop therefore decides each round's kind once (split: idle / prefill / decode in one `lax.switch`; the
+mixed round runs unguarded), releases and admits under one decision, and the sampler's top-p / top-k pass is one
+branch: 5 per round in either schedule (loop predicate, the round's kind or row-size switch, the page check's
+loop, sampler, release + admit; 8 before), counted in the H100 compile (benchmarks/hlo_facts.py `round_syncs`,
+tests/benchmarks/test_gpu_aot.py) and in the loop's jaxpr (tests/engine/test_loop_syncs.py).
 Slots, Pool and Ring are donated: the KV pool is updated in place. The Counters are those of this call only
 (they start at zero; the host accumulates them in Python ints), so int32 cannot overflow in a long run:
 one call counts at most rounds_per_sync * max(max_slots * prefill_chunk, token_budget) tokens.
@@ -51,7 +59,7 @@ from .config import FINISH_LENGTH, FINISH_STOP, FINISH_WINDOW, EngineConfig
 from .mixed import make_mixed_round
 from .paged_attention import PagedAttention
 from .sampler import sample
-from .scheduler import admit, ensure_decode_pages, rebase_order, release_finished
+from .scheduler import admit, ensure_decode_pages, rebase_order, release_and_admit
 from .state import Counters, Pool, Queue, Ring, Slots, init_counters
 from .weights import engine_forward, engine_logits, uses_layout
 
@@ -182,17 +190,28 @@ def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None) ->
 
 
 def _loop(rounds: Rounds, ecfg: EngineConfig):
-    def split_round(params, slots, pool, ring, cnt):
-        any_prefill = (slots.active & (slots.seq_len < slots.prompt_len)).any()
-        return jax.lax.cond(any_prefill, partial(rounds.prefill, params), partial(rounds.decode, params),
-                            slots, pool, ring, cnt)
+    def idle(params, slots, pool, ring, cnt):
+        return slots, pool, ring, cnt
 
+    def split_round(params, slots, pool, ring, cnt):
+        """One decision per round: 0 nothing running (only when the queue waits), 1 a prefill round while any
+        running sequence still has prompt tokens to cache, 2 a decode round."""
+        running = (slots.active & (slots.finish < 0)).any()
+        any_prefill = (slots.active & (slots.seq_len < slots.prompt_len)).any()
+        which = jnp.where(running, jnp.where(any_prefill, 1, 2), 0)
+        return jax.lax.switch(which, [partial(f, params) for f in (idle, rounds.prefill, rounds.decode)],
+                              slots, pool, ring, cnt)
+
+    # the mixed round needs no idle branch: with nothing running it plans no rows and changes nothing
     one_round = rounds.mixed if ecfg.schedule == "mixed" else split_round
 
     def run(params, slots: Slots, pool: Pool, queue: Queue, ring: Ring, max_rounds, idle_return):
         b = slots.active.shape[0]
         slots, cnt = rebase_order(slots), init_counters()
         r = ring.req.shape[0]
+        # round r's admissions happen at the end of round r - 1 (release_and_admit), the first round's here
+        slots, pool, queue, adm = admit(slots, pool, queue, jnp.int32(0), ecfg.page_size)
+        cnt = cnt.replace(shared_pages=cnt.shared_pages + adm[1])
 
         def admissible(q: Queue):
             return (q.valid & ~q.admitted).any()
@@ -206,12 +225,10 @@ def _loop(rounds: Rounds, ecfg: EngineConfig):
 
         def body(c):
             slots, pool, queue, ring, cnt, i = c
-            slots, pool, queue, adm = admit(slots, pool, queue, cnt.rounds * b, ecfg.page_size)
+            slots, pool, ring, cnt = one_round(params, slots, pool, ring, cnt)
+            slots, pool, queue, ring, adm = release_and_admit(slots, pool, queue, ring, (cnt.rounds + 1) * b,
+                                                              ecfg.page_size)
             cnt = cnt.replace(shared_pages=cnt.shared_pages + adm[1])
-            any_running = (slots.active & (slots.finish < 0)).any()
-            slots, pool, ring, cnt = jax.lax.cond(any_running, partial(one_round, params), lambda *x: x,
-                                                  slots, pool, ring, cnt)
-            slots, pool, ring = release_finished(slots, pool, ring)
             return slots, pool, queue, ring, cnt.replace(rounds=cnt.rounds + 1), i + 1
 
         slots, pool, queue, ring, cnt, _ = jax.lax.while_loop(

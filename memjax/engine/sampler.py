@@ -129,8 +129,6 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
     greedy = temperature <= 0
     inv_t = 1.0 / jnp.where(greedy, 1.0, temperature)[:, None, None]  # no [b, V] `logits / T` is materialised
     masked = jnp.any(((top_p < 1.0) | (top_k > 0)) & ~greedy)
-    tau = jax.lax.cond(masked, lambda: allowed_threshold(logits * inv_t[:, 0], top_p, top_k),
-                       lambda: jnp.full((b,), -jnp.inf, jnp.float32))
     xb = vocab_blocks(logits)  # [b, nb, blk] view (a bitcast when blk divides V)
     blk = xb.shape[-1]
     bmax = xb.max(-1)  # [b, nb] raw block maxima
@@ -140,8 +138,13 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
     # [b, nb] softmax mass of each block (before truncation); the barrier keeps XLA from also reducing the exp
     # straight to [b] for the log-normaliser, which would give it two consumers and materialise it
     z_raw = jax.lax.optimization_barrier(exp().sum(-1))
-    z_ok = jax.lax.cond(masked, lambda: jnp.where(xb * inv_t >= tau[:, None, None], exp(), 0.0).sum(-1),
-                        lambda: z_raw)  # ... inside the allowed set
+
+    def truncated():  # the threshold, and the block masses inside the allowed set
+        tau = allowed_threshold(logits * inv_t[:, 0], top_p, top_k)
+        return tau, jnp.where(xb * inv_t >= tau[:, None, None], exp(), 0.0).sum(-1)
+
+    # one branch decision for both (on a GPU each `lax.cond` reads its predicate back to the host)
+    tau, z_ok = jax.lax.cond(masked, truncated, lambda: (jnp.full((b,), -jnp.inf, jnp.float32), z_raw))
 
     # greedy: first maximum of the raw logits (block of the maximum, then its first index)
     jg = jnp.argmax(bmax, -1)

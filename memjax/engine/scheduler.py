@@ -23,6 +23,8 @@ Invariants:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -30,9 +32,24 @@ from .config import FINISH_PREEMPTED
 from .state import Pool, Queue, Ring, Slots, pop_pages, release_pages, stack_page
 
 
-def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_size: int
-          ) -> tuple[Slots, Pool, Queue, jax.Array]:
-    b, mp = slots.page_table.shape
+class Admission(NamedTuple):
+    """Which queue rows a round admits ([Q] each): take (admitted), rank (index among the ready rows, = the
+    free slot it gets), need (fresh pages), n_shared (pages mapped from a group leader or a parent), cont
+    (continuation rows), leader_slot (the slot whose pages a sharing row maps)."""
+    take: jax.Array
+    rank: jax.Array
+    need: jax.Array
+    n_shared: jax.Array
+    cont: jax.Array
+    leader_slot: jax.Array
+
+    def counts(self) -> jax.Array:
+        """int32 [2]: rows admitted, pages shared instead of prefilled."""
+        return jnp.stack([self.take.sum(dtype=jnp.int32), jnp.where(self.take, self.n_shared, 0).sum(dtype=jnp.int32)])
+
+
+def admission(slots: Slots, pool: Pool, queue: Queue, page_size: int) -> Admission:
+    """The admission decision for the current slots and pool (no state changes)."""
     waiting = queue.valid & ~queue.admitted
     # group status per queue row: [Q, B] against running slots, [Q, Q] against waiting rows
     grouped = (queue.group >= 0) & (queue.shared_pages > 0)
@@ -61,41 +78,71 @@ def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_si
     cum_need = jnp.cumsum(need)
     fits = ready & (rank < n_free_slots) & (cum_need + n_active + rank + 1 <= pool.n_free)
     take = fits & (jnp.cumsum(ready & ~fits) == 0)  # stop at the first ready row that does not fit
+    return Admission(take, rank, need, n_shared, cont, leader_slot)
 
-    def do_admit(args):
-        slots, pool, queue = args
-        free_ids = jnp.nonzero(~slots.active, size=b, fill_value=b)[0]
-        dest = jnp.where(take, free_ids[jnp.clip(rank, 0, b - 1)], b)  # b = dropped
-        want = jnp.where(take, need, 0)
-        new_pool, off = pop_pages(pool, want)
-        j = jnp.arange(mp)[None]
-        lead_rows = jnp.where(cont[:, None], queue.prefix_table, slots.page_table[leader_slot])  # [Q, MP]
-        fresh = stack_page(pool, off[:, None] + (j - n_shared[:, None]))
-        own = (j >= n_shared[:, None]) & (j < (n_shared + want)[:, None])
-        rows = jnp.where(j < n_shared[:, None], lead_rows, jnp.where(own, fresh, 0))
-        shared_ref = take[:, None] & (j < n_shared[:, None])
-        inc = jnp.zeros_like(pool.refcount).at[rows.reshape(-1)].add(
-            ((shared_ref | (own & take[:, None])) & (rows > 0)).reshape(-1).astype(jnp.int32))
-        new_pool = new_pool.replace(refcount=new_pool.refcount + inc)
-        set_ = lambda a, v: a.at[dest].set(v, mode="drop")
-        slots = slots.replace(
-            active=set_(slots.active, True), req=set_(slots.req, queue.req), group=set_(slots.group, queue.group),
-            order=set_(slots.order, order_base + rank), prompt_len=set_(slots.prompt_len, queue.prompt_len),
-            seq_len=set_(slots.seq_len, n_shared * page_size), n_gen=set_(slots.n_gen, 0),
-            finish=set_(slots.finish, -1), tokens=set_(slots.tokens, queue.tokens),
-            logprobs=set_(slots.logprobs, jnp.zeros_like(queue.tokens, jnp.float32)),
-            page_table=set_(slots.page_table, rows), n_pages=set_(slots.n_pages, n_shared + want),
-            temperature=set_(slots.temperature, queue.temperature), top_p=set_(slots.top_p, queue.top_p),
-            top_k=set_(slots.top_k, queue.top_k), max_new=set_(slots.max_new, queue.max_new),
-            seed=set_(slots.seed, queue.seed), pos_offset=set_(slots.pos_offset, queue.pos_offset),
-            stop=set_(slots.stop, queue.stop), processed=set_(slots.processed, queue.processed),
-            retain=set_(slots.retain, queue.retain))
-        return slots, new_pool, queue.replace(admitted=queue.admitted | take)
 
-    n_take = take.sum(dtype=jnp.int32)
-    slots, pool, queue = jax.lax.cond(n_take > 0, do_admit, lambda a: a, (slots, pool, queue))
-    shared = jnp.where(take, n_shared, 0).sum(dtype=jnp.int32)
-    return slots, pool, queue, jnp.stack([n_take, shared])
+def admit_rows(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, plan: Admission, page_size: int
+               ) -> tuple[Slots, Pool, Queue]:
+    """Admit plan.take's rows (no branch: with none taken every write is dropped and the state is unchanged)."""
+    b, mp = slots.page_table.shape
+    take, rank, need, n_shared, cont, leader_slot = plan
+    free_ids = jnp.nonzero(~slots.active, size=b, fill_value=b)[0]
+    dest = jnp.where(take, free_ids[jnp.clip(rank, 0, b - 1)], b)  # b = dropped
+    want = jnp.where(take, need, 0)
+    new_pool, off = pop_pages(pool, want)
+    j = jnp.arange(mp)[None]
+    lead_rows = jnp.where(cont[:, None], queue.prefix_table, slots.page_table[leader_slot])  # [Q, MP]
+    fresh = stack_page(pool, off[:, None] + (j - n_shared[:, None]))
+    own = (j >= n_shared[:, None]) & (j < (n_shared + want)[:, None])
+    rows = jnp.where(j < n_shared[:, None], lead_rows, jnp.where(own, fresh, 0))
+    shared_ref = take[:, None] & (j < n_shared[:, None])
+    inc = jnp.zeros_like(pool.refcount).at[rows.reshape(-1)].add(
+        ((shared_ref | (own & take[:, None])) & (rows > 0)).reshape(-1).astype(jnp.int32))
+    new_pool = new_pool.replace(refcount=new_pool.refcount + inc)
+    set_ = lambda a, v: a.at[dest].set(v, mode="drop")
+    slots = slots.replace(
+        active=set_(slots.active, True), req=set_(slots.req, queue.req), group=set_(slots.group, queue.group),
+        order=set_(slots.order, order_base + rank), prompt_len=set_(slots.prompt_len, queue.prompt_len),
+        seq_len=set_(slots.seq_len, n_shared * page_size), n_gen=set_(slots.n_gen, 0),
+        finish=set_(slots.finish, -1), tokens=set_(slots.tokens, queue.tokens),
+        logprobs=set_(slots.logprobs, jnp.zeros_like(queue.tokens, jnp.float32)),
+        page_table=set_(slots.page_table, rows), n_pages=set_(slots.n_pages, n_shared + want),
+        temperature=set_(slots.temperature, queue.temperature), top_p=set_(slots.top_p, queue.top_p),
+        top_k=set_(slots.top_k, queue.top_k), max_new=set_(slots.max_new, queue.max_new),
+        seed=set_(slots.seed, queue.seed), pos_offset=set_(slots.pos_offset, queue.pos_offset),
+        stop=set_(slots.stop, queue.stop), processed=set_(slots.processed, queue.processed),
+        retain=set_(slots.retain, queue.retain))
+    return slots, new_pool, queue.replace(admitted=queue.admitted | take)
+
+
+def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_size: int
+          ) -> tuple[Slots, Pool, Queue, jax.Array]:
+    """Admit what fits (one branch decision: nothing is written when no row is taken). Returns the counts too."""
+    plan = admission(slots, pool, queue, page_size)
+    slots, pool, queue = jax.lax.cond(plan.take.any(), lambda a: admit_rows(*a, order_base, plan, page_size), lambda a: a,
+                                      (slots, pool, queue))
+    return slots, pool, queue, plan.counts()
+
+
+def release_and_admit(slots: Slots, pool: Pool, queue: Queue, ring: Ring, order_base: jax.Array, page_size: int
+                      ) -> tuple[Slots, Pool, Queue, Ring, jax.Array]:
+    """The end of a round: release the finished sequences into the ring, then admit what fits for the next
+    round, under one branch decision (a round where nothing finished and nothing can be admitted changes
+    nothing). Equal to releasing the finished slots and then `admit`: with nothing finished the admission
+    decision taken before the release is the one taken after it."""
+    done = slots.active & (slots.finish >= 0)
+
+    def book(a):
+        slots, pool, queue, ring = a
+        slots, pool, ring = release(slots, pool, ring, done, slots.finish)
+        plan = admission(slots, pool, queue, page_size)
+        slots, pool, queue = admit_rows(slots, pool, queue, order_base, plan, page_size)
+        return (slots, pool, queue, ring), plan.counts()
+
+    pred = done.any() | admission(slots, pool, queue, page_size).take.any()
+    (slots, pool, queue, ring), counts = jax.lax.cond(pred, book, lambda a: (a, jnp.zeros(2, jnp.int32)),
+                                                      (slots, pool, queue, ring))
+    return slots, pool, queue, ring, counts
 
 
 def rebase_order(slots: Slots) -> Slots:
@@ -127,11 +174,6 @@ def release(slots: Slots, pool: Pool, ring: Ring, mask: jax.Array, reason: jax.A
                           prompt_len=clear(slots.prompt_len, 0), seq_len=clear(slots.seq_len, 0),
                           n_gen=clear(slots.n_gen, 0), finish=clear(slots.finish, -1), retain=clear(slots.retain, False))
     return slots, pool, ring
-
-
-def release_finished(slots: Slots, pool: Pool, ring: Ring) -> tuple[Slots, Pool, Ring]:
-    done = slots.active & (slots.finish >= 0)
-    return jax.lax.cond(done.any(), lambda a: release(*a, done, slots.finish), lambda a: a, (slots, pool, ring))
 
 
 def ensure_decode_pages(slots: Slots, pool: Pool, ring: Ring, page_size: int
