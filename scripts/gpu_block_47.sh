@@ -8,13 +8,15 @@
 #                                    length-bucketed prefill; the float8 KV pool (1.5B and 7B sweeps at batch 256)
 #   scripts/gpu_block_47.sh OUT 3    the split-K merge inside the decode kernel (fuse_split_combine): its GPU-tier
 #                                    race test first, then fuse_rope_kv without and with it (sweep, profiles, greedy)
+#   scripts/gpu_block_47.sh OUT 4    XLA command buffers holding the round's loops and conditionals
+#                                    (--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL): sweeps with and without
 # The 1.5B sweeps also save greedy tokens; greedy_*.json says whether each change kept them (benchmarks/greedy_match.py).
 # Each line has its own timeout; summary.txt lists every line's exit status and seconds. The old path's 28K rollout
 # (61.6 s on the H200 of 2026-11-27) and 7B sweep are in ../shared/gpu/2026-11-27/.
 # Dry run on CPU (tiny presets, small sizes): I47_DRY=1 scripts/gpu_block_47.sh OUT 1 (and 2).
 set -u
-OUT=${1:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3)}
-PART=${2:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3)}
+OUT=${1:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3|4)}
+PART=${2:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3|4)}
 mkdir -p "$OUT"
 export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.92} PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -86,8 +88,22 @@ elif [ "$PART" = 3 ]; then
   for b in $B_SMALL $B_LARGE; do
     match greedy_merge_b$b "$O/new/greedy_${P15}_rope_kv_b$b.npy" "$O/new/greedy_${P15}_merge_b$b.npy"
   done
+elif [ "$PART" = 4 ]; then
+  # XLA's command buffers with loops and conditionals inside (CUDA conditional nodes): the 5 branch decisions per
+  # round that remain (BUILD.md, "host syncs") stay on the GPU if XLA can capture them; default engine, then the
+  # unrolled + fused + rope_kv layout, each with the flag (profile at the small batch: are the MemcpyD2H gone?)
+  CB="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"
+  run sweep_default 70 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE \
+      --tag _default --out-dir "$O/cb"
+  run sweep_cb 90 env XLA_FLAGS="$CB" $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 \
+      --batches $B_SMALL $B_LARGE --tag _cb --profile "$O/profile_cb" --profile-batches $B_SMALL --out-dir "$O/cb"
+  run sweep_rope_kv_cb 130 env XLA_FLAGS="$CB" $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 \
+      --batches $B_SMALL $B_LARGE $NEW --engine fuse_rope_kv=true --tag _rope_kv_cb --out-dir "$O/cb"
+  for b in $B_SMALL $B_LARGE; do
+    match greedy_cb_b$b "$O/cb/greedy_${P15}_default_b$b.npy" "$O/cb/greedy_${P15}_cb_b$b.npy"
+  done
 else
-  echo "scripts/gpu_block_47.sh: PART must be 1, 2 or 3, got $PART" >&2
+  echo "scripts/gpu_block_47.sh: PART must be 1, 2, 3 or 4, got $PART" >&2
   exit 2
 fi
 tar czf "$OUT/i47_part$PART.tgz" -C "$OUT" "part$PART"

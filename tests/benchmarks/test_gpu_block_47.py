@@ -17,13 +17,18 @@ from memjax.engine.config import EngineConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_block_47.sh"
+REC = """import os, shlex, sys
+flags = os.environ.get("XLA_FLAGS")  # recorded after the arguments, when set
+open(sys.argv[1], "a").write(shlex.join(sys.argv[2:] + (["XLA_FLAGS=" + flags] if flags else [])) + "\\n")
+"""
 
 
 def _record(tmp_path, part: str, dry: bool) -> list[list[str]]:
     log = tmp_path / f"calls_{part}_{dry}.txt"
     rec = tmp_path / "rec.py"
-    rec.write_text("import sys, shlex\nopen(sys.argv[1], 'a').write(shlex.join(sys.argv[2:]) + '\\n')\n")
-    env = dict(os.environ, PYTHON=f"{sys.executable} {rec} {log}", I47_DRY="1" if dry else "0", PATH=os.environ["PATH"])
+    rec.write_text(REC)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.update(PYTHON=f"{sys.executable} {rec} {log}", I47_DRY="1" if dry else "0")
     p = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out"), part], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr
@@ -33,18 +38,19 @@ def _record(tmp_path, part: str, dry: bool) -> list[list[str]]:
 
 def test_script_parses_and_refuses_a_bad_part(tmp_path):
     assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
-    p = subprocess.run(["bash", str(SCRIPT), str(tmp_path), "4"], capture_output=True, text=True)
-    assert p.returncode == 2 and "PART must be 1, 2 or 3" in p.stderr
+    p = subprocess.run(["bash", str(SCRIPT), str(tmp_path), "5"], capture_output=True, text=True)
+    assert p.returncode == 2 and "PART must be 1, 2, 3 or 4" in p.stderr
 
 
 @pytest.mark.parametrize("dry", [False, True])
 def test_each_part_runs_its_lines(tmp_path, dry):
-    calls = {part: _record(tmp_path, part, dry) for part in ("1", "2", "3")}
+    calls = {part: _record(tmp_path, part, dry) for part in ("1", "2", "3", "4")}
     mods = {part: [c[1] for c in cs] for part, cs in calls.items()}
     tput, lin, match = "benchmarks.rollout_throughput", "benchmarks.memagent.linearity", "benchmarks.greedy_match"
     assert mods["1"] == [tput] * 3 + [match] * 4 + [lin, tput]
     assert mods["2"] == [tput] * 3 + [match] * 3 + [lin] + [tput] * 2
     assert mods["3"] == ["pytest"] + [tput] * 2 + [match] * 2
+    assert mods["4"] == [tput] * 3 + [match] * 2
     for cs in calls.values():
         for c in cs:
             if c[1] == "pytest":  # the GPU tier's tests of the kernels part 3 times, selected by -k
@@ -61,6 +67,10 @@ def test_each_part_runs_its_lines(tmp_path, dry):
     assert engines["2"][1] == engines["2"][6] == "schedule=mixed" and engines["2"][2] == "prefill_buckets=8"
     assert engines["2"][7] == engines["2"][8] == "kv_dtype=float8_e4m3fn"
     assert engines["3"][1:3] == [new + " fuse_rope_kv=true", new + " fuse_rope_kv=true fuse_split_combine=true"]
+    assert engines["4"][:3] == ["", "", new + " fuse_rope_kv=true"]
+    flags = {part: [c[-1] for c in cs if c[-1].startswith("XLA_FLAGS=")] for part, cs in calls.items()}
+    assert flags == {"1": [], "2": [], "3": [], "4": ["XLA_FLAGS=--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"] * 2}
+    assert all(not c[-1].startswith("XLA_FLAGS=") for c in calls["4"][:1])  # the first sweep: XLA's defaults
     # every greedy comparison reads files a sweep of the same part writes (--greedy-tokens, --tag, --out-dir)
     for part, cs in calls.items():
         saved = set()
