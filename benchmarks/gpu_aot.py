@@ -98,8 +98,8 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
     attend = None
     if attention == "pallas":
         from memjax.kernels import engine_attend
-        attend = engine_attend(impl="pallas", num_splits=4, interpret=False)  # the Triton kernel, not its interpretation
-    run = make_run(nnx.graphdef(model), cfg, ecfg, attend=attend)
+        attend = engine_attend(impl="pallas", num_splits=4, interpret=False)  # the kernel, not its interpretation
+    run = make_run(nnx.graphdef(model), cfg, ecfg, attend=attend, truncate=False)  # calls without top-p / top-k
     pool = spec(jax.eval_shape(lambda: init_pool(cfg, ecfg, ecfg.num_pages)))
     queue = spec(jax.tree.map(lambda a: a[0], pack_queue([[]], ecfg, ecfg.queue_len)))
     i32 = jax.ShapeDtypeStruct((), jnp.int32, sharding=sh)

@@ -116,7 +116,8 @@ def compile_round(preset: str, kind: str, variant: dict, *, layers: int | None =
         params = jax.eval_shape(lambda p: engine_layout(p, cfg, ecfg), params)
     splits = decode_splits_auto(slots, cfg.num_kv_heads)
     rounds = make_rounds(nnx.graphdef(model), cfg, ecfg, attend=engine_attend(impl="pallas", num_splits=splits,
-                                                                                  interpret=False))
+                                                                                  interpret=False),
+                         truncate=False)  # the engine's rounds for calls without top-p / top-k (the RL recipes')
     fn = jax.jit(getattr(rounds, kind), donate_argnums=(1, 2, 3), compiler_options=LOOP_COMPILER_OPTIONS)
     args = (params, jax.eval_shape(lambda: init_slots(ecfg)), jax.eval_shape(lambda: init_pool(cfg, ecfg, ecfg.num_pages)),
             jax.eval_shape(lambda: init_ring(ecfg)), jax.eval_shape(init_counters))

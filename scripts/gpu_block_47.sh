@@ -89,7 +89,7 @@ elif [ "$PART" = 3 ]; then
     match greedy_merge_b$b "$O/new/greedy_${P15}_rope_kv_b$b.npy" "$O/new/greedy_${P15}_merge_b$b.npy"
   done
 elif [ "$PART" = 4 ]; then
-  # XLA's command buffers with loops and conditionals inside (CUDA conditional nodes): the 5 branch decisions per
+  # XLA's command buffers with loops and conditionals inside (CUDA conditional nodes): the 3 branch decisions per
   # round that remain (BUILD.md, "host syncs") stay on the GPU if XLA can capture them; default engine, then the
   # unrolled + fused + rope_kv layout, each with the flag (profile at the small batch: are the MemcpyD2H gone?)
   CB="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"

@@ -39,6 +39,9 @@ prefix-sharing groups, continuations, `abort`, `release`) is the `Submissions` m
   `device_stats[d]` holds group d's counters; `stats` their sums, and stats["wall_rounds"] the rounds of the
   slowest group per call, summed (= rounds with one group). D = 1 runs the single-device loop, with the weights and
   every state array it is handed committed to the engine's device (one argument sharding per call: one compile).
+- Two compiled loops at most: the one for calls where no live request samples with a top-p or top-k (built with the
+  engine; the RL recipes sample at top_p = 1), and, compiled on first need, the one that computes the truncation
+  thresholds in every round; either way the sampler makes no branch decision on the device (memjax/engine/loop.py).
 Counters: request and group ids wrap below 2**31 - 1 (unique among live requests); `stats` are Python
 ints summed from per-call device counters, so nothing overflows in a week-long run.
 Invariants: prompts are non-empty lists of ints < vocab; prompt_len < window unless
@@ -146,7 +149,7 @@ class Engine(Submissions):
             self.num_pages = ecfg.num_pages or default_num_pages(model, ecfg)
             self._new_slots_ring = lambda: put((init_slots(ecfg), init_ring(ecfg)))
             self._new_pool = lambda: put(init_pool(model.cfg, ecfg, self.num_pages))
-            self._run = make_run(nnx.graphdef(model), model.cfg, ecfg, attend=attend)
+            build = functools.partial(make_run, nnx.graphdef(model), model.cfg, ecfg, attend=attend)
             release = jax.jit(release_row, donate_argnums=0)
             self._release_row = lambda pool, _, row, n: release(pool, jnp.asarray(row), jnp.int32(n))
         else:
@@ -156,8 +159,13 @@ class Engine(Submissions):
             self.num_pages = d * per_group  # total over the groups (each has its own null page)
             self._new_slots_ring = lambda: self._dp.init_slots_ring(local)
             self._new_pool = lambda: self._dp.init_pool(model.cfg, local, per_group)
-            self._run = self._dp.run(make_loop(nnx.graphdef(model), model.cfg, local, attend=attend))
+            build = lambda truncate: self._dp.run(make_loop(nnx.graphdef(model), model.cfg, local, attend=attend,
+                                                            truncate=truncate))
             self._release_row = self._dp.release_row
+        # the loop for calls where no request has a top-p or top-k (the RL recipes' sampling; no truncation pass,
+        # no branch: memjax/engine/sampler.py), and, built on first need, the one for calls where some may
+        self._run = build(truncate=False)
+        self._build_run, self._run_truncating = build, None
         self._slots, self._ring = self._new_slots_ring()
         self._pool = self._new_pool()
         self._load = [0] * d  # per group: prompt + max_tokens of its live requests (the balance key)
@@ -262,7 +270,7 @@ class Engine(Submissions):
         idle = self.config.idle_return if idle_return is None else idle_return
         if self._dp is not None:
             idle = min(idle, self.local_config.max_slots)
-        self._slots, self._pool, queue, self._ring, counters = self._run(
+        self._slots, self._pool, queue, self._ring, counters = self._loop_for_call()(
             self._params, self._slots, self._pool, queue, self._ring,
             jnp.int32(max_rounds or self.config.rounds_per_sync), jnp.int32(idle))
         admitted, ring, cnt = jax.device_get((queue.admitted, self._ring, counters))
@@ -325,6 +333,16 @@ class Engine(Submissions):
         self._ring = self._ring.replace(count=self._put(jnp.int32(0)) if self._dp is None
                                         else self._dp.put(np.zeros(self.data_parallel, np.int32)))
         return done
+
+    def _loop_for_call(self):
+        """The compiled loop for this call: with the truncation pass iff a live (queued or running) request samples
+        with a top-p or top-k (a request aborted while on the device finishes with either; its output is dropped)."""
+        truncating = lambda p: p.temperature > 0 and (p.top_p < 1 or p.top_k > 0)
+        if not any(truncating(r.params) for r in self._live.values()):
+            return self._run
+        if self._run_truncating is None:
+            self._run_truncating = self._build_run(truncate=True)
+        return self._run_truncating
 
     def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[Completion]:
         """Generate for every prompt (continuous batching); Completions in input order."""

@@ -13,14 +13,18 @@ A call admits once, then each round is: forward -> release the finished sequence
   ([prefill_slots, prefill_chunk] forward); a sequence whose prompt completes samples its first token
   from the logits at its last prompt position (LM head only on those rows).
 - Decode round: all `max_slots` sequences feed their newest token ([max_slots, 1] forward), after
-  `ensure_decode_pages` found each a page (preempting if the pool is short).
+  `grant_decode_pages` gave each that starts a page its page.
+- Preemption round (both schedules), instead of a decode or mixed round when more sequences need a new page than
+  the pool has free: no forward, the most recently admitted sequences go back to the host (LIFO) until the pool
+  suffices; the forward runs in the next round.
 Stops: a stop id (the token is kept), max_tokens, or the window (prompt + generated == window).
 Branch decisions per round: on XLA:GPU every `lax.cond` / `lax.switch` and every while loop without a trip count
 reads its predicate back to the host before the GPU may go on (the H200 traces of 2026-11-27: a pipeline drain
-each). The loop therefore decides each round's kind once (split: idle / prefill / decode in one `lax.switch`; the
-mixed round runs unguarded), releases and admits under one decision, and the sampler's top-p / top-k pass is one
-branch: 5 per round in either schedule (loop predicate, the round's kind or row-size switch, the page check's
-loop, sampler, release + admit; 8 before), counted in the H100 compile (benchmarks/hlo_facts.py `round_syncs`,
+each). The loop therefore decides each round's kind once (split: idle / prefill / decode / preemption in one
+`lax.switch`; mixed: its row size or preemption), keeps the preemption loop out of the rounds that run a forward,
+releases and admits under one decision, and compiles the sampler without a branch (`truncate`, chosen per device
+call by the engine): 3 per round that runs a forward, in either schedule (loop predicate, the round's kind,
+release + admit; 8 before 2026-12-02), counted in the H100 compile (benchmarks/hlo_facts.py `round_syncs`,
 tests/benchmarks/test_gpu_aot.py) and in the loop's jaxpr (tests/engine/test_loop_syncs.py).
 Slots, Pool and Ring are donated: the KV pool is updated in place. The Counters are those of this call only
 (they start at zero; the host accumulates them in Python ints), so int32 cannot overflow in a long run:
@@ -59,7 +63,7 @@ from .config import FINISH_LENGTH, FINISH_STOP, FINISH_WINDOW, EngineConfig
 from .mixed import make_mixed_round
 from .paged_attention import PagedAttention
 from .sampler import sample
-from .scheduler import admit, ensure_decode_pages, rebase_order, release_and_admit
+from .scheduler import admit, grant_decode_pages, pages_short, preempt_while_short, rebase_order, release_and_admit
 from .state import Counters, Pool, Queue, Ring, Slots, init_counters
 from .weights import engine_forward, engine_logits, uses_layout
 
@@ -75,15 +79,16 @@ LOOP_COMPILER_OPTIONS = {"xla_gpu_copy_insertion_use_region_analysis": True, "xl
                          "xla_gpu_dot_merger_threshold_mb": 0}
 
 
-def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
-    """The generation loop, jitted, with Slots, Pool and Ring donated."""
-    return jax.jit(make_loop(graphdef, mcfg, ecfg, attend), donate_argnums=(1, 2, 4),
+def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None, truncate: bool | None = None):
+    """The generation loop, jitted, with Slots, Pool and Ring donated. truncate: the sampler's (memjax/engine/sampler.py
+    `sample`): False when no request of the call has a top-p or top-k, True when some may, None to decide per round."""
+    return jax.jit(make_loop(graphdef, mcfg, ecfg, attend, truncate), donate_argnums=(1, 2, 4),
                    compiler_options=LOOP_COMPILER_OPTIONS)
 
 
-def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None):
+def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None, truncate: bool | None = None):
     """The generation loop of one device (group), unjitted."""
-    rounds = make_rounds(graphdef, mcfg, ecfg, attend)
+    rounds = make_rounds(graphdef, mcfg, ecfg, attend, truncate)
     return _loop(rounds, ecfg)
 
 
@@ -95,10 +100,11 @@ class Rounds:
     emit: Callable
     prefill: Callable
     decode: Callable
+    preempt: Callable
     mixed: Callable
 
 
-def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None) -> Rounds:
+def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None, truncate: bool | None = None) -> Rounds:
     """The prefill, decode and mixed rounds over params in the engine's layout (memjax/engine/weights.py:
     the model's nnx.State by default)."""
     S, C, BP, W = ecfg.page_size, ecfg.prefill_chunk, ecfg.prefill_slots, ecfg.window
@@ -162,7 +168,7 @@ def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None) ->
         done = ok & (start + n == slots.prompt_len[rows])
         new_index = slots.prompt_len[rows]
         tok, lp = sample(logits, slots.temperature[rows], slots.top_p[rows], slots.top_k[rows],
-                         slots.seed[rows], new_index + slots.pos_offset[rows], slots.processed[rows])
+                         slots.seed[rows], new_index + slots.pos_offset[rows], slots.processed[rows], truncate)
         slots = slots.replace(seq_len=slots.seq_len.at[jnp.where(ok, rows, b)].add(n, mode="drop"))
         slots = emit(slots, rows, tok, lp, done)
         cnt = cnt.replace(prefill_rounds=cnt.prefill_rounds + 1, prefill_tokens=cnt.prefill_tokens + n.sum(),
@@ -170,7 +176,7 @@ def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None) ->
         return slots, pool, ring, cnt
 
     def decode_round(params, slots: Slots, pool: Pool, ring: Ring, cnt: Counters):
-        slots, pool, ring, n_pre = ensure_decode_pages(slots, pool, ring, S)
+        slots, pool = grant_decode_pages(slots, pool, S)  # the round runs only when the pool is not short
         b = slots.active.shape[0]
         live = slots.active & (slots.finish < 0)
         start = slots.seq_len
@@ -179,14 +185,19 @@ def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None) ->
                                           live.astype(jnp.int32), pool)
         logits = logits_fn(hidden[:, 0])
         tok, lp = sample(logits, slots.temperature, slots.top_p, slots.top_k, slots.seed,
-                         start + 1 + slots.pos_offset, slots.processed)
+                         start + 1 + slots.pos_offset, slots.processed, truncate)
         slots = slots.replace(seq_len=slots.seq_len + live.astype(jnp.int32))
         slots = emit(slots, jnp.arange(b), tok, lp, live)
-        cnt = cnt.replace(preemptions=cnt.preemptions + n_pre, decode_tokens=cnt.decode_tokens + live.sum())
+        cnt = cnt.replace(decode_tokens=cnt.decode_tokens + live.sum())
         return slots, pool, ring, cnt
 
-    return Rounds(forward=forward, emit=emit, prefill=prefill_round, decode=decode_round,
-                  mixed=make_mixed_round(forward, emit, ecfg))
+    def preempt_round(params, slots: Slots, pool: Pool, ring: Ring, cnt: Counters):
+        """A round without a forward: preempt (LIFO) until every sequence that needs a page can have one."""
+        slots, pool, ring, n_pre = preempt_while_short(slots, pool, ring, S)
+        return slots, pool, ring, cnt.replace(preemptions=cnt.preemptions + n_pre)
+
+    return Rounds(forward=forward, emit=emit, prefill=prefill_round, decode=decode_round, preempt=preempt_round,
+                  mixed=make_mixed_round(forward, emit, preempt_round, ecfg, truncate))
 
 
 def _loop(rounds: Rounds, ecfg: EngineConfig):
@@ -195,12 +206,14 @@ def _loop(rounds: Rounds, ecfg: EngineConfig):
 
     def split_round(params, slots, pool, ring, cnt):
         """One decision per round: 0 nothing running (only when the queue waits), 1 a prefill round while any
-        running sequence still has prompt tokens to cache, 2 a decode round."""
+        running sequence still has prompt tokens to cache, else 2 a decode round, or 3 a preemption round first
+        when more sequences need a new page than the pool has free."""
         running = (slots.active & (slots.finish < 0)).any()
         any_prefill = (slots.active & (slots.seq_len < slots.prompt_len)).any()
-        which = jnp.where(running, jnp.where(any_prefill, 1, 2), 0)
-        return jax.lax.switch(which, [partial(f, params) for f in (idle, rounds.prefill, rounds.decode)],
-                              slots, pool, ring, cnt)
+        which = jnp.where(running, jnp.where(any_prefill, 1, jnp.where(pages_short(slots, pool, ecfg.page_size), 3, 2)),
+                          0)
+        return jax.lax.switch(which, [partial(f, params) for f in (idle, rounds.prefill, rounds.decode,
+                                                                    rounds.preempt)], slots, pool, ring, cnt)
 
     # the mixed round needs no idle branch: with nothing running it plans no rows and changes nothing
     one_round = rounds.mixed if ecfg.schedule == "mixed" else split_round

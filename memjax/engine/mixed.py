@@ -48,8 +48,9 @@ on a GPU: `schedule="auto"` stays split there until the GPU block (BUILD.md, iss
 
 Invariants: token_budget >= max_slots (every decoding sequence fits, and a pending prompt always gets >= 1
 token because it occupies a slot no decode token uses); rows are contiguous per slot and in position
-order; slots with take = 0 are untouched; pages: `ensure_decode_pages` runs first (prefill tokens already
-have their pages from admission), so preemption is the split schedule's.
+order; slots with take = 0 are untouched; pages: the decoding sequences get theirs first (`grant_decode_pages`;
+prefill tokens already have their pages from admission), and when the pool is short the round is instead the split
+schedule's preemption round (one `lax.switch` decides both).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ from flax import struct
 
 from .config import EngineConfig
 from .sampler import sample
-from .scheduler import ensure_decode_pages
+from .scheduler import grant_decode_pages, pages_short
 from .state import Counters, Pool, Ring, Slots
 
 
@@ -106,9 +107,10 @@ def plan_round(slots: Slots, n_rows: int) -> RoundPlan:
                      order=perm.astype(jnp.int32))
 
 
-def make_mixed_round(forward, emit, ecfg: EngineConfig):
+def make_mixed_round(forward, emit, preempt, ecfg: EngineConfig, truncate: bool | None = None):
     """forward(params, ids [N,1], pos [N,1], page_table [N,MP], start [N], n_valid [N], pool) -> (logits_fn,
-    hidden [N,1,h], pool); emit(slots, rows, tok, lp, mask) -> slots (both from loop.make_run)."""
+    hidden [N,1,h], pool); emit(slots, rows, tok, lp, mask) -> slots; preempt(params, slots, pool, ring, cnt) ->
+    the same, the preemption round (all from loop.make_rounds); truncate: the sampler's (`sample`)."""
     S, B, sizes = ecfg.page_size, ecfg.max_slots, ecfg.round_sizes
 
     def rows_round(n_rows, params, slots: Slots, pool: Pool):
@@ -125,26 +127,30 @@ def make_mixed_round(forward, emit, ecfg: EngineConfig):
         logits = logits_fn(hidden[last, 0])  # [min(n_rows, B), V]
         target = (slots.prompt_len + slots.n_gen)[sel]  # index of the token sampled this round
         tok, lp = sample(logits, slots.temperature[sel], slots.top_p[sel], slots.top_k[sel], slots.seed[sel],
-                         target + slots.pos_offset[sel], slots.processed[sel])
+                         target + slots.pos_offset[sel], slots.processed[sel], truncate)
         done = (plan.take[sel] > 0) & (slots.seq_len[sel] + plan.take[sel] == target)
         slots = slots.replace(seq_len=slots.seq_len + plan.take)
         slots = emit(slots, sel, tok, lp, done)
         return slots, pool, (plan.take, plan.decoding)
 
     def mixed_round(params, slots: Slots, pool: Pool, ring: Ring, cnt: Counters):
-        slots, pool, ring, n_pre = ensure_decode_pages(slots, pool, ring, S)
+        # one decision: the round's row size, or (the pool short of pages for the decoding sequences) a preemption
+        # round without a forward first
         need = round_need(slots).sum()
-        which = jnp.minimum(jnp.searchsorted(jnp.asarray(sizes, jnp.int32), need), len(sizes) - 1)
-        slots, pool, (take, decoding) = jax.lax.switch(
-            which, [partial(rows_round, n) for n in sizes], params, slots, pool)
-        n_prefill = jnp.where(decoding, 0, take).sum()
-        n_decode = jnp.where(decoding, take, 0).sum()
-        rows = jnp.asarray(sizes, jnp.int32)[which]
-        cnt = cnt.replace(prefill_executed=cnt.prefill_executed + jnp.where(n_prefill > 0, rows - n_decode, 0),
-                          preemptions=cnt.preemptions + n_pre,
-                          prefill_rounds=cnt.prefill_rounds + (n_prefill > 0),
-                          prefill_tokens=cnt.prefill_tokens + n_prefill,
-                          decode_tokens=cnt.decode_tokens + n_decode)
-        return slots, pool, ring, cnt
+        which = jnp.where(pages_short(slots, pool, S), len(sizes),
+                          jnp.minimum(jnp.searchsorted(jnp.asarray(sizes, jnp.int32), need), len(sizes) - 1))
+
+        def sized(n_rows, params, slots, pool, ring, cnt):
+            slots, pool = grant_decode_pages(slots, pool, S)
+            slots, pool, (take, decoding) = rows_round(n_rows, params, slots, pool)
+            n_prefill = jnp.where(decoding, 0, take).sum()
+            n_decode = jnp.where(decoding, take, 0).sum()
+            cnt = cnt.replace(prefill_executed=cnt.prefill_executed + jnp.where(n_prefill > 0, n_rows - n_decode, 0),
+                              prefill_rounds=cnt.prefill_rounds + (n_prefill > 0),
+                              prefill_tokens=cnt.prefill_tokens + n_prefill,
+                              decode_tokens=cnt.decode_tokens + n_decode)
+            return slots, pool, ring, cnt
+
+        return jax.lax.switch(which, [partial(sized, n) for n in sizes] + [preempt], params, slots, pool, ring, cnt)
 
     return mixed_round

@@ -117,10 +117,13 @@ def _last_positive(x: jax.Array) -> jax.Array:
 
 
 def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: jax.Array,
-           seeds: jax.Array, positions: jax.Array, processed: jax.Array | None = None
+           seeds: jax.Array, positions: jax.Array, processed: jax.Array | None = None, truncate: bool | None = None
            ) -> tuple[jax.Array, jax.Array]:
     """logits f32 [b, V]; per-row temperature/top_p f32 [b], top_k/seeds/positions int32 [b];
-    processed bool [b] (None = all raw).
+    processed bool [b] (None = all raw). truncate: None = decide on the device whether any sampled row has a top-p
+    or top-k (one `lax.cond`); True = compute the thresholds unconditionally (rows without either keep the whole
+    vocabulary: the threshold is then their smallest logit); False = the caller knows that no sampled row has
+    either (no truncation pass, no branch). The engine decides per device call (memjax/engine/engine.py).
 
     Returns (token int32 [b], logprob f32 [b]).
     """
@@ -143,8 +146,11 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
         tau = allowed_threshold(logits * inv_t[:, 0], top_p, top_k)
         return tau, jnp.where(xb * inv_t >= tau[:, None, None], exp(), 0.0).sum(-1)
 
-    # one branch decision for both (on a GPU each `lax.cond` reads its predicate back to the host)
-    tau, z_ok = jax.lax.cond(masked, truncated, lambda: (jnp.full((b,), -jnp.inf, jnp.float32), z_raw))
+    untruncated = lambda: (jnp.full((b,), -jnp.inf, jnp.float32), z_raw)
+    if truncate is None:  # one branch decision for both (on a GPU a `lax.cond` reads its predicate back to the host)
+        tau, z_ok = jax.lax.cond(masked, truncated, untruncated)
+    else:
+        tau, z_ok = truncated() if truncate else untruncated()
 
     # greedy: first maximum of the raw logits (block of the maximum, then its first index)
     jg = jnp.argmax(bmax, -1)

@@ -19,6 +19,9 @@ Invariants:
   widens max(kv_len) or looks like a prefix-sharing source.
 - `order` (LIFO preemption rank) restarts every device call: `rebase_order` maps running slots to
   -B..-1 (same relative order) and admissions in round r get r * B + rank, so it stays bounded.
+- Branch decisions (each a host round trip on XLA:GPU): `release_and_admit` ends a round with one; the
+  preemption loop (`preempt_while_short`) runs only when `pages_short` said so, in a round of its own, and
+  `grant_decode_pages` then has no branch.
 """
 
 from __future__ import annotations
@@ -119,8 +122,8 @@ def admit(slots: Slots, pool: Pool, queue: Queue, order_base: jax.Array, page_si
           ) -> tuple[Slots, Pool, Queue, jax.Array]:
     """Admit what fits (one branch decision: nothing is written when no row is taken). Returns the counts too."""
     plan = admission(slots, pool, queue, page_size)
-    slots, pool, queue = jax.lax.cond(plan.take.any(), lambda a: admit_rows(*a, order_base, plan, page_size), lambda a: a,
-                                      (slots, pool, queue))
+    slots, pool, queue = jax.lax.cond(plan.take.any(), lambda a: admit_rows(*a, order_base, plan, page_size),
+                                      lambda a: a, (slots, pool, queue))
     return slots, pool, queue, plan.counts()
 
 
@@ -176,17 +179,22 @@ def release(slots: Slots, pool: Pool, ring: Ring, mask: jax.Array, reason: jax.A
     return slots, pool, ring
 
 
-def ensure_decode_pages(slots: Slots, pool: Pool, ring: Ring, page_size: int
+def needs_page(slots: Slots, page_size: int) -> jax.Array:
+    """bool [B]: running sequences whose next token starts a page they do not have yet."""
+    return slots.active & (slots.finish < 0) & (slots.seq_len // page_size >= slots.n_pages)
+
+
+def pages_short(slots: Slots, pool: Pool, page_size: int) -> jax.Array:
+    """bool []: more running sequences need a page than the pool has free."""
+    return needs_page(slots, page_size).sum() > pool.n_free
+
+
+def preempt_while_short(slots: Slots, pool: Pool, ring: Ring, page_size: int
                         ) -> tuple[Slots, Pool, Ring, jax.Array]:
-    """Give every running sequence whose next token starts a new page that page, preempting the most
-    recently admitted sequences (LIFO) while the pool is short. Returns the preemption count too."""
-    def need_of(s):
-        return s.active & (s.finish < 0) & (s.seq_len // page_size >= s.n_pages)
-
-    def short(c):
-        s, p, _, _ = c
-        return need_of(s).sum() > p.n_free
-
+    """Preempt the most recently admitted sequences (LIFO) into the ring while the pool is short. Returns the
+    preemption count too. A loop without a trip count: the generation loop runs it only in a round of its own,
+    when `pages_short` said so, so that the common round has no such loop (each iteration's predicate is a host
+    round trip on XLA:GPU)."""
     def preempt_one(c):
         s, p, rg, n = c
         victim = jnp.argmax(jnp.where(s.active, s.order, jnp.iinfo(jnp.int32).min))  # orders may be < 0
@@ -194,8 +202,14 @@ def ensure_decode_pages(slots: Slots, pool: Pool, ring: Ring, page_size: int
         s, p, rg = release(s, p, rg, mask, jnp.full_like(s.finish, FINISH_PREEMPTED))
         return s, p, rg, n + 1
 
-    slots, pool, ring, n_pre = jax.lax.while_loop(short, preempt_one, (slots, pool, ring, jnp.int32(0)))
-    need = need_of(slots)
+    return jax.lax.while_loop(lambda c: pages_short(c[0], c[1], page_size), preempt_one,
+                              (slots, pool, ring, jnp.int32(0)))
+
+
+def grant_decode_pages(slots: Slots, pool: Pool, page_size: int) -> tuple[Slots, Pool]:
+    """Give every running sequence whose next token starts a new page that page (the caller made sure the pool
+    is not short: `pages_short` false, or `preempt_while_short` ran)."""
+    need = needs_page(slots, page_size)
     want = need.astype(jnp.int32)
     new_pool, off = pop_pages(pool, want)
     page = stack_page(pool, off)
@@ -204,4 +218,4 @@ def ensure_decode_pages(slots: Slots, pool: Pool, ring: Ring, page_size: int
     pt = slots.page_table.at[jnp.arange(b), col].set(page, mode="drop")
     rc = new_pool.refcount.at[jnp.where(need, page, 0)].add(need.astype(jnp.int32))
     rc = rc.at[0].set(0)
-    return (slots.replace(page_table=pt, n_pages=slots.n_pages + want), new_pool.replace(refcount=rc), ring, n_pre)
+    return slots.replace(page_table=pt, n_pages=slots.n_pages + want), new_pool.replace(refcount=rc)

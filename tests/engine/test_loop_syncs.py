@@ -1,9 +1,11 @@
 """The generation loop's branch decisions per round (memjax/engine/loop.py): on XLA:GPU each `lax.cond` /
 `lax.switch` and each while loop without a trip count reads its predicate back to the host, so the loop makes as
-few as it can: 5 per round in both schedules (8 before 2026-12-02), counted in the loop's jaxpr with the Pallas
+few as it can: 3 per round in both schedules (8 before 2026-12-02), counted in the loop's jaxpr with the Pallas
 attention the engine uses on a GPU (a kernel's own loops run on the device and are not counted). The merged end
 of a round, `release_and_admit`, equals releasing the finished slots and then `admit`, on states taken from a real
 run with prefix sharing and preemption."""
+
+from functools import partial
 
 import jax
 import jax.extend
@@ -23,17 +25,23 @@ from memjax.kernels import engine_attend
 from memjax.model import init_model, presets
 
 
+def size(jaxpr) -> int:
+    """Equations, sub-jaxprs included."""
+    return sum(1 + sum(size(sub) for sub in jax.extend.core.jaxprs_in_params(e.params)) for e in jaxpr.eqns)
+
+
 def decisions(jaxpr) -> int:
-    """Host round trips of one execution: a cond is one plus its costliest branch, a while loop without a trip
-    count one per iteration (counted once) plus its body's, a scan its body's times its length; the equations
-    inside a kernel (pallas_call) run on the device."""
+    """Host round trips of one execution: a cond is one plus its largest branch's (a round's forward, not the
+    preemption round that runs only when the pool is short; benchmarks/hlo_facts.py also takes the largest), a
+    while loop without a trip count one per iteration (counted once) plus its body's, a scan its body's times its
+    length; the equations inside a kernel (pallas_call) run on the device."""
     n = 0
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
         if name == "pallas_call":
             continue
         if name == "cond":
-            n += 1 + max(decisions(b.jaxpr) for b in eqn.params["branches"])
+            n += 1 + decisions(max((b.jaxpr for b in eqn.params["branches"]), key=size))
         elif name == "while":
             n += 1 + decisions(eqn.params["body_jaxpr"].jaxpr) + decisions(eqn.params["cond_jaxpr"].jaxpr)
         elif name == "scan":
@@ -43,29 +51,75 @@ def decisions(jaxpr) -> int:
     return n
 
 
+@pytest.mark.parametrize("truncate", [False, True, None])
 @pytest.mark.parametrize("schedule", ["split", "mixed"])
-def test_five_branch_decisions_per_round(schedule):
-    """Per round: the loop's predicate, the round's kind (split: idle / prefill / decode; mixed: its row size), the
-    page check's preemption loop, the sampler's top-p / top-k branch, and release + admit."""
+def test_three_branch_decisions_per_round(schedule, truncate):
+    """Per round: the loop's predicate, the round's kind (split: idle / prefill / decode / preemption; mixed: its row
+    size or preemption), and release + admit. The engine compiles the sampler without a branch (truncate False or
+    True, decided per call by the host); truncate=None (the sampler decides per round) adds one."""
     cfg = presets.get("tiny")
     model = nnx.eval_shape(lambda: init_model(cfg, 0))
     ecfg = EngineConfig(max_slots=4, window=64, page_size=16, prefill_slots=2, prefill_chunk=32, schedule=schedule,
                         attention="pallas", progress=False, num_pages=20)
-    run = make_loop(nnx.graphdef(model), cfg, ecfg, attend=engine_attend(impl="pallas", num_splits=2))
+    run = make_loop(nnx.graphdef(model), cfg, ecfg, attend=engine_attend(impl="pallas", num_splits=2),
+                    truncate=truncate)
     queue = jax.tree.map(lambda a: a[0], pack_queue([[]], ecfg, ecfg.queue_len))
     jaxpr = jax.make_jaxpr(run)(nnx.state(model, nnx.Param), init_slots(ecfg), init_pool(cfg, ecfg, 20), queue,
                                 init_ring(ecfg), jnp.int32(4), jnp.int32(0)).jaxpr
     loops = [e for e in jaxpr.eqns if e.primitive.name == "while"]
     assert len(loops) == 1  # the rounds; before it, the call's first admission (one decision per call)
-    assert decisions(loops[0].params["body_jaxpr"].jaxpr) + 1 == 5
-    assert decisions(jaxpr) == 5 + 1
+    per_round = 3 + (truncate is None)
+    body = loops[0].params["body_jaxpr"].jaxpr
+    assert decisions(body) + 1 == per_round
+    assert decisions(jaxpr) == per_round + 1
+    # the round's kind: one switch, whose last branch is the preemption round, with its loop
+    kinds = max((e for e in body.eqns if e.primitive.name == "cond"), key=lambda e: len(e.params["branches"]))
+    assert len(kinds.params["branches"]) == (4 if schedule == "split" else len(ecfg.round_sizes) + 1)
+    preempt = kinds.params["branches"][-1].jaxpr
+    assert [e.primitive.name for e in preempt.eqns].count("while") == 1 and decisions(preempt) == 1
 
 
-def test_sampler_decides_truncation_once():
+@pytest.mark.parametrize("truncate,branches", [(None, 1), (True, 0), (False, 0)])
+def test_sampler_branches(truncate, branches):
     b, v = 3, 40
-    jaxpr = jax.make_jaxpr(sample)(jnp.zeros((b, v)), jnp.ones(b), jnp.ones(b), jnp.zeros(b, jnp.int32),
-                                   jnp.zeros(b, jnp.int32), jnp.zeros(b, jnp.int32), jnp.zeros(b, bool)).jaxpr
-    assert decisions(jaxpr) == 1
+    jaxpr = jax.make_jaxpr(partial(sample, truncate=truncate))(
+        jnp.zeros((b, v)), jnp.ones(b), jnp.ones(b), jnp.zeros(b, jnp.int32), jnp.zeros(b, jnp.int32),
+        jnp.zeros(b, jnp.int32), jnp.zeros(b, bool)).jaxpr
+    assert decisions(jaxpr) == branches
+
+
+def test_static_truncation_samples_as_the_device_decision():
+    """truncate=True on rows of which some have a top-p or top-k gives what the per-round decision gives, and so does
+    truncate=False on rows with neither (tokens equal, log-probs to f32 rounding): the engine's choice per call
+    changes no output."""
+    rng = np.random.default_rng(0)
+    b, v = 8, 1000
+    logits = jnp.asarray(rng.normal(size=(b, v)) * 3, jnp.float32)
+    temp = jnp.asarray([1.0, 0.7, 0.0, 1.3, 1.0, 0.5, 1.0, 2.0], jnp.float32)
+    seeds, pos = jnp.arange(b, dtype=jnp.int32), jnp.full(b, 5, jnp.int32)
+    proc = jnp.asarray([True, False] * 4)
+    top_p = jnp.asarray([1.0, 0.9, 0.5, 1.0, 0.3, 1.0, 1.0, 0.95], jnp.float32)
+    top_k = jnp.asarray([0, 0, 0, 20, 0, 0, 5, 0], jnp.int32)
+    for p, k, static in ((top_p, top_k, True), (jnp.ones(b), jnp.zeros(b, jnp.int32), False),
+                         (jnp.ones(b), jnp.zeros(b, jnp.int32), True)):
+        tok, lp = sample(logits, temp, p, k, seeds, pos, proc, truncate=None)
+        tok_s, lp_s = sample(logits, temp, p, k, seeds, pos, proc, truncate=static)
+        np.testing.assert_array_equal(tok_s, tok)
+        np.testing.assert_allclose(lp_s, lp, rtol=0, atol=1e-6)
+
+
+def test_engine_compiles_the_truncating_loop_only_when_a_request_needs_it():
+    eng = Engine(init_model(presets.get("tiny"), seed=2), EngineConfig(max_slots=4, window=32, page_size=4,
+                                                                       prefill_slots=2, prefill_chunk=8, progress=False))
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(0, 512, n).tolist() for n in (5, 9)]
+    plain = eng.generate(prompts, SamplingParams(temperature=1.0, max_tokens=6, seed=1))
+    greedy_top_p = eng.generate(prompts, SamplingParams(temperature=0.0, top_p=0.5, max_tokens=6))
+    assert eng._run_truncating is None  # neither sampled with a top-p or top-k (greedy ignores them)
+    nucleus = eng.generate(prompts, SamplingParams(temperature=1.0, top_p=0.2, max_tokens=6, seed=1))
+    assert eng._run_truncating is not None and eng._run._cache_size() == eng._run_truncating._cache_size() == 1
+    assert [c.token_ids for c in plain] != [c.token_ids for c in nucleus]  # the nucleus changed the samples
+    assert all(len(c.token_ids) == 6 for c in plain + greedy_top_p + nucleus)
 
 
 @pytest.fixture(scope="module")
