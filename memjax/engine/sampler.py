@@ -131,7 +131,6 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
     b = logits.shape[0]
     greedy = temperature <= 0
     inv_t = 1.0 / jnp.where(greedy, 1.0, temperature)[:, None, None]  # no [b, V] `logits / T` is materialised
-    masked = jnp.any(((top_p < 1.0) | (top_k > 0)) & ~greedy)
     xb = vocab_blocks(logits)  # [b, nb, blk] view (a bitcast when blk divides V)
     blk = xb.shape[-1]
     bmax = xb.max(-1)  # [b, nb] raw block maxima
@@ -148,6 +147,7 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
 
     untruncated = lambda: (jnp.full((b,), -jnp.inf, jnp.float32), z_raw)
     if truncate is None:  # one branch decision for both (on a GPU a `lax.cond` reads its predicate back to the host)
+        masked = jnp.any(((top_p < 1.0) | (top_k > 0)) & ~greedy)
         tau, z_ok = jax.lax.cond(masked, truncated, untruncated)
     else:
         tau, z_ok = truncated() if truncate else untruncated()

@@ -48,7 +48,8 @@ class Admission(NamedTuple):
 
     def counts(self) -> jax.Array:
         """int32 [2]: rows admitted, pages shared instead of prefilled."""
-        return jnp.stack([self.take.sum(dtype=jnp.int32), jnp.where(self.take, self.n_shared, 0).sum(dtype=jnp.int32)])
+        shared = jnp.where(self.take, self.n_shared, 0).sum(dtype=jnp.int32)
+        return jnp.stack([self.take.sum(dtype=jnp.int32), shared])
 
 
 def admission(slots: Slots, pool: Pool, queue: Queue, page_size: int) -> Admission:
