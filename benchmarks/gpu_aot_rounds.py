@@ -2,7 +2,7 @@
 
   python -m benchmarks.gpu_aot_rounds [--preset qwen2.5-1.5b] [--layers N] [--slots 32] [--prefill-slots 8]
       [--window 2048] [--prefill-chunk 2048] [--page-size 64] [--prompt-len 1024]
-      [--variants base,unrolled,unrolled+fused] [--rounds decode,prefill] [--json FILE]
+      [--variants base,unrolled,unrolled+fused] [--rounds decode,prefill] [--truncate none|top_p|both] [--json FILE]
 
 Needs the CUDA PJRT plugin matching jax (benchmarks/gpu_aot.py) but no GPU. For each engine variant (base = the
 defaults: scanned layers, five projection GEMMs, one prefill shape; `unrolled` = EngineConfig.layers="unrolled";
@@ -14,8 +14,11 @@ uses on a GPU, and reports per round (benchmarks/hlo_facts.py): kernels per roun
 loop-dependent offset (the command-buffer re-recording the H200 traces of 2026-11-27 showed), loop-carry copies
 and bytes copied, compile seconds on this machine. Prefill rows also get the padding of the sweep's workload
 (`--prompt-len` prompts in [prefill_slots, length] rounds, simulated by `prefill_padding`) and the useful vs
-executed GEMM FLOPs. `--layers N` compiles an N-layer model with the preset's layer shape (CI: 2).
-Writes benchmarks/results/gpu_aot_rounds_<preset>[_L<N>]_aot-h100.json by default.
+executed GEMM FLOPs. `--layers N` compiles an N-layer model with the preset's layer shape (CI: 2). `--truncate`:
+the sampler's truncation pass the rounds compile in (memjax/engine/sampler.py `Truncation`, with a GPU's search
+ways): none = the RL recipes' sampling (top_p = 1, the default), top_p = an evaluation's (MemAgent: top_p 0.95),
+both = top-p and top-k. Merges its rows into benchmarks/results/gpu_aot_rounds_<preset>[_L<N>]_aot-h100.json by
+default (a row of the same variant, round and truncation is replaced).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import json
 import time
 from pathlib import Path
 
+from memjax.engine.sampler import Truncation, search_ways
+
 VARIANTS = {"base": {}, "unrolled": dict(layers="unrolled"), "fused": dict(fuse_projections=True),
             "unrolled+fused": dict(layers="unrolled", fuse_projections=True),
             "buckets": dict(prefill_buckets=8), "unrolled+fused+buckets": dict(layers="unrolled",
@@ -35,6 +40,9 @@ VARIANTS = {"base": {}, "unrolled": dict(layers="unrolled"), "fused": dict(fuse_
             "unrolled+fused+rope_kv": dict(layers="unrolled", fuse_projections=True, fuse_rope_kv=True),
             "unrolled+fused+rope_kv+merge": dict(layers="unrolled", fuse_projections=True, fuse_rope_kv=True,
                                                  fuse_split_combine=True)}
+# the sampler's truncation pass as the engine compiles it on a GPU per call (memjax/engine/engine.py `_loop_for_call`)
+TRUNCATIONS = {"none": False, "top_p": Truncation(top_k=False, ways=search_ways("gpu")),
+               "both": Truncation(ways=search_ways("gpu"))}
 
 
 def prefill_padding(prompt_lens: list[int], ecfg) -> dict:
@@ -87,8 +95,9 @@ def layer_gemm_flops(mcfg) -> int:
 
 def compile_round(preset: str, kind: str, variant: dict, *, layers: int | None = None, slots: int = 32,
                   prefill_slots: int = 8, window: int = 2048, prefill_chunk: int = 2048, page_size: int = 64,
-                  device=None) -> tuple[dict, str]:
-    """(facts, optimised HLO) of the engine's `kind` round ("decode" | "prefill") compiled for an H100."""
+                  truncate: str = "none", device=None) -> tuple[dict, str]:
+    """(facts, optimised HLO) of the engine's `kind` round ("decode" | "prefill") compiled for an H100, with the
+    sampler's truncation pass `truncate` (a key of TRUNCATIONS)."""
     import jax
     from flax import nnx
 
@@ -117,7 +126,7 @@ def compile_round(preset: str, kind: str, variant: dict, *, layers: int | None =
     splits = decode_splits_auto(slots, cfg.num_kv_heads)
     rounds = make_rounds(nnx.graphdef(model), cfg, ecfg, attend=engine_attend(impl="pallas", num_splits=splits,
                                                                                   interpret=False),
-                         truncate=False)  # the engine's rounds for calls without top-p / top-k (the RL recipes')
+                         truncate=TRUNCATIONS[truncate])
     fn = jax.jit(getattr(rounds, kind), donate_argnums=(1, 2, 3), compiler_options=LOOP_COMPILER_OPTIONS)
     args = (params, jax.eval_shape(lambda: init_slots(ecfg)), jax.eval_shape(lambda: init_pool(cfg, ecfg, ecfg.num_pages)),
             jax.eval_shape(lambda: init_ring(ecfg)), jax.eval_shape(init_counters))
@@ -128,7 +137,8 @@ def compile_round(preset: str, kind: str, variant: dict, *, layers: int | None =
     txt = comp.as_text()
     facts = dict(preset=preset, num_layers=cfg.num_layers, round=kind, slots=slots, prefill_slots=prefill_slots,
                  prefill_chunk=ecfg.prefill_chunk, prefill_lengths=list(ecfg.prefill_lengths), page_size=page_size,
-                 window=window, decode_splits=splits, device=dev.device_kind, compile_s=round(secs, 1),
+                 window=window, decode_splits=splits, truncate=truncate, device=dev.device_kind,
+                 compile_s=round(secs, 1),
                  **{k: v for k, v in dataclasses.asdict(ecfg).items() if k in ("layers", "fuse_projections",
                                                                              "prefill_buckets", "fuse_rope_kv",
                                                                              "fuse_split_combine")},
@@ -144,7 +154,8 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         w = r.get("workload")
         pad = f"{100 * w['padding']:.0f}% ({w['useful_gemm_tflop']} / {w['executed_gemm_tflop']})" if w else "-"
-        out.append(f"| {r['preset']} | {r['variant']} | {r['round']} | {r['kernels']} | {r['kernels_per_layer']} | "
+        variant = r["variant"] + ("" if r.get("truncate", "none") == "none" else f" ({r['truncate']} sampling)")
+        out.append(f"| {r['preset']} | {variant} | {r['round']} | {r['kernels']} | {r['kernels_per_layer']} | "
                    f"{(r['gemms'] - 1) / r['num_layers']:.0f} | {r['dynamic_slice_gemms_per_layer']:.0f} | "
                    f"{r['host_syncs']} | {r['copy_bytes']:,} | {pad} | {r['compile_s']} |")
     return "\n".join(out)
@@ -163,6 +174,8 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--prompts", type=int, default=256, help="prompts of the padding workload")
     ap.add_argument("--variants", default="base,unrolled+fused")
     ap.add_argument("--rounds", default="decode,prefill")
+    ap.add_argument("--truncate", default="none", choices=list(TRUNCATIONS),
+                    help="the sampler's truncation pass: none (top_p = 1), top_p (an evaluation's), both")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--markdown", type=Path, help="print the BUILD.md table of this results file and exit")
     a = ap.parse_args(argv)
@@ -181,7 +194,7 @@ def main(argv=None) -> list[dict]:
                 raise SystemExit(f"gpu_aot_rounds: --rounds: {kind!r} is not decode or prefill")
             facts, _ = compile_round(a.preset, kind, VARIANTS[name], layers=a.layers, slots=a.slots,
                                      prefill_slots=a.prefill_slots, window=a.window, prefill_chunk=a.prefill_chunk,
-                                     page_size=a.page_size)
+                                     page_size=a.page_size, truncate=a.truncate)
             facts["variant"] = name
             if kind == "prefill":
                 ecfg = EngineConfig(max_slots=a.slots, prefill_slots=a.prefill_slots, window=a.window,
@@ -196,8 +209,11 @@ def main(argv=None) -> list[dict]:
             rows.append(facts)
     tag = a.preset + (f"_L{a.layers}" if a.layers else "")
     out = a.json or Path(__file__).parent / "results" / f"gpu_aot_rounds_{tag}_aot-h100.json"
-    out.write_text(json.dumps(rows, indent=1) + "\n")
-    print(f"wrote {out}")
+    key = lambda r: (r["variant"], r["round"], r.get("truncate", "none"))
+    new = {key(r) for r in rows}
+    kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if key(r) not in new]
+    out.write_text(json.dumps(kept + rows, indent=1) + "\n")
+    print(f"wrote {len(rows)} rows to {out} ({len(kept)} others kept)")
     return rows
 
 

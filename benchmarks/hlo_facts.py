@@ -13,6 +13,8 @@ Owns `program_facts(hlo, num_layers)`: what a GPU run of one engine round execut
 - host syncs: conditionals and while loops without a known trip count: each reads its predicate back to the
   host (device-to-host copy) before the GPU may go on (per execution; a loop's per iteration).
 - bytes copied: output bytes of copy / copy-start instructions, times their execution count.
+- large reads (with `read_bytes`): kernels with an operand of at least read_bytes bytes, per execution — e.g. how
+  many times a round reads the [b, V] logits.
 `round_syncs(hlo)`: host syncs per iteration of the engine's generation loop (the entry computation's while
 loop without a trip count): its predicate plus those in its body (a conditional by its largest branch).
 Invariants: the HLO text is the one `jax.stages.Compiled.as_text()` prints (instructions `%name = type op(...)`);
@@ -75,7 +77,13 @@ def _called(rest: str, key: str) -> list[str]:
     return [c.strip().lstrip("%") for c in m.group(1).split(",")] if m else []
 
 
-def _walk(comps, name: str, mult: int, acc: Counter, sites: list, layer_l: int, in_layer: bool) -> None:
+def _operands(rest: str) -> list[str]:
+    return re.findall(r"%([\w.\-]+)", rest.split(")", 1)[0])
+
+
+def _walk(comps, name: str, mult: int, acc: Counter, sites: list, layer_l: int, in_layer: bool,
+          read_bytes: int | None = None) -> None:
+    types = {i[0]: i[1] for i in comps.get(name, [])} if read_bytes else {}
     for iname, typ, op, rest in comps.get(name, []):
         if op == "while":
             body, cond = _called(rest, "body")[0], _called(rest, "condition")[0]
@@ -84,8 +92,8 @@ def _walk(comps, name: str, mult: int, acc: Counter, sites: list, layer_l: int, 
             if n is None:
                 sites.append(("while", iname))
             k = n if n is not None else 1
-            _walk(comps, body, mult * k, acc, sites, layer_l, in_layer or is_layer)
-            _walk(comps, cond, mult * (k + 1), acc, sites, layer_l, in_layer or is_layer)
+            _walk(comps, body, mult * k, acc, sites, layer_l, in_layer or is_layer, read_bytes)
+            _walk(comps, cond, mult * (k + 1), acc, sites, layer_l, in_layer or is_layer, read_bytes)
             if is_layer:
                 acc["layer_loops"] += 1
         elif op == "conditional":
@@ -95,7 +103,7 @@ def _walk(comps, name: str, mult: int, acc: Counter, sites: list, layer_l: int, 
             best = None
             for br in branches:  # the largest branch (a round takes one)
                 a, s = Counter(), []
-                _walk(comps, br, mult, a, s, layer_l, in_layer)
+                _walk(comps, br, mult, a, s, layer_l, in_layer, read_bytes)
                 if best is None or a["kernels"] > best[0]["kernels"]:
                     best = (a, s)
             if best:
@@ -103,9 +111,11 @@ def _walk(comps, name: str, mult: int, acc: Counter, sites: list, layer_l: int, 
                 sites.extend(best[1])
         elif op == "call":
             for c in _called(rest, "to_apply"):
-                _walk(comps, c, mult, acc, sites, layer_l, in_layer)
+                _walk(comps, c, mult, acc, sites, layer_l, in_layer, read_bytes)
         elif op not in _NOT_KERNELS:
             acc["kernels"] += mult
+            if read_bytes and any(shape_bytes(types.get(o, "")) >= read_bytes for o in _operands(rest)):
+                acc["large_reads"] += mult
             dyn = op == "fusion" and "calls=%dynamic-slice-fusion" in rest
             gemm = op == "custom-call" and "__cublas" in rest or dyn
             acc["gemms"] += mult * gemm
@@ -121,11 +131,12 @@ def _walk(comps, name: str, mult: int, acc: Counter, sites: list, layer_l: int, 
                 acc["scoped_layer_kernels"] += mult
 
 
-def program_facts(hlo: str, num_layers: int) -> dict:
-    """Counts of one execution of the compiled program (see the module docstring)."""
+def program_facts(hlo: str, num_layers: int, read_bytes: int | None = None) -> dict:
+    """Counts of one execution of the compiled program (see the module docstring); `large_reads` only with
+    read_bytes."""
     comps, entry = parse(hlo)
     acc, sites = Counter(), []
-    _walk(comps, entry, 1, acc, sites, num_layers, False)
+    _walk(comps, entry, 1, acc, sites, num_layers, False, read_bytes)
     layered = acc["layer_loops"] > 0
     per_layer = acc["layer_kernels"] / num_layers if layered else acc["scoped_layer_kernels"] / num_layers
     return dict(kernels=acc["kernels"], gemms=acc["gemms"], layer_loop="scan" if layered else "unrolled",
@@ -133,7 +144,8 @@ def program_facts(hlo: str, num_layers: int) -> dict:
                 dynamic_slice_gemms_per_layer=round(acc["layer_dynamic_slice_gemms"] / num_layers, 2),
                 loop_carry_copies_per_layer=round(acc["layer_copies"] / num_layers, 2),
                 host_syncs=len(sites), host_sync_ops=sorted(Counter(k for k, _ in sites).items()),
-                copies=acc["copies"], copy_bytes=acc["copy_bytes"])
+                copies=acc["copies"], copy_bytes=acc["copy_bytes"],
+                **({"large_reads": acc["large_reads"]} if read_bytes else {}))
 
 
 def round_syncs(hlo: str) -> dict:

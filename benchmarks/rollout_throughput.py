@@ -199,8 +199,8 @@ def sweep(args) -> dict:
         eng = Engine(model, ecfg)
         rng = np.random.default_rng(b)
         prompts = [rng.integers(0, cfg.vocab_size, args.prompt_len).tolist() for _ in range(b)]
-        one = SamplingParams(temperature=1.0, max_tokens=1, seed=0)
-        full = SamplingParams(temperature=1.0, max_tokens=args.decode_tokens + 1, seed=0)
+        one = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=1, seed=0)
+        full = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.decode_tokens + 1, seed=0)
         c1, _ = _timed(eng, prompts, one)  # compile both paths (first calls)
         c2, _ = _timed(eng, prompts, full)
         print(f"  batch {b}: first prefill-only run {c1:.1f} s, first full run {c2:.1f} s (compiles included)",
@@ -237,7 +237,7 @@ def sweep(args) -> dict:
     return dict(mode="sweep", hbm_tbps=bw, weight_bytes=weight_bytes, prompt_len=args.prompt_len,
                 decode_tokens=args.decode_tokens, window=args.window, page_size=args.page_size,
                 attention=args.attention, decode_splits=args.decode_splits, engine=engine_overrides(args.engine),
-                rows=rows)
+                temperature=args.temperature, top_p=args.top_p, rows=rows)
 
 
 def main(argv=None) -> dict:
@@ -264,6 +264,9 @@ def main(argv=None) -> dict:
                     help="sweep: EngineConfig.attention")
     ap.add_argument("--decode-splits", type=int, default=0, help="sweep: EngineConfig.decode_splits (0 = auto)")
     ap.add_argument("--page-size", type=int, default=64, help="sweep: EngineConfig.page_size")
+    ap.add_argument("--temperature", type=float, default=1.0, help="sweep: the timed runs' sampling temperature")
+    ap.add_argument("--top-p", type=float, default=1.0, help="sweep: the timed runs' top-p (< 1 compiles the "
+                    "sampler's truncation pass in, as an evaluation's sampling does: MemAgent's eval 0.95)")
     ap.add_argument("--profile", type=Path, default=None, help="sweep: trace the prefill-only and the full run "
                     "of --profile-batches into this folder (a relative one under --out-dir); the row gets the decode "
                     "step's kernels (full - prefill)")
@@ -276,6 +279,8 @@ def main(argv=None) -> dict:
     add_engine_option(ap)  # sweep: EngineConfig fields (issue 47's before/after)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
+    if not (args.temperature >= 0 and 0 < args.top_p <= 1):
+        ap.error(f"--temperature must be >= 0 and --top-p in (0, 1], got {args.temperature} and {args.top_p}")
     args.partial = None
     if args.profile is not None and not args.profile.is_absolute():
         args.profile = args.out_dir / args.profile

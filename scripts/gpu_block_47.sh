@@ -10,13 +10,16 @@
 #                                    race test first, then fuse_rope_kv without and with it (sweep, profiles, greedy)
 #   scripts/gpu_block_47.sh OUT 4    XLA command buffers holding the round's loops and conditionals
 #                                    (--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL): sweeps with and without
+#   scripts/gpu_block_47.sh OUT 5    an evaluation's sampling (top-p): the sampler's truncation pass by bisection (the
+#                                    path before 2026-12-02) vs 15 thresholds a read, then the sweep at the RL
+#                                    recipes' sampling vs MemAgent's eval sampling (T 0.7, top_p 0.95)
 # The 1.5B sweeps also save greedy tokens; greedy_*.json says whether each change kept them (benchmarks/greedy_match.py).
 # Each line has its own timeout; summary.txt lists every line's exit status and seconds. The old path's 28K rollout
 # (61.6 s on the H200 of 2026-11-27) and 7B sweep are in ../shared/gpu/2026-11-27/.
 # Dry run on CPU (tiny presets, small sizes): I47_DRY=1 scripts/gpu_block_47.sh OUT 1 (and 2).
 set -u
-OUT=${1:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3|4)}
-PART=${2:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3|4)}
+OUT=${1:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3|4|5)}
+PART=${2:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3|4|5)}
 mkdir -p "$OUT"
 export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.92} PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -102,8 +105,17 @@ elif [ "$PART" = 4 ]; then
   for b in $B_SMALL $B_LARGE; do
     match greedy_cb_b$b "$O/cb/greedy_${P15}_default_b$b.npy" "$O/cb/greedy_${P15}_cb_b$b.npy"
   done
+elif [ "$PART" = 5 ]; then
+  # the truncation pass alone (ways 1 = bisection, both searches: the old path; 15 = a GPU's default), timed at both
+  # batches with its ratio to no truncation; then what it costs a decode round: the same sweep without and with it
+  run sampler 150 $PY -m benchmarks.sampler_truncation --batches $B_SMALL $B_LARGE --json "$O/sampler_truncation.json"
+  run sweep_plain 110 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
+      --engine fuse_rope_kv=true --tag _plain --out-dir "$O/eval"
+  run sweep_top_p 150 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
+      --engine fuse_rope_kv=true --temperature 0.7 --top-p 0.95 --tag _top_p --profile "$O/profile_top_p" \
+      --profile-batches $B_SMALL --out-dir "$O/eval"
 else
-  echo "scripts/gpu_block_47.sh: PART must be 1, 2, 3 or 4, got $PART" >&2
+  echo "scripts/gpu_block_47.sh: PART must be 1, 2, 3, 4 or 5, got $PART" >&2
   exit 2
 fi
 tar czf "$OUT/i47_part$PART.tgz" -C "$OUT" "part$PART"

@@ -262,6 +262,12 @@ COMMANDS = {
     "python -m benchmarks.train_step --preset qwen2.5-1.5b": PARSE,
     "python -m benchmarks.paged_attention": PARSE,
     "python -m benchmarks.gpu_aot_rounds": PARSE,
+    # the sampler's truncation pass: timed at a small vocabulary here; the H100 compile needs the CUDA plugin
+    # (tests/benchmarks/test_gpu_aot.py runs it)
+    "python -m benchmarks.sampler_truncation --batches 32 64 --iters 5": "--batches 2 --vocab 512 --iters 1 "
+                                                                         "--json {tmp}/sampler.json",
+    "python -m benchmarks.sampler_truncation --batches 32 256": "--batches 2 --vocab 512 --iters 1 --json {tmp}/s.json",
+    "python -m benchmarks.sampler_truncation --aot": PARSE,
     "python -m benchmarks.greedy_match BEFORE.npy AFTER.npy": PARSE,
     "python -m benchmarks.kernel_speed": PARSE,
     "python -m benchmarks.gpu_pass --out DIR": PARSE,

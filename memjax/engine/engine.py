@@ -39,9 +39,10 @@ prefix-sharing groups, continuations, `abort`, `release`) is the `Submissions` m
   `device_stats[d]` holds group d's counters; `stats` their sums, and stats["wall_rounds"] the rounds of the
   slowest group per call, summed (= rounds with one group). D = 1 runs the single-device loop, with the weights and
   every state array it is handed committed to the engine's device (one argument sharding per call: one compile).
-- Two compiled loops at most: the one for calls where no live request samples with a top-p or top-k (built with the
-  engine; the RL recipes sample at top_p = 1), and, compiled on first need, the one that computes the truncation
-  thresholds in every round; either way the sampler makes no branch decision on the device (memjax/engine/loop.py).
+- Compiled loops: the one for calls where no live request samples with a top-p or top-k (built with the engine; the
+  RL recipes sample at top_p = 1), and, compiled on first need, one per truncation a call needs (top-p, top-k or
+  both: `sampler.Truncation`; an evaluation at top_p < 1 adds one), which computes only those thresholds in every
+  round; either way the sampler makes no branch decision on the device (memjax/engine/loop.py).
 Counters: request and group ids wrap below 2**31 - 1 (unique among live requests); `stats` are Python
 ints summed from per-call device counters, so nothing overflows in a week-long run.
 Invariants: prompts are non-empty lists of ints < vocab; prompt_len < window unless
@@ -67,6 +68,7 @@ from .config import FINISH_NAMES, FINISH_PREEMPTED, Completion, EngineConfig, KV
 from .data_parallel import DataParallel
 from .loop import make_loop, make_run
 from .requests import Request, pack_queue
+from .sampler import Truncation
 from .state import Queue, init_pool, init_ring, init_slots, kv_bytes_per_page, release_row
 from .submission import Submissions
 from .weights import engine_layout, uses_layout
@@ -163,9 +165,9 @@ class Engine(Submissions):
                                                             truncate=truncate))
             self._release_row = self._dp.release_row
         # the loop for calls where no request has a top-p or top-k (the RL recipes' sampling; no truncation pass,
-        # no branch: memjax/engine/sampler.py), and, built on first need, the one for calls where some may
+        # no branch: memjax/engine/sampler.py), and, built on first need, one per truncation a call needs
         self._run = build(truncate=False)
-        self._build_run, self._run_truncating = build, None
+        self._build_run, self._runs_truncating = build, {}
         self._slots, self._ring = self._new_slots_ring()
         self._pool = self._new_pool()
         self._load = [0] * d  # per group: prompt + max_tokens of its live requests (the balance key)
@@ -335,14 +337,16 @@ class Engine(Submissions):
         return done
 
     def _loop_for_call(self):
-        """The compiled loop for this call: with the truncation pass iff a live (queued or running) request samples
-        with a top-p or top-k (a request aborted while on the device finishes with either; its output is dropped)."""
-        truncating = lambda p: p.temperature > 0 and (p.top_p < 1 or p.top_k > 0)
-        if not any(truncating(r.params) for r in self._live.values()):
+        """The compiled loop for this call: with the searches for top-p and for top-k that some live (queued or running)
+        request samples with, and none when none does (a request aborted while on the device finishes with them; its
+        output is dropped)."""
+        live = [r.params for r in self._live.values() if r.params.temperature > 0]
+        tr = Truncation(top_k=any(p.top_k > 0 for p in live), top_p=any(p.top_p < 1 for p in live))
+        if not tr.any:
             return self._run
-        if self._run_truncating is None:
-            self._run_truncating = self._build_run(truncate=True)
-        return self._run_truncating
+        if tr not in self._runs_truncating:
+            self._runs_truncating[tr] = self._build_run(truncate=tr)
+        return self._runs_truncating[tr]
 
     def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[Completion]:
         """Generate for every prompt (continuous batching); Completions in input order."""

@@ -62,7 +62,7 @@ from ..model.config import ModelConfig
 from .config import FINISH_LENGTH, FINISH_STOP, FINISH_WINDOW, EngineConfig
 from .mixed import make_mixed_round
 from .paged_attention import PagedAttention
-from .sampler import sample
+from .sampler import Truncation, sample
 from .scheduler import admit, grant_decode_pages, pages_short, preempt_while_short, rebase_order, release_and_admit
 from .state import Counters, Pool, Queue, Ring, Slots, init_counters
 from .weights import engine_forward, engine_logits, uses_layout
@@ -79,14 +79,15 @@ LOOP_COMPILER_OPTIONS = {"xla_gpu_copy_insertion_use_region_analysis": True, "xl
                          "xla_gpu_dot_merger_threshold_mb": 0}
 
 
-def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None, truncate: bool | None = None):
+def make_run(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None, truncate: bool | Truncation | None = None):
     """The generation loop, jitted, with Slots, Pool and Ring donated. truncate: the sampler's (memjax/engine/sampler.py
-    `sample`): False when no request of the call has a top-p or top-k, True when some may, None to decide per round."""
+    `sample`): False when no request of the call has a top-p or top-k, a `Truncation` naming those some may have
+    (True: both), None to decide per round."""
     return jax.jit(make_loop(graphdef, mcfg, ecfg, attend, truncate), donate_argnums=(1, 2, 4),
                    compiler_options=LOOP_COMPILER_OPTIONS)
 
 
-def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None, truncate: bool | None = None):
+def make_loop(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None, truncate: bool | Truncation | None = None):
     """The generation loop of one device (group), unjitted."""
     rounds = make_rounds(graphdef, mcfg, ecfg, attend, truncate)
     return _loop(rounds, ecfg)
@@ -104,7 +105,8 @@ class Rounds:
     mixed: Callable
 
 
-def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None, truncate: bool | None = None) -> Rounds:
+def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None,
+                truncate: bool | Truncation | None = None) -> Rounds:
     """The prefill, decode and mixed rounds over params in the engine's layout (memjax/engine/weights.py:
     the model's nnx.State by default)."""
     S, C, BP, W = ecfg.page_size, ecfg.prefill_chunk, ecfg.prefill_slots, ecfg.window

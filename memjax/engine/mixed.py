@@ -62,7 +62,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from .config import EngineConfig
-from .sampler import sample
+from .sampler import Truncation, sample
 from .scheduler import grant_decode_pages, pages_short
 from .state import Counters, Pool, Ring, Slots
 
@@ -107,7 +107,7 @@ def plan_round(slots: Slots, n_rows: int) -> RoundPlan:
                      order=perm.astype(jnp.int32))
 
 
-def make_mixed_round(forward, emit, preempt, ecfg: EngineConfig, truncate: bool | None = None):
+def make_mixed_round(forward, emit, preempt, ecfg: EngineConfig, truncate: bool | Truncation | None = None):
     """forward(params, ids [N,1], pos [N,1], page_table [N,MP], start [N], n_valid [N], pool) -> (logits_fn,
     hidden [N,1,h], pool); emit(slots, rows, tok, lp, mask) -> slots; preempt(params, slots, pool, ring, cnt) ->
     the same, the preemption round (all from loop.make_rounds); truncate: the sampler's (`sample`)."""

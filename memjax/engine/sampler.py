@@ -1,9 +1,9 @@
 """Token sampling for the engine: greedy, temperature, top-k and top-p, with no vocabulary sort and no
 [b, V] random draw.
 
-Owns: `sample(logits, temperature, top_p, top_k, seeds, positions, processed)` for a batch of rows, and the
-truncation set (`allowed_threshold` / `allowed_mask`) and `processed_logprob` the trainer recomputes with
-(memjax.rl.logprobs).
+Owns: `sample(logits, temperature, top_p, top_k, seeds, positions, processed, truncate)` for a batch of rows, the
+truncation set (`allowed_threshold` / `allowed_mask`, `Truncation`, `search_ways`) and `processed_logprob` the
+trainer recomputes with (memjax.rl.logprobs).
 Invariants:
 - Work over the vocabulary is a few streaming reductions of the [b, V] logits viewed as [b, nb, blk] blocks
   (`vocab_blocks`: blk a divisor of V near sqrt(V); -inf padding only when V has none), never a sort, a
@@ -14,10 +14,12 @@ Invariants:
 - Temperature > 0 samples by inversion of the categorical CDF: one uniform u per row, the block whose
   cumulative mass of exp(logits / T - max) first exceeds u * Z, then the token inside that block (its
   exp recomputed for blk entries). Exact in distribution up to f32 rounding of the block sums.
-- top-k and top-p are one threshold per row, found by bisection (a fixed number of halvings of [min, max]),
-  and the allowed set is {logit / T >= threshold}: top-k keeps the tokens whose logit is >= the k-th largest
-  (ties may keep a few more); top-p keeps the smallest set of most-probable tokens whose mass reaches p (ties
-  at the threshold are kept, so the kept mass is >= p).
+- top-k and top-p are one threshold per row, found by a search that narrows a bracket 2**32-fold, and the allowed
+  set is {logit / T >= threshold}: top-k keeps the tokens whose logit is >= the k-th largest (ties may keep a few
+  more); top-p keeps the smallest set of most-probable tokens whose mass reaches p (ties at the threshold are
+  kept, so the kept mass is >= p). Each read of the [b, V] values tries `ways` thresholds at once (`search_ways`:
+  15 on a GPU, 8 reads per search instead of 32 halvings; 1 on a CPU), and a search no row needs is left out
+  (`Truncation`, chosen by the engine per device call).
 - The uniform of a sampled token comes from fold_in(key(seed), position): a request's sample depends only on
   its own seed, position and logits, not on its batch neighbours, and is reproduced exactly after preemption.
 - The returned log-prob is log_softmax(logits / T)[token] over the full vocabulary, before top-k/top-p
@@ -28,13 +30,49 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
 import jax.numpy as jnp
 
-_BISECT_STEPS = 32
+_SEARCH_BITS = 32  # a threshold search narrows its bracket [lo, hi] to (hi - lo) / 2**32 at least
+_GPU_WAYS = 15  # thresholds tried per read of the [b, V] values on a GPU: 4 bits a read, 8 reads in all
 _SINGLE_BLOCK_MAX = 4096  # vocabularies up to this size are one block
+
+
+def search_ways(platform: str | None = None) -> int:
+    """Thresholds a search tries per read of the [b, V] values on `platform` (default: JAX's default backend):
+    15 on a GPU, where a read is the cost (8 reads instead of 32), 1 elsewhere (plain bisection: XLA:CPU pays per
+    comparison, ~0.5 ns each, so 15 thresholds a read would cost 4x the comparisons of 32 halvings)."""
+    return _GPU_WAYS if (platform or jax.default_backend()) in ("gpu", "cuda", "rocm") else 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Truncation:
+    """The truncation pass a compiled sampler runs (`sample(truncate=)`): top_k / top_p False when no sampled row of
+    the call has one (the engine decides per call on the host), ways the thresholds tried per read of the logits
+    (`search_ways`; None = the default backend's)."""
+    top_k: bool = True
+    top_p: bool = True
+    ways: int | None = None
+
+    def __post_init__(self):
+        if self.ways is not None and not (isinstance(self.ways, int) and self.ways >= 1):
+            raise ValueError(f"Truncation: ways must be an int >= 1, got {self.ways!r}")
+
+    @property
+    def any(self) -> bool:
+        return self.top_k or self.top_p
+
+    @property
+    def resolved_ways(self) -> int:
+        return self.ways or search_ways()
+
+
+def search_passes(ways: int) -> int:
+    """Reads of the values a `ways`-way search makes: each narrows the bracket (ways + 1)-fold."""
+    return math.ceil(_SEARCH_BITS / math.log2(ways + 1))
 
 
 def vocab_block(v: int) -> int:
@@ -71,36 +109,59 @@ def block_argmax(x: jax.Array) -> jax.Array:
     return (j * xb.shape[-1] + jnp.argmax(_pick_block(xb, j), -1)).astype(jnp.int32)
 
 
-def _bisect_threshold(x: jax.Array, ok, steps: int = _BISECT_STEPS) -> jax.Array:
-    """Largest threshold tau in [min(x), max(x)] per row with ok(x >= tau) true (ok monotone, true at min)."""
-    lo, hi = x.min(-1), x.max(-1)
+def _search(lo: jax.Array, hi: jax.Array, ok, ways: int) -> jax.Array:
+    """f32 [b]: per row the largest threshold of the search's grid in [lo, hi) with ok, to (hi - lo) / 2**32 or
+    finer. ok(t f32 [b, w]) -> bool [b, w] is monotone in t (true up to some t*, false above), true at lo, false at
+    hi. Each pass tries `ways` evenly spaced thresholds inside the bracket at once (one read of the values) and keeps
+    the part between the largest that passes and the smallest that fails; the passes are unrolled when there are 8
+    or fewer (no loop counter or carry copies on a GPU)."""
+    frac = jnp.arange(1, ways + 1, dtype=jnp.float32) / (ways + 1)
 
     def body(_, c):
         lo, hi = c
-        mid = 0.5 * (lo + hi)
-        good = ok(x >= mid[:, None])
-        return jnp.where(good, mid, lo), jnp.where(good, hi, mid)
+        t = lo[:, None] + (hi - lo)[:, None] * frac
+        good = ok(t)
+        return (jnp.maximum(lo, jnp.where(good, t, -jnp.inf).max(-1)),
+                jnp.minimum(hi, jnp.where(good, jnp.inf, t).min(-1)))
 
-    lo, hi = jax.lax.fori_loop(0, steps, body, (lo, hi))
-    return jnp.where(ok(x >= hi[:, None]), hi, lo)
+    passes = search_passes(ways)
+    return jax.lax.fori_loop(0, passes, body, (lo, hi), unroll=passes <= 8)[0]
 
 
-def allowed_threshold(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.Array:
+def allowed_threshold(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array,
+                      truncation: Truncation | None = None, row_max: jax.Array | None = None) -> jax.Array:
     """scaled logits [b, V] (already / T) -> f32 [b]: the allowed set of top-k and the top-p nucleus is
-    {scaled >= threshold} (the nucleus is a probability threshold, and probability is monotone in the logit,
-    so it is the smallest logit of the nucleus)."""
-    k = jnp.where(top_k > 0, top_k, scaled.shape[-1])
-    tau_k = _bisect_threshold(scaled, lambda m: m.sum(-1) >= k)
+    {scaled >= threshold}. truncation (default: both, the backend's ways): a search switched off ignores its
+    argument (the caller knows that no row has one). top-k: the largest grid threshold that keeps >= k tokens.
+    top-p, within the top-k set: e = exp(scaled - max) there (0 outside, materialised once), the largest grid
+    threshold on e whose kept mass reaches top_p * sum(e) (up to 1e-6), then the smallest logit it keeps (the
+    probability is monotone in the logit, so the nucleus is a logit threshold too). row_max: scaled.max(-1) where
+    the caller has it (one read of the values fewer)."""
+    tr = truncation or Truncation()
+    ways = tr.resolved_ways
+    hi = scaled.max(-1) if row_max is None else row_max
+    tau_k = jnp.full_like(hi, -jnp.inf)  # the whole vocabulary
+    if tr.top_k:
+        lo = scaled.min(-1)
+        k = jnp.where(top_k > 0, top_k, scaled.shape[-1])
+        count = lambda t: (scaled[:, :, None] >= t[:, None, :]).sum(1)  # [b, V, w] is never materialised
+        tau_k = _search(lo, jnp.nextafter(hi, jnp.inf), lambda t: count(t) >= k[:, None], ways)
+    if not tr.top_p:
+        return tau_k
     keep = scaled >= tau_k[:, None]
-    probs = jax.nn.softmax(jnp.where(keep, scaled, -jnp.inf), axis=-1)
-    tau_p = _bisect_threshold(probs, lambda m: jnp.where(m, probs, 0.0).sum(-1) >= top_p * (1 - 1e-6))
-    nucleus_min = jnp.where(keep & (probs >= tau_p[:, None]), scaled, jnp.inf).min(-1)
+    e = jnp.where(keep, jnp.exp(scaled - hi[:, None]), 0.0)  # in [0, 1], 1 at the maximum
+    target = top_p * (1 - 1e-6) * e.sum(-1)
+    mass = lambda t: jnp.where(e[:, :, None] >= t[:, None, :], e[:, :, None], 0.0).sum(1)
+    tau_e = _search(jnp.zeros_like(hi), jnp.full_like(hi, jnp.nextafter(jnp.float32(1), jnp.float32(2))),
+                    lambda t: mass(t) >= target[:, None], ways)
+    nucleus_min = jnp.where(keep & (e >= tau_e[:, None]), scaled, jnp.inf).min(-1)
     return jnp.where(top_p < 1.0, nucleus_min, tau_k)
 
 
-def allowed_mask(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array) -> jax.Array:
+def allowed_mask(scaled: jax.Array, top_p: jax.Array, top_k: jax.Array,
+                 truncation: Truncation | None = None) -> jax.Array:
     """scaled logits [b, V] (already / T) -> bool [b, V] of tokens inside top-k and the top-p nucleus."""
-    return scaled >= allowed_threshold(scaled, top_p, top_k)[:, None]
+    return scaled >= allowed_threshold(scaled, top_p, top_k, truncation)[:, None]
 
 
 def processed_logprob(scaled: jax.Array, allowed: jax.Array, token: jax.Array) -> jax.Array:
@@ -117,13 +178,14 @@ def _last_positive(x: jax.Array) -> jax.Array:
 
 
 def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: jax.Array,
-           seeds: jax.Array, positions: jax.Array, processed: jax.Array | None = None, truncate: bool | None = None
-           ) -> tuple[jax.Array, jax.Array]:
+           seeds: jax.Array, positions: jax.Array, processed: jax.Array | None = None,
+           truncate: bool | Truncation | None = None) -> tuple[jax.Array, jax.Array]:
     """logits f32 [b, V]; per-row temperature/top_p f32 [b], top_k/seeds/positions int32 [b];
     processed bool [b] (None = all raw). truncate: None = decide on the device whether any sampled row has a top-p
-    or top-k (one `lax.cond`); True = compute the thresholds unconditionally (rows without either keep the whole
+    or top-k (one `lax.cond`); True = compute both thresholds unconditionally (rows without either keep the whole
     vocabulary: the threshold is then their smallest logit); False = the caller knows that no sampled row has
-    either (no truncation pass, no branch). The engine decides per device call (memjax/engine/engine.py).
+    either (no truncation pass, no branch); a `Truncation` = only the searches it names (the caller knows that no
+    sampled row has the others), with its ways. The engine decides per device call (memjax/engine/engine.py).
 
     Returns (token int32 [b], logprob f32 [b]).
     """
@@ -141,8 +203,10 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
     # straight to [b] for the log-normaliser, which would give it two consumers and materialise it
     z_raw = jax.lax.optimization_barrier(exp().sum(-1))
 
+    tr = truncate if isinstance(truncate, Truncation) else Truncation()
+
     def truncated():  # the threshold, and the block masses inside the allowed set
-        tau = allowed_threshold(logits * inv_t[:, 0], top_p, top_k)
+        tau = allowed_threshold(logits * inv_t[:, 0], top_p, top_k, tr, row_max=m)
         return tau, jnp.where(xb * inv_t >= tau[:, None, None], exp(), 0.0).sum(-1)
 
     untruncated = lambda: (jnp.full((b,), -jnp.inf, jnp.float32), z_raw)
@@ -150,7 +214,7 @@ def sample(logits: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: j
         masked = jnp.any(((top_p < 1.0) | (top_k > 0)) & ~greedy)
         tau, z_ok = jax.lax.cond(masked, truncated, untruncated)
     else:
-        tau, z_ok = truncated() if truncate else untruncated()
+        tau, z_ok = truncated() if truncate and tr.any else untruncated()
 
     # greedy: first maximum of the raw logits (block of the maximum, then its first index)
     jg = jnp.argmax(bmax, -1)

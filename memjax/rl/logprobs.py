@@ -23,7 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..engine.sampler import allowed_mask, processed_logprob
+from ..engine.sampler import Truncation, allowed_mask, processed_logprob
 from ..kernels import token_logprob_entropy
 
 
@@ -33,7 +33,8 @@ def _processed(hidden, w, targets, temperature: float, top_p: float, top_k: int)
         h, tgt = args
         scaled = jnp.einsum("th,hv->tv", h.astype(w.dtype), w, preferred_element_type=jnp.float32) / temperature
         t = scaled.shape[0]
-        allowed = allowed_mask(scaled, jnp.full(t, top_p, jnp.float32), jnp.full(t, top_k, jnp.int32))
+        allowed = allowed_mask(scaled, jnp.full(t, top_p, jnp.float32), jnp.full(t, top_k, jnp.int32),
+                               Truncation(top_k=top_k > 0, top_p=top_p < 1))  # only the searches in use
         return processed_logprob(scaled, allowed, tgt)
     return jax.lax.map(row, (hidden, targets))
 

@@ -8,8 +8,8 @@ venv` installs it into .venv/cuda-aot, kept off the venv's path (jax without JAX
 and each compile runs in a child with PYTHONPATH=.venv/cuda-aot; skipped with the reason where it is missing
 (`make venv CUDA_AOT=0`), or found in the venv itself.
 benchmarks.gpu_aot_rounds (issue 47): the unrolled + fused decode round has no GEMM at a loop-dependent weight
-offset (also in a child with the plugin). benchmarks.hlo_facts, which reads the facts from the optimised HLO, is
-checked on an XLA:CPU program."""
+offset (also in a child with the plugin); benchmarks.sampler_truncation: the top-p pass reads the logits a few
+times. benchmarks.hlo_facts, which reads the facts from the optimised HLO, is checked on an XLA:CPU program."""
 
 import importlib.util
 import json
@@ -129,6 +129,26 @@ def test_unrolled_fused_decode_round_reads_weights_at_fixed_addresses():
                                                                              fused["gemms"])
 
 
+@pytest.mark.slow(seconds=25)
+@needs_plugin
+def test_truncation_pass_reads_the_logits_a_few_times(tmp_path):
+    """benchmarks/sampler_truncation.py --aot, batch 64, Qwen's vocabulary: an evaluation's top-p pass (a GPU's 15
+    ways) reads the [b, V] values 12 times more than sampling without it (8 search passes, the e = exp buffer written
+    and summed, the nucleus' smallest logit, the masked block sums), in 41 more kernels, with no host sync; top-k
+    adds its own 8 passes, not 32. Before 2026-12-02 (both searches by bisection on every truncating call): 74 more
+    reads in 413 more kernels."""
+    out = tmp_path / "s.json"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([str(AOT_DIR), str(ROOT)]))
+    p = subprocess.run([sys.executable, "-m", "benchmarks.sampler_truncation", "--aot", "--batches", "64", "--ways",
+                        "15", "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = {r["case"]: r for r in json.loads(out.read_text())["rows"]}
+    none, top_p, both = rows["none"], rows["top_p"], rows["both"]
+    assert none["large_reads"] <= 4 and top_p["large_reads"] <= none["large_reads"] + 12, rows
+    assert both["large_reads"] <= top_p["large_reads"] + 10 and top_p["kernels"] <= none["kernels"] + 45, rows
+    assert all(r["host_syncs"] == 0 for r in rows.values()), rows
+
+
 def test_hlo_facts_counts_loops_branches_and_layer_kernels():
     """benchmarks/hlo_facts.py on an XLA:CPU program: a scan of trip count L is the layer loop (its body counted L
     times), a data-dependent while and a cond are host syncs, copies are counted with their bytes."""
@@ -148,3 +168,12 @@ def test_hlo_facts_counts_loops_branches_and_layer_kernels():
     assert dict(facts["host_sync_ops"]) == {"while": 1, "conditional": 1}, facts
     assert facts["kernels"] >= 3 * facts["kernels_per_layer"]
     assert shape_bytes("(bf16[2,3]{1,0}, f32[4])") == 2 * 6 + 4 * 4
+
+    def reads(n, read_bytes):  # kernels reading the [64, 1024] x: those of a loop body count once per iteration
+        g = lambda x: (jax.lax.fori_loop(0, n, lambda i, c: c + (x >= c[:, None]).sum(-1), jnp.zeros(64)), x.max())
+        hlo = jax.jit(g).lower(jnp.ones((64, 1024))).compile().as_text()
+        return program_facts(hlo, num_layers=3, read_bytes=read_bytes)["large_reads"]
+
+    per_iteration, outside = (reads(5, 64 * 1024 * 4) - reads(2, 64 * 1024 * 4)) / 3, reads(0, 64 * 1024 * 4)
+    assert per_iteration >= 1 and reads(5, 64 * 1024 * 4) == 5 * per_iteration + outside >= 6
+    assert reads(5, 64 * 1024 * 4 + 1) == 0 and "large_reads" not in facts

@@ -38,19 +38,20 @@ def _record(tmp_path, part: str, dry: bool) -> list[list[str]]:
 
 def test_script_parses_and_refuses_a_bad_part(tmp_path):
     assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
-    p = subprocess.run(["bash", str(SCRIPT), str(tmp_path), "5"], capture_output=True, text=True)
-    assert p.returncode == 2 and "PART must be 1, 2, 3 or 4" in p.stderr
+    p = subprocess.run(["bash", str(SCRIPT), str(tmp_path), "6"], capture_output=True, text=True)
+    assert p.returncode == 2 and "PART must be 1, 2, 3, 4 or 5" in p.stderr
 
 
 @pytest.mark.parametrize("dry", [False, True])
 def test_each_part_runs_its_lines(tmp_path, dry):
-    calls = {part: _record(tmp_path, part, dry) for part in ("1", "2", "3", "4")}
+    calls = {part: _record(tmp_path, part, dry) for part in ("1", "2", "3", "4", "5")}
     mods = {part: [c[1] for c in cs] for part, cs in calls.items()}
     tput, lin, match = "benchmarks.rollout_throughput", "benchmarks.memagent.linearity", "benchmarks.greedy_match"
     assert mods["1"] == [tput] * 3 + [match] * 4 + [lin, tput]
     assert mods["2"] == [tput] * 3 + [match] * 3 + [lin] + [tput] * 2
     assert mods["3"] == ["pytest"] + [tput] * 2 + [match] * 2
     assert mods["4"] == [tput] * 3 + [match] * 2
+    assert mods["5"] == ["benchmarks.sampler_truncation"] + [tput] * 2
     for cs in calls.values():
         for c in cs:
             if c[1] == "pytest":  # the GPU tier's tests of the kernels part 3 times, selected by -k
@@ -68,8 +69,12 @@ def test_each_part_runs_its_lines(tmp_path, dry):
     assert engines["2"][7] == engines["2"][8] == "kv_dtype=float8_e4m3fn"
     assert engines["3"][1:3] == [new + " fuse_rope_kv=true", new + " fuse_rope_kv=true fuse_split_combine=true"]
     assert engines["4"][:3] == ["", "", new + " fuse_rope_kv=true"]
+    assert engines["5"] == ["", new + " fuse_rope_kv=true", new + " fuse_rope_kv=true"]
+    top_p = [c[c.index("--top-p") + 1] if "--top-p" in c else None for c in calls["5"]]
+    assert top_p == [None, None, "0.95"]  # the plain sweep samples as the RL recipes do, the other as the eval
     flags = {part: [c[-1] for c in cs if c[-1].startswith("XLA_FLAGS=")] for part, cs in calls.items()}
-    assert flags == {"1": [], "2": [], "3": [], "4": ["XLA_FLAGS=--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"] * 2}
+    assert flags == {"1": [], "2": [], "3": [], "4": ["XLA_FLAGS=--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"] * 2,
+                     "5": []}
     assert all(not c[-1].startswith("XLA_FLAGS=") for c in calls["4"][:1])  # the first sweep: XLA's defaults
     # every greedy comparison reads files a sweep of the same part writes (--greedy-tokens, --tag, --out-dir)
     for part, cs in calls.items():

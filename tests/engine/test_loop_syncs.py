@@ -18,7 +18,7 @@ from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.engine.config import FINISH_LENGTH
 from memjax.engine.loop import make_loop
 from memjax.engine.requests import pack_queue
-from memjax.engine.sampler import sample
+from memjax.engine.sampler import Truncation, sample
 from memjax.engine.scheduler import admit, release, release_and_admit
 from memjax.engine.state import init_pool, init_ring, init_slots
 from memjax.kernels import engine_attend
@@ -115,11 +115,16 @@ def test_engine_compiles_the_truncating_loop_only_when_a_request_needs_it():
     prompts = [rng.integers(0, 512, n).tolist() for n in (5, 9)]
     plain = eng.generate(prompts, SamplingParams(temperature=1.0, max_tokens=6, seed=1))
     greedy_top_p = eng.generate(prompts, SamplingParams(temperature=0.0, top_p=0.5, max_tokens=6))
-    assert eng._run_truncating is None  # neither sampled with a top-p or top-k (greedy ignores them)
+    assert eng._runs_truncating == {}  # neither sampled with a top-p or top-k (greedy ignores them)
     nucleus = eng.generate(prompts, SamplingParams(temperature=1.0, top_p=0.2, max_tokens=6, seed=1))
-    assert eng._run_truncating is not None and eng._run._cache_size() == eng._run_truncating._cache_size() == 1
+    assert list(eng._runs_truncating) == [Truncation(top_k=False, top_p=True)]  # no top-k search compiled in
+    both = eng.generate(prompts, [SamplingParams(temperature=1.0, top_p=0.2, max_tokens=6, seed=1),
+                                  SamplingParams(temperature=1.0, top_k=3, max_tokens=6, seed=1)])
+    assert list(eng._runs_truncating) == [Truncation(top_k=False, top_p=True), Truncation()]
+    assert all(run._cache_size() == 1 for run in (eng._run, *eng._runs_truncating.values()))
     assert [c.token_ids for c in plain] != [c.token_ids for c in nucleus]  # the nucleus changed the samples
-    assert all(len(c.token_ids) == 6 for c in plain + greedy_top_p + nucleus)
+    assert both[0].token_ids == nucleus[0].token_ids  # the top-k search leaves a row without a top-k as it was
+    assert all(len(c.token_ids) == 6 for c in plain + greedy_top_p + nucleus + both)
 
 
 @pytest.fixture(scope="module")

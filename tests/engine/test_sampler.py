@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memjax.engine.sampler import allowed_mask, sample
+from memjax.engine.sampler import Truncation, allowed_mask, sample, search_passes, search_ways
 
 # chi-square critical values at p = 0.001 (df -> value), from standard tables
 CHI2_999 = {7: 24.322, 9: 27.877}
@@ -46,20 +46,39 @@ def test_top_p_never_leaves_nucleus_and_renormalises():
     np.testing.assert_allclose(lp, np.log(p)[tok], atol=1e-5)  # log-prob before truncation
 
 
-def test_top_k_and_mask_against_sort():
+@pytest.mark.parametrize("ways", [1, 3, 15])  # 1: the CPU's bisection; 15: a GPU's 15 thresholds per read
+def test_top_k_and_mask_against_sort(ways):
     r = np.random.default_rng(1)
     lg = r.normal(size=(6, 300)).astype(np.float32)
-    for k in (1, 5, 64):
-        m = np.asarray(allowed_mask(jnp.asarray(lg), jnp.ones(6), jnp.full(6, k, jnp.int32)))
-        assert (m.sum(-1) == k).all()
-        assert (np.sort(lg, -1)[:, -k][:, None] <= np.where(m, lg, np.inf)).all()
+    mask = lambda p, k, **tr: np.asarray(allowed_mask(jnp.asarray(lg), jnp.full(6, p, jnp.float32),
+                                                      jnp.full(6, k, jnp.int32), Truncation(ways=ways, **tr)))
+    for k in (1, 5, 64, 300):
+        for tr in ({}, {"top_p": False}):
+            m = mask(1.0, k, **tr)
+            assert (m.sum(-1) == k).all()
+            assert (np.sort(lg, -1)[:, -k][:, None] <= np.where(m, lg, np.inf)).all()
+    p = np.exp(lg - np.logaddexp.reduce(lg, -1, keepdims=True))
     for top_p in (0.3, 0.9, 0.999):
-        m = np.asarray(allowed_mask(jnp.asarray(lg), jnp.full(6, top_p), jnp.zeros(6, jnp.int32)))
-        p = np.exp(lg - np.logaddexp.reduce(lg, -1, keepdims=True))
+        for tr in ({}, {"top_k": False}):
+            m = mask(top_p, 0, **tr)
+            for row in range(6):
+                srt = np.sort(p[row])[::-1]
+                assert m[row].sum() == int(np.searchsorted(np.cumsum(srt), top_p) + 1)
+    for top_p, k in ((0.5, 20), (0.999, 7)):  # the nucleus within the top-k set, renormalised
+        m = mask(top_p, k)
         for row in range(6):
-            srt = np.sort(p[row])[::-1]
-            want = int(np.searchsorted(np.cumsum(srt), top_p) + 1)
-            assert m[row].sum() == want
+            srt = np.sort(p[row])[::-1][:k]
+            assert m[row].sum() == min(k, int(np.searchsorted(np.cumsum(srt / srt.sum()), top_p) + 1))
+    assert (mask(0.5, 20, top_k=False) == mask(0.5, 0)).all()  # a search switched off ignores its argument
+    assert (mask(0.5, 20, top_p=False) == mask(1.0, 20)).all()
+    assert mask(0.5, 20, top_k=False, top_p=False).all()
+
+
+def test_search_passes_and_ways():
+    assert [search_passes(w) for w in (1, 3, 15)] == [32, 16, 8]
+    assert search_ways("gpu") == search_ways("cuda") == 15 and search_ways("cpu") == 1
+    with pytest.raises(ValueError, match="ways must be an int >= 1"):
+        Truncation(ways=0)
 
 
 def test_greedy_and_key_independence():
