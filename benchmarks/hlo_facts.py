@@ -13,8 +13,9 @@ Owns `program_facts(hlo, num_layers)`: what a GPU run of one engine round execut
 - host syncs: conditionals and while loops without a known trip count: each reads its predicate back to the
   host (device-to-host copy) before the GPU may go on (per execution; a loop's per iteration).
 - bytes copied: output bytes of copy / copy-start instructions, times their execution count.
-- large reads (with `read_bytes`): kernels with an operand of at least read_bytes bytes, per execution — e.g. how
-  many times a round reads the [b, V] logits.
+- large reads (with `read_bytes`): kernels that read an operand of at least read_bytes bytes, per execution — e.g.
+  how many times a round reads the [b, V] logits. A fusion that takes it only into gathers or slices (through
+  bitcasts) reads a part of it and is not counted.
 `round_syncs(hlo)`: host syncs per iteration of the engine's generation loop (the entry computation's while
 loop without a trip count): its predicate plus those in its body (a conditional by its largest branch).
 Invariants: the HLO text is the one `jax.stages.Compiled.as_text()` prints (instructions `%name = type op(...)`);
@@ -81,6 +82,21 @@ def _operands(rest: str) -> list[str]:
     return re.findall(r"%([\w.\-]+)", rest.split(")", 1)[0])
 
 
+_PARTIAL = {"gather", "dynamic-slice", "slice"}
+
+
+def _reads_whole(comps, fused: str, index: int) -> bool:
+    """Whether fused computation `fused` reads its parameter `index` beyond gathers and slices of it."""
+    body = comps.get(fused, [])
+    names = {n for n, _, op, rest in body if op == "parameter" and rest.startswith(f"{index})")}
+    while names:
+        users = [(n, op) for n, _, op, rest in body if names & set(_operands(rest))]
+        if any(op not in _PARTIAL | {"bitcast"} for _, op in users):
+            return True
+        names = {n for n, op in users if op == "bitcast"}
+    return False
+
+
 def _walk(comps, name: str, mult: int, acc: Counter, sites: list, layer_l: int, in_layer: bool,
           read_bytes: int | None = None) -> None:
     types = {i[0]: i[1] for i in comps.get(name, [])} if read_bytes else {}
@@ -114,8 +130,11 @@ def _walk(comps, name: str, mult: int, acc: Counter, sites: list, layer_l: int, 
                 _walk(comps, c, mult, acc, sites, layer_l, in_layer, read_bytes)
         elif op not in _NOT_KERNELS:
             acc["kernels"] += mult
-            if read_bytes and any(shape_bytes(types.get(o, "")) >= read_bytes for o in _operands(rest)):
-                acc["large_reads"] += mult
+            if read_bytes:
+                big = [i for i, o in enumerate(_operands(rest)) if shape_bytes(types.get(o, "")) >= read_bytes]
+                fused = _called(rest, "calls")[:1] if op == "fusion" else []
+                if big and op not in _PARTIAL and (not fused or any(_reads_whole(comps, fused[0], i) for i in big)):
+                    acc["large_reads"] += mult
             dyn = op == "fusion" and "calls=%dynamic-slice-fusion" in rest
             gemm = op == "custom-call" and "__cublas" in rest or dyn
             acc["gemms"] += mult * gemm
