@@ -1,7 +1,9 @@
-"""The persistent XLA compilation cache of a training run (TrainConfig.compile_cache).
+"""The persistent XLA compilation cache of a training run or an evaluation (TrainConfig.compile_cache, and the same
+field of every `memjax.evaluate` config).
 
-Owns `resolve_compile_cache(setting, platform, env)`, which folder a setting means (pure), and
-`use_compile_cache(setting)`, which applies it to jax's config before the run's first compile and returns it.
+Owns `resolve_compile_cache(setting, platform, env)`, which folder a setting means (pure),
+`use_compile_cache(setting)`, which applies it to jax's config before the run's first compile and returns it, and
+`check_compile_cache(owner, setting)`, the configs' validation.
 "auto" (the default): jax's own JAX_COMPILATION_CACHE_DIR when set (already in effect: jax reads it at import);
 else, on GPU backends, $MEMJAX_CACHE_DIR/xla, $XDG_CACHE_HOME/memjax/xla or ~/.cache/memjax/xla; on CPU none (the
 tiny programs it runs compile in about the time a cache read takes). "none": off. Anything else: that folder.
@@ -16,7 +18,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["resolve_compile_cache", "use_compile_cache"]
+__all__ = ["resolve_compile_cache", "use_compile_cache", "check_compile_cache"]
+
+
+def check_compile_cache(owner: str, setting) -> None:
+    """One-line ValueError unless `setting` is "auto", "none" or a folder (a non-blank string)."""
+    if not isinstance(setting, str) or not setting.strip():
+        raise ValueError(f"{owner}.compile_cache must be 'auto', 'none' or a folder, got {setting!r}")
 
 
 def resolve_compile_cache(setting: str, platform: str, env=os.environ) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .compile_cache import check_compile_cache
 from .systems.memagent.workflow import MemAgentConfig
 from .engine import EngineConfig
 from .evaluation.profiles import get_profile
@@ -33,6 +34,9 @@ class EvalConfig:
     out_dir: str = "out/eval"
     metrics: str = "memagent"  # a boxed metric profile (memjax.evaluation.profiles): memagent | memagent_lenient
     batch_items: int = 0  # questions per resumable batch (traces written after each); 0 = engine.max_slots // group
+    # persistent XLA compilation cache (memjax/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
+    # if set, else on GPUs ~/.cache/memjax/xla (shared with training runs), none on CPU; "none"; a folder
+    compile_cache: str = "auto"
 
     def __post_init__(self):
         try:
@@ -47,6 +51,7 @@ class EvalConfig:
             raise ValueError("EvalConfig.out_dir must not be empty")
         if self.batch_items < 0:
             raise ValueError(f"EvalConfig.batch_items must be >= 0, got {self.batch_items}")
+        check_compile_cache("EvalConfig", self.compile_cache)
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,11 @@ class SystemEvalConfig:
     policy: str = ""  # HF directory of the policy to evaluate (e.g. out/tiny/hf); "" = the initial model
     seed: int = 0
     out_dir: str = "out/eval_system"
+    # persistent XLA compilation cache (memjax/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
+    # if set, else on GPUs ~/.cache/memjax/xla (shared with training runs), none on CPU; "none"; a folder
+    compile_cache: str = "auto"
 
     def __post_init__(self):
         if not self.out_dir:
             raise ValueError("SystemEvalConfig.out_dir must not be empty")
+        check_compile_cache("SystemEvalConfig", self.compile_cache)

@@ -4,8 +4,9 @@
 
 Owns: the evaluations' run (lock, multi-process split and gather, result files, console tables); the configs live in
 memjax/eval_config.py and memjax/evaluation/.
-Invariants: `evaluate` joins the multi-process runtime (memjax.parallel.initialize) before any backend call; data
-and config are checked before the out dir is made; only process 0 writes.
+Invariants: `evaluate` joins the multi-process runtime (memjax.parallel.initialize) before any backend call and points
+jax's persistent compilation cache at the config's `compile_cache` before the first compile; data and config are
+checked before the out dir is made; only process 0 writes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -25,6 +27,7 @@ from rich.table import Table
 from .systems.memagent.length_eval import length_sets, run_length_eval
 from .systems.memagent.paper import CITATION
 from .agents.workflow import request_seed
+from .compile_cache import use_compile_cache
 from .config import ConfigError, RunError
 from .engine import Engine, SamplingParams
 from .eval_config import EvalConfig, SystemEvalConfig
@@ -89,10 +92,13 @@ def _score(text: str, answers, metrics: str = "memagent") -> dict[str, float]:
 
 def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Console | None = None) -> dict:
     initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
+    cache = use_compile_cache(getattr(cfg, "compile_cache", "auto"))  # before the first compile
     if jax.process_count() > 1:  # processes of one evaluation refuse unless code and config match
         agree_run(asdict(cfg))  # a difference names the source files / config fields
     if not is_primary():
         console = Console(quiet=True)
+    if cache and cache != os.environ.get("JAX_COMPILATION_CACHE_DIR"):  # jax's own variable: the user knows
+        (console or Console()).print(f"compilation cache: {cache}", markup=False, soft_wrap=True)  # a path to copy
     if isinstance(cfg, LocomoEvalConfig):
         locomo_inputs(cfg)  # bad data or answers fail before the out dir is made
         with _lock(prepare_out_dir(cfg.out_dir)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .compile_cache import check_compile_cache
 from .curriculum import check_choices
 from .engine import EngineConfig
 from .modelsource import ModelSource
@@ -68,8 +69,7 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
         if not self.out_dir:
             raise ValueError("TrainConfig.out_dir must not be empty")
-        if not isinstance(self.compile_cache, str) or not self.compile_cache.strip():
-            raise ValueError(f"TrainConfig.compile_cache must be 'auto', 'none' or a folder, got {self.compile_cache!r}")
+        check_compile_cache("TrainConfig", self.compile_cache)
         if self.eval_every < 0:
             raise ValueError(f"TrainConfig.eval_every must be >= 0, got {self.eval_every}")
         if self.ablation not in ABLATIONS:

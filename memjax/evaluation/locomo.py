@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..compile_cache import check_compile_cache
 from ..data.locomo import Question
 from ..engine.config import EngineConfig
 from ..modelsource import ModelSource
@@ -82,8 +83,12 @@ class LocomoEvalConfig:
     max_prompt_tokens: int = 4096
     max_response_tokens: int = 2048
     max_extract_tokens: int = 512
+    # persistent XLA compilation cache (memjax/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
+    # if set, else on GPUs ~/.cache/memjax/xla (shared with training runs), none on CPU; "none"; a folder
+    compile_cache: str = "auto"
 
     def __post_init__(self):
+        check_compile_cache("LocomoEvalConfig", self.compile_cache)
         if self.system not in LOCOMO_SYSTEMS:
             raise ValueError(f"LocomoEvalConfig.system: one of {LOCOMO_SYSTEMS}, got {self.system!r}")
         if self.judge not in ("rule", "openai"):

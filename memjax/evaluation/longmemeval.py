@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..compile_cache import check_compile_cache
 from ..data.longmemeval import QUESTION_TYPES, LmeQuestion, load_longmemeval
 from ..data.longmemeval_locomo import dia_id
 from ..engine import EngineConfig
@@ -100,8 +101,12 @@ class LongMemEvalConfig:
     max_turns: int = 10                  # sumer: tool rounds per question
     chunk_tokens: int = 5000             # memagent: tokens of haystack per memory update
     memory_tokens: int = 1024            # memagent: memory budget
+    # persistent XLA compilation cache (memjax/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
+    # if set, else on GPUs ~/.cache/memjax/xla (shared with training runs), none on CPU; "none"; a folder
+    compile_cache: str = "auto"
 
     def __post_init__(self):
+        check_compile_cache("LongMemEvalConfig", self.compile_cache)
         if self.system not in LME_SYSTEMS:
             raise ValueError(f"LongMemEvalConfig.system: one of {LME_SYSTEMS}, got {self.system!r}")
         if self.judge not in JUDGES:

@@ -44,7 +44,7 @@ class Run(Stepping, Rollouts, Checkpointed, Records, Results):
         self.cfg, self.con = cfg, (console or run_console()) if self.primary else Console(quiet=True)
         cache = use_compile_cache(cfg.compile_cache)  # before the first compile; jax reads it at each compile
         if cache and cache != os.environ.get("JAX_COMPILATION_CACHE_DIR"):  # jax's own variable: the user knows
-            self.con.print(f"compilation cache: {cache}", markup=False)
+            self.con.print(f"compilation cache: {cache}", markup=False, soft_wrap=True)  # a path to copy
         self.code = code_digest()  # recorded in run.json and result.json
         agree_run(dataclasses.asdict(cfg))  # processes of one run refuse unless code and config match (names fields)
         self.system, self.curriculum = start.open_system(cfg)  # every check that needs no model
