@@ -9,8 +9,9 @@ What a round's `memjax.engine.sampler.sample` costs on f32 logits [b, V] (V = Qw
   top_p - the top-p search only (an evaluation's: MemAgent's eval samples at top_p 0.95, temperature 0.7);
   both  - the top-k search, then the top-p search within it;
 each with `ways` thresholds per read of the values (`sampler.Truncation`): 1 = plain bisection, 32 reads per search,
-the only algorithm before 2026-12-02 (which also always ran both searches: `both` at ways 1 is that path); 15 = a
-GPU's default, 8 reads per search. Timed: the jitted `sample` (warmed up, median of --iters calls ending in
+the only algorithm before 2026-12-02, which also always ran both searches: `both` at ways 1 stands in for that path
+(H100 compile at batch 64: 419 kernels and 72 reads here, 428 and 76 for the old code); 15 = a GPU's default, 8
+reads per search. Timed: the jitted `sample` (warmed up, median of --iters calls ending in
 block_until_ready), its ratio to `none` in the same run. --aot: the H100 compile's kernels per call and its reads of
 an array of >= b*V*4 bytes (benchmarks/hlo_facts.py `large_reads`), with the HBM time those reads take at least
 (H100 SXM, 3.35 TB/s). Writes benchmarks/results/sampler_truncation_<device>.json (aot-h100 with --aot).
