@@ -106,8 +106,10 @@ elif [ "$PART" = 4 ]; then
     match greedy_cb_b$b "$O/cb/greedy_${P15}_default_b$b.npy" "$O/cb/greedy_${P15}_cb_b$b.npy"
   done
 elif [ "$PART" = 5 ]; then
+  # the sampler's tests on the device first (the sets against numpy sorts at 1, 3 and 15 ways; chi-square draws), then
   # the truncation pass alone (ways 1 = bisection, both searches: the old path; 15 = a GPU's default), timed at both
   # batches with its ratio to no truncation; then what it costs a decode round: the same sweep without and with it
+  run sampler_tests 90 $PY -m pytest -q -p no:cacheprovider tests/engine/test_sampler.py
   run sampler 150 $PY -m benchmarks.sampler_truncation --batches $B_SMALL $B_LARGE --json "$O/sampler_truncation.json"
   run sweep_plain 110 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
       --engine fuse_rope_kv=true --tag _plain --out-dir "$O/eval"

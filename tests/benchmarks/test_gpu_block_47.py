@@ -51,12 +51,13 @@ def test_each_part_runs_its_lines(tmp_path, dry):
     assert mods["2"] == [tput] * 3 + [match] * 3 + [lin] + [tput] * 2
     assert mods["3"] == ["pytest"] + [tput] * 2 + [match] * 2
     assert mods["4"] == [tput] * 3 + [match] * 2
-    assert mods["5"] == ["benchmarks.sampler_truncation"] + [tput] * 2
+    assert mods["5"] == ["pytest", "benchmarks.sampler_truncation"] + [tput] * 2
     for cs in calls.values():
         for c in cs:
-            if c[1] == "pytest":  # the GPU tier's tests of the kernels part 3 times, selected by -k
+            if c[1] == "pytest":  # part 3: the GPU tier's kernel tests, selected by -k; part 5: the sampler's tests
                 path = next(a for a in c if a.endswith(".py"))
-                assert (ROOT / path).is_file() and "decode_merged" in (ROOT / path).read_text(), c
+                assert (ROOT / path).is_file() and ("decode_merged" in (ROOT / path).read_text()
+                                                    or path == "tests/engine/test_sampler.py"), c
                 continue
             assert (ROOT / (c[1].replace(".", "/") + ".py")).is_file(), c
             pairs = [c[i + 1] for i, a in enumerate(c) if a == "--engine"]
@@ -69,9 +70,9 @@ def test_each_part_runs_its_lines(tmp_path, dry):
     assert engines["2"][7] == engines["2"][8] == "kv_dtype=float8_e4m3fn"
     assert engines["3"][1:3] == [new + " fuse_rope_kv=true", new + " fuse_rope_kv=true fuse_split_combine=true"]
     assert engines["4"][:3] == ["", "", new + " fuse_rope_kv=true"]
-    assert engines["5"] == ["", new + " fuse_rope_kv=true", new + " fuse_rope_kv=true"]
+    assert engines["5"] == ["", "", new + " fuse_rope_kv=true", new + " fuse_rope_kv=true"]
     top_p = [c[c.index("--top-p") + 1] if "--top-p" in c else None for c in calls["5"]]
-    assert top_p == [None, None, "0.95"]  # the plain sweep samples as the RL recipes do, the other as the eval
+    assert top_p == [None, None, None, "0.95"]  # the plain sweep samples as the RL recipes do, the other as the eval
     flags = {part: [c[-1] for c in cs if c[-1].startswith("XLA_FLAGS=")] for part, cs in calls.items()}
     assert flags == {"1": [], "2": [], "3": [], "4": ["XLA_FLAGS=--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"] * 2,
                      "5": []}

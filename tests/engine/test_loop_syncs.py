@@ -91,7 +91,7 @@ def test_sampler_branches(truncate, branches):
 def test_static_truncation_samples_as_the_device_decision():
     """truncate=True on rows of which some have a top-p or top-k gives what the per-round decision gives, and so does
     truncate=False on rows with neither (tokens equal, log-probs to f32 rounding): the engine's choice per call
-    changes no output."""
+    changes no output; nor does a GPU's 15-way search in place of the CPU's bisection."""
     rng = np.random.default_rng(0)
     b, v = 8, 1000
     logits = jnp.asarray(rng.normal(size=(b, v)) * 3, jnp.float32)
@@ -101,7 +101,8 @@ def test_static_truncation_samples_as_the_device_decision():
     top_p = jnp.asarray([1.0, 0.9, 0.5, 1.0, 0.3, 1.0, 1.0, 0.95], jnp.float32)
     top_k = jnp.asarray([0, 0, 0, 20, 0, 0, 5, 0], jnp.int32)
     for p, k, static in ((top_p, top_k, True), (jnp.ones(b), jnp.zeros(b, jnp.int32), False),
-                         (jnp.ones(b), jnp.zeros(b, jnp.int32), True)):
+                         (jnp.ones(b), jnp.zeros(b, jnp.int32), True),
+                         (top_p, top_k, Truncation(ways=15))):  # a GPU's search: the same thresholds, the same tokens
         tok, lp = sample(logits, temp, p, k, seeds, pos, proc, truncate=None)
         tok_s, lp_s = sample(logits, temp, p, k, seeds, pos, proc, truncate=static)
         np.testing.assert_array_equal(tok_s, tok)
