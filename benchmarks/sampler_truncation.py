@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -71,19 +69,11 @@ def aot_row(b: int, v: int, case: str, ways: int | None, device=None) -> dict:
 
 
 def timed_row(b: int, v: int, case: str, ways: int | None, iters: int, warmup: int = 2) -> dict:
-    import jax
+    from .paged_attention import time_fn
 
-    args = _args(b, v)
-    comp = jax.jit(_fn(case, ways)).lower(*args).compile()
-    for _ in range(warmup):
-        jax.block_until_ready(comp(*args))
-    times = []
-    for _ in range(iters):
-        t = time.perf_counter()
-        jax.block_until_ready(comp(*args))
-        times.append(time.perf_counter() - t)
-    return dict(batch=b, vocab=v, case=case, ways=ways, median_ms=round(1e3 * statistics.median(times), 3),
-                min_ms=round(1e3 * min(times), 3))
+    r, _ = time_fn(_fn(case, ways), _args(b, v), iters, warmup)
+    return dict(batch=b, vocab=v, case=case, ways=ways, median_ms=round(1e3 * r["median_s"], 3),
+                min_ms=round(1e3 * r["min_s"], 3))
 
 
 def markdown(rows: list[dict]) -> str:

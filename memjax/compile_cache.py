@@ -44,8 +44,9 @@ def resolve_compile_cache(setting: str, platform: str, env=os.environ) -> str | 
     return str(base / "memjax" / "xla")
 
 
-def use_compile_cache(setting: str) -> str | None:
-    """Point jax's persistent compilation cache at `setting`'s folder (created here) -> that folder, or None."""
+def use_compile_cache(setting: str, say=None) -> str | None:
+    """Point jax's persistent compilation cache at `setting`'s folder (created here) -> that folder, or None.
+    say(line): told the folder in use, unless it is jax's own JAX_COMPILATION_CACHE_DIR (the user set that)."""
     import jax
 
     folder = resolve_compile_cache(setting, jax.default_backend())
@@ -55,4 +56,6 @@ def use_compile_cache(setting: str) -> str | None:
         return None
     Path(folder).mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", folder)
+    if say is not None and folder != os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        say(f"compilation cache: {folder}")
     return folder

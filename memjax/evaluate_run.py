@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -92,13 +91,14 @@ def _score(text: str, answers, metrics: str = "memagent") -> dict[str, float]:
 
 def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Console | None = None) -> dict:
     initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
-    cache = use_compile_cache(getattr(cfg, "compile_cache", "auto"))  # before the first compile
+    lines = []  # the cache folder's line, printed once the console is known
+    use_compile_cache(getattr(cfg, "compile_cache", "auto"), say=lines.append)  # before the first compile
     if jax.process_count() > 1:  # processes of one evaluation refuse unless code and config match
         agree_run(asdict(cfg))  # a difference names the source files / config fields
     if not is_primary():
         console = Console(quiet=True)
-    if cache and cache != os.environ.get("JAX_COMPILATION_CACHE_DIR"):  # jax's own variable: the user knows
-        (console or Console()).print(f"compilation cache: {cache}", markup=False, soft_wrap=True)  # a path to copy
+    for line in lines:
+        (console or Console()).print(line, markup=False, soft_wrap=True)  # unwrapped: a path to copy
     if isinstance(cfg, LocomoEvalConfig):
         locomo_inputs(cfg)  # bad data or answers fail before the out dir is made
         with _lock(prepare_out_dir(cfg.out_dir)):

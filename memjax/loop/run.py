@@ -13,7 +13,6 @@ from __future__ import annotations
 # logs / evaluations / console lines (loop/records.py), the finished run's outputs (loop/result.py).
 
 import dataclasses
-import os
 import time
 
 import jax
@@ -42,9 +41,8 @@ class Run(Stepping, Rollouts, Checkpointed, Records, Results):
         initialize(cfg.out_dir)  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
         self.primary = is_primary()  # process 0 prints, logs, writes result files and holds the out_dir lock
         self.cfg, self.con = cfg, (console or run_console()) if self.primary else Console(quiet=True)
-        cache = use_compile_cache(cfg.compile_cache)  # before the first compile; jax reads it at each compile
-        if cache and cache != os.environ.get("JAX_COMPILATION_CACHE_DIR"):  # jax's own variable: the user knows
-            self.con.print(f"compilation cache: {cache}", markup=False, soft_wrap=True)  # a path to copy
+        # before the first compile (jax reads it at each compile); the line unwrapped: a path to copy
+        use_compile_cache(cfg.compile_cache, say=lambda s: self.con.print(s, markup=False, soft_wrap=True))
         self.code = code_digest()  # recorded in run.json and result.json
         agree_run(dataclasses.asdict(cfg))  # processes of one run refuse unless code and config match (names fields)
         self.system, self.curriculum = start.open_system(cfg)  # every check that needs no model
