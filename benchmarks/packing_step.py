@@ -30,6 +30,7 @@ import numpy as np
 from memjax.model import presets
 from memjax.model.qwen2 import init_model
 from memjax.rl import Conversation, build_batch
+from memjax.rl.advantages import with_advantages
 from memjax.rl.trainer import OptimConfig, Trainer, UpdateConfig
 
 CHUNK, MEMORY, QUERY, FINAL = 120, 40, 16, 24
@@ -89,7 +90,7 @@ def run(steps: int, seed: int, attention: str) -> dict:
     for step in range(steps):
         batch = memagent_like_batch(rng, samples=8, group=4, vocab=cfg.vocab_size)
         t0 = time.perf_counter()
-        st = tr.update(batch, seed=step)
+        st = tr.update(with_advantages(batch), seed=step)
         times.append(time.perf_counter() - t0)
         if "pad_fraction" in st:
             pads.append(st["pad_fraction"])

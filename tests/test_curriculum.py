@@ -113,7 +113,7 @@ def _same(a, b):
 
 def _stop(run):
     """A kill after the last writes landed: nothing else of close() runs (no pruning), the lock is freed."""
-    run.ckpts.finish()
+    run.ckpt.finish()
     run.curriculum.best.flush()
     run._lock.release()
 

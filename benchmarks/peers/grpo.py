@@ -47,7 +47,7 @@ from memjax import save_hf
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.model import init_model
 from memjax.model.config import ModelConfig
-from memjax.rl.advantages import AdvantageConfig, grpo_advantages
+from memjax.rl.advantages import AdvantageConfig, grpo_advantages, with_advantages
 from memjax.rl.batch import Conversation, build_batch
 from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 
@@ -112,8 +112,8 @@ class MemjaxGRPO:
             model, OptimConfig(lr=s.lr, warmup_steps=0, weight_decay=s.weight_decay, grad_clip=s.grad_clip),
             LossConfig(clip_low=s.clip, clip_high=s.clip, agg="token-mean", kl_coef=0.0),
             UpdateConfig(micro_rows=n, min_micro_batches=1, recompute_old_logp=False, temperature=s.temperature,
-                         pad_tokens=16),
-            AdvantageConfig(norm="mean_std", std_ddof=1, eps=1e-6))
+                         pad_tokens=16))
+        self.advantage = AdvantageConfig(norm="mean_std", std_ddof=1, eps=1e-6)
         self.sp = SamplingParams(temperature=s.temperature, top_p=1.0, top_k=0, max_tokens=s.new)
         self.steps = 0
 
@@ -125,7 +125,7 @@ class MemjaxGRPO:
                               group=i // s.group, turn=0, is_final=True) for i, (p, o) in enumerate(zip(self.rows, outs))]
         batch = build_batch(convs, rewards, [i // s.group for i in range(len(outs))])
         t1 = time.perf_counter()
-        stats = self.trainer.update(batch, seed=self.steps)
+        stats = self.trainer.update(with_advantages(batch, self.advantage), seed=self.steps)
         self.engine.update_weights(self.model)
         jax.block_until_ready(nnx.state(self.model, nnx.Param))
         t2 = time.perf_counter()

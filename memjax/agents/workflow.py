@@ -40,16 +40,13 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .. import seeds
 from ..engine import Completion, SamplingParams
 from ..parallel import is_primary
 from ..rl.batch import Conversation, RolloutBatch, build_batch
 
-SEED_MODULUS = 2**31 - 1
-
-
-def request_seed(seed: int, trajectory: int, k: int) -> int:
-    """Sampling seed of the k-th request of a trajectory (the driver's one formula)."""
-    return (seed * 1_000_003 + trajectory * 10_007 + k) % SEED_MODULUS
+SEED_MODULUS = seeds.MODULUS
+request_seed = seeds.request  # the driver's one formula (memjax/seeds.py)
 
 
 @dataclass(frozen=True)

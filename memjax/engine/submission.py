@@ -17,6 +17,7 @@ import collections
 
 import numpy as np
 
+from .. import seeds
 from .config import Completion, KVHandle, SamplingParams
 from .requests import Request
 
@@ -70,7 +71,7 @@ class Submissions:
     def _enqueue(self, prompt: list[int], params: SamplingParams, truncated: int, retain: bool = False) -> int:
         ecfg = self.config
         rid = self._fresh_id("req", self._live.keys() | self._aborted)
-        seed = params.seed if params.seed is not None else (ecfg.seed * 1_000_003 + rid) % (2**31 - 1)
+        seed = params.seed if params.seed is not None else seeds.engine_request(ecfg.seed, rid)
         if tuple(prompt) not in self._groups:  # a prefix-sharing group stays in one device group
             self._groups[tuple(prompt)] = (self._fresh_id("group", self._live_gids), set(),
                                            int(np.argmin(self._load)))
@@ -129,7 +130,7 @@ class Submissions:
             raise ValueError(f"Engine.submit: continuation of {len(full)} tokens leaves no room in the "
                              f"{ecfg.window}-token window")
         rid = self._fresh_id("req", self._live.keys() | self._aborted)
-        seed = params.seed if params.seed is not None else (ecfg.seed * 1_000_003 + rid) % (2**31 - 1)
+        seed = params.seed if params.seed is not None else seeds.engine_request(ecfg.seed, rid)
         kv.holders += 1
         n_prefix = min(kv.n_cached // ecfg.page_size, (len(full) - 1) // ecfg.page_size, len(kv.pages))
         self._live[rid] = Request(rid, full, len(full), params, seed, group=-1, truncated=kv.truncated,

@@ -1,14 +1,12 @@
-"""The parts of the one training loop, `Run` in run.py (which assembles them; memjax/train.py is the CLI), one idea
-a module:
+"""The one training loop, composed (memjax/loop/run.py's `Run` holds the parts; memjax/train.py is the CLI):
 
-- `start.py`: the checks before any model loads, and the parts the loop steps (mesh, model, trainer, credit, engine,
-  this process's data stream);
-- `rollout.py`: a step's rollouts (generation batches, dynamic sampling, the reward ablation) and their seeds;
-- `step.py`: a step after its rollouts (credit, update, weight hand-off, metrics, evaluation / stage restart /
-  checkpoint when due);
-- `state.py`: the train-state checkpoint, and the resume from the latest good one;
-- `records.py`: metrics / traces / evals JSONL, TensorBoard, held-out evaluations, console step lines;
-- `result.py`: what a finished run leaves (hf/, result.json, reward curve, report.html).
-The `Run` parts (`Rollouts`, `Stepping`, `Checkpointed`, `Records`, `Results`) are classes without state of their
-own: each module's docstring names the attributes of `Run` it reads and writes. Stage 7 (with memjax.train).
+- `start.py`: the checks before any model loads, and the `Parts` the loop steps (mesh, model, trainer, credit,
+  engine, this process's data stream, the ablation generator);
+- `run_state.py`: `RunState`, where the run stands (step, history, evaluations, recorded bests);
+- `rollout.py`: a step's rollouts (generation batches, dynamic sampling, the reward ablation);
+- `step.py`: one synchronous step (rollouts, credit, update, weight hand-off, metrics);
+- `checkpointer.py`: train-state checkpoints and the resume from the latest good one;
+- `run_log.py`: metrics / traces / evals JSONL, TensorBoard, console step lines;
+- `result.py`: what a finished run leaves (hf/, result.json, reward curve, report.html);
+- `run.py`: `Run`, composing them, and `train(cfg)`.
 """

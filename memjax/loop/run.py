@@ -1,40 +1,43 @@
 """`Run`, one training run's life, and `train(cfg)`: what `python -m memjax.train` runs once its command line and
-launch environment have been checked (the loop itself is described in memjax/train.py's docstring, the CLI's help).
+launch environment have been checked.
 
-Owns: identity and out_dir lock, building (loop/start.py), the step loop with its stop on request, closing.
-Invariants: `Run.__init__` joins the multi-process runtime (memjax.parallel.initialize) before any backend call and
-validates everything that needs no model before one loads; `close()` always releases out_dir's lock.
+Owns the run's composition and its step loop. A Run holds, each with one owner of its state:
+- `parts` (loop/start.py `Parts`): mesh, model, tokenizer, trainer, credit, engine, data stream, ablation generator;
+- `state` (loop/run_state.py `RunState`): step, history, evaluations, the curriculum's recorded bests;
+- `ckpt` (loop/checkpointer.py `Checkpointer`): train-state checkpoints and the resume;
+- `log` (loop/run_log.py `RunLog`): metrics / traces / evals JSONL, TensorBoard, console lines;
+- `curriculum` (memjax/curriculum.py): stages, their bests and restarts.
+`train_step()` runs one step (loop/step.py `run_step`), then what its number makes due, in this order: the
+history and the first four traces, the held-out evaluation at a stage end or every `eval_every` steps, the stage
+restart, the checkpoint at a stage end or every `checkpoint_every` steps, TensorBoard and metrics.jsonl.
+Invariants: `Run.__init__` joins the multi-process runtime before any backend call and validates everything that
+needs no model before one loads; metrics.jsonl gets a step's line after its checkpoint; `close()` always releases
+out_dir's lock.
 """
 
 from __future__ import annotations
-
-# The loop's parts, one idea a module (memjax/loop/__init__.py): start-up (loop/start.py), a step's rollouts
-# (loop/rollout.py) and the rest of the step (loop/step.py), train-state checkpoints and resume (loop/state.py),
-# logs / evaluations / console lines (loop/records.py), the finished run's outputs (loop/result.py).
 
 import dataclasses
 import time
 
 import jax
-import numpy as np
 from rich.console import Console
 
 from .. import run_identity
 from ..compile_cache import use_compile_cache
-from ..checkpoint.run_checkpoints import RunCheckpoints
 from ..parallel import code_digest, initialize, is_primary
 from ..parallel.lifecycle import StopRequests, agree_run, peer_loss, run_console, stop_line
+from ..rl.phases import phase_metrics
 from ..runio import OutDirLock, prepare_out_dir
 from ..train_config import TrainConfig
-from . import start
-from .records import Records
-from .result import Results
-from .rollout import Rollouts
-from .state import Checkpointed
-from .step import Stepping
+from . import result, start
+from .checkpointer import Checkpointer
+from .run_log import RunLog
+from .run_state import RunState
+from .step import run_step
 
 
-class Run(Stepping, Rollouts, Checkpointed, Records, Results):
+class Run:
     """One training run: builds everything from a TrainConfig and steps it; `run()` loops to cfg.steps."""
 
     def __init__(self, cfg: TrainConfig, console: Console | None = None):
@@ -48,54 +51,113 @@ class Run(Stepping, Rollouts, Checkpointed, Records, Results):
         self.system, self.curriculum = start.open_system(cfg)  # every check that needs no model
         self.out = prepare_out_dir(cfg.out_dir)  # before any model is loaded: a bad out_dir fails at once
         self._lock = OutDirLock(self.out).acquire() if self.primary else None
+        self.parts: start.Parts | None = None
+        self.ckpt: Checkpointer | None = None
+        self.log: RunLog | None = None
+        self.state = RunState()
+        self.summary: dict | None = None
         try:  # a resume under another system or settings refuses; a finished run re-run is a no-op (run_identity)
-            self._previous = run_identity.check_resume(self.out, cfg)
+            previous = run_identity.check_resume(self.out, cfg)
             self._finished = run_identity.finished(self.out, cfg)
             if self._finished is not None:
-                self.history = list(self._finished.get("history", []))
+                self.state.history = list(self._finished.get("history", []))
                 return
-            self._build()
+            self.parts = start.build(cfg, self.system, say=self.con.print)
+            self.ckpt = Checkpointer(cfg, self.parts, self.curriculum, self.out / "checkpoints", say=self._say,
+                                     warn=self._warn)
+            self.curriculum.open(self.out / "checkpoints_best", warn=self._warn)
+            self.state = self.ckpt.resume()
+            self.curriculum.resumed(self.state.best_meta, self.state.step, self.parts.model, self.parts.trainer)
+            self.log = RunLog(self.out, self.primary, self.con, cfg.steps, self.state)
             if self.primary:
-                run_identity.record(self.out, cfg, self.system.name, self.code, self.model_run, self._previous,
-                                    say=lambda m: self.con.print(m, style="yellow", markup=False))
+                run_identity.record(self.out, cfg, self.system.name, self.code, self.parts.model_run, previous,
+                                    say=self._warn)
         except BaseException:
             self.close()
             raise
 
-    def _build(self) -> None:
-        cfg = self.cfg
-        parts = start.build(cfg, self.system, say=self.con.print)
-        self.mesh, self.model, self.tok, self.model_run = parts.mesh, parts.model, parts.tok, parts.model_run
-        self.trainer, self.credit, self.engine = parts.trainer, parts.credit, parts.engine
-        self._block, self.data = parts.block, parts.data
-        self.rng = np.random.default_rng([cfg.seed, 99])  # the ablation's permutations
-        self.ckpts = RunCheckpoints(self.out / "checkpoints", cfg.keep_checkpoints,
-                                    warn=lambda m: self.con.print(m, style="yellow", markup=False),
-                                    info=lambda m: self.con.print(m, markup=False))
-        self.step, self.evals, self.history, self._best_meta = 0, [], [], None
-        self._eval_extra: dict[int, dict] = {}  # evaluation traces/samples by step (saved with each checkpoint)
-        self.curriculum.open(self.out / "checkpoints_best", warn=lambda m: self.con.print(m, style="yellow",
-                                                                                           markup=False))
-        self._resume()
-        self._open_logs()
-        self._saved_at = None  # the step of the last checkpoint save started
+    def _say(self, m: str) -> None:
+        self.con.print(m, markup=False)
+
+    def _warn(self, m: str) -> None:
+        self.con.print(m, style="yellow", markup=False)
+
+    # read-only views of the parts and the state
+    @property
+    def step(self) -> int:
+        return self.state.step
+
+    @property
+    def history(self) -> list[dict]:
+        return self.state.history
+
+    @property
+    def evals(self) -> list[dict]:
+        return self.state.evals
+
+    @property
+    def model(self):
+        return self.parts.model
+
+    @property
+    def engine(self):
+        return self.parts.engine
+
+    @property
+    def trainer(self):
+        return self.parts.trainer
+
+    def evaluate(self) -> dict:
+        """Held-out evaluation of the current weights (System.evaluate), recorded at the current step; returns its
+        scalar row ({} when the system has no held-out evaluation)."""
+        ev = self.system.evaluate(self.parts.engine, self.parts.tok)
+        if not ev:
+            return {}
+        row = {"step": self.state.step, **{k: v for k, v in ev.items() if k not in ("traces", "samples")}}
+        self.state.record_evaluation(row, {k: ev[k] for k in ("traces", "samples") if k in ev})
+        self.log.evaluation(row)
+        return row
+
+    def save(self) -> None:
+        self.ckpt.save(self.state)
+
+    def train_step(self) -> dict:
+        """Step `step + 1` and what its number makes due (module docstring); returns its metrics."""
+        cfg, p, cur = self.cfg, self.parts, self.curriculum
+        metrics, traces, clock, conv_lens = run_step(p, cfg, self.state.step, cur.schedule_step(self.state.step))
+        self.state.finish_step(metrics)  # the checkpoint below records it (without the evaluation/checkpoint times)
+        step = self.state.step
+        self.log.traces(step, traces[:4])
+        end = cur.is_end(step)  # the last step of a stage
+        if end or (cfg.eval_every and step % cfg.eval_every == 0):
+            with clock("evaluation"):
+                best = cur.evaluated(step, self.evaluate(), p.model)
+            if best:
+                self.con.print(f"best of stage {cur.stages[step - 1]} so far: step {step}")
+        if end and step < cfg.steps and cur.restarts:
+            self.con.print(cur.start_stage(step, p.model, p.trainer, p.engine))
+        if end or step % cfg.checkpoint_every == 0:
+            with clock("checkpoint"):
+                self.save()
+        metrics.update(phase_metrics(clock, model_cfg=p.model.cfg, conv_lens=conv_lens, rollout_tokens=int(
+            metrics.get("rollout_prompt_tokens", 0) + metrics.get("rollout_generated_tokens", 0)),
+            ppo_epochs=cfg.update.ppo_epochs, trained_samples=int(metrics.get("trained_samples") or 0),
+            device_count=jax.device_count()))
+        self.log.step(metrics)  # after the checkpoint: a resume writes a line it lacks from the history
+        return metrics
 
     def close(self) -> None:
         """Finish (and verify) the save in flight, close the checkpoint manager, release out_dir's lock."""
         try:
-            if getattr(self, "ckpts", None) is not None:
-                try:
-                    self.curriculum.sync(self.ckpts)
-                finally:
-                    self.ckpts.close()
-                    self.ckpts = None
-            if getattr(self, "_tb", None):  # False: no tensorboardX (the GPU image)
-                self._tb.close()
-                self._tb = None
+            if self.ckpt is not None:
+                ckpt, self.ckpt = self.ckpt, None
+                ckpt.close()
+            if self.log is not None:
+                self.log.close()
         finally:
-            if getattr(self, "curriculum", None) is not None:
+            if self.curriculum is not None:
                 self.curriculum.close()
-            if getattr(self, "_lock", None) is not None:
+            if self._lock is not None:
                 self._lock.release()
                 self._lock = None
 
@@ -109,29 +171,31 @@ class Run(Stepping, Rollouts, Checkpointed, Records, Results):
             self.close()
             self.con.print(f"{self.out}: the run already finished at step {self._finished['history'][-1]['step']} "
                            f"(steps={self.cfg.steps}); nothing to do (raise steps to extend it)")
-            return self.history
-        self._stop = StopRequests(jax.process_count())
+            return self.state.history
+        stop = StopRequests(jax.process_count())
         try:
-            if self.step == 0 and not self.evals:
+            if self.state.step == 0 and not self.state.evals:
                 self.curriculum.check_metric(self.evaluate())  # a select_metric it lacks fails now
             with Progress(transient=True, console=self.con) as bar:
-                task = bar.add_task("training", total=self.cfg.steps, completed=self.step)
-                while self.step < self.cfg.steps:
+                task = bar.add_task("training", total=self.cfg.steps, completed=self.state.step)
+                while self.state.step < self.cfg.steps:
                     m = self.train_step()
-                    bar.update(task, completed=self.step)
-                    self._print(m)
-                    if self._stop.due(self.step):  # SIGTERM / preemption / Ctrl-C: every process at this step
-                        if self._saved_at != self.step:
+                    bar.update(task, completed=self.state.step)
+                    self.log.print_step(m)
+                    if stop.due(self.state.step):  # SIGTERM / preemption / Ctrl-C: every process at this step
+                        if self.state.saved_at != self.state.step:
                             self.save()
-                        self.ckpts.finish()  # committed and verified before the one line and exit 143 / 130
-                        raise stop_line(self._stop, self.step, self.ckpts.dir)
-            self.ckpts.finish()
-            self._write_results(t_start)
+                        self.ckpt.finish()  # committed and verified before the one line and exit 143 / 130
+                        raise stop_line(stop, self.state.step, self.ckpt.dir)
+            self.ckpt.finish()
+            self.summary = result.write(self.out, self.primary, self.parts.model, lambda: result.summary(
+                self.cfg, self.system, self.state, self.curriculum, self.code, self.parts.model_run,
+                time.perf_counter() - t_start))
         finally:
-            self._stop.restore()
+            stop.restore()
             self.close()
-        self._print_outputs()
-        return self.history
+        result.announce(self.out, self.primary, self.con)
+        return self.state.history
 
 
 def train(cfg: TrainConfig, console: Console | None = None) -> dict:

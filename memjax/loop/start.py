@@ -24,7 +24,7 @@ from typing import Any
 import jax
 from flax import nnx
 
-from .. import preflight
+from .. import preflight, seeds
 from ..config import ConfigError
 from ..curriculum import Curriculum
 from ..engine import Engine
@@ -59,7 +59,7 @@ def open_system(cfg) -> tuple[Any, Curriculum]:
 
 @dataclasses.dataclass
 class Parts:
-    """What `build` makes: the run holds each under the same name."""
+    """What `build` makes: the objects a run steps (the Run holds them as `parts`)."""
     mesh: Any
     model: Any
     tok: Any
@@ -69,6 +69,8 @@ class Parts:
     engine: Engine
     block: tuple[int, int]  # this process's samples [lo, hi) of every generation batch
     data: Any  # the system's training stream, sharded to `block` with several processes
+    system: Any  # the registered system (its workflow, shaping, own credit rule, evaluation)
+    ablation_rng: Any  # numpy Generator of the reward ablation's permutations (checkpointed)
 
 
 def build(cfg, system, say: Callable[[str], None]) -> Parts:
@@ -96,7 +98,7 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
     system.setup(model, tok)
     ref = nnx.state(model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)
     update = dataclasses.replace(cfg.update, temperature=system.temperature if system.temperature > 0 else 1.0)
-    trainer = Trainer(model, cfg.optim, cfg.loss, update, cfg.advantage, ref_model=ref, mesh=mesh)
+    trainer = Trainer(model, cfg.optim, cfg.loss, update, ref_model=ref, mesh=mesh)
     credit = Credit(cfg.advantage, model, cfg.critic, seed=cfg.seed, mesh=mesh, update=update)
     try:
         if planned and ecfg.kv_budget_bytes is None and ecfg.num_pages is None:  # the pool the plan counted
@@ -113,4 +115,4 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
         data = shard_stream(data, *block)
     if jax.process_count() > 1:  # no token array leaves its process (memjax/train.py's docstring)
         say("rollouts: process-local (each process trains on its own rows)")
-    return Parts(mesh, model, tok, model_run, trainer, credit, engine, block, data)
+    return Parts(mesh, model, tok, model_run, trainer, credit, engine, block, data, system, seeds.ablation(cfg.seed))

@@ -13,6 +13,8 @@ Owns `CriticConfig` and `Credit` (the estimator, plus the PPO critic and its opt
   steps on (values, returns). Metrics: value_loss, explained_variance = 1 - Var(R - V) / Var(R) over
   trained tokens (of the rollout-time values, i.e. before this update), value_mean, return_mean.
   The critic is sharded and micro-batched like the policy (`mesh`, `update`: the policy's mesh and UpdateConfig).
+The one place advantages are chosen: `assign(batch, own=system.advantages)` applies the system's own rule where it
+has one, else the estimator; the Trainer only consumes them.
 Several processes: `assign` gets THIS process's rows (every process calls it at the same point, also one
 holding no row: the critic's programs are collectives); values, GAE and advantages are of its own rows, and
 the whitening statistics and metrics are over every process's trained tokens (float64 sums and sums of squared
@@ -98,7 +100,15 @@ class Credit:
             self.critic_trainer = CriticTrainer(Critic.from_policy(policy, seed=seed), optim,
                                                 clip_value=critic.clip_value or None, mesh=mesh, update=update)
 
-    def assign(self, batch: RolloutBatch) -> tuple[RolloutBatch, dict[str, float]]:
+    def assign(self, batch: RolloutBatch, own=None) -> tuple[RolloutBatch, dict[str, float]]:
+        """The batch with advantages, and the estimator's metrics: a process holding no sample takes part with
+        zero advantages (unless the critic's collectives need it); `own(batch, cfg)` (a system's own credit rule,
+        e.g. Memory-R2's LoGo-GRPO) decides first where it returns a batch; else the configured estimator."""
+        if batch.num_samples == 0 and self.critic_trainer is None:  # kept none of its groups; the others train
+            return batch.replace(advantages=np.zeros(batch.input_ids.shape, np.float32),
+                                 row_weight=np.zeros(0, np.float32)), {}
+        if batch.num_samples and own is not None and (mine := own(batch, self.cfg)) is not None:
+            return mine, {}
         if self.cfg.estimator == "grpo":
             return with_advantages(batch, self.cfg), {}
         ct = self.critic_trainer

@@ -38,8 +38,7 @@ Invariants:
   weights: exact) and only the other mini-batches are recomputed; the engine's log-probs are never taken as
   equal (bf16 engine, paged attention: the mismatch metric measures how far they are).
 - Advantages are consumed, not chosen: `batch.advantages` [N, T] and `batch.row_weight` [N] (filled by
-  memjax.rl.advantages.with_advantages or any estimator of memjax/rl/estimators.py); a batch without
-  them gets the MemAgent rule configured by `advantage` (so existing callers keep their behaviour).
+  memjax/rl/credit.py's Credit.assign, or memjax.rl.advantages.with_advantages); a batch without them is refused.
 - Optimizer state: `trainer.opt_state` (optax pytree); `trainer.optimizer` holds it as an nnx Module, so
   checkpoints use nnx.state(trainer.optimizer) / nnx.update(trainer.optimizer, ...) unchanged.
   `reset_optimizer()` gives fresh state and `set_reference(params)` a new KL reference (curriculum stage
@@ -58,7 +57,6 @@ import numpy as np
 from flax import nnx
 
 from ..parallel import data_size, micro_rows_for
-from .advantages import AdvantageConfig, with_advantages
 from .assemble import RowLayout, RowShard, global_max, global_sum, take_local
 from .batch import RolloutBatch
 from .train_step import TrainStep
@@ -95,12 +93,11 @@ class OptimizerState(nnx.Module):
 
 class Trainer:
     def __init__(self, model, optim: OptimConfig = OptimConfig(), loss: LossConfig = LossConfig(),
-                 update: UpdateConfig = UpdateConfig(), advantage: AdvantageConfig = AdvantageConfig(),
-                 ref_model=None, mesh=None):
+                 update: UpdateConfig = UpdateConfig(), ref_model=None, mesh=None):
         if loss.kl_coef and ref_model is None:
             raise ValueError("Trainer: LossConfig.kl_coef > 0 needs a reference model")
         self.model, self.mesh = model, mesh
-        self.optim_cfg, self.loss_cfg, self.update_cfg, self.adv_cfg = optim, loss, update, advantage
+        self.optim_cfg, self.loss_cfg, self.update_cfg = optim, loss, update
         self._dp = data_size(mesh) if mesh is not None else 1
         # rows per device is the unit: micro_rows rounds up to a multiple of data x fsdp (memjax.parallel)
         update = self.update_cfg = replace(update, micro_rows=micro_rows_for(update.micro_rows, self._dp))
@@ -240,8 +237,9 @@ class Trainer:
         if lc.kl_coef:
             batch = batch.replace(ref_logp=self._logprobs(self.ref_params, batch, plans[0]))
         t_rest = time.perf_counter()
-        if batch.advantages is None:  # callers that did not run an estimator get the configured MemAgent rule
-            batch = with_advantages(batch, self.adv_cfg)
+        if batch.advantages is None:
+            raise ValueError("Trainer.update: the batch has no advantages; assign them first (memjax.rl.credit."
+                             "Credit.assign, or memjax.rl.advantages.with_advantages)")
         row_w = np.ones(batch.num_rows, np.float32) if batch.row_weight is None else np.asarray(batch.row_weight,
                                                                                                  np.float32)
         fields_ = {"input_ids": batch.input_ids, "loss_mask": batch.loss_mask, "old_logp": batch.old_logp,

@@ -29,6 +29,7 @@ from memjax.model import presets  # noqa: E402
 from memjax.model.qwen2 import init_model  # noqa: E402
 from memjax.parallel import MeshConfig, to_host  # noqa: E402
 from memjax.rl import Conversation, build_batch  # noqa: E402
+from memjax.rl.advantages import with_advantages  # noqa: E402
 from memjax.rl.assemble import RowShard, local_block, reference_global  # noqa: E402
 from memjax.rl.packing import pack  # noqa: E402
 from memjax.rl.shares import share  # noqa: E402
@@ -82,10 +83,10 @@ def main(out):
             res["assembled_equal"] = bool(np.array_equal(got, want))
             res["assembled_shape"] = list(got.shape)
             res["rows_per_process"] = [b.num_rows for b in rows_of]
-        metrics = [tr.update(local, seed=3, shard=shard) for _ in range(2)]
+        metrics = [tr.update(with_advantages(local), seed=3, shard=shard) for _ in range(2)]
         if level == "token":  # 3. the last process holds no sample (its groups were all filtered out)
             keep = np.full(batch.num_samples, n == 1 or me < n - 1)
-            metrics.append(tr.update(batch.select_samples(keep), seed=4,
+            metrics.append(tr.update(with_advantages(batch.select_samples(keep)), seed=4,
                                      shard=RowShard(np.nonzero(keep)[0], batch.num_samples)))
         res[level] = metrics
         params = [to_host(x) for x in jax.tree.leaves(nnx.state(model, nnx.Param))]

@@ -16,6 +16,7 @@ from memjax.model.qwen2 import init_model  # noqa: E402
 from memjax.parallel import MeshConfig  # noqa: E402
 from memjax.parallel.collectives import summary  # noqa: E402
 from memjax.rl import Conversation, build_batch  # noqa: E402
+from memjax.rl.advantages import with_advantages  # noqa: E402
 from memjax.rl.trainer import OptimConfig, Trainer, UpdateConfig  # noqa: E402
 
 CFG = presets.get("tiny").replace(hidden_size=128, intermediate_size=256, num_layers=2, num_heads=8, num_kv_heads=4,
@@ -56,7 +57,7 @@ def main():
         m = init_model(CFG, seed=0)
         tr = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, eps=1e-3), update=UPD,
                      mesh=None if mc is None else mc.make())
-        st = tr.update(batch)
+        st = tr.update(with_advantages(batch))
         params = [np.asarray(x) for x in jax.tree.leaves(nnx.state(m, nnx.Param))]
         r = dict(loss=st["loss"], grad_norm=st["grad_norm"], params=params)
         if name == "fsdp8":

@@ -90,6 +90,7 @@ def test_row_shard_of_the_whole_batch_is_the_plain_update():
     from flax import nnx
 
     from memjax.model.qwen2 import init_model
+    from memjax.rl.advantages import with_advantages
     from memjax.rl.assemble import RowShard
     from memjax.rl.trainer import OptimConfig, Trainer
 
@@ -100,7 +101,7 @@ def test_row_shard_of_the_whole_batch_is_the_plain_update():
     out = []
     for shard in (None, RowShard(np.arange(4), 4)):
         m = init_model(ac.CFG, seed=0)
-        st = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0), update=ac.UPD).update(batch, seed=1, shard=shard)
+        st = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0), update=ac.UPD).update(with_advantages(batch), seed=1, shard=shard)
         out.append((st, [np.asarray(a) for a in jax.tree.leaves(nnx.state(m, nnx.Param))]))
     assert out[0][0] == out[1][0]
     assert all(np.array_equal(a, b) for a, b in zip(out[0][1], out[1][1]))

@@ -8,6 +8,7 @@ from flax import nnx
 
 from memjax import load_hf
 from memjax.rl import Conversation, build_batch
+from memjax.rl.advantages import with_advantages
 from memjax.rl.trainer import NonFiniteError, OptimConfig, Trainer, UpdateConfig
 
 from conftest import golden_dir
@@ -32,12 +33,12 @@ def test_nan_loss_never_reaches_the_parameters(policy):
     bad = _batch([1.0, float("nan"), 0.0, 1.0])  # a NaN reward -> NaN advantages -> NaN loss and gradient
     if policy == "stop":
         with pytest.raises(NonFiniteError, match="non-finite .* the update was not applied"):
-            tr.update(bad)
+            tr.update(with_advantages(bad))
     else:
-        stats = tr.update(bad)
+        stats = tr.update(with_advantages(bad))
         assert stats["skipped_steps"] == 1 and stats["optimizer_steps"] == 0
     assert all(np.array_equal(a, b) for a, b in zip(before, _params(m)))
-    stats = tr.update(_batch([1.0, 0.0, 0.0, 1.0]))  # a good batch still trains
+    stats = tr.update(with_advantages(_batch([1.0, 0.0, 0.0, 1.0])))  # a good batch still trains
     assert stats["optimizer_steps"] == 1 and np.isfinite(stats["grad_norm"]) and stats["grad_norm"] > 0
     assert all(np.isfinite(p).all() for p in _params(m)) and not all(
         np.array_equal(a, b) for a, b in zip(before, _params(m)))

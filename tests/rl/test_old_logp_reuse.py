@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from memjax import load_hf
+from memjax.rl.advantages import with_advantages
 from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 
 from conftest import golden_dir
@@ -24,7 +25,7 @@ def _update(batch, **upd):
     m = load_hf(golden_dir("untied_kv2"))
     tr = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=0.0, eps=1e-3), LossConfig(),
                  UpdateConfig(micro_rows=4, pad_tokens=16, **upd))
-    stats = tr.update(batch, seed=3)
+    stats = tr.update(with_advantages(batch), seed=3)
     return _params(m), stats, tr.last_timings
 
 

@@ -8,6 +8,7 @@ from flax import nnx
 from memjax.model import presets
 from memjax.model.qwen2 import init_model
 from memjax.rl import Conversation, build_batch
+from memjax.rl.advantages import with_advantages
 from memjax.rl.packing import pack, row_length
 from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 
@@ -56,7 +57,7 @@ def test_packed_equals_unpacked(agg):
                 UpdateConfig(micro_rows=2, pack=True, row_buckets=(48,), max_segments=4, attention="blockwise")):
         m = init_model(CFG, seed=0)
         tr = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=0.0, eps=1e-3), LossConfig(agg=agg), upd)
-        st = tr.update(batch)
+        st = tr.update(with_advantages(batch))
         out.append((st, [np.asarray(x) for x in jax.tree.leaves(nnx.state(m, nnx.Param))]))
     (a, pa), (b, pb) = out
     assert b["pad_fraction"] < a["pad_fraction"]
@@ -71,10 +72,10 @@ def test_schedule_counts_training_steps_and_dr_grpo_constant_is_configured():
     batch = _batch()
     tr = Trainer(init_model(CFG, seed=0), OptimConfig(lr=1e-3, warmup_steps=4),
                  update=UpdateConfig(micro_rows=4, mini_batches=3, pad_tokens=8, attention="dense"))
-    stats = [tr.update(batch) for _ in range(3)]
+    stats = [tr.update(with_advantages(batch)) for _ in range(3)]
     assert [s["lr"] for s in stats] == pytest.approx([0.0, 2.5e-4, 5e-4])
     assert all(s["optimizer_steps"] == 3 for s in stats)
-    assert tr.update(batch, step=10)["lr"] == pytest.approx(1e-3)
+    assert tr.update(with_advantages(batch), step=10)["lr"] == pytest.approx(1e-3)
     with pytest.raises(ValueError, match="loss_scale_tokens"):
         LossConfig(agg="seq-mean-token-sum-norm")
     assert LossConfig(agg="seq-mean-token-sum-norm", loss_scale_tokens=1024).loss_scale_tokens == 1024

@@ -13,6 +13,7 @@ from flax import nnx
 from memjax import load_hf
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.rl import Conversation, build_batch
+from memjax.rl.advantages import with_advantages
 from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 
 from conftest import golden_dir
@@ -48,7 +49,7 @@ def test_micro_batches_give_the_full_batch_update(batch, agg):
         # into full-size differences; eps=1e-3 keeps the update smooth in g so params compare gradients.
         tr = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=0.0, eps=1e-3), LossConfig(agg=agg),
                      UpdateConfig(micro_rows=micro, pad_tokens=16))
-        stats = tr.update(batch)
+        stats = tr.update(with_advantages(batch))
         assert stats["optimizer_steps"] == 1 and stats["logp_mismatch_max"] < 1e-5
         out.append((_params(m), stats["grad_norm"]))
     assert abs(out[0][1] - out[1][1]) < 1e-5 * out[0][1]
@@ -59,7 +60,6 @@ def test_micro_batches_give_the_full_batch_update(batch, agg):
 def test_step_level_loss_is_exact_across_micro_batches(batch):
     """level="step" (Memory-R2): at the first step ratios are 1, so the loss is -mean over steps (rows) of
     the step's mean advantage; 8- and 3-row micro-batches give the same update."""
-    from memjax.rl.advantages import with_advantages
     b = with_advantages(batch)
     rows = b.loss_mask.sum(1) > 0
     want = -np.mean((b.advantages * b.loss_mask).sum(1)[rows] / b.loss_mask.sum(1)[rows])
@@ -97,7 +97,7 @@ def test_updates_follow_the_advantage(batch):
     tr = Trainer(m, OptimConfig(lr=3e-3, warmup_steps=0), update=UpdateConfig(micro_rows=8, pad_tokens=16,
                                                                              ppo_epochs=2, mini_batches=2))
     before = tr.logprobs(m, batch)
-    stats = tr.update(batch)
+    stats = tr.update(with_advantages(batch))
     assert stats["optimizer_steps"] == 4
     after = tr.logprobs(m, batch)
     mask = batch.loss_mask > 0
@@ -108,7 +108,7 @@ def test_updates_follow_the_advantage(batch):
     m2 = load_hf(golden_dir("untied_kv2"))
     p0 = _params(m2)
     Trainer(m2, OptimConfig(lr=3e-3, warmup_steps=0, weight_decay=0.0),
-            update=UpdateConfig(micro_rows=8, pad_tokens=16)).update(zero)
+            update=UpdateConfig(micro_rows=8, pad_tokens=16)).update(with_advantages(zero))
     assert all(np.array_equal(a, b) for a, b in zip(p0, _params(m2)))
 
 
@@ -118,7 +118,7 @@ def test_kl_needs_reference_and_is_reported(batch):
         Trainer(m, loss=LossConfig(kl_coef=0.1))
     tr = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0), LossConfig(kl_coef=0.1, entropy_coef=0.01),
                  UpdateConfig(micro_rows=8, pad_tokens=16, ppo_epochs=2), ref_model=load_hf(golden_dir("untied_kv2")))
-    stats = tr.update(batch)
+    stats = tr.update(with_advantages(batch))
     assert "kl_ref" in stats and "entropy" in stats and stats["entropy"] > 0
 
 
@@ -133,6 +133,7 @@ def test_sharded_meshes_equal_single_device():
         from flax import nnx
         from memjax import load_hf
         from memjax.parallel import make_mesh
+        from memjax.rl.advantages import with_advantages
         from memjax.rl.trainer import OptimConfig, Trainer, UpdateConfig
         from test_trainer import _batch
         from conftest import golden_dir
@@ -142,7 +143,7 @@ def test_sharded_meshes_equal_single_device():
         for mesh in (None, make_mesh(data=2, fsdp=4), make_mesh(data=2, fsdp=2, tensor=2)):
             m = load_hf(golden_dir("untied_kv2"))
             st = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, eps=1e-3),
-                         update=UpdateConfig(micro_rows=8, pad_tokens=16), mesh=mesh).update(b)
+                         update=UpdateConfig(micro_rows=8, pad_tokens=16), mesh=mesh).update(with_advantages(b))
             if mesh is not None:
                 assert "fsdp" in str(m.layers.q_w[...].sharding.spec)
             res.append((st["loss"], st["grad_norm"], [np.asarray(x) for x in jax.tree.leaves(nnx.state(m, nnx.Param))]))

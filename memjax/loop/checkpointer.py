@@ -1,0 +1,131 @@
+"""`Checkpointer`: a training run's train-state checkpoints, and its resume from the latest good one.
+
+Owns the run's `RunCheckpoints` (orbax, asynchronous, committed by rename, each save verified before the next):
+- `save(state)`: one checkpoint of `state.step`: the state -- model parameters, optimizer state, the critic's with
+  GAE, placed on the mesh -- and the JSON meta -- the RunState (step, evaluations, history, evaluation traces),
+  seed, every process's data-stream state, optimizer steps, the ablation generator's state, the config and the
+  curriculum's bests.
+- `resume()`: with `resume`, the RunState of the latest checkpoint that restores (one that does not is moved aside
+  by RunCheckpoints and the previous one used), its arrays and streams put back into the model, trainer, critic,
+  data stream, ablation generator and engine; without it, an out_dir holding checkpoints is refused; a fresh
+  RunState when there is nothing to resume.
+Invariants: a restored run has the uninterrupted run's parameters, optimizer state, data stream, ablation generator
+and RunState, and the engine its weights, so it continues bit for bit. A checkpoint of another model
+(model.hf_path / preset / dtype) or one that does not fit this config is a ConfigError naming out_dir, never taken
+for corruption.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import orbax.checkpoint as ocp
+from flax import nnx
+
+from ..checkpoint.run_checkpoints import RunCheckpoints, one_line, placed_like
+from ..config import ConfigError
+from ..parallel import on_mesh
+from ..rl.shares import gather_states, own_state
+from .run_state import RunState
+
+
+class Checkpointer:
+    def __init__(self, cfg, parts, curriculum, directory: Path, say: Callable[[str], None],
+                 warn: Callable[[str], None]):
+        self.cfg, self.parts, self.curriculum, self.say = cfg, parts, curriculum, say
+        self.ckpts = RunCheckpoints(directory, cfg.keep_checkpoints, warn=warn, info=say)
+
+    @property
+    def dir(self) -> Path:
+        return self.ckpts.dir
+
+    def _arrays(self):
+        p = self.parts
+        state = {"model": nnx.state(p.model, nnx.Param).to_pure_dict(),
+                 "opt": nnx.state(p.trainer.optimizer).to_pure_dict()}
+        critic = p.credit.state()
+        if critic is not None:
+            state["critic"] = critic
+        return on_mesh(state, p.mesh)  # several processes: orbax saves only arrays of the global mesh
+
+    def save(self, state: RunState) -> None:
+        """Checkpoint `state.step` (waits for, and verifies, the previous save)."""
+        p = self.parts
+        best = self.curriculum.sync(self.ckpts)  # the bests this checkpoint records are on disk
+        state.saved_at = state.step
+        meta = {**state.meta(), "seed": self.cfg.seed, "data": p.data.get_state(),
+                "data_processes": gather_states(p.data.get_state()),
+                "optimizer_steps": p.trainer.optimizer_steps,
+                "ablation_rng": json.dumps(p.ablation_rng.bit_generator.state),
+                "config": dataclasses.asdict(self.cfg), "best": best}
+        self.ckpts.save(state.step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(self._arrays()),
+            meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
+
+    def resume(self) -> RunState:
+        """The RunState to continue from (module docstring); the parts hold the checkpoint's arrays after it."""
+        restored: list[RunState] = []
+        if self.cfg.resume:
+            self.ckpts.restore_latest(lambda _, step: restored.append(self._restore(step)))
+        elif self.ckpts.all_steps():
+            raise ConfigError(f"out_dir={self.cfg.out_dir}: holds checkpoints {self.ckpts.all_steps()} and "
+                              "resume=false; use a new out_dir (or resume=true)")
+        return restored[-1] if restored else RunState()
+
+    def _restore(self, step: int) -> RunState:
+        p = self.parts
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, self._arrays())
+        try:
+            got = self.ckpts.mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
+                                                                       meta=ocp.args.JsonRestore()))
+        except Exception:
+            self._check_same_model(step)  # another model's checkpoint is a config mistake, not corruption
+            raise
+        try:  # the checkpoint read back: failing to apply it is a config mismatch, not corruption
+            params = nnx.state(p.model, nnx.Param)
+            params.replace_by_pure_dict(placed_like(got["state"]["model"], params.to_pure_dict()))
+            opt = nnx.state(p.trainer.optimizer)
+            opt.replace_by_pure_dict(placed_like(got["state"]["opt"], opt.to_pure_dict()))
+            p.data.set_state(own_state(got["meta"]))
+            if "ablation_rng" in got["meta"]:  # the same on every process: each draws every permutation
+                p.ablation_rng.bit_generator.state = json.loads(got["meta"]["ablation_rng"])
+            if "critic" in got["state"]:
+                p.credit.load_state(got["state"]["critic"])
+        except Exception as e:
+            raise ConfigError(f"out_dir={self.cfg.out_dir}: checkpoint {step} does not fit this config "
+                              f"({one_line(e)}); use a new out_dir") from None
+        nnx.update(p.model, params)
+        nnx.update(p.trainer.optimizer, opt)
+        p.trainer.optimizer_steps = int(got["meta"].get("optimizer_steps", 0))
+        p.engine.update_weights(p.model)
+        self.say(f"resumed from {self.dir} at step {int(got['meta']['step'])}")
+        return RunState.from_meta(got["meta"])
+
+    def _check_same_model(self, step: int) -> None:
+        try:
+            meta = self.ckpts.mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+            saved = meta["config"]["model"]
+        except Exception:
+            return  # unreadable metadata: corruption, handled by the caller
+        now = dataclasses.asdict(self.cfg.model)
+        diff = [k for k in ("hf_path", "preset", "dtype") if k in saved and saved[k] != now[k]
+                and not (k == "preset" and now["hf_path"])]
+        if diff:
+            raise ConfigError(f"out_dir={self.cfg.out_dir}: checkpoint {step} is of another model ("
+                              + ", ".join(f"model.{k}={saved[k]!r}, this config {now[k]!r}" for k in diff)
+                              + "); use a new out_dir")
+
+    def finish(self) -> None:
+        """Wait for the save in flight, verified."""
+        self.ckpts.finish()
+
+    def close(self) -> None:
+        """Finish the save in flight (and the curriculum's bests it records), close the manager."""
+        try:
+            self.curriculum.sync(self.ckpts)
+        finally:
+            self.ckpts.close()
