@@ -239,16 +239,19 @@ def test_mesh_that_does_not_match_the_devices(tmp_path, capsys, no_model):
     assert rc == 2 and err.startswith("memjax.train: error: mesh=") and "device(s)" in err and len(err.splitlines()) == 1
 
 
-def test_small_gradient_norms_are_printed_with_significant_digits():
+def test_small_gradient_norms_are_printed_with_significant_digits(tmp_path):
     import io
     from types import SimpleNamespace
 
     from rich.console import Console
 
+    from memjax.loop.run_log import RunLog
+    from memjax.loop.run_state import RunState
+
     buf = io.StringIO()
-    fake = SimpleNamespace(cfg=SimpleNamespace(steps=2), con=Console(file=buf, width=200))
-    train.Run._print(fake, {"step": 1, "reward": 0.0, "rollout_s": 1.0, "update_s": 1.0, "logp_mismatch_mean": 0.0,
-                            "grad_norm": 3.7e-5})
+    log = RunLog(tmp_path, False, Console(file=buf, width=200), 2, RunState())
+    log.print_step({"step": 1, "reward": 0.0, "rollout_s": 1.0, "update_s": 1.0, "logp_mismatch_mean": 0.0,
+                    "grad_norm": 3.7e-5})
     assert "grad 3.7e-05" in buf.getvalue()  # was "grad 0.000"
 
 

@@ -55,7 +55,7 @@ class EngineConfig:
     progress: bool = True  # rich progress bar on generate() calls with many requests
     # paged attention: "reference" (pure JAX) | "pallas" | "mosaic" | "auto" (default: pallas on GPU for supported
     # page and head sizes, else reference; "mosaic": the Mosaic GPU decode kernel for Hopper+, prefill as "auto",
-    # not the default until measured on a GPU, BUILD.md "Pallas backend"). Measured on an H100 (benchmarks/results/paged_attention_nvidia-h100-80gb-hbm3.json,
+    # not the default until measured on a GPU; docs/engine.md). Measured on an H100 (benchmarks/results/paged_attention_nvidia-h100-80gb-hbm3.json,
     # one decode step at 8K context): the Pallas kernel is 7-15x faster than the reference at batch 64-256
     attention: str = "auto"
     # split-K partitions per sequence for the Pallas decode kernel; 0 = auto: 2 when max_slots x KV heads >= 256
@@ -71,8 +71,8 @@ class EngineConfig:
     # one ragged forward of every running sequence's decode token plus prefill chunks up to token_budget.
     # "auto" (default) = mixed on CPU, where it gave >= the split tokens/s, lower time-to-first-token and no
     # decode stalls (benchmarks/results/rollout_token_budget_tiny_cpu.json), split on GPUs: there the mixed
-    # mixed round's speed with the ragged kernel (memjax/kernels/ragged_paged_attention.py) is not yet timed
-    # (issue 47). Split on CPU too with fuse_rope_kv. The Engine resolves it when built.
+    # mixed round's speed with the ragged kernel (memjax/kernels/ragged_paged_attention.py) is not yet timed.
+    # Split on CPU too with fuse_rope_kv. `resolve(backend)` decides it; the Engine runs the resolved config.
     schedule: str = "auto"
     # tokens per mixed round (>= max_slots); 0 -> max_slots + min(prefill_slots * prefill_chunk, 8192): every
     # decode token plus the split schedule's prefill round, capped (mixed rounds gather one page per token row)
@@ -86,7 +86,7 @@ class EngineConfig:
     # A round whose total need fits one runs its forward and LM head on that many rows, so the tail of a
     # skewed batch (few sequences still decoding) does not pay for max_slots rows. 0 = none (smallest = max_slots)
     small_rounds: int = 2
-    # the engine's weight layout (memjax/engine/weights.py; issue 47, defaults until a GPU run decides):
+    # the engine's weight layout (memjax/engine/weights.py; defaults until a GPU run decides):
     # "scan" = the model's stacked [L, ...] weights under lax.scan; "unrolled" = per-layer arrays, layers unrolled
     # (fixed weight addresses for XLA:GPU's command buffers, longer compile). Single-device engines only
     layers: str = "scan"
@@ -96,11 +96,11 @@ class EngineConfig:
     # runs at the shortest that holds its longest chunk (that chunk padded by < 1/j at length j/k; one compiled
     # forward per length). Stats: prefill_executed (rows run) beside prefill_tokens (useful)
     prefill_buckets: int = 0
-    # dtype of the paged KV pool (issue 47). "compute" = the model's compute dtype (bf16 for real configs);
+    # dtype of the paged KV pool. "compute" = the model's compute dtype (bf16 for real configs);
     # "float8_e4m3fn" halves the pool's bytes (twice the tokens per GiB, half the KV read per decode step): K/V
     # are stored as clip(x / k_scale (v_scale), +-448) and read back times the scale (folded into the query
     # and the attention output, so the kernels only upcast the loaded page). Not for RL until its log-prob
-    # gap is measured on real weights (benchmarks/kv_fp8_gap.py; BUILD.md): memjax.train refuses it without
+    # gap is measured on real weights (benchmarks/kv_fp8_gap.py): memjax.train refuses it without
     # the old log-prob recompute. Pallas and reference attention only (the Mosaic kernel takes bf16/f16 pools)
     kv_dtype: str = "compute"
     k_scale: float = 1.0  # per-tensor scales of the fp8 pool (vLLM's default without calibration: 1.0)
@@ -108,14 +108,14 @@ class EngineConfig:
     # split schedule's decode rounds: each layer's q/k/v bias, RoPE, K/V page writes and the query's padding to the
     # attention kernel's 16-row blocks in one Pallas kernel (memjax/kernels/rope_kv.py) instead of six XLA kernels
     # (three slices of the fused projection, two scatters, one pad: benchmarks/gpu_aot_rounds.py). Off until a GPU
-    # run times it (issue 47). Single-device engines, split schedule ("auto" then resolves to split on CPU too);
+    # run times it. Single-device engines, split schedule ("auto" then resolves to split on CPU too);
     # with Pallas attention the kernel reads the padded rows as written, other back-ends get them unpadded
     fuse_rope_kv: bool = False
     # with fuse_rope_kv and Pallas attention: the decode kernel merges its split-K partials itself (the last program
     # of each sequence and kv head to finish does it, counted by an atomic) and writes the heads straight into the
     # [b, H, D] output (memjax/kernels/decode_merged.py), instead of an XLA fusion per layer that merges them and
     # slices the 16-row block back to G heads. Off until a GPU run checks it (its memory order is only exercised
-    # there) and times it (issue 47); other attention back-ends ignore it
+    # there) and times it; other attention back-ends ignore it
     fuse_split_combine: bool = False
 
     def __post_init__(self) -> None:
@@ -247,6 +247,15 @@ class EngineConfig:
     @property
     def queue_len(self) -> int:
         return self.queue_size or 2 * self.max_slots
+
+    def resolve(self, backend: str) -> "EngineConfig":
+        """The config that runs on `backend` ("cpu", "gpu", ...): `schedule="auto"` decided (mixed on CPU, split
+        on GPUs and with fuse_rope_kv, whose fused kernel is a split round's). The Engine runs this config and
+        keeps it as `engine.config`; `--check` prints it."""
+        if self.schedule != "auto":
+            return self
+        mixed = backend == "cpu" and not self.fuse_rope_kv
+        return dataclasses.replace(self, schedule="mixed" if mixed else "split")
 
     def per_device(self, d: int) -> "EngineConfig":
         """The config of one of `d` device groups: the totals (max_slots, prefill_slots, num_pages, queue_size,

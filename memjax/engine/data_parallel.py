@@ -8,14 +8,14 @@ and tensor_parallel = T, D x T > 1:
   own, page 0 its null page: page ids are local to a group), its queue rows and its ring live on group d's
   device(s) only. Pool.k / Pool.v are [D, L, KV, P/D, S, Dh], also sharded on "tensor" over the KV heads: every
   device's addressable shard is [1, L, KV/T, P/D, S, Dh]. Everything else is replicated over "tensor".
-- `run(loop)`: `jax.shard_map` of the unjitted single-device loop (memjax/engine/loop.py `make_loop`,
+- `compile(loop)`: `jax.shard_map` of the unjitted single-device loop (memjax/engine/loop.py `make_loop`,
   compiled for `EngineConfig.per_device(D)`) over "data", jitted with Slots, Pool and Ring donated.
   Each device runs its own admit / prefill / decode rounds on its own requests, with its own while-loop
   trip count (no collective crosses groups; the call returns when the last group stops). The map is manual
   over "data" only: inside a group, XLA partitions the forward over "tensor" from the shardings (Megatron
   style: q/k/v/gate/up columns and o/down rows split by memjax.parallel's rules, one all-reduce after o and
   one after down per layer; attention reads only the device's KV heads; the LM head, norms and the
-  scheduler are replicated, so every tensor shard samples the same tokens). `shard_params` places the
+  scheduler are replicated, so every tensor shard samples the same tokens). `params` places the
   weights (from any layout, e.g. the trainer's FSDP shards); the counters come back per group ([D] each).
 - `release_row`: drop one retained sequence's page references in its own group's pool.
 The host (memjax/engine/engine.py) assigns each request to a group, so tokens, log-probs and seeds are
@@ -54,8 +54,10 @@ def _param_name(path) -> str:
 
 
 class DataParallel:
-    def __init__(self, devices, tensor: int = 1):
-        self.devices = list(devices)
+    """The data-parallel placement (module docstring; the interface is memjax/engine/placement.py's)."""
+
+    def __init__(self, devices, local: EngineConfig, tensor: int = 1):
+        self.devices, self.local = list(devices), local
         if any(d.process_index != jax.process_index() for d in self.devices):
             raise ValueError("EngineConfig.data_parallel: the engine's devices must all belong to this process "
                              "(a data-parallel engine spans one host)")
@@ -65,16 +67,18 @@ class DataParallel:
         self.sharded = NamedSharding(self.mesh, P(DATA))  # leading axis = device group
         self.kv_sharded = NamedSharding(self.mesh, P(DATA, None, TENSOR))  # [D, L, KV, P, S, Dh]: KV heads split
         self._release = None
+        self.max_idle = local.max_slots  # a group reaches at most its own slots
 
     # -- state ------------------------------------------------------------------------------------------
-    def init_slots_ring(self, local: EngineConfig):
+    def slots_ring(self):
         """(Slots, Ring) with a leading [D] axis, each group's part created on its own device(s)."""
-        d = self.size
+        d, local = self.size, self.local
         return jax.jit(lambda: (_stack(init_slots(local), d), _stack(init_ring(local), d)),
                        out_shardings=self.sharded)()
 
-    def init_pool(self, mcfg: ModelConfig, local: EngineConfig, pages_per_group: int):
+    def pool(self, mcfg: ModelConfig, pages_per_group: int):
         """An empty Pool per group, [D]-stacked, K/V also split over "tensor" by KV heads."""
+        local = self.local
         pool = jax.eval_shape(lambda: init_pool(mcfg, local, pages_per_group))
         sh = jax.tree.map(lambda _: self.sharded, pool).replace(k=self.kv_sharded, v=self.kv_sharded)
         return jax.jit(lambda: _stack(init_pool(mcfg, local, pages_per_group), self.size), out_shardings=sh)()
@@ -83,7 +87,16 @@ class DataParallel:
         """Host arrays with a leading [D] axis -> sharded on "data" (row d on device d)."""
         return jax.device_put(tree, self.sharded)
 
-    def shard_params(self, params):
+    queue = put  # the per-call queue: [D, Q / D] host arrays
+
+    def fetch(self, tree):
+        """Device values -> host numpy, [D]-leading as they are."""
+        return jax.device_get(tree)
+
+    def zero_counts(self):
+        return self.put(np.zeros(self.size, np.int32))
+
+    def params(self, params):
         """Weights on the engine's mesh (from any layout, e.g. the trainer's FSDP shards): replicated over
         "data"; over "tensor" split by memjax.parallel's rules (the fsdp axis dropped)."""
         def spec(path, a):
@@ -97,7 +110,7 @@ class DataParallel:
         return jax.device_put(params, jax.tree_util.tree_map_with_path(spec, params))
 
     # -- programs ---------------------------------------------------------------------------------------
-    def run(self, loop):
+    def compile(self, loop):
         """loop(params, slots, pool, queue, ring, max_rounds, idle_return) of one group -> the engine's
         run over all groups: same signature on [D]-stacked state, Slots / Pool / Ring donated."""
         def group(params, slots, pool, queue, ring, max_rounds, idle_return):

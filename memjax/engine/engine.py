@@ -1,59 +1,24 @@
 """`memjax.Engine`: batched generation on the paged KV cache, driven from the host.
 
-Owns: the request lifecycle on the host side (submit -> device queue -> completion), the page-pool
-size, weight swaps, and the public `generate` / `submit` + `step` API. The request book (validation, ids,
-prefix-sharing groups, continuations, `abort`, `release`) is the `Submissions` mixin, memjax/engine/submission.py.
-- `generate(prompts, params)` returns one Completion per prompt, in input order.
-- Rounds (EngineConfig.schedule; "auto" = mixed on CPU, split on GPUs): "mixed" packs every running sequence's decode token and
-  prefill chunks of pending prompts into one forward of at most token_budget tokens (memjax/engine/mixed.py);
-  "split" runs padded prefill rounds and pauses decoding while a prompt is pending. Same tokens either way.
-- Streaming form for agent workflows: `rid = submit(prompt, params)`; `step()` runs one device call
-  (up to `rounds_per_sync` rounds) and returns the Completions that finished in it; the caller may
-  submit follow-up turns before the next `step()`, so trajectories advance independently; with
-  `step(idle_return=n)` (or EngineConfig.idle_return) the call comes back as soon as a turn finished and
-  n slots sit idle with nothing queued, so chained turns do not run in lockstep.
-- Identical prompts submitted while an earlier copy is queued or running share its full prompt pages
-  (prefix sharing for GRPO groups): they form a group, and a member shares from any running member.
-- A request preempted by memory pressure comes back from the device with what it generated so far
-  and is requeued at the front with prompt + generated tokens; because sampling keys depend only on
-  (seed, position), its final output is the one it would have produced unpreempted.
-- Multi-turn continuation: `submit(..., retain=True)` keeps a finished sequence's KV pages
-  (Completion.kv); `submit(new_tokens, parent=completion)` appends new_tokens to that sequence and maps
-  its full pages (refcount + 1, never written: the partial last page is recomputed, < page_size tokens)
-  instead of prefilling the history again; `release(completion)` gives the pages back. A 20-turn agent
-  retains every turn, continues it, then releases the parent. stats["continued_tokens"] = prefill saved.
-- `update_weights(params)` swaps in new policy weights of the same shapes without recompiling; the engine
-  holds only its own copy in `EngineConfig.weight_dtype` (bf16 for real configs), never the fp32 master.
-- `sleep()` frees the KV pool and the rollout weights while the trainer updates (hybrid engine: the two
-  peaks do not add); the next device call allocates an empty pool again, after `update_weights`.
-- `abort(rids=None)` forgets requests (all when None): queued ones leave the queue at once; one already
-  on the device runs to its end there and its completion is dropped (retained pages freed), so after an
-  exception inside a workflow the engine serves the next caller with no orphan completions. `generate`
-  validates every prompt before enqueueing any and aborts its own requests if it is interrupted.
-- Data parallel (EngineConfig.data_parallel = D > 1, memjax/engine/data_parallel.py): the slots, KV pool,
-  queue and ring are split into D device groups (one per device, weights replicated). The host assigns
-  each request to a group when it is submitted: a prefix-sharing group (identical prompts) and a
-  continuation (its parent's pages) go where their pages are, anything else to the group with the fewest
-  tokens (prompt + max_tokens) of live requests; a request stays in its group (also when preempted).
-  With tensor_parallel = T each group spans T devices that split its heads and its pool's KV heads.
-  `device_stats[d]` holds group d's counters; `stats` their sums, and stats["wall_rounds"] the rounds of the
-  slowest group per call, summed (= rounds with one group). D = 1 runs the single-device loop, with the weights and
-  every state array it is handed committed to the engine's device (one argument sharding per call: one compile).
-- Compiled loops: the one for calls where no live request samples with a top-p or top-k (built with the engine; the
-  RL recipes sample at top_p = 1), and, compiled on first need, one per truncation a call needs (top-p, top-k or
-  both: `sampler.Truncation`; an evaluation at top_p < 1 adds one), which computes only those thresholds in every
-  round; either way the sampler makes no branch decision on the device (memjax/engine/loop.py).
-Counters: request and group ids wrap below 2**31 - 1 (unique among live requests); `stats` are Python
-ints summed from per-call device counters, so nothing overflows in a week-long run.
-Invariants: prompts are non-empty lists of ints < vocab; prompt_len < window unless
-overlong_prompt="truncate_left" (keeps the last window - 1 tokens, recorded in Completion.prompt_truncated).
+Owns the device state (weights, slots, ring, KV pool) and its placement, the page-pool size, weight swaps, and the
+public API: `generate(prompts, params)` (one Completion per prompt, in input order) and the streaming form for agent
+workflows, `rid = submit(prompt, params)` then `step()` (one device call of up to `rounds_per_sync` rounds; returns
+the Completions that finished in it, so a caller submits follow-up turns before the next call; `idle_return=n`
+comes back as soon as a turn finished and n slots sit idle). It holds a `RequestBook` (request_book.py: validation,
+ids, prefix-sharing groups, continuations with `retain` / `parent`, `abort`, `release`) and a placement
+(placement.py: one device, or data-parallel groups of tensor-parallel devices), so the host code has one path.
+Rounds follow `EngineConfig.schedule` as resolved for the backend (mixed.py); a request preempted by memory pressure
+is requeued with what it generated and, since sampling keys depend only on (seed, position), ends as it would have
+unpreempted. `update_weights` swaps in new weights without recompiling (the engine keeps only its own copy, in
+`weight_dtype`); `sleep()` frees the pool and the rollout weights while the trainer updates. The loop without a
+truncation pass serves calls where no live request samples with top-p / top-k; one with it is compiled on first need.
+Invariants: prompts are non-empty lists of ints < vocab; `stats` are Python ints summed from per-call device counters
+(`device_stats[d]` per group; `wall_rounds` counts the slowest group's rounds), so nothing overflows in a long run.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
-import functools
 import itertools
 
 import jax
@@ -65,12 +30,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..model.qwen2 import Qwen2
 from ..parallel import process_local
 from .config import FINISH_NAMES, FINISH_PREEMPTED, Completion, EngineConfig, KVHandle, SamplingParams
-from .data_parallel import DataParallel
-from .loop import make_loop, make_run
+from .loop import make_loop
+from .placement import placement
+from .request_book import RequestBook
 from .requests import Request, pack_queue
 from .sampler import Truncation
-from .state import Queue, init_pool, init_ring, init_slots, kv_bytes_per_page, release_row
-from .submission import Submissions
+from .state import Queue, kv_bytes_per_page
 from .weights import engine_layout, uses_layout
 
 _absmax = jax.jit(lambda a: jnp.max(jnp.abs(a.astype(jnp.float32))))  # one fused reduction: no f32 copy of the pool
@@ -99,29 +64,27 @@ def decode_splits_auto(max_slots: int, kv_heads: int) -> int:
     return 2 if max_slots * kv_heads >= 256 else 4
 
 
-class Engine(Submissions):
+class Engine:
     def __init__(self, model: Qwen2, config: EngineConfig | None = None, devices=None):
         """devices: those a data/tensor-parallel engine spans (default jax.local_devices(); D groups of T =
         tensor_parallel consecutive devices; data_parallel=-1 takes len(devices) // T groups, D > 1 the first
         D x T devices). Ignored when D x T = 1."""
-        ecfg = config or EngineConfig()
-        if ecfg.schedule == "auto":  # memjax/engine/config.py: mixed on CPU, split on GPUs (the ragged kernel untimed)
-            mixed = jax.default_backend() == "cpu" and not ecfg.fuse_rope_kv  # the fused kernel is a split round's
-            ecfg = dataclasses.replace(ecfg, schedule="mixed" if mixed else "split")
+        ecfg = (config or EngineConfig()).resolve(jax.default_backend())  # the config that runs ("auto" decided)
         self.config = ecfg
         if ecfg.compilation_cache_dir:
             jax.config.update("jax_compilation_cache_dir", ecfg.compilation_cache_dir)
-        self.model_config = model.cfg
+        self.model_config = mc = model.cfg
         self._graphdef, master = nnx.split(model, nnx.Param)
         master = process_local(master)  # a multi-process trainer's weights: this process's copy
-        wd = jnp.dtype(model.cfg.dtype if ecfg.weight_dtype == "compute" else ecfg.weight_dtype)
+        wd = jnp.dtype(mc.dtype if ecfg.weight_dtype == "compute" else ecfg.weight_dtype)
         cast = lambda p: jax.tree.map(lambda a: a.astype(wd) if jnp.issubdtype(a.dtype, jnp.floating) else a, p)
         # the engine's own copy, in its layout (memjax/engine/weights.py: fused / per-layer when configured)
-        self._cast = jax.jit((lambda p: engine_layout(cast(p), model.cfg, ecfg)) if uses_layout(ecfg) else cast)
+        self._cast = jax.jit((lambda p: engine_layout(cast(p), mc, ecfg)) if uses_layout(ecfg) else cast)
         self._master_shapes = jax.tree.map(lambda a: a.shape, master)
+        self.place = place = placement(ecfg, jax.local_devices() if devices is None else devices, mc)
+        self.data_parallel = d = place.size
+        local, t = place.local, ecfg.tensor_parallel
         attend = None
-        devs = list(jax.local_devices() if devices is None else devices)
-        t, mc = ecfg.tensor_parallel, model.cfg
         if ecfg.attention != "reference":
             from ..kernels import engine_attend
             from ..kernels.paged_attention import resolve_impl
@@ -130,56 +93,54 @@ class Engine(Submissions):
             if impl != "reference":  # "auto" off GPU keeps the engine's built-in reference path
                 splits = ecfg.decode_splits or decode_splits_auto(ecfg.max_slots, mc.num_kv_heads // t)
                 attend = engine_attend(impl=impl, num_splits=splits)
-        d = len(devs) // t if ecfg.data_parallel == -1 else ecfg.data_parallel
-        if d < 1 or d * t > len(devs):
-            raise ValueError(f"EngineConfig data_parallel={ecfg.data_parallel} x tensor_parallel={t} needs more than "
-                             f"the {len(devs)} device(s) the engine was given")
-        if (mc.num_heads % t or mc.num_kv_heads % t or mc.intermediate_size % t) and t > 1:
-            raise ValueError(f"EngineConfig.tensor_parallel={t} must divide the model's heads ({mc.num_heads}), KV "
-                             f"heads ({mc.num_kv_heads}) and MLP width ({mc.intermediate_size})")
-        ecfg.per_device(d)  # the totals must split into d groups (data_parallel=-1 is resolved only here)
-        self.data_parallel = d
-        self._dp = DataParallel(devs[: d * t], tensor=t) if d * t > 1 else None
-        if self._dp is None:
-            # weights, slots, ring and pool committed to the engine's device (a re-commit, no copy): the loop sees
-            # the same argument shardings on every call. A multi-process trainer's weights arrive committed; with
-            # the state uncommitted, the first call's outputs (committed) made the second call compile the whole
-            # loop again (two-process tiny run: 13.3 s, then 15.0 s of compiling; one compile now)
-            put = functools.partial(jax.device_put, device=devs[0])
-            self._put = put
-            self._params = put(self._cast(master))  # the engine's own copy; the master is never kept
-            self.num_pages = ecfg.num_pages or default_num_pages(model, ecfg)
-            self._new_slots_ring = lambda: put((init_slots(ecfg), init_ring(ecfg)))
-            self._new_pool = lambda: put(init_pool(model.cfg, ecfg, self.num_pages))
-            build = functools.partial(make_run, nnx.graphdef(model), model.cfg, ecfg, attend=attend)
-            release = jax.jit(release_row, donate_argnums=0)
-            self._release_row = lambda pool, _, row, n: release(pool, jnp.asarray(row), jnp.int32(n))
-        else:
-            self.local_config = local = ecfg.per_device(d)  # one group's shapes (totals / d)
-            self._params = self._dp.shard_params(self._cast(master))
-            per_group = local.num_pages or default_num_pages(model, local, shards=t)
-            self.num_pages = d * per_group  # total over the groups (each has its own null page)
-            self._new_slots_ring = lambda: self._dp.init_slots_ring(local)
-            self._new_pool = lambda: self._dp.init_pool(model.cfg, local, per_group)
-            build = lambda truncate: self._dp.run(make_loop(nnx.graphdef(model), model.cfg, local, attend=attend,
-                                                            truncate=truncate))
-            self._release_row = self._dp.release_row
+        self._params = place.params(self._cast(master))  # the engine's own copy; the master is never kept
+        per_group = local.num_pages or default_num_pages(model, local, shards=t)
+        self.num_pages = d * per_group  # total over the groups (each has its own null page)
+        self._new_pool = lambda: place.pool(mc, per_group)
+        graphdef = nnx.graphdef(model)
         # the loop for calls where no request has a top-p or top-k (the RL recipes' sampling; no truncation pass,
         # no branch: memjax/engine/sampler.py), and, built on first need, one per truncation a call needs
-        self._run = build(truncate=False)
-        self._build_run, self._runs_truncating = build, {}
-        self._slots, self._ring = self._new_slots_ring()
+        self._build_run = lambda truncate: place.compile(make_loop(graphdef, mc, local, attend=attend,
+                                                                   truncate=truncate))
+        self._run, self._runs_truncating = self._build_run(False), {}
+        self._slots, self._ring = place.slots_ring()
         self._pool = self._new_pool()
-        self._load = [0] * d  # per group: prompt + max_tokens of its live requests (the balance key)
+        self.book = RequestBook(ecfg, mc.vocab_size, d, free_pages=self._free_pages)
         self.device_stats = [collections.Counter() for _ in range(d)]
-        self.retained_pages = 0  # page references held by unreleased KVHandles
-        self._pending: collections.deque[Request] = collections.deque()
-        self._live: dict[int, Request] = {}  # rid -> request, queued or running
-        self._groups: dict[tuple[int, ...], tuple[int, set[int]]] = {}  # prompt -> (group id, live rids)
-        self._next_id = {"req": 0, "group": 0}  # wrap at 2**31 - 1 (device int32), skipping live ids
-        self._live_gids: set[int] = set()
-        self._aborted: set[int] = set()  # aborted while on the device: their completions are dropped
         self.stats = collections.Counter()
+
+    # -- the request book -----------------------------------------------------------------------------
+    def submit(self, prompt, params: SamplingParams | None = None, *, parent: Completion | None = None,
+               retain: bool = False) -> int:
+        """Queue a request; returns its id. retain=True keeps the finished sequence's KV pages
+        (Completion.kv) until `release`; parent=a retained Completion continues that sequence: `prompt`
+        holds only the new tokens, appended after the parent's prompt + generated tokens, and the
+        parent's full pages are mapped (shared, never written) instead of prefilled again."""
+        return self.book.submit(prompt, params, parent=parent, retain=retain)
+
+    def abort(self, rids=None) -> int:
+        """Forget the given requests (every unfinished one when None); returns how many were live.
+
+        Queued requests are removed now; a request already on the device finishes there (its slot and
+        pages are released as usual, retained pages included) and its completion is dropped by `step`."""
+        return self.book.abort(rids)
+
+    def release(self, completion: Completion) -> None:
+        """Give back a retained Completion's KV pages (after its continuations are submitted; pages a
+        queued child still needs are dropped when it is admitted). Idempotent."""
+        self.book.release(completion)
+
+    def _free_pages(self, group: int, row: np.ndarray, n: int) -> None:
+        self._pool = self.place.release_row(self._pool, group, row, n)
+
+    @property
+    def num_unfinished(self) -> int:
+        return len(self.book.live)
+
+    @property
+    def retained_pages(self) -> int:
+        """Page references held by unreleased KVHandles."""
+        return self.book.retained_pages
 
     # -- weights ------------------------------------------------------------------------------------
     def update_weights(self, params) -> None:
@@ -194,7 +155,7 @@ class Engine(Submissions):
             raise ValueError("update_weights: parameter structure, shapes or dtypes differ from the engine's model")
         self._params = None  # drop the old copy first: peak memory is one rollout copy, not two
         new = process_local(new)  # multi-process: all-gathered into this process (the engine never crosses hosts)
-        self._params = self._put(self._cast(new)) if self._dp is None else self._dp.shard_params(self._cast(new))
+        self._params = self.place.params(self._cast(new))
 
     def wait_weights(self) -> None:
         """Block until the last `update_weights` hand-off has landed on the engine's devices (timing)."""
@@ -209,8 +170,8 @@ class Engine(Submissions):
         pages live in the pool). The pool is allocated again, empty, by the next device call; after
         weights=True, `update_weights` must come before it. Requests aborted while on the device are dropped
         with their slots. Returns the bytes freed (0 when already asleep)."""
-        if self._live or self.retained_pages:
-            raise RuntimeError(f"Engine.sleep: {len(self._live)} unfinished requests and {self.retained_pages} "
+        if self.book.live or self.retained_pages:
+            raise RuntimeError(f"Engine.sleep: {len(self.book.live)} unfinished requests and {self.retained_pages} "
                                "retained pages live in the KV pool; finish, abort or release them first")
         targets = [t for t in (self._pool, self._params if weights else None) if t is not None]
         if not targets:
@@ -224,10 +185,8 @@ class Engine(Submissions):
         if self._pool is not None:
             self._pool = None
             # requests aborted while on the device lose their slots with the pool: fresh slots and ring
-            self._slots, self._ring = self._new_slots_ring()
-            self._aborted.clear()
-            self._groups.clear()
-            self._live_gids.clear()
+            self._slots, self._ring = self.place.slots_ring()
+            self.book.reset_device_state()
             self.stats["sleeps"] += 1
         return freed
 
@@ -251,45 +210,36 @@ class Engine(Submissions):
 
     # -- device calls -------------------------------------------------------------------------------
     def _queue(self) -> tuple[Queue, list[list[Request]]]:
-        """The device queue ([Q] arrays; [D, Q / D] with data_parallel) and its rows per device group."""
-        ecfg, d = self.config, self.data_parallel
+        """The device queue ([D, Q / D] per group, placed) and its rows per device group."""
+        ecfg, d, pending = self.config, self.data_parallel, self.book.pending
         q = ecfg.queue_len // d
-        rows = [list(itertools.islice((r for r in self._pending if r.device == g), q)) for g in range(d)] \
-            if d > 1 else [list(itertools.islice(self._pending, q))]
-        queue = pack_queue(rows, ecfg, q)
-        if self._dp is not None:
-            return self._dp.put(queue), rows
-        return jax.tree.map(lambda x: jnp.asarray(x[0]), queue), rows
+        rows = [list(itertools.islice((r for r in pending if r.device == g), q)) for g in range(d)] \
+            if d > 1 else [list(itertools.islice(pending, q))]
+        return self.place.queue(pack_queue(rows, ecfg, q)), rows
 
     def step(self, max_rounds: int | None = None, idle_return: int | None = None) -> list[Completion]:
         """One device call: up to max_rounds (default rounds_per_sync) rounds, or fewer when idle_return
         (default EngineConfig.idle_return; 0 = off) slots go idle after a finish (per device group, at most
         its max_slots / D, with data_parallel). Returns finished requests."""
-        if not self._live:
+        book = self.book
+        if not book.live:
             return []
         self._wake()
         queue, rows = self._queue()
-        idle = self.config.idle_return if idle_return is None else idle_return
-        if self._dp is not None:
-            idle = min(idle, self.local_config.max_slots)
+        idle = min(self.config.idle_return if idle_return is None else idle_return, self.place.max_idle)
         self._slots, self._pool, queue, self._ring, counters = self._loop_for_call()(
             self._params, self._slots, self._pool, queue, self._ring,
             jnp.int32(max_rounds or self.config.rounds_per_sync), jnp.int32(idle))
-        admitted, ring, cnt = jax.device_get((queue.admitted, self._ring, counters))
-        if self._dp is None:  # one group: the same [D = 1] view as a data-parallel engine's
-            admitted, ring, cnt = jax.tree.map(lambda x: np.asarray(x)[None], (admitted, ring, cnt))
+        admitted, ring, cnt = self.place.fetch((queue.admitted, self._ring, counters))  # [D, ...] host arrays
         if int(cnt.rounds.sum()) == 0:
-            raise RuntimeError(f"Engine.step: no progress with {len(self._live)} unfinished requests "
-                               f"({len(self._pending)} queued, {int(np.sum(self._pool.n_free))} free pages, "
+            raise RuntimeError(f"Engine.step: no progress with {len(book.live)} unfinished requests "
+                               f"({len(book.pending)} queued, {int(np.sum(self._pool.n_free))} free pages, "
                                f"{self.retained_pages} held by unreleased KVHandles: Engine.release them)")
         taken = {r.rid for g in range(self.data_parallel) for r, ok in zip(rows[g], admitted[g, : len(rows[g])]) if ok}
         for r in (r for rs in rows for r in rs):
-            if r.rid in taken and r.parent is not None:  # the child now holds its own page references
-                self.stats["continued_tokens"] += r.prefix_pages * self.config.page_size
-                r.parent.holders -= 1
-                self._maybe_free(r.parent)
-                r.parent = None
-        self._pending = collections.deque(r for r in self._pending if r.rid not in taken)
+            if r.rid in taken:
+                self.stats["continued_tokens"] += book.admitted(r)
+        book.pending = collections.deque(r for r in book.pending if r.rid not in taken)
         for f in ("rounds", "prefill_rounds", "preemptions", "prefill_tokens", "decode_tokens", "shared_pages",
                   "prefill_executed"):
             v = getattr(cnt, f)  # this call's counts; Python ints never overflow
@@ -300,15 +250,14 @@ class Engine(Submissions):
         done, requeue = [], []
         for g, i in ((g, i) for g in range(self.data_parallel) for i in range(int(ring.count[g]))):
             rid = int(ring.req[g, i])
-            if rid not in self._live:  # aborted while on the device (finished or preempted: it has left it)
-                self._aborted.discard(rid)
+            if rid not in book.live:  # aborted while on the device (finished or preempted: it has left it)
+                book.aborted.discard(rid)
                 if ring.retained[g, i] and int(ring.reason[g, i]) != FINISH_PREEMPTED:  # nobody will release them
-                    orphan = KVHandle(pages=tuple(ring.page_table[g, i, : int(ring.n_pages[g, i])].tolist()),
-                                      n_cached=0, tokens=[], released=True, device=g)
-                    self.retained_pages += len(orphan.pages)
-                    self._maybe_free(orphan)
+                    book.maybe_free(book.retain(KVHandle(
+                        pages=tuple(ring.page_table[g, i, : int(ring.n_pages[g, i])].tolist()), n_cached=0,
+                        tokens=[], released=True, device=g)))
                 continue
-            req = self._live[rid]
+            req = book.live[rid]
             p, n = int(ring.prompt_len[g, i]), int(ring.n_gen[g, i])
             new = ring.tokens[g, i, p: p + n].tolist()
             req.gen += new
@@ -318,29 +267,25 @@ class Engine(Submissions):
                 req.prompt = req.prompt[:p] + new
                 requeue.append(req)
                 continue
-            del self._live[req.rid]
-            self._discharge(req)
-            self._forget(req)
+            book.finish(req)
             kv = None
             if ring.retained[g, i]:
-                kv = KVHandle(pages=tuple(ring.page_table[g, i, : int(ring.n_pages[g, i])].tolist()),
-                              n_cached=int(ring.seq_len[g, i]), tokens=ring.tokens[g, i, : p + n].tolist(),
-                              truncated=req.truncated, device=g)
-                self.retained_pages += len(kv.pages)
+                kv = book.retain(KVHandle(pages=tuple(ring.page_table[g, i, : int(ring.n_pages[g, i])].tolist()),
+                                          n_cached=int(ring.seq_len[g, i]), tokens=ring.tokens[g, i, : p + n].tolist(),
+                                          truncated=req.truncated, device=g))
             done.append(Completion(token_ids=req.gen, logprobs=req.lps,
                                    finish_reason=FINISH_NAMES[int(ring.reason[g, i])], prompt_len=req.orig_len,
                                    request_id=req.rid, preemptions=req.preemptions, prompt_truncated=req.truncated,
                                    kv=kv))
-        self._pending.extendleft(reversed(requeue))
-        self._ring = self._ring.replace(count=self._put(jnp.int32(0)) if self._dp is None
-                                        else self._dp.put(np.zeros(self.data_parallel, np.int32)))
+        book.pending.extendleft(reversed(requeue))
+        self._ring = self._ring.replace(count=self.place.zero_counts())
         return done
 
     def _loop_for_call(self):
         """The compiled loop for this call: with the searches for top-p and for top-k that some live (queued or running)
         request samples with, and none when none does (a request aborted while on the device finishes with them; its
         output is dropped)."""
-        live = [r.params for r in self._live.values() if r.params.temperature > 0]
+        live = [r.params for r in self.book.live.values() if r.params.temperature > 0]
         tr = Truncation(top_k=any(p.top_k > 0 for p in live), top_p=any(p.top_p < 1 for p in live))
         if not tr.any:
             return self._run
@@ -356,8 +301,8 @@ class Engine(Submissions):
             plist = list(params)
         else:
             plist = [params or SamplingParams()] * len(prompts)
-        checked = [self._check(p, sp or SamplingParams()) for p, sp in zip(prompts, plist)]  # all, before any is queued
-        rids = [self._enqueue(*c) for c in checked]
+        checked = [self.book.check(p, sp or SamplingParams()) for p, sp in zip(prompts, plist)]  # all, before any
+        rids = [self.book.enqueue(*c) for c in checked]  # is queued
         try:
             return self._collect(rids)
         except BaseException:

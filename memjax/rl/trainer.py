@@ -198,14 +198,51 @@ class Trainer:
         return w.astype(np.float32)
 
     # -- the update -----------------------------------------------------------------------------------
+    def _mini_batches(self, batch: RolloutBatch, shard: RowShard, seed: int) -> list[list]:
+        """Per epoch, the plan of each mini-batch (None for one no process has rows of): mini-batches are drawn over
+        the step's GLOBAL sample numbering (the same on every process) and each process plans its own rows."""
+        u = self.update_cfg
+        rng = np.random.default_rng(seed)
+        mine = shard.samples[batch.sample]  # global sample index of each of this process's rows
+        epochs = [[np.nonzero(np.isin(mine, part))[0]
+                   for part in np.array_split(rng.permutation(shard.total), u.mini_batches)]
+                  for _ in range(u.ppo_epochs)]
+        return [self._plans(batch, parts) for parts in epochs]
+
+    def _recompute_old(self, params, batch: RolloutBatch, todo: list, stats: dict) -> RolloutBatch:
+        """Old log-probs of the rows of `todo`'s mini-batches recomputed by the trainer; the engine's log-probs kept
+        for the mismatch metric (mean / max |engine - trainer| over every process's response tokens)."""
+        old = self._logprobs(params, batch, todo)
+        done = np.zeros(batch.num_rows, bool)
+        for pl in todo:
+            done[pl[0]] = True
+        diff = np.abs(old - batch.old_logp)[(batch.loss_mask > 0) & done[:, None]]
+        tot, top = global_sum([diff.sum(), diff.size]), global_max([diff.max() if diff.size else 0.0])
+        if tot[1]:
+            stats["logp_mismatch_mean"] = float(tot[0] / tot[1])
+            stats["logp_mismatch_max"] = float(top[0])
+        return batch.replace(old_logp=np.where(done[:, None], old, batch.old_logp).astype(np.float32))
+
+    def _denominators(self, batch: RolloutBatch, flat: list, row_w: np.ndarray) -> np.ndarray:
+        """Each mini-batch's GLOBAL loss denominator from its masks, before any forward: [n, 1], or [n, 2] (steps,
+        valid tokens) for step-level losses; summed over processes."""
+        lc, mask = self.loss_cfg, batch.loss_mask > 0
+        if lc.level == "step":
+            return global_sum([[mask[pl[0]].any(1).sum(), mask[pl[0]].sum()] for pl in flat]).reshape(-1, 2)
+        return global_sum([_denominator(batch.loss_mask[pl[0]], row_w[pl[0]], lc.agg, lc.loss_scale_tokens)
+                           for pl in flat]).reshape(-1, 1)
+
     def update(self, batch: RolloutBatch, seed: int = 0, step: int | None = None,
                shard: RowShard | None = None) -> dict[str, float]:
         """One training step's policy update. `step`: the 0-based training step the learning-rate schedule
         reads (default: the number of earlier update() calls of this trainer). `batch` holds this process's
-        samples, `shard` says which of the step's global batch they are (default: the batch is the whole step,
-        one process); mini-batches are drawn over the global samples, every process lays its own rows into
-        its slots (memjax/rl/assemble.py) and denominators and statistics are global."""
+        samples with their advantages, `shard` says which of the step's global batch they are (default: the batch
+        is the whole step, one process); every process lays its own rows into its slots (memjax/rl/assemble.py)
+        and denominators and statistics are global."""
         u, lc = self.update_cfg, self.loss_cfg
+        if batch.advantages is None:
+            raise ValueError("Trainer.update: the batch has no advantages; assign them first (memjax.rl.credit."
+                             "Credit.assign, or memjax.rl.advantages.with_advantages)")
         t_start = time.perf_counter()
         shard = RowShard.whole(batch) if shard is None else shard
         step = self.train_steps if step is None else int(step)
@@ -213,33 +250,16 @@ class Trainer:
         stats: dict[str, float] = {"lr": lr}
         mask = batch.loss_mask > 0
         params = self._placed(nnx.state(self.model, nnx.Param))
-        rng = np.random.default_rng(seed)
-        mine = shard.samples[batch.sample]  # global sample index of each of this process's rows
-        epochs = [[np.nonzero(np.isin(mine, part))[0]
-                   for part in np.array_split(rng.permutation(shard.total), u.mini_batches)]
-                  for _ in range(u.ppo_epochs)]
-        plans = [self._plans(batch, parts) for parts in epochs]  # None: a mini-batch no process has rows of
+        plans = self._mini_batches(batch, shard, seed)
         t_old = time.perf_counter()
         reuse = u.reuse_first_old_logp and plans[0][0] is not None  # the same on every process (global plans)
         todo = [pl for pl in (plans[0][1:] if reuse else plans[0]) if pl is not None] if u.recompute_old_logp else []
         if todo:
-            old = self._logprobs(params, batch, todo)
-            done = np.zeros(batch.num_rows, bool)
-            for pl in todo:
-                done[pl[0]] = True
-            diff = np.abs(old - batch.old_logp)[mask & done[:, None]]
-            tot, top = global_sum([diff.sum(), diff.size]), global_max([diff.max() if diff.size else 0.0])
-            if tot[1]:
-                stats["logp_mismatch_mean"] = float(tot[0] / tot[1])
-                stats["logp_mismatch_max"] = float(top[0])
-            batch = batch.replace(old_logp=np.where(done[:, None], old, batch.old_logp).astype(np.float32))
+            batch = self._recompute_old(params, batch, todo, stats)
         t_ref = time.perf_counter()
         if lc.kl_coef:
             batch = batch.replace(ref_logp=self._logprobs(self.ref_params, batch, plans[0]))
         t_rest = time.perf_counter()
-        if batch.advantages is None:
-            raise ValueError("Trainer.update: the batch has no advantages; assign them first (memjax.rl.credit."
-                             "Credit.assign, or memjax.rl.advantages.with_advantages)")
         row_w = np.ones(batch.num_rows, np.float32) if batch.row_weight is None else np.asarray(batch.row_weight,
                                                                                                  np.float32)
         fields_ = {"input_ids": batch.input_ids, "loss_mask": batch.loss_mask, "old_logp": batch.old_logp,
@@ -247,11 +267,7 @@ class Trainer:
         if lc.kl_coef:
             fields_["ref_logp"] = batch.ref_logp
         flat = [pl for pls in plans for pl in pls if pl is not None]
-        if lc.level == "step":  # (steps, valid tokens) of each mini-batch, over all processes
-            dens = global_sum([[mask[pl[0]].any(1).sum(), mask[pl[0]].sum()] for pl in flat]).reshape(-1, 2)
-        else:
-            dens = global_sum([_denominator(batch.loss_mask[pl[0]], row_w[pl[0]], lc.agg, lc.loss_scale_tokens)
-                               for pl in flat]).reshape(-1, 1)
+        dens = self._denominators(batch, flat, row_w)
         totals: dict[str, float] = {}
         steps = skipped = 0
         slots = real = 0

@@ -39,7 +39,7 @@ T1 = time.time()
 mesh = MeshConfig().make()  # the trainer's default: every device on fsdp
 dp = Engine(model, EngineConfig(**CFG, num_pages=8 * 14, data_parallel=-1), devices=rollout_devices(mesh))
 rids = [dp.submit(p, s) for p, s in zip(prompts, sp)]
-groups = [dp._live[i].device for i in rids]
+groups = [dp.book.live[i].device for i in rids]
 done = {}
 while len(done) < len(rids):
     done.update({c.request_id: c for c in dp.step()})
@@ -66,7 +66,7 @@ while rid not in done:
     done.update({c.request_id: c for c in dp.step()})
 parent = done[rid]
 child_rid = dp.submit([5, 6, 7], greedy, parent=parent)
-child_dev = dp._live[child_rid].device
+child_dev = dp.book.live[child_rid].device
 dp.release(parent)
 while child_rid not in done:
     done.update({c.request_id: c for c in dp.step()})

@@ -202,7 +202,7 @@ def test_abort_queued_and_running_requests(engine):
     alone = engine.generate([prompts[i] for i in range(1, 8, 2)], sp)
     assert [got[r].token_ids for r in rids[1::2]] == [c.token_ids for c in alone]
     engine.abort([10**9])  # unknown rids are ignored
-    assert engine.num_unfinished == 0 and not engine._live
+    assert engine.num_unfinished == 0 and not engine.book.live
 
 
 def test_attention_default_is_auto_with_measured_split_k():

@@ -55,11 +55,11 @@ def test_request_and_group_ids_wrap_below_int32(engine):
     prompts = _prompts(3, 3)
     params = [SamplingParams(temperature=1.0, max_tokens=6, seed=i) for i in range(6)]
     ref = engine.generate(prompts + prompts, params)
-    engine._next_id = {"req": 2**31 - 4, "group": 2**31 - 3}
+    engine.book.next_id = {"req": 2**31 - 4, "group": 2**31 - 3}
     out = engine.generate(prompts + prompts, params)  # groups of 2 identical prompts share pages
     assert [o.request_id for o in out] == [2**31 - 4, 2**31 - 3, 2**31 - 2, 0, 1, 2]
     assert [o.token_ids for o in out] == [o.token_ids for o in ref]
-    assert engine._next_id["group"] == 1 and not engine._live_gids
+    assert engine.book.next_id["group"] == 1 and not engine.book.live_gids
 
 
 def test_rebase_order_keeps_lifo_rank_bounded():

@@ -82,7 +82,7 @@ def test_sleep_drops_requests_aborted_on_the_device(model):
     eng.sleep(weights=False)
     out = eng.generate(_prompts(2, 6), SamplingParams(max_tokens=6, seed=2))
     assert [len(c.token_ids) for c in out] == [6, 6]
-    assert int(eng._pool.n_free) == eng.num_pages - 1 and not eng._aborted
+    assert int(eng._pool.n_free) == eng.num_pages - 1 and not eng.book.aborted
 
 
 def test_kv_cache_gib():
