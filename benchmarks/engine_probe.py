@@ -80,11 +80,11 @@ SMOKE = {
 
 
 def _legacy_write_kv(pages, layer, new, page_table, start, n_valid, scale=1.0):
-    """memjax.engine.paged_attention.write_kv before the fix: padding rows write the null page at offset 0,
+    """memjax.engine.paged_kv.write_kv before the fix: padding rows write the null page at offset 0,
     so the scatter has duplicate indices (not declared unique). `scale` (a float8 pool's) as write_kv's."""
     import jax.numpy as jnp
 
-    from memjax.engine.paged_attention import to_pool
+    from memjax.engine.paged_kv import to_pool
 
     b, t = new.shape[:2]
     s = pages.shape[3]
@@ -104,7 +104,7 @@ def run_case(case: Case) -> None:
 
     from memjax.engine import Engine, EngineConfig, SamplingParams
     from memjax.engine import loop
-    from memjax.engine import paged_attention as pa
+    from memjax.engine import paged_kv as pa
     from memjax.model import init_model, presets
 
     if case.legacy_write:

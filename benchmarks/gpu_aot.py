@@ -83,7 +83,7 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
     from benchmarks.hlo_facts import round_syncs
     from memjax.engine.config import EngineConfig
     from memjax.engine.loop import make_run
-    from memjax.engine.requests import pack_queue
+    from memjax.engine.live_request import pack_queue
     from memjax.engine.state import init_pool, init_ring, init_slots
     from memjax.model import init_model, presets
 

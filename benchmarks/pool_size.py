@@ -5,7 +5,7 @@ preset, fp32) on two engines that differ only in `num_pages`: a small pool (exac
 plus the null page, 513 pages by default) and a large one (20,000 pages). Each engine is compiled and
 warmed up first; then the timed runs alternate small, large, small, large... so that load on a shared
 machine hits both alike, and the median seconds per generated token of each is compared.
-Pass: ratio = large / small <= --max-ratio (1.2). Before the fix in memjax/engine/paged_attention.py
+Pass: ratio = large / small <= --max-ratio (1.2). Before the fix in memjax/engine/paged_kv.py
 (`k_pages[layer][:, ids]`, which made XLA copy the whole per-layer pool every layer of every round)
 this ratio was about 6-9 on CPU. The result (with the device, every timing and pass/fail) goes to
 benchmarks/results/pool_size_<preset>_<device>.json; the exit status is 1 when the ratio is exceeded.

@@ -33,7 +33,7 @@ from .config import FINISH_NAMES, FINISH_PREEMPTED, Completion, EngineConfig, KV
 from .loop import make_loop
 from .placement import placement
 from .request_book import RequestBook
-from .requests import Request, pack_queue
+from .live_request import LiveRequest, pack_queue
 from .sampler import Truncation
 from .state import Queue, kv_bytes_per_page
 from .weights import engine_layout, uses_layout
@@ -209,7 +209,7 @@ class Engine:
             self._pool = self._new_pool()
 
     # -- device calls -------------------------------------------------------------------------------
-    def _queue(self) -> tuple[Queue, list[list[Request]]]:
+    def _queue(self) -> tuple[Queue, list[list[LiveRequest]]]:
         """The device queue ([D, Q / D] per group, placed) and its rows per device group."""
         ecfg, d, pending = self.config, self.data_parallel, self.book.pending
         q = ecfg.queue_len // d

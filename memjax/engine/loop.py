@@ -61,7 +61,7 @@ from flax import nnx
 from ..model.config import ModelConfig
 from .config import FINISH_LENGTH, FINISH_STOP, FINISH_WINDOW, EngineConfig
 from .mixed import make_mixed_round
-from .paged_attention import PagedAttention
+from .paged_kv import PagedAttention
 from .sampler import Truncation, sample
 from .scheduler import admit, grant_decode_pages, pages_short, preempt_while_short, rebase_order, release_and_admit
 from .state import Counters, Pool, Queue, Ring, Slots, init_counters

@@ -1,11 +1,11 @@
 """`RequestBook`: the engine's requests on the host, from `submit` until their completion leaves the engine.
 
 Owns what `submit` accepts (token ids, window, stop ids), request and group ids, the queue (`pending`, in order),
-the live requests (`live`: id -> Request, queued or running), prefix-sharing groups (identical prompts, with the
+the live requests (`live`: id -> LiveRequest, queued or running), prefix-sharing groups (identical prompts, with the
 device group their pages live in), continuations of retained sequences, `abort`, `release`, the per-device-group
 load (prompt + max_tokens of live requests: the balance key) and the count of retained page references.
 Invariants: prompts are non-empty lists of ints < vocab; a prompt of >= window tokens is refused or, with
-overlong_prompt="truncate_left", keeps its last window - 1 tokens (Request.truncated); request and group ids are in
+overlong_prompt="truncate_left", keeps its last window - 1 tokens (LiveRequest.truncated); request and group ids are in
 [0, 2**31 - 1) and unique among live ones (reused after wrapping); a retained sequence's pages are freed (through
 the engine's `free_pages(group, row, n)`, which owns the pool) once it is released and no queued continuation still
 holds them; a request's device group is fixed when it is submitted: a prefix-sharing group's and a continuation's
@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import seeds
 from .config import Completion, EngineConfig, KVHandle, SamplingParams
-from .requests import Request
+from .live_request import LiveRequest
 
 __all__ = ["RequestBook", "ID_LIMIT"]
 
@@ -32,8 +32,8 @@ class RequestBook:
     def __init__(self, ecfg: EngineConfig, vocab_size: int, groups: int,
                  free_pages: Callable[[int, np.ndarray, int], None]):
         self.config, self.vocab_size, self._free_pages = ecfg, vocab_size, free_pages
-        self.pending: collections.deque[Request] = collections.deque()
-        self.live: dict[int, Request] = {}  # rid -> request, queued or running
+        self.pending: collections.deque[LiveRequest] = collections.deque()
+        self.live: dict[int, LiveRequest] = {}  # rid -> request, queued or running
         self.groups: dict[tuple[int, ...], tuple[int, set[int], int]] = {}  # prompt -> (group id, rids, device group)
         self.next_id = {"req": 0, "group": 0}  # wrap at 2**31 - 1 (device int32), skipping live ids
         self.live_gids: set[int] = set()
@@ -88,7 +88,7 @@ class RequestBook:
             self.live_gids.add(self.groups[key][0])
         gid, members, dev = self.groups[key]
         members.add(rid)
-        self._add(Request(rid, prompt, len(prompt), params, seed, group=gid, truncated=truncated,
+        self._add(LiveRequest(rid, prompt, len(prompt), params, seed, group=gid, truncated=truncated,
                           shared_pages=(len(prompt) - 1) // ecfg.page_size, retain=retain, device=dev))
         return rid
 
@@ -105,24 +105,24 @@ class RequestBook:
         seed = params.seed if params.seed is not None else seeds.engine_request(ecfg.seed, rid)
         kv.holders += 1
         n_prefix = min(kv.n_cached // ecfg.page_size, (len(full) - 1) // ecfg.page_size, len(kv.pages))
-        self._add(Request(rid, full, len(full), params, seed, group=-1, truncated=kv.truncated,
+        self._add(LiveRequest(rid, full, len(full), params, seed, group=-1, truncated=kv.truncated,
                           retain=retain, parent=kv, prefix_pages=n_prefix, device=kv.device))
         return rid
 
-    def _add(self, req: Request) -> None:
+    def _add(self, req: LiveRequest) -> None:
         self.live[req.rid] = req
         req.load = len(req.prompt) + req.params.max_tokens
         self.load[req.device] += req.load
         self.pending.append(req)
 
     # -- leaving --------------------------------------------------------------------------------------
-    def finish(self, req: Request) -> None:
+    def finish(self, req: LiveRequest) -> None:
         """`req` completed: it leaves the book (its group, its load)."""
         del self.live[req.rid]
         self._discharge(req)
         self._forget(req)
 
-    def admitted(self, req: Request) -> int:
+    def admitted(self, req: LiveRequest) -> int:
         """`req` is on the device: a continuation's child now holds its own page references, so its parent's are
         dropped. Returns the prefill tokens the continuation saved (0 for other requests)."""
         if req.parent is None:
@@ -177,11 +177,11 @@ class RequestBook:
         self.groups.clear()
         self.live_gids.clear()
 
-    def _discharge(self, req: Request) -> None:
+    def _discharge(self, req: LiveRequest) -> None:
         self.load[req.device] -= req.load
         req.load = 0
 
-    def _forget(self, req: Request) -> None:
+    def _forget(self, req: LiveRequest) -> None:
         if req.group < 0:
             return
         key = tuple(req.prompt[: req.orig_len])

@@ -1,5 +1,5 @@
 """The engine's attention back-end: `engine_attend(...)` binds the paged-attention kernels' options into the function
-`PagedAttention(attend=...)` calls (memjax/engine/paged_attention.py).
+`PagedAttention(attend=...)` calls (memjax/engine/paged_kv.py).
 
 Owns `engine_attend`. The returned function has `paged_attention`'s signature (q [b, t, H, D], pools, layer, page
 table, q_pos, kv_len) and picks decode or prefill options from t at trace time; with a Pallas or Mosaic impl it

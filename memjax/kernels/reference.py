@@ -15,7 +15,7 @@ Owns the dense, autodiff-only definitions:
   compute_policy_loss, ahmedehabb/Memory-R2 @357b4ec src/verl/verl/rema_trainer/ppo/core_algos.py).
 * `token_clip_surrogate_ref(...)`: per-token clipped surrogate (DAPO clip-higher), masked tokens 0.
 * `paged_attention_ref(q, k_pages, v_pages, layer, page_table, q_pos, kv_len)`: the engine's attention
-  over a paged KV cache (layout in memjax/engine/paged_attention.py), page by page with an online softmax
+  over a paged KV cache (layout in memjax/engine/paged_kv.py), page by page with an online softmax
   (float32 statistics); query rows with no visible key return zeros. The engine runs it by default.
 
 Invariants: inputs are never donated or modified; masks are validity masks (nonzero = valid), not

@@ -12,7 +12,7 @@ One new token per sequence (a decode round, t = 1), b sequences:
   bias: None or (bq, bk, bv) [n] indexed by the same columns (qkv_b three times, or q_b, k_b, v_b).
   cos / sin [b, D] (the rotate-half layout of memjax/model/layers.py: out = x * cos + rotate_half(x) * sin).
   k_pages / v_pages [L, KV, P, S, D] (the engine's pool); layer a (traced) int32 scalar; page / off int32 [b]: the
-    page and offset of each sequence's new K/V (`memjax.engine.paged_attention.write_indices`); page >= P drops the
+    page and offset of each sequence's new K/V (`memjax.engine.paged_kv.write_indices`); page >= P drops the
     row (nothing written).
 Returns (q_rows [b, KV, rows, D], k_pages, v_pages): q_rows row g < G of kv head h is query head h*G + g, biased,
 rotated and multiplied by k_scale; rows G.. are zeros (the attention kernel's padding to 16 rows). q_rows has the

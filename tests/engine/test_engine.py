@@ -216,7 +216,7 @@ def test_attention_default_is_auto_with_measured_split_k():
     with pytest.raises(ValueError, match="decode_splits"):
         EngineConfig(decode_splits=-1)
     if jax.default_backend() == "cpu":
-        from memjax.engine.paged_attention import paged_attention
+        from memjax.engine.paged_kv import paged_attention
         from memjax.kernels.paged_attention import resolve_impl
         assert resolve_impl("auto", 16, 128) == "reference"
         assert paged_attention is not None

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from memjax.engine.config import FP8_E4M3_MAX, EngineConfig
-from memjax.engine.paged_attention import PagedAttention, to_pool
+from memjax.engine.paged_kv import PagedAttention, to_pool
 from memjax.engine.state import kv_bytes_per_page
 from memjax.model import presets
 

@@ -17,7 +17,7 @@ from flax import nnx
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.engine.config import FINISH_LENGTH
 from memjax.engine.loop import make_loop
-from memjax.engine.requests import pack_queue
+from memjax.engine.live_request import pack_queue
 from memjax.engine.sampler import Truncation, sample
 from memjax.engine.scheduler import admit, release, release_and_admit
 from memjax.engine.state import init_pool, init_ring, init_slots

@@ -163,7 +163,7 @@ def test_ragged_pallas_back_end_equals_the_per_row_reference(model, engines):
     """attention="pallas" (interpret mode on CPU): the mixed round's attention runs as the ragged kernel
     (memjax/kernels/ragged_paged_attention.py: each sequence's rows in blocks reading its pages once) and returns
     the per-row reference engine's tokens and log-probs, through preemption and prefix sharing."""
-    from memjax.engine.paged_attention import PagedAttention
+    from memjax.engine.paged_kv import PagedAttention
     from memjax.kernels import engine_attend
 
     calls = []

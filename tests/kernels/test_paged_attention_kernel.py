@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memjax.engine.paged_attention import PagedAttention
+from memjax.engine.paged_kv import PagedAttention
 from memjax.kernels import engine_attend, paged_attention, paged_attention_ref
 from memjax.kernels.paged_attention import combine_splits, resolve_impl, suggest_num_splits
 from memjax.model import init_model, presets

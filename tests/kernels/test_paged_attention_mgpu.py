@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from memjax.engine.config import EngineConfig
-from memjax.engine.paged_attention import PagedAttention
+from memjax.engine.paged_kv import PagedAttention
 from memjax.kernels import engine_attend, paged_attention, paged_attention_ref
 from memjax.kernels.paged_attention import resolve_impl
 from memjax.kernels.paged_attention_mgpu import mosaic_supported, paged_attention_mosaic

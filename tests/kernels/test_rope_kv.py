@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memjax.engine.paged_attention import to_pool, write_kv
+from memjax.engine.paged_kv import to_pool, write_kv
 from memjax.kernels.rope_kv import rope_kv, rope_kv_ref
 from memjax.model.layers import apply_rope, rope_cos_sin
 

@@ -6,7 +6,7 @@ group), length-normalised step-level ratios with a dual clip, a compression pena
 This folder is everything only Memory-R2 needs; the memory bank, LoCoMo data and metrics, the step-level ratio
 kernel and losses (memjax/kernels, memjax/rl), the curriculum loop (memjax/curriculum.py), the workflow driver and
 the training loop are shared. docs/memory_r2.md is the long form.
-- `prompts.py` (+ `prompts_85aeeb1.py`): the public code's templates byte for byte; `messages.py`: message building
+- `prompts.py` (+ `system_prompts.py`): the public code's templates byte for byte; `messages.py`: message building
   and output parsing; `reward.py`: question crediting, the frozen answer agent, F1 minus the compression penalty;
   `workflow.py`: the episode (global chains and local re-rollouts); `system.py`: the `memory_r2` System, the
   LoGo-GRPO credit rule and the curriculum stages.

@@ -310,7 +310,7 @@ QA_TEMPLATE = (
     'Answer step by step, and output the final answer in this format, with no extra text: <answer>YOUR_FINAL_ANSWER</answer>\n'
 )
 
-from .prompts_85aeeb1 import EXTRACTOR_SYSTEM_85AEEB1, MANAGER_SYSTEM_85AEEB1  # noqa: E402
+from .system_prompts import EXTRACTOR_SYSTEM_85AEEB1, MANAGER_SYSTEM_85AEEB1  # noqa: E402
 
 
 PROMPT_REVISIONS = {

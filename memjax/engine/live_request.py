@@ -1,6 +1,6 @@
 """Host-side request records and their packing into the device `Queue`, per device group.
 
-Owns: `Request` (one submitted request while it is queued or running: its current prompt, sampling
+Owns: `LiveRequest` (one submitted request while it is queued or running: its current prompt, sampling
 parameters, seed, prefix-sharing group, the tokens generated before any preemption, its continuation
 parent and its device group) and `pack_queue(rows, ecfg, q)`: the rows waiting for each of the D device
 groups -> a `Queue` of numpy arrays with a leading [D] axis, q rows per group (memjax/engine/state.py);
@@ -18,7 +18,7 @@ from .state import Queue
 
 
 @dataclass
-class Request:
+class LiveRequest:
     rid: int
     prompt: list[int]  # current prompt (original + generated before any preemption)
     orig_len: int
@@ -37,7 +37,7 @@ class Request:
     load: int = 0  # tokens counted in the group's load while live
 
 
-def pack_queue(rows: list[list[Request]], ecfg: EngineConfig, q: int) -> Queue:
+def pack_queue(rows: list[list[LiveRequest]], ecfg: EngineConfig, q: int) -> Queue:
     """rows[g]: at most q requests for device group g, in queue order -> Queue of [D, q, ...] numpy arrays."""
     d = len(rows)
     wc, ns = ecfg.window + ecfg.prefill_chunk, ecfg.max_stop_ids

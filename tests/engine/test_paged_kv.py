@@ -1,4 +1,4 @@
-"""memjax.engine.paged_attention: the page-by-page reference against dense attention and the full forward."""
+"""memjax.engine.paged_kv: the page-by-page reference against dense attention and the full forward."""
 
 import re
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memjax.engine.paged_attention import PagedAttention, page_buckets, paged_attention, write_indices, write_kv
+from memjax.engine.paged_kv import PagedAttention, page_buckets, paged_attention, write_indices, write_kv
 from memjax.model import grouped_attention, init_model, presets
 
 
@@ -65,7 +65,7 @@ def test_engine_kv_writes_are_unique(schedule, monkeypatch):
     offset) at most once and never a valid row to the null page: the engine's CPU results then do not
     depend on which duplicate wins (undefined on a GPU), and `unique_indices=True` in write_kv is true."""
     from memjax.engine import Engine, EngineConfig, SamplingParams
-    from memjax.engine import paged_attention as pa
+    from memjax.engine import paged_kv as pa
 
     found = []
 
