@@ -126,3 +126,52 @@ def test_errors(tmp_path, capsys):
         apply_overrides(train.TrainConfig(), ["loss.agg=mean"])
     with pytest.raises(ConfigError, match="has no field 'nope'"):
         apply_overrides(train.TrainConfig(), ["optim.nope=1"])
+
+
+@pytest.mark.parametrize("damage", ["deleted", "file"])
+def test_vanished_checkpoints_refuse_before_any_log_is_cut(uninterrupted, tmp_path, damage):
+    """A finished run whose checkpoints/ was deleted (or replaced by a file), extended by raising steps, refuses
+    with one line naming the committed checkpoint instead of retraining from step 1 and cutting its logs."""
+    src, _, _ = uninterrupted
+    out = tmp_path / damage
+    shutil.copytree(src, out)
+    shutil.rmtree(out / "checkpoints")
+    if damage == "file":
+        (out / "checkpoints").write_text("not a directory\n")
+    before = (out / "metrics.jsonl").read_text()
+    with pytest.raises(ConfigError, match="committed checkpoint 2 .*put the checkpoints back") as e:
+        train.Run(_cfg(out, 3))
+    assert len(str(e.value).splitlines()) == 1
+    assert (out / "metrics.jsonl").read_text() == before  # nothing cut back
+    assert json.loads((src / "checkpoints.json").read_text()) == {"committed": 2}
+
+
+class _StopAtEveryStep:
+    """StopRequests whose stop is due at every step (a SIGTERM that arrived during it)."""
+    code, signal_name = 143, "SIGTERM"
+
+    def __init__(self, processes):
+        pass
+
+    def due(self, step):
+        return True
+
+    def restore(self):
+        pass
+
+
+def test_a_stop_during_the_last_step_still_writes_the_run_outputs(tmp_path, monkeypatch):
+    from memjax.config import Stopped
+    from memjax.loop import run as run_module
+
+    monkeypatch.setattr(run_module, "StopRequests", _StopAtEveryStep)
+    early = tmp_path / "early"
+    with pytest.raises(Stopped, match="at step 1; checkpoint 1 committed") as e:
+        train.Run(_cfg(early, 2)).run()
+    assert e.value.code == 143 and not (early / "result.json").exists()
+    last = tmp_path / "last"
+    with pytest.raises(Stopped, match="at step 1, the last; the run finished") as e:
+        train.Run(_cfg(last, 1)).run()
+    assert e.value.code == 143
+    assert json.loads((last / "result.json").read_text())["history"][-1]["step"] == 1
+    assert (last / "hf" / "config.json").exists() and (last / "report.html").exists()

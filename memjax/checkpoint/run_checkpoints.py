@@ -13,6 +13,7 @@ temporary directory and commits it by rename, so a step directory is all-or-noth
   step and can save the steps it retrains; retention never deletes a good step because of a corrupt one.
   A ConfigError raised by the restore function (a checkpoint of another model) is not corruption: it
   propagates and nothing is moved.
+- `on_commit(step)` is told each step once it is verified (the run's ledger of committed checkpoints).
 - `placed_like(restored, like)`: restored arrays placed as the live ones (no recompilation after a restore).
 - `keep=None` keeps every step (no retention); the owner removes steps itself with `delete(step)` (the
   per-stage best store, memjax.checkpoint.stage_best).
@@ -71,14 +72,17 @@ class RunCheckpoints:
     ITEMS = ("state", "meta")
 
     def __init__(self, directory: str | Path, keep: int | None, warn: Callable[[str], None] = print,
-                 info: Callable[[str], None] | None = None):
+                 info: Callable[[str], None] | None = None, on_commit: Callable[[int], None] | None = None):
         if keep is not None and keep < 1:
             raise ValueError(f"keep_checkpoints must be >= 1, got {keep}")
         self.dir = Path(directory).absolute()
         self.quarantine_dir = self.dir.with_name(self.dir.name + "_corrupt")
         self.warn = warn
         self.info = info or (lambda m: None)  # a line when a save starts and when it has committed
+        self.on_commit = on_commit or (lambda step: None)  # called with each step once it is verified
         quiet_orbax_logs()
+        if self.dir.exists() and not self.dir.is_dir():
+            raise CheckpointError(f"{self.dir}: is a file, not a checkpoint directory; move it away")
         try:
             self.mgr = ocp.CheckpointManager(self.dir, options=ocp.CheckpointManagerOptions(
                 max_to_keep=keep, create=True))
@@ -150,6 +154,7 @@ class RunCheckpoints:
             step, self._unverified = self._unverified, None
             self.verify(step)
             self.info(f"checkpoint {step}: committed")
+            self.on_commit(step)
 
     def verify(self, step: int) -> None:
         self.mgr.reload()

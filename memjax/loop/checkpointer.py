@@ -9,6 +9,8 @@ Owns the run's `RunCheckpoints` (orbax, asynchronous, committed by rename, each 
   by RunCheckpoints and the previous one used), its arrays and streams put back into the model, trainer, critic,
   data stream, ablation generator and engine; without it, an out_dir holding checkpoints is refused; a fresh
   RunState when there is nothing to resume.
+- a ledger, out_dir/checkpoints.json, of the newest committed step: a run whose committed checkpoint has vanished
+  (deleted, or checkpoints/ replaced) refuses with one line before anything is read or cut back.
 Invariants: a restored run has the uninterrupted run's parameters, optimizer state, data stream, ablation generator
 and RunState, and the engine its weights, so it continues bit for bit. A checkpoint of another model
 (model.hf_path / preset / dtype) or one that does not fit this config is a ConfigError naming out_dir, never taken
@@ -30,14 +32,47 @@ from ..checkpoint.run_checkpoints import RunCheckpoints, one_line, placed_like
 from ..config import ConfigError
 from ..parallel import on_mesh
 from ..rl.shares import gather_states, own_state
+from ..runio import write_atomic
 from .run_state import RunState
+
+LEDGER = "checkpoints.json"  # out_dir/checkpoints.json: {"committed": the newest verified checkpoint step}
 
 
 class Checkpointer:
     def __init__(self, cfg, parts, curriculum, directory: Path, say: Callable[[str], None],
                  warn: Callable[[str], None]):
         self.cfg, self.parts, self.curriculum, self.say = cfg, parts, curriculum, say
-        self.ckpts = RunCheckpoints(directory, cfg.keep_checkpoints, warn=warn, info=say)
+        self.ledger = directory.parent / LEDGER
+        self._check_ledger(directory)
+        self.ckpts = RunCheckpoints(directory, cfg.keep_checkpoints, warn=warn, info=say, on_commit=self._committed)
+
+    def _committed(self, step: int) -> None:
+        if jax.process_index() == 0:
+            write_atomic(self.ledger, json.dumps({"committed": step}) + "\n")
+
+    def _recorded(self) -> int:
+        """The newest checkpoint this out_dir's run committed: the ledger's, else a finished run's last step."""
+        for path, read in ((self.ledger, lambda d: d["committed"]),
+                           (self.ledger.parent / "result.json", lambda d: d["history"][-1]["step"])):
+            try:
+                return int(read(json.loads(path.read_text())))
+            except (OSError, ValueError, KeyError, IndexError, TypeError):
+                continue
+        return 0
+
+    def _check_ledger(self, directory: Path) -> None:
+        """A run that committed checkpoint k but finds neither it nor its quarantined copy refuses (it would
+        retrain from an older step and cut its logs back): one line naming what is missing."""
+        k = self._recorded()
+        if not k:
+            return
+        quarantined = directory.with_name(directory.name + "_corrupt")
+        if (directory / str(k)).is_dir() or any(quarantined.glob(f"{k}")) or any(quarantined.glob(f"{k}.*")):
+            return
+        what = "is gone" if not directory.exists() else f"lacks checkpoint {k}"
+        raise ConfigError(f"out_dir={self.cfg.out_dir}: its run committed checkpoint {k} ({self.ledger.name}) but "
+                          f"{directory} {what}; put the checkpoints back to resume, or start again deliberately "
+                          "in a new out_dir")
 
     @property
     def dir(self) -> Path:

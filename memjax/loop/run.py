@@ -24,6 +24,7 @@ import jax
 from rich.console import Console
 
 from .. import run_identity
+from ..config import Stopped
 from ..compile_cache import use_compile_cache
 from ..parallel import code_digest, initialize, is_primary
 from ..parallel.lifecycle import StopRequests, agree_run, peer_loss, run_console, stop_line
@@ -172,7 +173,7 @@ class Run:
             self.con.print(f"{self.out}: the run already finished at step {self._finished['history'][-1]['step']} "
                            f"(steps={self.cfg.steps}); nothing to do (raise steps to extend it)")
             return self.state.history
-        stop = StopRequests(jax.process_count())
+        stop, stopped = StopRequests(jax.process_count()), False
         try:
             if self.state.step == 0 and not self.state.evals:
                 self.curriculum.check_metric(self.evaluate())  # a select_metric it lacks fails now
@@ -186,7 +187,9 @@ class Run:
                         if self.state.saved_at != self.state.step:
                             self.save()
                         self.ckpt.finish()  # committed and verified before the one line and exit 143 / 130
-                        raise stop_line(stop, self.state.step, self.ckpt.dir)
+                        if self.state.step < self.cfg.steps:
+                            raise stop_line(stop, self.state.step, self.ckpt.dir)
+                        stopped = True  # the last step: the run's outputs are written before the stop's exit
             self.ckpt.finish()
             self.summary = result.write(self.out, self.primary, self.parts.model, lambda: result.summary(
                 self.cfg, self.system, self.state, self.curriculum, self.code, self.parts.model_run,
@@ -195,6 +198,9 @@ class Run:
             stop.restore()
             self.close()
         result.announce(self.out, self.primary, self.con)
+        if stopped:
+            raise Stopped(f"stopped by {stop.signal_name} at step {self.state.step}, the last; the run finished: "
+                          f"checkpoint, result.json, hf/ and report.html written in {self.out}", stop.code)
         return self.state.history
 
 
