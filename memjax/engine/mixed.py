@@ -44,7 +44,7 @@ page table and seq_len) to `PagedAttention(ragged=...)`, and attention runs as m
 each sequence's rows in blocks of block_q / G tokens, each block reading its context pages once (the split
 prefill round's reads), decode tokens one block each. The reference back-end (CPU) keeps the per-row layout:
 exact, and both agree (tests/kernels/test_ragged_paged_attention.py, tests/engine/test_mixed.py). Not yet timed
-on a GPU: `schedule="auto"` stays split there until the GPU block (BUILD.md, issue 47) compares them.
+on a GPU: `schedule="auto"` stays split there until a GPU run (scripts/gpu_block_47.sh 2) compares them.
 
 Invariants: token_budget >= max_slots (every decoding sequence fits, and a pending prompt always gets >= 1
 token because it occupies a slot no decode token uses); rows are contiguous per slot and in position
