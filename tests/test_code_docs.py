@@ -1,5 +1,6 @@
 """The code's own words stay in the present tense: no comment or docstring anywhere in memjax/ carries a calendar date,
-an issue number or a pointer to BUILD.md, and no string the code prints points outside the repository (`../shared`).
+an issue number or a pointer to BUILD.md, and no string the code prints points outside the repository (`../shared`,
+local paper texts such as `papers/sumer.txt`): papers are cited by arXiv id or name and table.
 
 History belongs in `git log`, measurements in docs/performance.md. Every `memjax/**/*.py` file is read; none is
 skipped. Comments and docstrings (module, class, function) are checked for all four; other string literals only for
@@ -21,7 +22,7 @@ MONTHS = ("January|February|March|April|May|June|July|August|September|October|N
 DATE = re.compile(rf"\b(?:19|20)\d\d-[01]\d-[0-3]\d\b|\b\d{{1,2}}(?:st|nd|rd|th)? (?:{MONTHS})\b|"
                   rf"\b(?:{MONTHS})\.? \d{{1,2}}(?:st|nd|rd|th)?\b")
 ISSUE = re.compile(r"\bissues? #?\d+|(?<![\w&#/])#\d+\b", re.I)
-POINTER = re.compile(r"BUILD\.md|\.\./shared\b")
+POINTER = re.compile(r"BUILD\.md|\.\./shared\b|\bpapers/[\w.-]+|\bSPECS\.md")
 FORBIDDEN = {"a date": DATE, "an issue number": ISSUE, "a pointer outside the code": POINTER}
 
 
