@@ -12,7 +12,7 @@ failed and how; a SIGTERM or Ctrl-C to the launcher (or a process that stopped o
 130) is a stop request: every process gets SIGTERM, reaches the same step, commits a checkpoint and exits 143
 (memjax.parallel.preempt), and only after --stop-timeout seconds is any still running killed; the launcher then
 exits 143 (130 on Ctrl-C); the coordinator binds only to 127.0.0.1 (one node). On clusters use the JAX variables or
-SLURM / Open MPI instead (BUILD.md, "Multi-host launch").
+SLURM / Open MPI instead (docs/multihost.md).
 """
 
 from __future__ import annotations

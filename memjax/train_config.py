@@ -85,5 +85,5 @@ class TrainConfig:
             raise ValueError("TrainConfig: dynamic_sampling already drops flat groups; unset filter_flat_groups")
         if self.engine.kv_dtype != "compute" and not self.update.recompute_old_logp:
             raise ValueError(f"TrainConfig: engine.kv_dtype={self.engine.kv_dtype!r} makes the rollout's log-probs "
-                             "approximate (BUILD.md, issue 47): keep update.recompute_old_logp=true, so the ratio's "
+                             "approximate (docs/engine.md, float8 KV cache): keep update.recompute_old_logp=true, so the ratio's "
                              "old log-probs come from the trainer")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 46's GPU block: at most 8 minutes on a bare H100/H200 (jax 0.11.2 + CUDA 13 plugin, flax, optax, orbax, torch,
+# The training loop on a GPU (docs/performance.md): at most 8 minutes on a bare H100/H200 (jax 0.11.2 + CUDA 13 plugin, flax, optax, orbax, torch,
 # transformers; no grain, bm25s, wordllama or tensorboardX), everything under one folder:
 #   scripts/gpu_block_46.sh OUT            (from the repository root)
 # 1. the training-attention GPU tests (cuDNN packed after its dK fix): attention_tests.log; cuDNN packed is used

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 47's GPU block (the rollout engine at the hardware limit), in two calls of at most 8 minutes each on a bare
+# The engine options timed against the default (docs/performance.md), in parts of at most 8 minutes each on a bare
 # H100/H200 (jax 0.11.2 + CUDA 13 plugin); everything under OUT, then OUT/i47_part<N>.tgz:
 #   scripts/gpu_block_47.sh OUT 1    decode: old vs new engine layout vs new layout + the fused RoPE/KV-write kernel
 #                                    (sweep at batch 32 and 256, profiles of the last), the MemAgent 28K rollout and
@@ -10,12 +10,11 @@
 #                                    race test first, then fuse_rope_kv without and with it (sweep, profiles, greedy)
 #   scripts/gpu_block_47.sh OUT 4    XLA command buffers holding the round's loops and conditionals
 #                                    (--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL): sweeps with and without
-#   scripts/gpu_block_47.sh OUT 5    an evaluation's sampling (top-p): the sampler's truncation pass by bisection (the
-#                                    path before 2026-12-02) vs 15 thresholds a read, then the sweep at the RL
+#   scripts/gpu_block_47.sh OUT 5    an evaluation's sampling (top-p): the sampler's truncation pass by bisection (both
+#                                    searches) vs 15 thresholds a read, then the sweep at the RL
 #                                    recipes' sampling vs MemAgent's eval sampling (T 0.7, top_p 0.95)
 # The 1.5B sweeps also save greedy tokens; greedy_*.json says whether each change kept them (benchmarks/greedy_match.py).
-# Each line has its own timeout; summary.txt lists every line's exit status and seconds. The old path's 28K rollout
-# (61.6 s on the H200 of 2026-11-27) and 7B sweep are in ../shared/gpu/2026-11-27/.
+# Each line has its own timeout; summary.txt lists every line's exit status and seconds.
 # Dry run on CPU (tiny presets, small sizes): I47_DRY=1 scripts/gpu_block_47.sh OUT 1 (and 2).
 set -u
 OUT=${1:?usage: scripts/gpu_block_47.sh OUT_DIR PART(1|2|3|4|5)}
@@ -93,7 +92,7 @@ elif [ "$PART" = 3 ]; then
   done
 elif [ "$PART" = 4 ]; then
   # XLA's command buffers with loops and conditionals inside (CUDA conditional nodes): the 3 branch decisions per
-  # round that remain (BUILD.md, "host syncs") stay on the GPU if XLA can capture them; default engine, then the
+  # round that remain (docs/engine.md, "Host syncs") stay on the GPU if XLA can capture them; default engine, then the
   # unrolled + fused + rope_kv layout, each with the flag (profile at the small batch: are the MemcpyD2H gone?)
   CB="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"
   run sweep_default 70 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE \

@@ -1,4 +1,4 @@
-"""Every documented command runs (issue 36): the `python -m memjax...`, `python -m benchmarks...` and `make ...`
+"""Every documented command runs: the `python -m memjax...`, `python -m benchmarks...` and `make ...`
 commands of README.md, BUILD.md, docs/*.md (fenced blocks and inline code) and the configs' docstrings.
 
 COMMANDS (below) names, per documented command as the docs spell it (whitespace normalised), what the test runs:
@@ -13,7 +13,7 @@ To register a command: add `"<the command as documented>": "<extra arguments>"` 
 `"python -m memjax.report OUT_DIR": ""` with `"OUT_DIR": "{tmp}/run"` in PLACEHOLDERS).
 The `python -m` commands run four at a time, each in its own process forked from a server that has already imported
 jax, flax, optax and numpy (tests/forked_cli.py: runpy as `python -m` runs a module, ~0.7 CPU-s less per command;
-all 129 rows 153 -> 50 CPU-s, 79 -> 28 s on 2 cores, 2026-11-29); `make -n` rows run as subprocesses. PARSE rows (the
+about a third of the CPU of fresh processes); `make -n` rows run as subprocesses. PARSE rows (the
 slow benchmarks and warm starts) only parse their documented arguments: their own tests run them.
 """
 
@@ -32,7 +32,7 @@ import pytest
 
 from tests.forked_cli import ForkedCLI
 
-# every documented command: 28 s alone on 2 cores (2026-11-29); 113 s in CI while each was a fresh subprocess
+# every documented command: about 30 s alone on 2 cores
 pytestmark = pytest.mark.slow(seconds=50)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,18 +116,22 @@ CHECK = "--check"  # memjax.train / memjax.evaluate: validate, build, resolve, p
 # the LoCoMo fixture holds 2 conversations (conv-26, conv-30): the memory_r1 split's test part, a config's default, is
 # empty there, which memjax.evaluate refuses; a part that has questions in the fixture is named instead
 FIXTURE_PART = "--set split=sumer --set part=validation "
-# --check parses the training data (issue 50): Memory-R2 trains on conv-43 / conv-47 of its split, which the
+# --check parses the training data: Memory-R2 trains on conv-43 / conv-47 of its split, which the
 # 2-conversation fixture lacks: its rows read the fixture's two conversations copied under LoCoMo's ten ids
 # (written by the workspace fixture: every part of the split is there)
 R2_TRAIN_DATA = "--set agent.locomo_path={tmp}/locomo_r2.json "
 PARSE = "--help"  # the documented arguments are parsed (types, choices) before --help prints the usage and exits 0
 B = "--out-dir {tmp}/bench"  # benchmarks write their result files here, never into benchmarks/results
+SWEEP = "python -m benchmarks.rollout_throughput --mode sweep"  # the GPU sweep of docs/performance.md
+SHAPE = "--dtype bfloat16 --prompt-len 1024 --window 2048 --decode-tokens 128"
 # documented command -> arguments appended to it (after PLACEHOLDERS); "make -n" rows run `make -n TARGET...`
 COMMANDS = {
     "make demo": "make -n",
     "make test": "make -n",
     "make test TEST_JOBS=0": "make -n",
     "make test-gpu": "make -n",
+    "make check": "make -n",
+    "make clean": "make -n",
     # the warm starts train for about a minute even at one step (their evaluation); tests/tiny runs them
     "python -m memjax.systems.memagent.tiny.warmstart": PARSE,
     "python -m memjax.systems.memory_r2.tiny.warmstart": PARSE,
@@ -213,7 +217,7 @@ COMMANDS = {
     **{f"python -m memjax.evaluate configs/{paper}/longmemeval.py --set data_path=/path/to/longmemeval_s.json "
        "--set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set judge=openai --set judge_url=http://host:8000/v1]":
        CHECK for paper in ("sumer", "memory_r2", "memagent")},
-    # issue 51: the tiny trained policies on the tiny-vocabulary fixture (tests/systems/test_tiny_longmemeval.py runs
+    # the tiny trained policies on the tiny-vocabulary fixture (tests/systems/test_tiny_longmemeval.py runs
     # them in full)
     **{f"python -m memjax.evaluate configs/{paper}/longmemeval_tiny.py": CHECK
        for paper in ("memagent", "sumer", "memory_r1", "memory_r2")},
@@ -248,7 +252,6 @@ COMMANDS = {
     "python -m benchmarks.locomo_retrieval locomo10.json [--with-speaker]": "--out {tmp}/bench",
     "python -m benchmarks.locomo_retrieval PATH [--with-speaker]": "--out {tmp}/bench",
     "python -m benchmarks.forward_throughput": PARSE,
-    "python -m benchmarks.memagent.linearity": PARSE,
     "python -m benchmarks.memagent.linearity --repeats 3": PARSE,
     "python -m benchmarks.rollout_throughput": PARSE,
     "python -m benchmarks.rollout_throughput --mode token_budget --budgets 0 80": PARSE,
@@ -269,6 +272,18 @@ COMMANDS = {
     "python -m benchmarks.sampler_truncation --batches 32 256": "--batches 2 --vocab 512 --iters 1 --json {tmp}/s.json",
     "python -m benchmarks.sampler_truncation --aot": PARSE,
     "python -m benchmarks.greedy_match BEFORE.npy AFTER.npy": PARSE,
+    "python -m benchmarks.memagent.ruler_hotpotqa_lengths": PARSE,
+    # the engine options timed on a GPU (docs/performance.md); tests/benchmarks/ runs the sweep at tiny shapes
+    f"{SWEEP} --preset qwen2.5-1.5b {SHAPE} --batches 32 256 "
+    "--greedy-tokens": PARSE,
+    f"{SWEEP} --preset qwen2.5-1.5b {SHAPE} --batches 32 256 "
+    "--engine layers=unrolled --engine fuse_projections=true --engine fuse_rope_kv=true --greedy-tokens": PARSE,
+    f"{SWEEP} --preset qwen2.5-1.5b {SHAPE} --batches 32 256 "
+    "--engine schedule=mixed --greedy-tokens": PARSE,
+    f"{SWEEP} --preset qwen2.5-7b {SHAPE} --batches 256 "
+    "--engine kv_dtype=float8_e4m3fn": PARSE,
+    f"{SWEEP} --preset qwen2.5-1.5b {SHAPE} --batches 32 256 "
+    "--temperature 0.7 --top-p 0.95": PARSE,
     "python -m benchmarks.kernel_speed": PARSE,
     "python -m benchmarks.gpu_pass --out DIR": PARSE,
     "python -m benchmarks.gpu_pass --out DIR --only decode_1.5b decode_7b": PARSE,
@@ -290,12 +305,11 @@ COMMANDS = {
     "python -m memjax.systems.memagent.tiny.full_context": PARSE,
     "python -m benchmarks.peers.generation --peer tunix": PARSE,
     "python -m benchmarks.peers.generation --peer trl": PARSE,
-    "python -m benchmarks.peers.generation --peer easydel": PARSE,
     "python -m benchmarks.peers.generation --peer easydel --repeats 2": PARSE,
     "python -m benchmarks.peers.grpo --peer tunix": PARSE,
     "python -m benchmarks.peers.grpo --peer trl": PARSE,
     "python -m benchmarks.sumer.search_behaviour --steps 10 --heldout 32 --seeds 0 1 2 3 4": PARSE,
-    # issue 46: the end-to-end driver and the scaling run minutes (tests/test_memagent_command.py runs both at tiny
+    # the end-to-end driver and the scaling run minutes (tests/test_memagent_command.py runs both at tiny
     # scale); the deviceless compiles need the CUDA plugin (tests/benchmarks/test_gpu_aot.py)
     "make venv": "make -n",
     "make venv CUDA_AOT=0": "make -n",

@@ -1,4 +1,4 @@
-"""Every ```python snippet of README.md runs as written (issue 50), in order, in one namespace (a later snippet uses
+"""Every ```python snippet of README.md runs as written, in order, in one namespace (a later snippet uses
 the names an earlier one made), in a fresh process.
 
 What the test changes, and nothing else: the paths the README leaves to the user (PATHS: a Hugging Face directory

@@ -6,7 +6,7 @@ Owns: `as_locomo(q, *, question_date=True) -> (Conversation, Question)`, `locomo
 Mapping (memjax's choices; the LongMemEval paper runs none of these systems):
 - conversation id = question_id; speakers "user" and "assistant" (the turn roles); session k (1-based, haystack
   order, which is time order in the S and M files) has date_time = the haystack date in LoCoMo's form
-  ("2023/05/20 (Sat) 02:21" -> "2:21 am on 20 May, 2023", what the systems' prompts were written for); a date
+  ("YYYY/MM/DD (Ddd) HH:MM" -> "H:MM am on D Month, YYYY", what the systems' prompts were written for); a date
   in another form is kept as it is;
 - turn t of session k is dia_id "D<k>:<t>" (1-based); the `has_answer` turns are the question's evidence;
 - with `question_date`, the question text ends with " (asked on <question date in LoCoMo's form>)": LongMemEval's
@@ -27,7 +27,7 @@ CATEGORY_OF = {"multi-session": 1, "temporal-reasoning": 2}
 
 
 def locomo_date(date: str) -> str:
-    """'2023/05/20 (Sat) 02:21' -> '2:21 am on 20 May, 2023'; any other form unchanged."""
+    """'YYYY/MM/DD (Ddd) HH:MM' -> 'H:MM am on D Month, YYYY' (LoCoMo's form); any other form unchanged."""
     try:
         d = dt.datetime.strptime(date.split(" (")[0] + " " + date.rsplit(") ", 1)[-1], "%Y/%m/%d %H:%M")
     except ValueError:

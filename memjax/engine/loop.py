@@ -1,51 +1,18 @@
 """The jitted generation loop: many prefill/decode rounds per host sync, in one `lax.while_loop`.
 
-Owns: `make_run(graphdef, mcfg, ecfg)` -> the jitted run(params, slots, pool, queue, ring, max_rounds, idle_return) ->
-(slots, pool, queue, ring, counters) that loops rounds until `max_rounds`, until the ring may not hold another
-round's releases, until nothing is running or admissible, or (idle_return > 0: chained agent turns) as soon as
-a sequence has finished in this call, at least idle_return slots are free and no queued row is waiting:
-the host then has follow-up turns to submit, so running on with idle slots would only waste them.
-A call admits once, then each round is: forward -> release the finished sequences and admit for the next round
-(scheduler.release_and_admit). EngineConfig.schedule picks the forward:
-"mixed" = one token-budget round of decode tokens and prefill chunks (memjax/engine/mixed.py); "split" =
-(prefill round if any running sequence still has prompt tokens to cache, else decode round):
-- Prefill round: up to `prefill_slots` sequences each cache up to `prefill_chunk` prompt tokens
-  ([prefill_slots, prefill_chunk] forward); a sequence whose prompt completes samples its first token
-  from the logits at its last prompt position (LM head only on those rows).
-- Decode round: all `max_slots` sequences feed their newest token ([max_slots, 1] forward), after
-  `grant_decode_pages` gave each that starts a page its page.
-- Preemption round (both schedules), instead of a decode or mixed round when more sequences need a new page than
-  the pool has free: no forward, the most recently admitted sequences go back to the host (LIFO) until the pool
-  suffices; the forward runs in the next round.
-Stops: a stop id (the token is kept), max_tokens, or the window (prompt + generated == window).
-Branch decisions per round: on XLA:GPU every `lax.cond` / `lax.switch` and every while loop without a trip count
-reads its predicate back to the host before the GPU may go on (the H200 traces of 2026-11-27: a pipeline drain
-each). The loop therefore decides each round's kind once (split: idle / prefill / decode / preemption in one
-`lax.switch`; mixed: its row size or preemption), keeps the preemption loop out of the rounds that run a forward,
-releases and admits under one decision, and compiles the sampler without a branch (`truncate`, chosen per device
-call by the engine): 3 per round that runs a forward, in either schedule (loop predicate, the round's kind,
-release + admit; 8 before 2026-12-02), counted in the H100 compile (benchmarks/hlo_facts.py `round_syncs`,
-tests/benchmarks/test_gpu_aot.py) and in the loop's jaxpr (tests/engine/test_loop_syncs.py).
-Slots, Pool and Ring are donated: the KV pool is updated in place. The Counters are those of this call only
-(they start at zero; the host accumulates them in Python ints), so int32 cannot overflow in a long run:
-one call counts at most rounds_per_sync * max(max_slots * prefill_chunk, token_budget) tokens.
-Compiled with `LOOP_COMPILER_OPTIONS`: XLA:GPU's default copy insertion puts a copy of the whole KV pool at the
-root of each branch of a `lax.cond` / `lax.switch` whose branches all update the pool in place (the split
-schedule's prefill/decode cond, the mixed schedule's row-size switch), i.e. a second pool in temporaries and a
-pool-sized copy every round; region analysis removes it (deviceless H100 compile of the Qwen2.5-1.5B loop, 3.5 GiB
-pool: temporaries 3.62 GiB -> see benchmarks/results/engine_gpu_hang.md). XLA:CPU never made the copy.
-The same options read each weight once per round. The layer scan slices layer i's weights out of the stacked
-[L, ...] arrays. With Triton GEMM fusions, XLA:GPU copies each slice into a new buffer before the GEMM reads it:
-every weight byte is read, written and read again, so a decode round moves 3x the weight bytes. The dot merger
-also concatenated q/k/v and gate/up into fresh buffers every round. With `xla_gpu_enable_triton_gemm=False` the
-GEMMs are cuBLAS calls that take the slice in place ("dynamic-slice fusion", an address offset). With the dot
-merger off, nothing is concatenated. The q/k/v biases are added after an optimization barrier
-(memjax/model/qwen2.py), because a bias fused into the GEMM's epilogue blocks that fusion. Deviceless H100
-compile of the Qwen2.5-1.5B loop, batch 32: slices copied per layer 7 -> 0, concatenations 2 -> 0
-(`benchmarks/gpu_aot.py` `weight_copies`). The H200 decode of 2026-11-26 before this change ran at 20-34% of the
-HBM roofline.
-`make_loop` returns the same function unjitted: memjax/engine/data_parallel.py runs it per device group
-inside `jax.shard_map` (each group's while loop has its own trip count; no collective crosses groups).
+Owns `make_run(graphdef, mcfg, ecfg)` -> jitted run(params, slots, pool, queue, ring, max_rounds, idle_return) ->
+(slots, pool, queue, ring, counters), and `make_loop`, the same function unjitted (data_parallel.py runs it per
+device group inside `jax.shard_map`). A call admits once, then loops rounds: forward (EngineConfig.schedule: "mixed"
+= one token-budget round of decode tokens and prefill chunks, memjax/engine/mixed.py; "split" = a prefill round while
+a running sequence has uncached prompt tokens, else a decode round), then release the finished and admit the next
+(scheduler.release_and_admit). A preemption round replaces a forward when the pool lacks pages: the most recently
+admitted sequences go back to the host (LIFO). The loop stops at `max_rounds`, a full ring, nothing admissible, or
+(idle_return > 0) once enough slots are idle for the host's follow-up turns. A sequence stops at a stop id (kept),
+max_tokens or the window.
+Invariants: Slots, Pool and Ring are donated (the KV pool is updated in place); each round decides its kind once, so
+XLA:GPU reads back 3 predicates per forward round (tests/engine/test_loop_syncs.py); the Counters are this call's only,
+so int32 cannot overflow. `LOOP_COMPILER_OPTIONS` stop XLA:GPU from copying the pool at each branch root and from
+copying every weight slice before its GEMM (docs/engine.md has the measured effect).
 """
 
 from __future__ import annotations

@@ -1,56 +1,18 @@
 """Token-budget batching (`EngineConfig.schedule="mixed"`): one ragged forward per round holding every running
 sequence's decode token plus prefill chunks of pending prompts, as vLLM's and SGLang's schedulers do.
 
-Owns: `plan_round(slots, n_rows)` (which token of which sequence goes in which row) and
-`make_mixed_round(forward, emit, ecfg)` (the round the generation loop runs instead of its split
-prefill / decode rounds).
-
-Round plan. Every running slot has `need` = tokens known but not yet cached: 1 for a decoding sequence
-(its newest generated token), prompt_len - seq_len for a prefilling one. Slots are ranked decoding first
-(so a pending prefill never pauses decoding), then prefilling ones in admission order (FCFS: the oldest
-prompt finishes first, which is what minimises time-to-first-token under a budget), and the ranked needs
-are cut at the round's token budget: `take` = the slot's share (a prefix of its remaining prompt:
-chunked prefill, the chunk is whatever budget is left, no fixed prefill_chunk and no padding to
-[prefill_slots, prefill_chunk]). A slot whose take completes its known tokens samples its next token
-from the hidden state of its last row (LM head on min(n_rows, max_slots) rows only), with the PRNG position
-prompt_len + n_gen (+ pos_offset), exactly the position the split schedule uses, so sampling stays
-batch-independent and both schedules return the same tokens (log-probs equal to fp32 rounding).
-
-Layout: token rows. The round is a [n_rows, 1] forward: row r carries one token with its own slot, position,
-page-table row (its slot's), start = position and n_valid = 1 (padding rows: n_valid = 0, null page).
-`PagedAttention` writes every row's K/V into its page first, then each row attends through the pool to
-kv_len = position + 1, so a prefill chunk is causal within itself and over the cached prefix with the
-existing paged attention, unchanged. The alternative, a packed [1, n_rows] layout with segment ids, needs
-a new attention (per-token page tables inside one sequence row) and gains nothing on CPU.
-Row buckets: a round runs at the smallest of `EngineConfig.round_sizes` (max_slots, token_budget and
-token_budget / 8**k down to 2 * max_slots, and up to `small_rounds` sizes max_slots / 4**k) that holds its
-total need, capped at token_budget (one `lax.switch`; each size is one compiled forward): a decode-only round
-costs at most what the split decode round costs, a round with few live sequences (the tail of a skewed batch)
-runs forward, LM head and sampler on a quarter or a sixteenth of the rows, and a short prefill (a follower's
-partial page) does not pay for the whole budget.
-
-Cost on a GPU, and the ragged kernel. Dense work (projections, MLP, LM head) is ragged-exact: at
-most token_budget rows, no [prefill_slots, prefill_chunk] padding. Attention is not: the reference
-`paged_attention` (and the Pallas kernel, same signature, run here as its t = 1 decode kernel) treats every
-row as its own sequence, so a prefill chunk of c tokens over a context of n pages reads those pages c
-times (c * n page reads instead of n) as c GEMVs instead of one [c, S] tile, and the bucketed page loop
-runs to max(kv_len) for every row. Per page step the reference gathers [n_rows, KV, S, D]: with the
-MemAgent 7B config's auto budget (8448 rows, KV 4, S 64, D 128, f32 in the loop) that is 1.1 GB for K and
-again for V, against 16 pages for the split prefill round. On CPU (tiny preset) the mixed rounds were
-no slower overall than split ones (benchmarks/results/rollout_token_budget_tiny_cpu.json); on a GPU,
-long-prompt prefill becomes memory-bound with the per-row layout. With the Pallas back-end (EngineConfig.attention
-"pallas", or "auto" on a GPU) the round passes its plan (take, row_start: rows contiguous per slot, and each slot's
-page table and seq_len) to `PagedAttention(ragged=...)`, and attention runs as memjax/kernels/ragged_paged_attention.py:
-each sequence's rows in blocks of block_q / G tokens, each block reading its context pages once (the split
-prefill round's reads), decode tokens one block each. The reference back-end (CPU) keeps the per-row layout:
-exact, and both agree (tests/kernels/test_ragged_paged_attention.py, tests/engine/test_mixed.py). Not yet timed
-on a GPU: `schedule="auto"` stays split there until the GPU block (BUILD.md, issue 47) compares them.
-
-Invariants: token_budget >= max_slots (every decoding sequence fits, and a pending prompt always gets >= 1
-token because it occupies a slot no decode token uses); rows are contiguous per slot and in position
-order; slots with take = 0 are untouched; pages: the decoding sequences get theirs first (`grant_decode_pages`;
-prefill tokens already have their pages from admission), and when the pool is short the round is instead the split
-schedule's preemption round (one `lax.switch` decides both).
+Owns `plan_round(slots, n_rows)` (which token of which sequence goes in which row) and
+`make_mixed_round(forward, emit, ecfg)` (the round the generation loop runs instead of split prefill / decode rounds).
+Plan: slots rank decoding first (a pending prefill never pauses decoding), then prefilling ones in admission order;
+the ranked needs are cut at the round's token budget (chunked prefill, no [prefill_slots, prefill_chunk] padding).
+A slot whose take completes its known tokens samples from its last row at position prompt_len + n_gen, the split
+schedule's position, so both schedules return the same tokens. Layout: a [n_rows, 1] forward, one token per row with
+its slot's page table; a round runs at the smallest of `EngineConfig.round_sizes` that holds its need (one
+`lax.switch`). The Pallas back-end gets the plan as `PagedAttention(ragged=...)` so a chunk reads its context once
+(memjax/kernels/ragged_paged_attention.py); the reference back-end keeps the per-row layout (docs/engine.md).
+Invariants: token_budget >= max_slots (every decoding sequence fits and a pending prompt gets >= 1 token); rows are
+contiguous per slot and in position order; slots with take = 0 are untouched; decoding sequences get their pages
+first, and a short pool makes the round the split schedule's preemption round (the same `lax.switch`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Invariants:
 - Work over the vocabulary is a few streaming reductions of the [b, V] logits viewed as [b, nb, blk] blocks
   (`vocab_blocks`: blk a divisor of V near sqrt(V); -inf padding only when V has none), never a sort, a
   [b, V] variadic argmax reduction or a [b, V] noise draw: on XLA:CPU `jnp.argmax` over [64, 151936] takes
-  ~30x a max reduction, and a Gumbel draw over it as long again (benchmarks/peers/generation.py profile, BUILD.md).
+  ~30x a max reduction, and a Gumbel draw over it as long again (benchmarks/peers/generation.py profile).
 - Greedy rows take the first maximum of the raw logits (jnp.argmax's tie rule: first block holding the
   maximum, then the first index in it).
 - Temperature > 0 samples by inversion of the categorical CDF: one uniform u per row, the block whose

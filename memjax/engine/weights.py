@@ -2,12 +2,11 @@
 
 Owns: `uses_layout(ecfg)`, `engine_layout(params, mcfg, ecfg)` (the model's nnx.State of Params, already in
 EngineConfig.weight_dtype -> the engine's dict of arrays) and `engine_forward` / `engine_logits` over it.
-Two choices, each an EngineConfig field, so that one GPU run can time both paths (BUILD.md, issue 47):
+Two choices, each an EngineConfig field, so that one GPU run can time both paths (scripts/gpu_block_47.sh 1):
 - `layers="unrolled"`: every layer's weights are their own arrays (a tuple of L dicts) and the forward is a
   Python loop over layers. Nothing is sliced out of a stacked [L, ...] array at a loop-dependent offset, so
   each GEMM reads a fixed address: XLA:GPU can record a round's command buffer once instead of updating it
-  before each of the L scan iterations (analysis of the H200 traces of 2026-11-27: 3,705 updates for 3,584
-  layer launches), and the scan's loop-carry copies and counter disappear. Costs compile time (L copies of
+  before each of the L scan iterations (an H200 trace showed 3,705 updates for 3,584 layer launches), and the scan's loop-carry copies and counter disappear. Costs compile time (L copies of
   the layer in the program). "scan" (default) is the model's own stacked layout and scan.
 - `fuse_projections=True`: q/k/v kernels (and biases) concatenated into one `qkv_w` [h, q + 2kv], gate/up
   into `gate_up_w` [h, 2I], made once per weight update (not by XLA's dot merger every round): two GEMMs

@@ -4,13 +4,13 @@ Owns: `PAPER_TABLES` (per paper: its column order of question categories, its me
 the citation) and `paper_markdown(table, metrics)` (a LoCoMo score table, as memjax.evaluation.locomo.score_table
 gives it, laid out as the paper whose metric profile it was scored with lays out its Table 1, followed by the
 paper's rows). An evaluation writes it as `paper_table.md` beside results.md.
-Sources (../shared/papers; the stored texts carry no page numbers, so none is cited):
-- Memory-R2 (memory-r2.txt, "Table 1: LoCoMo main results", backbone Qwen2.5-7B-Instruct): columns multi-hop,
+Sources (each paper's Table 1; no page numbers are cited):
+- Memory-R2 ("Table 1: LoCoMo main results", backbone Qwen2.5-7B-Instruct): columns multi-hop,
   open-domain, single-hop, temporal, overall; F1, B1, J. Metric profile `memory_r2`.
-- SUMER (sumer.txt, "Table 1: main results on LoCoMo validation (9 held-out conversations)"): columns single-hop,
+- SUMER ("Table 1: main results on LoCoMo validation (9 held-out conversations)"): columns single-hop,
   multi-hop, open-domain, temporal, overall; F1, B1, J. Metric profiles `sumer` and `mem0` (SUMER's numbers for
   Mem0 / A-MEM came from that code's evaluation).
-Memory-R1's Table 1 numbers are not in the stored text (its digest describes the table without the values), and
+Memory-R1's Table 1 values are not held here (only its layout is known), and
 LoCoMo's own evaluation (`locomo`) has no paper table of this family: no layout is written for them.
 Invariants: the numbers are the papers', as printed (two-decimal percentages); nothing here is computed.
 """
@@ -32,7 +32,7 @@ class PaperTable:
 _R2_COLS = ("multi-hop", "open-domain", "single-hop", "temporal", "overall")
 _SUMER_COLS = ("single-hop", "multi-hop", "open-domain", "temporal", "overall")
 MEMORY_R2 = PaperTable(
-    "Memory-R2", "Memory-R2, Table 1 (LoCoMo main results, Qwen2.5-7B-Instruct backbone; ../shared/papers/memory-r2.txt)",
+    "Memory-R2", "Memory-R2, Table 1 (LoCoMo main results, Qwen2.5-7B-Instruct backbone)",
     _R2_COLS, ("F1", "B1", "J"), {
         "Memory-R2": (38.41, 30.90, 80.93, 20.76, 16.78, 67.53, 54.06, 48.73, 86.80, 59.65, 50.05, 69.90,
                       50.60, 44.01, 80.99),
@@ -45,7 +45,7 @@ MEMORY_R2 = PaperTable(
         "Mem0": (24.96, 18.05, 61.92, 20.31, 15.82, 48.19, 32.74, 25.27, 65.20, 33.16, 26.28, 38.76, 30.61, 23.55, 53.30),
     })
 SUMER = PaperTable(
-    "SUMER", "SUMER, Table 1 (LoCoMo validation, 9 held-out conversations; ../shared/papers/sumer.txt)",
+    "SUMER", "SUMER, Table 1 (LoCoMo validation, 9 held-out conversations)",
     _SUMER_COLS, ("F1", "B1", "J"), {
         "SUMER-GRPO": (61.82, 56.55, 79.53, 28.45, 21.85, 44.83, 19.98, 17.45, 39.53, 42.23, 37.66, 62.72,
                        48.65, 43.44, 66.79),

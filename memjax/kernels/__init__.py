@@ -21,7 +21,7 @@ card's layout exists while the import path stays unambiguous; a PyPI package nam
 * `kv_store`: how the paged KV pool stores values (`to_pool`, `store_rows`, a float8 pool's query dtype and
   scale), shared by the engine's writes and these kernels.
 * `paged_attention_mgpu`: the decode kernel in Pallas Mosaic GPU (Hopper+), impl="mosaic", the
-  Triton backend's successor (BUILD.md, "Pallas backend").
+  Triton backend's successor (docs/engine.md, "Pallas backend").
 * `reference`: the dense pure-JAX definitions the kernels are tested against.
 
 Every public function validates its shapes with a one-line ValueError naming the tensor, never donates

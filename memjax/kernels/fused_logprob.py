@@ -405,7 +405,7 @@ def token_logprob_entropy(hidden, w, targets, mask, *, temperature: float = 1.0,
     order = (jnp.argsort(jnp.logical_not(valid), stable=True) if compact else jnp.arange(n)).astype(jnp.int32)
     # padded rows are zero rows of their own (masked): perm is a permutation of n_pad rows, so the gather's gradient
     # is a scatter with unique indices (a bf16 scatter-add with repeated indices is a compare-and-swap loop per
-    # element on a GPU: benchmarks/gpu_aot.py scatter_facts, issue 46)
+    # element on a GPU: benchmarks/gpu_aot.py scatter_facts)
     perm = jnp.concatenate([order, jnp.arange(n, n_pad, dtype=jnp.int32)])
     valid_p = jnp.pad(valid[order], (0, n_pad - n))
     h_p = jnp.pad(h, ((0, n_pad - n), (0, 0)))

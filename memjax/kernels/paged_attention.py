@@ -37,7 +37,7 @@ every layer of every step — more HBM traffic than the attention itself — so 
 over 4 GB get 64-bit pointer offsets from the lowering (checked on a 3.8e9-element abstract pool).
 The Triton backend is deprecated in jax 0.11 (a DeprecationWarning at lowering); its successor for
 decode on Hopper+ is the Mosaic GPU kernel in paged_attention_mgpu.py (impl="mosaic", chosen by name
-only until measured on a GPU; BUILD.md "Pallas backend").
+only until measured on a GPU; docs/engine.md "Pallas backend").
 
 GPU constraints (only when not interpreting): S and D must be powers of two >= 16 (Triton loads and
 dots). impl="auto" picks "pallas" on GPU when they hold, else the reference; on CPU it picks the
@@ -85,7 +85,7 @@ def pallas_supported(page_size: int, head_dim: int) -> bool:
 def resolve_impl(impl: str = "auto", page_size: int = 16, head_dim: int = 128) -> str:
     """The implementation `impl` names here: "auto" -> "pallas" on GPU for supported shapes, else "reference".
     "mosaic" (the Mosaic GPU decode kernel, paged_attention_mgpu.py) is only chosen by name: "auto" keeps the
-    measured Triton kernel until the Mosaic one is measured on a GPU (BUILD.md, "Pallas backend")."""
+    measured Triton kernel until the Mosaic one is measured on a GPU (docs/engine.md, "Pallas backend")."""
     if impl not in PAGED_IMPLS:
         raise ValueError(f"paged_attention: impl must be one of {PAGED_IMPLS}, got {impl!r}")
     if impl == "auto":

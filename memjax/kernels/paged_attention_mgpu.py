@@ -6,7 +6,7 @@ to t = 1 (one query token per sequence): q [b, 1, H, D] at q_pos int32 [b, 1]; p
 (page 0 = null page); `layer` an int32 scalar (may be traced); page_table int32 [b, MP]; kv_len int32
 [b]. Sequence i sees the keys p < min(kv_len[i], q_pos[i] + 1); no visible key -> zeros. GQA: query
 head h uses kv head h // G. Output in q's dtype. Why this exists: jax 0.11 deprecates the Pallas
-Triton backend (memjax/kernels/paged_attention.py) in favour of Mosaic GPU; BUILD.md, "Pallas backend".
+Triton backend (memjax/kernels/paged_attention.py) in favour of Mosaic GPU (docs/engine.md, "Pallas backend").
 
 Why `plgpu.kernel` and not `pl.pallas_call(compiler_params=plgpu.CompilerParams())`: in jax 0.11.2
 pallas_call has no Mosaic GPU lowering rule registered (only Triton's; lowering asserts) and GPU

@@ -1,5 +1,5 @@
 """The decode step's attention prologue in one Pallas kernel: q/k/v bias, RoPE, the K/V page writes and the query
-laid out as the paged-attention kernel's padded row blocks (EngineConfig.fuse_rope_kv; issue 47).
+laid out as the paged-attention kernel's padded row blocks (EngineConfig.fuse_rope_kv).
 
 Owns `rope_kv(q_src, k_src, v_src, cols, bias, cos, sin, k_pages, v_pages, layer, page, off, *, num_heads, rows,
 k_scale, v_scale, impl, interpret)` and its pure-JAX specification `rope_kv_ref` (same arguments, same results).
@@ -24,7 +24,7 @@ rows into their page (the pools are aliased in place: input_output_aliases, so n
 its G query heads as one [rows, D] block. Halves of D are loaded and stored separately (rotate-half needs them,
 and the Triton lowering has no register slicing); G is unrolled. This replaces, per layer and decode step, the
 three slices of the fused q/k/v output, the two K/V scatters (each fused with its bias and RoPE) and the query's
-bias + RoPE + pad fusion (six kernels) with one (benchmarks/gpu_aot_rounds.py, BUILD.md issue 47). Triton needs D
+bias + RoPE + pad fusion (six kernels) with one (benchmarks/gpu_aot_rounds.py; docs/performance.md). Triton needs D
 a power of two >= 32; `interpret` defaults to True off GPU. Nothing is donated: the pools come back as outputs.
 """
 

@@ -212,9 +212,8 @@ def cudnn_packed_attention(q, k, v, segment_ids, *, max_segments: int) -> jax.Ar
     from jax._src.cudnn.fused_attention_stablehlo import MaskType, dot_product_attention as cudnn_dpa
 
     seqlen, offsets = segment_offsets(segment_ids, max_segments)
-    # On an H200 (2026-11-26) dK came out 118% off the dense reference at one shape while out and dQ matched:
-    # consistent with cuDNN's backward leaving dK / dV of tokens outside every segment unwritten (dQ is
-    # accumulated in a zeroed buffer). Not yet confirmed on a GPU. Selecting the inputs makes the gradient at
+    # cuDNN's backward may leave dK / dV of tokens outside every segment unwritten (an H200 once gave a dK far off
+    # the dense reference at one shape while out and dQ matched). Selecting the inputs makes the gradient at
     # padding exactly 0 whatever the kernel leaves there: select's VJP drops that cotangent.
     valid = (segment_ids > 0)[:, :, None, None]
     zero = jnp.zeros((), q.dtype)
@@ -239,8 +238,8 @@ class CudnnCausal:
 
 ATTENTION_KINDS = ("auto", "dense", "blockwise", "cudnn")
 # "auto" for packed rows on GPUs: blockwise until cuDNN's packed layout passes its GPU test (pytest -m gpu
-# tests/model/test_flash_attention.py) on an H100/H200. The H200 of 2026-11-27 measured the 1.5B update at 45.5%
-# MFU with it vs 17.6% blockwise (same loss to 4 digits); this one line makes it the default (BUILD.md, issue 46).
+# tests/model/test_flash_attention.py) on an H100/H200. An H200 measured the 1.5B update at 45.5% MFU with it vs
+# 17.6% blockwise (same loss to 4 digits; docs/performance.md); this one line makes it the default.
 CUDNN_PACKED_DEFAULT = False
 
 

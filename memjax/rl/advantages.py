@@ -6,7 +6,7 @@ Owns
     norm="mean"     (Dr.GRPO, MemAgent's choice):  A_s = r_s - mean(R_g)
     norm="mean_std" (GRPO, verl's default):        A_s = (r_s - mean(R_g)) / (std(R_g) + eps)
   std has `ddof` 1 (unbiased sample std, torch.std in verl's compute_grpo_outcome_advantage; the default)
-  or 0 (population std, sqrt(mean((r - mean)^2)); SUMER's official code, issue 32 item 6), chosen by
+  or 0 (population std, sqrt(mean((r - mean)^2)); SUMER's official code), chosen by
   AdvantageConfig.std_ddof.
   Groups of size 1 get A_s = 0 (no baseline exists; verl instead uses mean 0 / std 1, i.e. A_s = r_s).
   A group whose rewards are all equal gets A = 0 in both modes. Group ids are arbitrary ints (need not be

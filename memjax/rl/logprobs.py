@@ -13,7 +13,7 @@ the engine's own threshold and log-prob functions (memjax.engine.sampler), one c
 at a time; entropy stays that of the full tempered distribution.
 Masked tokens (prompts, tool outputs, padding) cost no LM-head work on one device: without a `sharding` the
 fused log-prob compacts the valid tokens first (`compact=True`: row blocks with no valid token are skipped), so the
-head's cost follows the response tokens, not the row length (issue 37: 1.7x faster GRPO update, CPU, 32 rows of
+head's cost follows the response tokens, not the row length (1.7x faster GRPO update, CPU, 32 rows of
 32 prompt + 64 response tokens). With a `sharding` rows stay in place (a global permutation of sharded rows would
 gather them across devices).
 """

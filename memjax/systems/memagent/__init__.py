@@ -1,4 +1,4 @@
-"""MemAgent (papers/memagent.txt): an LLM reads an arbitrarily long document chunk by chunk, overwriting a bounded
+"""MemAgent (arXiv:2507.02259): an LLM reads an arbitrarily long document chunk by chunk, overwriting a bounded
 token memory after each chunk, and answers from the memory alone; trained with Multi-Conv DAPO.
 
 This folder is everything only MemAgent needs; the shared machinery it runs on (the workflow driver

@@ -4,8 +4,7 @@ Owns: `TABLE2` (the RL-MemAgent rows of the paper's Table 2), `OFFICIAL_LENGTHS`
 official evaluation script), `CITATION`, `paper_row(num_docs)`.
 Source: Yu et al., "MemAgent: Reshaping Long-Context LLM with Multi-Conv RL-based Memory Agent" (arXiv:2507.02259),
 Table 2 in §4.3 "Main Results": accuracy (%) on 128 questions synthesised from HotpotQA dev, at contexts of
-7K ... 896K tokens and, for MemAgent only, 1.75M and 3.5M. The text read is ../shared/papers/memagent-summary.txt
-(the paper's text with a translation; it carries no page numbers, so none is cited). The document counts per
+7K ... 896K tokens and, for MemAgent only, 1.75M and 3.5M (no page numbers are cited). The document counts per
 column come from the official code (BytedTsinghua-SIA/MemAgent @76b7a65, taskutils/memory_eval/run.py:
 RULER_HQA_TESTS = 50 ... 6400 "50~7K tokens, 100~14K tokens and so on", RULER_HQA_TESTS_OVER_1M = 12800, 25600,
 run by ruler_hqa_over1m.py). The paper calls its number accuracy; its script prints F1, EM and sub-EM, and memjax
@@ -16,8 +15,7 @@ Invariants: values are the paper's, as printed; nothing here is computed.
 
 from __future__ import annotations
 
-CITATION = ("MemAgent (arXiv:2507.02259), Table 2, §4.3 Main Results: RULER-HotpotQA accuracy (%), 128 questions "
-            "(../shared/papers/memagent-summary.txt)")
+CITATION = ("MemAgent (arXiv:2507.02259), Table 2, §4.3 Main Results: RULER-HotpotQA accuracy (%), 128 questions")
 OFFICIAL_LENGTHS = (50, 100, 200, 400, 800, 1600, 3200, 6400)   # taskutils/memory_eval/run.py RULER_HQA_TESTS
 OVER_1M_LENGTHS = (12800, 25600)                                # RULER_HQA_TESTS_OVER_1M (ruler_hqa_over1m.py)
 

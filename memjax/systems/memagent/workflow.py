@@ -21,7 +21,7 @@ Invariants:
   constructor overrides both.
 - The document's ids are held as one int32 array (4 bytes a token; released when the trajectory ends), so a
   trajectory's host memory is the document plus a constant. Encoding a text whole costs the tokenizer ~600 bytes a
-  token at its peak (4.2M tokens: 2.8 GB, BUILD.md issue 49); in pieces, one piece's worth.
+  token at its peak (4.2M tokens: 2.8 GB); in pieces, one piece's worth.
 Output: a RolloutBatch (one row per conversation; role 0 = memory update, 1 = final answer), per-sample
 rewards, and a readable trace (memory text after every chunk, final answer) per trajectory.
 """

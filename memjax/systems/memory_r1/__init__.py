@@ -1,4 +1,4 @@
-"""Memory-R1 (papers/memory-r1.txt): a Memory Manager emits ADD / UPDATE / DELETE / NOOP on a memory bank and an
+"""Memory-R1 (its paper): a Memory Manager emits ADD / UPDATE / DELETE / NOOP on a memory bank and an
 Answer Agent distils the retrieved memories and answers; each is trained with PPO (with a critic) or GRPO on
 exact match, the other held fixed.
 

@@ -8,7 +8,7 @@ Owns:
   an updated record, so its new text is re-embedded);
 - `manager_samples(...)`: Alg. 1's training tuples in the single-step form; `answer_sample(...)`: Alg. 2's.
 
-Choices where the paper is silent (SPECS.md section 2):
+Choices where the paper is silent (memjax's own):
 - Per-speaker banks are one `MemoryBank` whose records carry the speaker of the turn they came from; retrieval
   filters by speaker. A turn's facts go to its speaker's bank.
 - Related memories for the manager (Alg. 3's TopK(f, M), k n/g): as Mem0, the top `related_k` (default 5) of the

@@ -1,11 +1,11 @@
-"""Memory-R1's prompts and output parsers (papers/memory-r1.txt Figs. 9, 11, 12; Mem0's wrappers around them).
+"""Memory-R1's prompts and output parsers (the Memory-R1 paper's Figs. 9, 11, 12; Mem0's wrappers around them).
 
 Owns:
 - `MANAGER_PROMPT`: Fig. 9 (the Memory Manager; Mem0's update-memory instructions as the paper condenses them),
   verbatim as printed, line breaks included (as `memjax.rewards.locomo.JUDGE_PROMPT` keeps Fig. 12's): a figure's
   layout wraps cannot be told from real newlines, so every byte of the figure is kept.
 - `manager_prompt(old_memory, facts)`: Mem0's `get_update_memory_messages` wrapper around it (the paper gives no
-  wrapper; SPECS.md section 2.A names Mem0's), byte for byte including its odd indentation; `old_memory` is the
+  wrapper; memjax takes Mem0's), byte for byte including its odd indentation; `old_memory` is the
   `[{"id": "0", "text": ...}]` view of `memjax.memory.mem0_view` and both lists are rendered with Python's `repr`,
   as Mem0's f-string renders them.
 - `ANSWER_INSTRUCTIONS` + `answer_prompt(...)`: Fig. 11 (the Answer Agent with memory distillation): the

@@ -4,7 +4,7 @@ Owns the two config sections and Systems. Both train on the `memory_r1` LoCoMo s
 evaluation on its validation part conv-30), PPO (advantage.estimator="gae" with the critic) or GRPO
 (group_size > 1), as configs/memory_r1/train_manager.py and configs/memory_r1/train_answer.py choose.
 
-Decisions (the paper leaves them open; SPECS.md section 2):
+Decisions (the paper leaves them open; memjax's own):
 - The frozen helper model: `setup` builds ONE frozen model, a copy of the initial policy's parameters in its
   compute dtype (fresh buffers: the trainer may donate the policy's; systems.base.frozen_copy) or the HF checkpoint named by `frozen_hf_path`, on its own Engine
   (`frozen_engine`: a bounded KV pool, so both engines fit one device). It plays every untrained part: the fact

@@ -10,7 +10,7 @@ Owns `MemoryR1Config` and three Workflows:
 - `ManagerWorkflow`: one manager call per ManagerSample (bank before the turn, the turn's extracted facts); its
   operations are applied to a private copy of the bank and the frozen answer agent (`answer_fn`) answers the
   turn's linked questions from it; reward = mean exact match over those questions (Alg. 1, single-step form:
-  a one-step bandit, SPECS.md 2.B).
+  a one-step bandit).
 - `AnswerWorkflow`: one answer call per AnswerSample (Fig. 11 prompt with 30 + 30 memories), reward = exact match
   of the text after `**Answer:**`.
 `FrozenAnswerer` is the frozen answer agent: greedy generation on its own Engine (a copy of the initial policy

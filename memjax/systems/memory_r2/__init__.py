@@ -1,4 +1,4 @@
-"""Memory-R2 (papers/memory-r2.txt and its public code ahmedehabb/Memory-R2): one policy in two roles (fact
+"""Memory-R2 (its paper and its public code ahmedehabb/Memory-R2): one policy in two roles (fact
 extraction, memory management) builds a memory bank over a conversation's chunked sessions; trained with
 LoGo-GRPO (global trajectory groups plus local re-rollouts from cached bank snapshots, each standardised in its own
 group), length-normalised step-level ratios with a dual clip, a compression penalty and a session curriculum.

@@ -57,7 +57,7 @@ _EPISODE = [f.name for f in dataclasses.fields(MemoryR2Config)]
 @dataclass(frozen=True)
 class MemoryR2Section(AgentSection):
     name: str = "memory_r2"
-    locomo_path: str = "../shared/data/locomo/locomo10.json"
+    locomo_path: str = ""  # locomo10.json (CC BY-NC: the user's copy, never shipped)
     train_conversations: tuple[str, ...] = ("conv-43", "conv-47")  # of the memory_r2 split's train part
     eval_part: str = "validation"  # memory_r2 split part used by evaluate(): validation (conv-44) | test
     eval_max_sessions: int = 0  # 0 = all
@@ -191,6 +191,8 @@ class MemoryR2System(System):
     # -- data ---------------------------------------------------------------------------------------
     def data(self):
         if self._data is None:
+            if not self.cfg.locomo_path:
+                raise FileNotFoundError("agent.locomo_path is empty (--set agent.locomo_path=.../locomo10.json)")
             self._data = load_locomo(self.cfg.locomo_path)
         return self._data
 

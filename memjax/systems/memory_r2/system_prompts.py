@@ -3,7 +3,7 @@ f6d3e04 ones, the templates and `system_prompts(revision)`): text byte-identical
 tests/systems/memory_r2/test_memory_r2_prompts.py against the texts in tests/fixtures/memory_r2/system_prompts.json.
 """
 
-# The later revision (85aeeb1, 2026-03-24, "latest version with new prompts and inner grpo": the commit that also
+# The later revision (85aeeb1, "latest version with new prompts and inner grpo": the commit that also
 # added the LoGo local branch; unchanged at 357b4ec, the HEAD whose code the paper's numbers came from).
 EXTRACTOR_SYSTEM_85AEEB1 = (
     'You are a Personal Information Organizer, specialized in accurately storing facts, user memories, and preferences. Your primary role is to extract relevant pieces of information from conversations and organize them into distinct, atomic facts. These facts will be consumed by a downstream memory system that requires precision, small size, and clear scope.\n'

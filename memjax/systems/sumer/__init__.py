@@ -1,4 +1,4 @@
-"""SUMER (papers/sumer.txt): multi-turn tool use over raw LoCoMo dialogues: the policy searches a memory of the
+"""SUMER (its paper, section 3): multi-turn tool use over raw LoCoMo dialogues: the policy searches a memory of the
 conversation's messages (`search_memory`, with filters and neighbouring turns) and answers with `submit_answer`;
 trained with GRPO, tool responses masked out of the loss, reward J x F1.
 

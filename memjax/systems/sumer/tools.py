@@ -1,7 +1,7 @@
 """SUMER's two tools over one conversation's memory: `search_memory` and `submit_answer`.
 
 Owns: the tool JSON schemas (`SEARCH_MEMORY`, `SUBMIT_ANSWER`, `SUMER_TOOLS`; the paper gives neither names
-nor schemas: these are our choice, see papers/SPECS.md section 1.A), `ToolsConfig`, `MemoryTools.execute`
+nor schemas: these are our choice), `ToolsConfig`, `MemoryTools.execute`
 (a checked call -> `ToolResult`) and `render_windows` (the text the Qwen agent reads).
 
 search_memory(query, mode="semantic"|"keyword", speaker=None, session=None):
@@ -16,7 +16,7 @@ search_memory(query, mode="semantic"|"keyword", speaker=None, session=None):
   merged (Retriever.with_context). Windows do NOT cross session boundaries (`cross_sessions=False`): the
   neighbour of a session's first message in the previous session was said days or weeks earlier, about
   something else, and each window is shown under ONE session date, which would be wrong for a spliced-in
-  message. The paper is silent (SPECS.md 1.A); `cross_sessions=True` gives the record-order window.
+  message. The paper is silent; `cross_sessions=True` gives the record-order window.
 submit_answer(answer): ends the episode with `answer`.
 Invariants: `execute` never raises for any ToolCall / CallError (errors become error results); results
 depend only on (records, embedder, call).

@@ -5,12 +5,12 @@ Owns: `SumerConfig` (episode limits and sampling), `SumerSample`, `SumerWorkflow
 machine on memjax.agents.workflow), `QwenSumerFormat` (Qwen2.5 function calling + the search-result text)
 and `DEFAULT_SYSTEM` (the paper prints no prompt: this one is ours).
 
-Episode (papers/sumer.txt 3.2; SPECS.md 1.A): the prompt is the system turn with the tool schemas and a user
+Episode (the SUMER paper, section 3.2): the prompt is the system turn with the tool schemas and a user
 turn with the question; each assistant turn may hold any text and `<tool_call>` blocks. Per turn:
 - no `<tool_call>` tag at all -> the episode ends ("no_tool_call"); malformed calls DO count as calls and get
   error results, so the agent can repair them;
 - calls 1..`max_calls_per_turn` (5) are executed (independent of each other, so "in parallel"); a 6th and
-  later get an error result and are not executed (SPECS.md's proposal);
+  later get an error result and are not executed (memjax's choice; the paper is silent);
 - the first `submit_answer` among them ends the episode ("submitted") with its answer;
 - otherwise the results are appended as one tool turn (the template merges consecutive tool messages into
   one user turn) through `Request(parent=completion)`: the history is never prefilled again;
