@@ -14,7 +14,7 @@ TEST_JOBS ?= 2
 CUDA_AOT ?= 1
 CUDA_AOT_PKGS := jax-cuda13-plugin==0.11.2 jax-cuda13-pjrt==0.11.2
 
-.PHONY: demo test test-gpu venv clean
+.PHONY: demo check test test-gpu venv clean
 
 $(STAMP): pyproject.toml Makefile
 	@set -e; \
@@ -33,8 +33,15 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m memjax.demo
 
+# Quick tier (docs/testing.md): every test not marked e2e, learning, aot, peers or gpu; about 6 minutes on 2 cores.
+QUICK := not (e2e or learning or aot or peers or gpu)
+
+check: $(STAMP)
+	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -m "$(QUICK)" --durations=25 $(PYTEST_ARGS)
+
+# The whole CPU suite (what CI runs); --durations=25 puts the slowest tests in the log.
 test: $(STAMP)
-	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 # GPU tier: tests marked gpu (skipped with a reason on machines without an NVIDIA GPU)
 test-gpu: $(STAMP)

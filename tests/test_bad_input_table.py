@@ -36,6 +36,8 @@ from memjax import evaluate, train
 from memjax.config import apply_overrides, load_config_file
 from memjax.evaluation import locomo
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[1]
 LOCOMO = REPO / "tests/fixtures/data/locomo_fixture.json"
 HOTPOT = REPO / "tests/fixtures/data/hotpotqa_dev_excerpt.json"

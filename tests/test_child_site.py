@@ -5,8 +5,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 from tests.child_env import ROOT
+
+pytestmark = pytest.mark.e2e
 
 PROBE = """
 import jax

@@ -99,6 +99,7 @@ def test_the_checks_see_a_violation():
     assert not _calls_main_only(ast.parse("x = 1\nmain()\n").body)
 
 
+@pytest.mark.e2e
 def test_every_entry_point_answers_help_as_a_subprocess():
     """One interpreter per entry point, run as typed from the repository (`python -m X --help`), in parallel to
     keep it short: exit 0 and a usage line. The papers' entry points (`python -m memjax.systems.<paper>.tiny.<module>`)
@@ -121,6 +122,7 @@ def test_every_entry_point_answers_help_as_a_subprocess():
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.e2e
 def test_config_help_lists_the_fields():
     env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu")
     p = subprocess.run([sys.executable, "-m", "memjax.evaluate", "configs/memagent/tiny_eval.py", "--help"], cwd=REPO,

@@ -31,6 +31,7 @@ def test_resolve():
     assert resolve_compile_cache("~/c", "cpu", {}) == str(Path.home() / "c")
 
 
+@pytest.mark.e2e
 def test_a_process_writes_its_programs_to_the_folder(tmp_path):
     code = ("import jax, jax.numpy as jnp\nfrom memjax.compile_cache import use_compile_cache\n"
             "assert use_compile_cache('auto') is None and jax.config.jax_compilation_cache_dir is None\n"
@@ -52,6 +53,7 @@ def test_config(cls):
         apply_overrides(cls(), ["compile_cache= "])
 
 
+@pytest.mark.e2e
 def test_an_evaluation_writes_its_programs_to_the_folder(tmp_path):
     """The tiny system's held-out evaluation (16 questions, greedy) with compile_cache=FOLDER: it says so and its
     programs (the engine's loop among them) are written there."""

@@ -10,6 +10,7 @@ import numpy as np
 from memjax import convert, load_hf
 
 from conftest import golden_dir, golden_ref
+import pytest
 
 
 def test_hf_orbax_hf_roundtrip(tmp_path):
@@ -32,6 +33,7 @@ def test_hf2hf_bf16_and_random(tmp_path):
     assert load_hf(tmp_path / "rnd").cfg.num_layers == 2
 
 
+@pytest.mark.e2e
 def test_cli_errors_are_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "memjax.convert", "hf2orbax", str(tmp_path / "missing"),
                         str(tmp_path / "o")], capture_output=True, text=True)

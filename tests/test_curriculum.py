@@ -24,6 +24,8 @@ from memjax.train import Run, TrainConfig
 from conftest import golden_dir
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
+pytestmark = pytest.mark.e2e
+
 SP = SamplingParams(temperature=1.0, max_tokens=3)
 # held-out score after k training steps; stage 0 = steps 1-3 (best: 2), stage 1 = steps 4-6 (best: 5)
 SCRIPT = (0.0, 0.5, 0.9, 0.3, 0.2, 0.8, 0.1)

@@ -9,6 +9,9 @@ and plot -- only the batch is smaller."""
 import dataclasses
 
 from memjax import config, demo
+import pytest
+
+pytestmark = pytest.mark.e2e
 
 
 def test_demo_runs(tmp_path, capsys, monkeypatch):

@@ -33,7 +33,7 @@ import pytest
 from tests.forked_cli import ForkedCLI
 
 # every documented command: 28 s alone on 2 cores (2026-11-29); 113 s in CI while each was a fresh subprocess
-pytestmark = pytest.mark.slow(seconds=50)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=50)]
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = "tests/fixtures/data"

@@ -4,6 +4,9 @@ import json
 from pathlib import Path
 
 from memjax import evaluate
+import pytest
+
+pytestmark = pytest.mark.e2e
 
 DATA = Path(__file__).parent / "fixtures" / "data" / "hotpotqa_dev_excerpt.json"
 

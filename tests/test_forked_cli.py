@@ -10,6 +10,9 @@ import tempfile
 from pathlib import Path
 
 from tests.forked_cli import ForkedCLI
+import pytest
+
+pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
 

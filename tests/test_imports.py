@@ -15,7 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.import_blocker import blocker
+
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("jax", "jaxlib", "flax", "optax", "orbax")

@@ -7,6 +7,7 @@ config)."""
 
 import ast
 from pathlib import Path
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "memjax"
 
@@ -141,6 +142,7 @@ def test_no_two_modules_import_each_other():
     assert not both, f"modules importing each other: {both}"
 
 
+@pytest.mark.e2e
 def test_the_architecture_picture_is_drawn_from_the_code(tmp_path):
     """`python scripts/draw_architecture.py` (docs/architecture.md) writes the PNG and counts each paper's files."""
     import subprocess

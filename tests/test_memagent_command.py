@@ -22,7 +22,7 @@ from benchmarks.e2e_memagent import command  # noqa: E402
 
 # the module fixture's run is in the first test's time: one subprocess compiling the tiny recipe's programs (the
 # update with a 151,936-token vocabulary is the longest: 4.3 min of a 17-min step at load 40 on 2 cores)
-pytestmark = [pytest.mark.slow(seconds=400), pytest.mark.timeout(3000)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=400), pytest.mark.timeout(3000)]
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,7 @@ def _plan(tmp_path, *args):
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(1800)  # two AOT compiles on 8 simulated devices: minutes on a loaded 2-core machine
 def test_plan_rows_and_refusal(tmp_path):
     p = _plan(tmp_path, "--hbm-gib", "1", "--min-kv-gib", "0.5", "--json")

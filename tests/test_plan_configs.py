@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow(seconds=75)  # every shipped config planned in a subprocess (CI: 129 s before -O0)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=75)]  # every shipped config planned in a subprocess (CI: 129 s before -O0)
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_RECIPES = ("memagent/train", "memagent/train_14b", "sumer/train", "memory_r1/train_manager", "memory_r1/train_answer",

@@ -12,7 +12,7 @@ import pytest
 
 from memjax.plan import table
 
-pytestmark = pytest.mark.slow(seconds=60)  # two AOT plans of the tiny config (about 20 s each, 2 cores)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=60)]  # two AOT plans of the tiny config (about 20 s each, 2 cores)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

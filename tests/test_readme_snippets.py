@@ -54,6 +54,7 @@ def test_the_readme_has_python_snippets_and_each_parses():
         ast.parse(b)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow(seconds=260)  # measured with the load average near 40 (2 shared cores); a subprocess compiles the engine
 def test_every_readme_python_snippet_runs_as_written(tmp_path):
     from memjax.checkpoint import save_hf

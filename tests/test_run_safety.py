@@ -188,6 +188,7 @@ def test_sigterm_unwinds_and_exits_with_one_line(tmp_path, capsys):
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
+@pytest.mark.e2e
 def test_help_into_a_closed_pipe_is_quiet_and_other_broken_pipes_are_one_line(capsys):
     """`python -m memjax.train --help | head -1`: the reader leaves early; exit 141 (as a Unix tool killed by SIGPIPE)
     and nothing on stderr. A broken pipe that is not stdout's (a judge's connection) stays one line, exit 1."""

@@ -23,6 +23,8 @@ from memjax.config import ConfigError, apply_overrides
 from memjax.rl.trainer import NonFiniteError, Trainer
 from memjax.runio import OutDirLock
 
+pytestmark = pytest.mark.e2e
+
 DATA = Path(__file__).parent / "fixtures" / "data" / "hotpotqa_dev_excerpt.json"
 SETS = [f"agent.data.path={DATA}", "agent.data.num_docs=10", "prompts_per_step=1", "agent.memagent.group_size=2",
         "agent.memagent.chunk_tokens=720", "agent.memagent.max_query_tokens=48", "agent.memagent.max_memory_tokens=8",

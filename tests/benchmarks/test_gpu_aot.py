@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = [pytest.mark.aot, pytest.mark.e2e]
+
 ROOT = Path(__file__).resolve().parents[2]
 AOT_DIR = ROOT / ".venv" / "cuda-aot"
 HAS_CUDA_PLUGIN = (AOT_DIR / "jax_plugins").is_dir() or (

@@ -15,6 +15,8 @@ import pytest
 from benchmarks.engine_options import engine_overrides
 from memjax.engine.config import EngineConfig
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_block_47.sh"
 REC = """import os, shlex, sys

@@ -13,6 +13,8 @@ import pytest
 
 from tests.import_blocker import blocker
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 GPU_IMAGE_LACKS = ("grain", "bm25s", "wordllama", "tensorboardX", "nltk")
 BLOCKER = blocker(GPU_IMAGE_LACKS, "not on the GPU image")
@@ -37,6 +39,7 @@ print("imported", sorted(m for m in sys.modules if m.split(".")[0] in %r))
 def test_grain_pipeline_names_the_missing_package():
     code = BLOCKER + """
 from memjax.data.sources import make_pipeline
+
 try:
     make_pipeline([], batch_size=1, seed=0)
 except ImportError as e:

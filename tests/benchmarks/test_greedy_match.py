@@ -12,6 +12,8 @@ import pytest
 
 from benchmarks.greedy_match import compare, main
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -5,6 +5,8 @@ import pytest
 
 from memjax.engine.config import FP8_E4M3_MAX
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.mark.slow(seconds=40)
 def test_engine_with_float8_pool_stays_near_the_trainer(tmp_path):

@@ -93,6 +93,7 @@ def test_another_models_checkpoint_is_a_config_error_not_corruption(tmp_path):
     assert (tmp_path / "c" / "1").is_dir() and not (tmp_path / "c_corrupt").exists()
 
 
+@pytest.mark.e2e
 def test_disk_full_is_one_error_line_not_pages_of_tracebacks(tmp_path):
     """A full disk, simulated with a file-size limit (writes fail with EFBIG): one CheckpointError and a
     few one-line orbax log records (it was ~300 lines of asyncio tracebacks)."""
@@ -120,6 +121,7 @@ def test_disk_full_is_one_error_line_not_pages_of_tracebacks(tmp_path):
     assert not (tmp_path / "c" / "1").exists()  # no half-written step that looks committed
 
 
+@pytest.mark.e2e
 def test_repeated_kill9_at_random_points_never_goes_back(tmp_path):
     """kill -9 at random points of saving, twice in a row (a 6-round run of the same loop passed too): every restart resumes from a step that
     restores exactly, never earlier than the previous restart, and nothing is quarantined."""

@@ -83,6 +83,7 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["turns"] == 10
 
 
+@pytest.mark.e2e
 @needs_real
 def test_real_locomo_stats_and_splits():
     out = subprocess.run([sys.executable, "-m", "memjax.data.locomo_stats", "stats", str(REAL)], capture_output=True,

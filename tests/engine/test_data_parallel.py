@@ -13,6 +13,8 @@ import pytest
 
 from memjax.engine import EngineConfig
 
+pytestmark = pytest.mark.e2e
+
 SCRIPT = r"""
 import json, re, time
 import jax.numpy as jnp
@@ -23,6 +25,7 @@ from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.model import init_model, presets
 from memjax.parallel import MeshConfig, param_shardings, rollout_devices
 from flax import nnx
+
 
 assert jax.device_count() == 8
 model = init_model(presets.get("tiny"), seed=6)

@@ -30,7 +30,7 @@ from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
 # 3 launches of 2 real processes + 3 references (two compile their engine; Memory-R1's is scripted: 18 s):
 # 106 + 18 s at load 8 on 2 cores
-pytestmark = pytest.mark.slow(seconds=125)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=125)]
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "data" / "locomo_fixture.json"

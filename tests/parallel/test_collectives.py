@@ -181,6 +181,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.e2e
 def test_compiled_program_on_2_hosts_x_4_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
     p = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)

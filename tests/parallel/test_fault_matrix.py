@@ -20,7 +20,7 @@ from tests.parallel.fault_matrix import CASES, run_matrix, stream, table
 # suite from a fresh clone (CI=true, idle machine, 2026-11-28, 7a0184f): 849 s wall, 1,275 CPU-s. Alone on the idle
 # machine (python tests/parallel/fault_matrix.py): 686 CPU-s / 362 s wall, and 345 CPU-s / 178 s wall once every
 # process, not only process 0, writes the compilation cache (tests/child_site: processes 1.. had compiled cold).
-pytestmark = [pytest.mark.slow(seconds=450),
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=450),
               pytest.mark.timeout(2400)]
 
 

@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import pytest
+
+pytestmark = pytest.mark.e2e
 
 SCRIPT = textwrap.dedent("""
     import json, re

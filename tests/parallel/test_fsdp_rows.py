@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow(seconds=70)  # four jitted gradients on 8 simulated devices (2 cores)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=70)]  # four jitted gradients on 8 simulated devices (2 cores)
 
 
 @pytest.mark.timeout(1200)

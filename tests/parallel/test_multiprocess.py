@@ -32,7 +32,7 @@ from memjax.launch import _ephemeral_range, child_env, free_port, launch
 from memjax.parallel import MeshConfig
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
-pytestmark = pytest.mark.slow(seconds=310)  # the 2-process and 1-process runs, the launcher: 310 s wall, 362 CPU-s (suite, 2026-11-28)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=310)]  # the 2-process and 1-process runs, the launcher: 310 s wall, 362 CPU-s (suite, 2026-11-28)
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = ["--set", "steps=3", "--set", "prompts_per_step=4", "--set", "agent.heldout_size=8",

@@ -12,6 +12,8 @@ import pytest
 
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -22,7 +22,7 @@ from memjax.report import browser
 from memjax.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow(seconds=45)  # the 2-step training run of the module fixture (measured 40-60 s, 2 cores)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=45)]  # the 2-step training run of the module fixture (measured 40-60 s, 2 cores)
 
 
 @pytest.fixture(scope="module")

@@ -179,6 +179,7 @@ def test_locomo_predictions_per_conversation_escaped(tmp_path):
                                                                   "temporal", "overall")]]
 
 
+@pytest.mark.e2e
 def test_not_a_run_dir_errors(tmp_path):
     for bad, msg in ((tmp_path / "none", "no such directory"), (tmp_path, "not a memjax run directory")):
         try:

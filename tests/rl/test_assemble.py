@@ -43,6 +43,7 @@ def _env(**extra):
 @pytest.mark.timeout(600)
 @pytest.mark.slow(seconds=140)  # 3 processes compile 2 trainers each (measured 135 s wall on 2 busy cores at -O2;
 # the module at -O0: 192 -> 140 CPU-s, user+sys with children, 2026-11-28; the wall seconds not measured again)
+@pytest.mark.e2e
 def test_two_processes_assemble_and_train_as_one(tmp_path):
     port = free_port()
     procs = [subprocess.Popen([sys.executable, str(CHECK), str(tmp_path)], cwd=ROOT,

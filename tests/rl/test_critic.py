@@ -9,6 +9,7 @@ from memjax.model import init_model, presets
 from memjax.rl import Conversation, build_batch
 from memjax.rl.critic import Critic, CriticTrainer
 from memjax.rl.trainer import OptimConfig
+import pytest
 
 
 def _batch(seed=0):
@@ -46,6 +47,7 @@ def test_critic_has_no_lm_head():
     assert "lm_head" in nnx.state(policy, nnx.Param) and "lm_head" not in nnx.state(critic.backbone, nnx.Param)
 
 
+@pytest.mark.e2e
 def test_critic_fsdp_micro_batched_matches_one_device():
     """tests/rl/critic_mesh_check.py on 8 simulated devices: micro_rows 2 -> 8 (one row per device), packed rows,
     FSDP; values and one update equal the one-device critic's, gate_w is 1/8 per device, inputs donated."""
@@ -66,6 +68,7 @@ def test_critic_fsdp_micro_batched_matches_one_device():
     assert r["moved"] > 0.05 and r["after_diff"] < 1e-5 and abs(r["loss8"] - r["loss1"]) < 1e-6
 
 
+@pytest.mark.e2e
 def test_critic_update_reduces_over_data_once_per_update():
     """tests/rl/critic_reduce_check.py on 8 simulated devices, data 2 x fsdp 4 as 2 hosts x 4: the compiled critic
     update's collectives between the hosts run once per update (the same with the micro-batch loop counted 1 or 4

@@ -159,6 +159,7 @@ def test_dynamic_sampler_bounded_and_empty(caplog):
             DynamicSampler(**bad)
 
 
+@pytest.mark.e2e
 def test_dynamic_sampling_across_two_processes_keeps_what_one_process_keeps(tmp_path):
     """dapo_check.py on 2 real processes (each adding its block of every generation batch, counts all-gathered)
     against 1 process given every batch: per step the same kept samples (each process's part in the one-process

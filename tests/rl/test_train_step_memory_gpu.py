@@ -35,6 +35,7 @@ def test_gpu_arguments_parse():
     assert (args.row_len, args.min_conv, args.max_conv) == (4096, 512, 3584)
 
 
+@pytest.mark.e2e
 @pytest.mark.gpu
 def test_train_step_peak_within_ten_percent_of_plan(tmp_path):
     if on_gpu():

@@ -122,6 +122,7 @@ def test_kl_needs_reference_and_is_reported(batch):
     assert "kl_ref" in stats and "entropy" in stats and stats["entropy"] > 0
 
 
+@pytest.mark.e2e
 def test_sharded_meshes_equal_single_device():
     """8 simulated CPU devices: data x fsdp (2 x 4) and data x fsdp x tensor (2 x 2 x 2) meshes give the
     single-device loss, gradient norm and updated parameters (rows sharded, parameters FSDP/TP-sharded)."""

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.mark.timeout(2400)  # compiles three trainers on 8 simulated devices: minutes on a loaded 2-core machine
 def test_trainer_zero3_on_8_devices():

@@ -22,7 +22,7 @@ from memjax.data.longmemeval import load_longmemeval
 
 # per system one compile of the tiny engine, then two evaluations: the module took 117 CPU-s (user + sys) and 1,326 s
 # of wall time at load average 24-36 on 2 shared cores (the compiles are most of it)
-pytestmark = [pytest.mark.slow(seconds=300), pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=300), pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "data" / "longmemeval_tiny.json"

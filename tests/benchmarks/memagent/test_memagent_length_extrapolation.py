@@ -24,6 +24,8 @@ import pytest
 
 from benchmarks.memagent.length_extrapolation import eval_full_context, eval_memagent, memagent_engine
 
+pytestmark = pytest.mark.e2e
+
 QUESTIONS, LONG = 32, 24
 MIN_FC_DROP, MIN_MEMAGENT_OVER_FC, MAX_MEMAGENT_DROP = 0.17, 0.17, 0.12
 

@@ -23,6 +23,8 @@ import pytest
 
 from benchmarks.memory_r1.distill import rl_run
 
+pytestmark = pytest.mark.learning
+
 STEPS, PROMPTS, HELDOUT, COUNTS = 4, 8, 64, (1, 7)
 
 

@@ -21,6 +21,8 @@ import pytest
 
 from benchmarks.memory_r1.operations import fixed_policies, rl_run
 
+pytestmark = pytest.mark.learning
+
 STEPS, PROMPTS, HELDOUT, EVAL_SAMPLES = 8, 8, 64, 4
 MIN_GAIN_EM_SAMPLED, MIN_GAIN_BANK, MIN_GAIN_BANK_SAMPLED = 0.12, 0.06, 0.03   # RL minus ADD-only
 MIN_BELOW_UPDATE0_EM, MIN_BELOW_UPDATE0_BANK_SAMPLED = 0.05, 0.05            # update 0 minus RL

@@ -18,6 +18,8 @@ import pytest
 
 from benchmarks.memory_r2.credit import measure, plot, summary
 
+pytestmark = pytest.mark.e2e
+
 EPISODES = 16
 MIN_CORR_GAIN, MIN_NOISE_GAIN = 0.05, 0.15
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.peers
+
 ROOT = Path(__file__).resolve().parents[3]
 TUNIX = ROOT / ".venv-peers" / "tunix" / "bin" / "python"
 TRL = ROOT / ".venv-peers" / "trl" / "bin" / "python"
@@ -23,6 +25,7 @@ def _run(*args, timeout=900):
                           text=True, timeout=timeout)
 
 
+@pytest.mark.e2e
 def test_bad_arguments_and_missing_environment(tmp_path):
     for args in (["--peer", "nope"], ["--peer", "tunix", "--new", "0"], ["--peer", "tunix", "--batches", "0"]):
         p = _run(*args)
@@ -31,6 +34,7 @@ def test_bad_arguments_and_missing_environment(tmp_path):
     assert p.returncode == 1 and "scripts/make_peer_venv.sh tunix" in p.stderr
 
 
+@pytest.mark.e2e
 def test_peer_that_cannot_start_its_engine(tmp_path):
     """A worker whose first line is an error (EasyDeL's, when no eSurge attention compiles) stops the run with it."""
     fake = tmp_path / "python"
@@ -62,6 +66,7 @@ def test_skewed_lengths():
     pytest.param("easydel", EASYDEL, marks=[pytest.mark.slow(seconds=1140), pytest.mark.skipif(
         not EASYDEL.exists(), reason="no easydel environment: scripts/make_peer_venv.sh easydel makes it (not made "
                                      "in CI: it installs a second jax and torch from PyPI)")])])
+@pytest.mark.e2e
 def test_quick_run_against_peer(tmp_path, peer, python):
     out = tmp_path / "peers.json"
     p = _run("--peer", peer, "--quick", "--out", str(out), timeout=3600 if peer == "easydel" else 900)

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
+pytestmark = pytest.mark.peers
+
 ROOT = Path(__file__).resolve().parents[3]
 TUNIX = ROOT / ".venv-peers" / "tunix" / "bin" / "python"
 TRL = ROOT / ".venv-peers" / "trl" / "bin" / "python"
@@ -53,6 +55,7 @@ def test_memjax_step_updates_the_policy_and_the_engine():
     assert all(np.array_equal(np.asarray(e, np.float32), a) for e, a in zip(eng, jax.tree.leaves(after)))
 
 
+@pytest.mark.e2e
 def test_bad_arguments_and_missing_environment(tmp_path):
     for args in (["--peer", "nope"], ["--peer", "tunix", "--group", "1"], ["--peer", "trl", "--repeats", "0"]):
         p = _run(*args)
@@ -70,6 +73,7 @@ def test_bad_arguments_and_missing_environment(tmp_path):
     pytest.param("trl", TRL, marks=pytest.mark.skipif(
         not TRL.exists(), reason="no trl environment: scripts/make_peer_venv.sh trl makes it (not made in CI: it "
                                  "installs torch from PyPI)"))])
+@pytest.mark.e2e
 def test_quick_run_against_peer(tmp_path, peer, python):
     out = tmp_path / "grpo.json"
     p = _run("--peer", peer, "--quick", "--out", str(out))

@@ -25,6 +25,8 @@ import pytest
 
 from benchmarks.sumer.search_behaviour import run_seed, summarize
 
+pytestmark = pytest.mark.learning
+
 STEPS, PROMPTS, HELDOUT, WINDOW = 10, 16, 8, 3
 MIN_REWARD_RISE, MIN_FILTER_RISE, MIN_RECORDS_DROP = 0.02, 0.035, 0.15
 MAX_SEARCHES_DRIFT, MIN_HIT_RATE = 0.05, 0.8

@@ -10,6 +10,9 @@ from memjax.data.longmemeval import load_longmemeval
 from memjax.systems.memagent.longmemeval_eval import haystack_document
 
 from longmemeval_cli import FIXTURE, run_longmemeval, scripted_engine
+import pytest
+
+pytestmark = pytest.mark.e2e
 
 SMALL = ["model.preset=tiny-qwen-vocab", "model.dtype=float32", "engine.window=2048", "chunk_tokens=48",
          "memory_tokens=64", "max_response_tokens=64"]

@@ -14,6 +14,8 @@ from memjax.data.longmemeval import load_longmemeval
 from scripted_engine import ScriptedEngine
 from systems.memory_r1.test_memory_r1_eval import model
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).parents[3]
 FIXTURE = ROOT / "tests" / "fixtures" / "data" / "longmemeval_fixture.json"
 

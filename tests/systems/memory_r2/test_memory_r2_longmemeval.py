@@ -12,6 +12,9 @@ from memjax.data.longmemeval import load_longmemeval
 
 from longmemeval_cli import FIXTURE, run_longmemeval, scripted_engine
 from systems.memory_r2.r2_fixtures import copy_policy
+import pytest
+
+pytestmark = pytest.mark.e2e
 
 SMALL = ["embedder=hashbow", "model.preset=tiny-qwen-vocab", "model.dtype=float32", "engine.window=8192",
          "max_prompt_tokens=6000", "max_response_tokens=1000", "engine.kv_cache_bytes=33554432"]

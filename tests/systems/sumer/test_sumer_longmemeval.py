@@ -10,6 +10,9 @@ from memjax import Tokenizer
 from memjax.data.longmemeval import load_longmemeval
 
 from longmemeval_cli import FIXTURE, run_longmemeval, scripted_engine
+import pytest
+
+pytestmark = pytest.mark.e2e
 
 SMALL = ["embedder=hashbow", "model.preset=tiny-qwen-vocab", "model.dtype=float32", "engine.window=4096",
          "max_prompt_tokens=3000", "max_response_tokens=1000", "max_turns=3"]

@@ -55,6 +55,8 @@ from memjax.train import Run, TrainConfig, train
 from memjax.systems.memagent.tiny.task import HELDOUT_SEED, WORDS, TaskConfig, TinyTokenizer, make_sample, make_split
 from memjax.systems.memagent.tiny.warmstart import default_path, trace_conversations
 
+pytestmark = pytest.mark.learning
+
 
 def test_tokenizer_roundtrip_and_chat_template():
     tok = TinyTokenizer(WORDS)

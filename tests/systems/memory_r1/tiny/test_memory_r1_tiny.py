@@ -32,6 +32,8 @@ import pytest
 from memjax.config import load_config_file
 from memjax.train import TrainConfig, train
 
+pytestmark = pytest.mark.learning
+
 CONFIG = Path(__file__).resolve().parents[4] / "configs" / "memory_r1" / "tiny.py"
 
 STEPS, PROMPTS, HELDOUT, EVAL_SAMPLES = 8, 8, 64, 4

@@ -24,6 +24,8 @@ import pytest
 from memjax.config import load_config_file
 from memjax.train import TrainConfig, train
 
+pytestmark = pytest.mark.learning
+
 CONFIG = Path(__file__).resolve().parents[4] / "configs" / "memory_r2" / "tiny.py"
 
 STEPS, PROMPTS, HELDOUT, EVAL_SAMPLES = 10, 4, 32, 4

@@ -21,6 +21,8 @@ from memjax.systems.sumer.tiny.task import (HELDOUT_SEED, PEOPLE, WORDS, TinySum
                                     make_split, teacher_turns)
 from memjax.systems.sumer.tiny.warmstart import INFO, default_path, episode_row
 
+pytestmark = pytest.mark.learning
+
 FMT = TinySumerFormat()
 
 
