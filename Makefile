@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # ~2.5 GiB at peak). --dist loadfile keeps a module's tests, and so its module-scoped fixtures, on one worker.
 TEST_JOBS ?= 2
 # The CUDA PJRT plugin, compile-only, in .venv/cuda-aot (not on the venv's path: jax without JAX_PLATFORMS would try
-# to start it): tests/benchmarks/test_gpu_aot.py compiles the engine loop and the recipe's train step for an H100
+# to start it): tests/e2e/benchmarks/test_gpu_aot.py compiles the engine loop and the recipe's train step for an H100
 # without a GPU (the known GPU pathologies) in a child with PYTHONPATH=.venv/cuda-aot. --no-deps: no CUDA libraries
 # (142 MB download, 413 MB installed); CUDA_AOT=0 leaves it out (those tests then skip with the reason).
 CUDA_AOT ?= 1

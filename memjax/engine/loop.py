@@ -25,7 +25,7 @@ each). The loop therefore decides each round's kind once (split: idle / prefill 
 releases and admits under one decision, and compiles the sampler without a branch (`truncate`, chosen per device
 call by the engine): 3 per round that runs a forward, in either schedule (loop predicate, the round's kind,
 release + admit; 8 before 2026-12-02), counted in the H100 compile (benchmarks/hlo_facts.py `round_syncs`,
-tests/benchmarks/test_gpu_aot.py) and in the loop's jaxpr (tests/engine/test_loop_syncs.py).
+tests/e2e/benchmarks/test_gpu_aot.py) and in the loop's jaxpr (tests/unit/engine/test_loop_syncs.py).
 Slots, Pool and Ring are donated: the KV pool is updated in place. The Counters are those of this call only
 (they start at zero; the host accumulates them in Python ints), so int32 cannot overflow in a long run:
 one call counts at most rounds_per_sync * max(max_slots * prefill_chunk, token_budget) tokens.

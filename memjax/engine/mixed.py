@@ -43,7 +43,7 @@ long-prompt prefill becomes memory-bound with the per-row layout. With the Palla
 page table and seq_len) to `PagedAttention(ragged=...)`, and attention runs as memjax/kernels/ragged_paged_attention.py:
 each sequence's rows in blocks of block_q / G tokens, each block reading its context pages once (the split
 prefill round's reads), decode tokens one block each. The reference back-end (CPU) keeps the per-row layout:
-exact, and both agree (tests/kernels/test_ragged_paged_attention.py, tests/engine/test_mixed.py). Not yet timed
+exact, and both agree (tests/unit/kernels/test_ragged_paged_attention.py, tests/unit/engine/test_mixed.py). Not yet timed
 on a GPU: `schedule="auto"` stays split there until the GPU block (BUILD.md, issue 47) compares them.
 
 Invariants: token_budget >= max_slots (every decoding sequence fits, and a pending prompt always gets >= 1
