@@ -125,6 +125,7 @@ B = "--out-dir {tmp}/bench"  # benchmarks write their result files here, never i
 # documented command -> arguments appended to it (after PLACEHOLDERS); "make -n" rows run `make -n TARGET...`
 COMMANDS = {
     "make demo": "make -n",
+    "make check": "make -n",
     "make test": "make -n",
     "make test TEST_JOBS=0": "make -n",
     "make test-gpu": "make -n",
