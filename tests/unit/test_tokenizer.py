@@ -16,7 +16,7 @@ import memjax.tokenizer as mt
 from memjax.tokenizer import DEFAULT_SYSTEM_PROMPT, Tokenizer, TokenIds
 
 GOLDEN = Path(__file__).parent.parent / "fixtures" / "golden" / "chat_template.json"
-ASSETS = Path(mt.__file__).parent.parent / "assets" / "qwen2.5-tokenizer"
+ASSETS = Path(mt.__file__).parent / "assets" / "qwen2.5-tokenizer"
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # Text biased towards what breaks tokenisers: whitespace runs, newlines, angle brackets/pipes (special-token
