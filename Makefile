@@ -8,13 +8,13 @@ PYTEST_ARGS ?=
 # ~2.5 GiB at peak). --dist loadfile keeps a module's tests, and so its module-scoped fixtures, on one worker.
 TEST_JOBS ?= 2
 # The CUDA PJRT plugin, compile-only, in .venv/cuda-aot (not on the venv's path: jax without JAX_PLATFORMS would try
-# to start it): tests/benchmarks/test_gpu_aot.py compiles the engine loop and the recipe's train step for an H100
+# to start it): tests/e2e/benchmarks/test_gpu_aot.py compiles the engine loop and the recipe's train step for an H100
 # without a GPU (the known GPU pathologies) in a child with PYTHONPATH=.venv/cuda-aot. --no-deps: no CUDA libraries
 # (142 MB download, 413 MB installed); CUDA_AOT=0 leaves it out (those tests then skip with the reason).
 CUDA_AOT ?= 1
 CUDA_AOT_PKGS := jax-cuda13-plugin==0.11.2 jax-cuda13-pjrt==0.11.2
 
-.PHONY: demo test test-gpu venv clean
+.PHONY: demo check test test-gpu venv clean
 
 $(STAMP): pyproject.toml Makefile
 	@set -e; \
@@ -33,8 +33,15 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m memjax.demo
 
+# Quick tier (docs/testing.md): every test not marked e2e, learning, aot, peers or gpu; about 6 minutes on 2 cores.
+QUICK := not (e2e or learning or aot or peers or gpu)
+
+check: $(STAMP)
+	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -m "$(QUICK)" --durations=25 $(PYTEST_ARGS)
+
+# The whole CPU suite (what CI runs); --durations=25 puts the slowest tests in the log.
 test: $(STAMP)
-	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+	JAX_PLATFORMS=cpu $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 # GPU tier: tests marked gpu (skipped with a reason on machines without an NVIDIA GPU)
 test-gpu: $(STAMP)

@@ -11,7 +11,7 @@ every step, held-out evaluation of `--prompts` questions, `dynamic_sampling=fals
 trajectory: DAPO's filter would keep no group and no update would run, so the update trains on every group with
 zero advantages, at the same cost) and, at tiny scale only, the shapes (documents, chunk, budgets, engine slots and
 window, row buckets, one mini-batch) shrunk to CPU size.
-tests/test_memagent_command.py runs the tiny command as typed; BUILD.md's issue-46 GPU block runs 1.5B and 3B.
+tests/e2e/test_memagent_command.py runs the tiny command as typed; BUILD.md's issue-46 GPU block runs 1.5B and 3B.
 The resume check copies the run's folder without its last checkpoint, hf/ export and result.json
 (`copy_for_resume`), resumes to the same step and compares the two hf/ exports byte for byte
 (`resume_bit_identical`). Writes DIR/e2e_<scale>.json (commands, exit codes, seconds, per-step phases, resume

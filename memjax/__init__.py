@@ -8,7 +8,7 @@ Invariants: importing memjax (which every `import memjax.X` does first) imports 
 `__all__` is resolved on first use (memjax/lazy.py, PEP 562) and then kept in this namespace, so
 `from memjax import Engine`, `memjax.load_hf(...)` and `import memjax.train` behave as eager imports did, while
 `python -m memjax.launch`, `--help`-less bad input and a bad launch environment fail before jax, flax or orbax
-load (tests/test_imports.py). `__all__` lists exactly the names of `_LAZY` plus `__version__`.
+load (tests/e2e/test_imports.py). `__all__` lists exactly the names of `_LAZY` plus `__version__`.
 """
 
 from __future__ import annotations

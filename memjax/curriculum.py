@@ -41,7 +41,7 @@ from .config import ConfigError
 if TYPE_CHECKING:
     from .checkpoint.stage_best import StageBest
 
-# = checkpoint/stage_best.py's MODES (tests/test_imports.py checks): written here so that a TrainConfig validates
+# = checkpoint/stage_best.py's MODES (tests/e2e/test_imports.py checks): written here so that a TrainConfig validates
 # without importing orbax, which StageBest needs only when a run opens its checkpoints_best/
 SELECT_MODES = ("max", "min")
 CHOICES = {"stage_restart": ("best", "none"), "stage_optimizer": ("reset", "keep"),

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 # The CLI only: the evaluations run from memjax/evaluate_run.py and their configs come from memjax/eval_config.py,
 # imported when first used, so that bad arguments and a bad launch environment (memjax.parallel.startup.check_env)
-# end before jax loads (tests/test_imports.py). `from memjax.evaluate import EvalConfig, evaluate` still works.
+# end before jax loads (tests/e2e/test_imports.py). `from memjax.evaluate import EvalConfig, evaluate` still works.
 
 import sys
 

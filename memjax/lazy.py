@@ -6,7 +6,7 @@ to the module's package, attribute; None = the module itself); relative names re
 they also work in a module run as `__main__` by `python -m`.
 Invariants: a resolved name is stored in the package's namespace, so it is imported once and later lookups do not
 come back here; an unknown name is the usual AttributeError; this module imports nothing but the standard library,
-so a package using it costs nothing to import until one of its names is used (tests/test_imports.py).
+so a package using it costs nothing to import until one of its names is used (tests/e2e/test_imports.py).
 """
 
 from __future__ import annotations

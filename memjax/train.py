@@ -49,7 +49,7 @@ from __future__ import annotations
 
 # The CLI only: `Run` and `train` live in memjax/loop/run.py and TrainConfig in memjax/train_config.py, imported when
 # first used, so that --help-less bad arguments and a bad launch environment (memjax.parallel.startup.check_env)
-# end before jax loads (tests/test_imports.py). `from memjax.train import Run, TrainConfig, train` still works.
+# end before jax loads (tests/e2e/test_imports.py). `from memjax.train import Run, TrainConfig, train` still works.
 
 import sys
 

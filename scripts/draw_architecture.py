@@ -1,9 +1,9 @@
-"""Draw docs/img/architecture.png from the code: memjax's floors (tests/test_layering.py STAGES), the four paper
+"""Draw docs/img/architecture.png from the code: memjax's floors (tests/unit/test_layering.py STAGES), the four paper
 folders on the systems floor, and the imports between them, parsed from every module.
 
   python scripts/draw_architecture.py [--out docs/img/architecture.png]
 
-Each box is a unit of tests/test_layering.py (a top-level package or module of memjax; a paper's folder is its own
+Each box is a unit of tests/unit/test_layering.py (a top-level package or module of memjax; a paper's folder is its own
 box); an arrow is "imports", drawn once per pair of boxes, paper folders' arrows in the paper's colour. Writes a PNG
 (matplotlib, Agg) and prints the per-paper counts: files in the folder, shared units it imports.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.test_layering import PAPERS, ROOT as PKG, STAGES, _imports, _paper, _unit  # noqa: E402
+from tests.unit.test_layering import PAPERS, ROOT as PKG, STAGES, _imports, _paper, _unit  # noqa: E402
 
 COLOURS = {"memagent": "#1f77b4", "sumer": "#2ca02c", "memory_r1": "#d62728", "memory_r2": "#9467bd"}
 
@@ -77,7 +77,7 @@ def draw(out: Path) -> dict:
     ax.set_xlim(-0.2, 1.02)
     ax.set_ylim(-0.6, max(rows) + 0.6)
     ax.axis("off")
-    ax.set_title("memjax import floors (arrows: imports, from tests/test_layering.py's parser); "
+    ax.set_title("memjax import floors (arrows: imports, from tests/unit/test_layering.py's parser); "
                  "a paper's folder imports shared floors only", fontsize=10)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110, bbox_inches="tight")

@@ -5,7 +5,7 @@ Reads `src/evaluation/evaluate_qa.py` of xiaowu0162/LongMemEval at COMMIT from a
 `get_anscheck_prompt` function out of the file's syntax tree with `ast` (the file's imports -- openai, backoff,
 tqdm -- are not executed and need not be installed), executes that one function in a fresh namespace, and calls
 it on CASES: every question type, the abstention prompt, and answers holding braces, quotes, newlines and
-non-ASCII text. tests/evaluation/test_longmemeval_judge.py checks memjax's prompts against the file written.
+non-ASCII text. tests/unit/evaluation/test_longmemeval_judge.py checks memjax's prompts against the file written.
 Usage:
   python scripts/gen_longmemeval_judge_fixture.py --git-dir <LongMemEval clone>/.git \
       --out tests/fixtures/longmemeval/judge_prompts.json

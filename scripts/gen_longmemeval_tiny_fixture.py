@@ -19,7 +19,7 @@ questions test:
 - temporal-reasoning: K's fact in the latest session (the tiny vocabulary has no time words);
 - abstention (`_abs` ids, one single-session-user, one temporal-reasoning): K appears nowhere; the gold is `none`
   (the tiny readers' word for no record).
-Invariants: the same file on every run (tests/systems/test_tiny_longmemeval.py compares the committed file with
+Invariants: the same file on every run (tests/e2e/systems/test_tiny_longmemeval.py compares the committed file with
 `build()`); every word is in every tiny task's vocabulary.
 """
 

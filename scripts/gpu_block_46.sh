@@ -28,7 +28,7 @@ left() { echo $(( BUDGET - ($(date +%s) - start) )); }
 { echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null
   $PY -c "import jax; print(jax.__version__, jax.devices())"; } > "$OUT/summary.txt" 2>&1
 
-timeout 150 $PY -m pytest -q -p no:cacheprovider -m gpu tests/model/test_flash_attention.py -rA > "$OUT/attention_tests.log" 2>&1
+timeout 150 $PY -m pytest -q -p no:cacheprovider -m gpu tests/unit/model/test_flash_attention.py -rA > "$OUT/attention_tests.log" 2>&1
 rc=$?
 ATT=auto
 if [ $rc -eq 0 ] && grep -q "PASSED.*test_cudnn_packed_matches_dense_on_gpu" "$OUT/attention_tests.log" && ! grep -q "^FAILED" "$OUT/attention_tests.log"; then ATT=cudnn; fi

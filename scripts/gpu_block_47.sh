@@ -81,7 +81,7 @@ elif [ "$PART" = 2 ]; then
 elif [ "$PART" = 3 ]; then
   # correctness where programs really race (on CPU: interpret mode at small shapes, MEMJAX_GPU_TIER_ANYWHERE=1)
   run kernel_test 150 env MEMJAX_GPU_TIER_ANYWHERE=${I47_DRY:-0} $PY -m pytest -q -p no:cacheprovider \
-      tests/kernels/test_kernels_gpu.py -k "decode_merged or rope_kv"
+      tests/unit/kernels/test_kernels_gpu.py -k "decode_merged or rope_kv"
   run sweep_rope_kv 130 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
       --engine fuse_rope_kv=true --tag _rope_kv --out-dir "$O/new"
   run sweep_merge 130 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
@@ -108,7 +108,7 @@ elif [ "$PART" = 5 ]; then
   # the sampler's tests on the device first (the sets against numpy sorts at 1, 3 and 15 ways; chi-square draws), then
   # the truncation pass alone (ways 1 = bisection, both searches: the old path; 15 = a GPU's default), timed at both
   # batches with its ratio to no truncation; then what it costs a decode round: the same sweep without and with it
-  run sampler_tests 90 $PY -m pytest -q -p no:cacheprovider tests/engine/test_sampler.py
+  run sampler_tests 90 $PY -m pytest -q -p no:cacheprovider tests/unit/engine/test_sampler.py
   run sampler 150 $PY -m benchmarks.sampler_truncation --batches $B_SMALL $B_LARGE --json "$O/sampler_truncation.json"
   run sweep_plain 110 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
       --engine fuse_rope_kv=true --tag _plain --out-dir "$O/eval"

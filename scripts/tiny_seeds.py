@@ -6,7 +6,7 @@
 Runs memjax.train.train with configs/tiny.py's settings for every (seed, ablation), evaluating the held-out
 split every `eval_every` steps; prints one row per run, then per ablation and per evaluated step the mean and
 std (ddof=1, over seeds) of the rise in sampled (T=1) and greedy accuracy, and writes them as JSON plus a PNG
-(held-out accuracy vs step, one line per run). The numbers quoted in tests/systems/memagent/tiny/test_tiny.py, the README and
+(held-out accuracy vs step, one line per run). The numbers quoted in tests/unit/systems/memagent/tiny/test_tiny.py, the README and
 BUILD.md come from this script.
 """
 

@@ -83,7 +83,7 @@ def pytest_collection_modifyitems(session, config, items):
     """Modules that hold a `slow` test are collected first, the costliest first, then the rest in their order.
 
     `make test` runs pytest-xdist with `--dist loadfile`: whole modules go to the workers in collection order.
-    A module of several minutes collected last (tests/tiny/ sorts late) leaves one worker busy alone at the
+    A module of several minutes collected last (tests/unit/tiny/ sorts late) leaves one worker busy alone at the
     end of the run; started first, it runs beside everything else (longest-processing-time-first scheduling).
     A module's cost is the largest `seconds` of its `slow` marks (`@pytest.mark.slow(seconds=N)`: N measured on
     the 2-core CI machine; a bare `slow` counts 0). Which tests run, and what they check, does not change.

@@ -2,7 +2,7 @@
 
 `blocker(packages, why)` returns code that puts a meta-path finder in front of the import system; any import of
 `pkg` or `pkg.x` for a named package raises ImportError("blocked: <why>: <name>"). Used by tests that check what a
-process imports: tests/test_imports.py (the CLIs' cheap paths) and tests/benchmarks/test_gpu_pass.py (what the
+process imports: tests/e2e/test_imports.py (the CLIs' cheap paths) and tests/e2e/benchmarks/test_gpu_pass.py (what the
 GPU image lacks).
 """
 

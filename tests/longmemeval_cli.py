@@ -30,9 +30,9 @@ def run_longmemeval(paper: str, out: Path, monkeypatch, make_engine, extra=()) -
 
 
 def scripted_engine(tok, policy, window: int):
-    """Memory-R2's test engine (continuation with parent= / retain=, tests/systems/memory_r2/r2_fixtures.py) with a
+    """Memory-R2's test engine (continuation with parent= / retain=, tests/unit/systems/memory_r2/r2_fixtures.py) with a
     `generate` for the batch callers (answer agents); `policy(prompt_text)` -> reply text."""
-    from systems.memory_r2.r2_fixtures import ScriptedEngine
+    from tests.unit.systems.memory_r2.r2_fixtures import ScriptedEngine
 
     class Engine(ScriptedEngine):
         def generate(self, prompts, params):

@@ -1,4 +1,4 @@
-"""Child of tests/test_plan_configs.py, run on 8 simulated CPU devices: the memory plan of every shipped training
+"""Child of tests/e2e/test_plan_configs.py, run on 8 simulated CPU devices: the memory plan of every shipped training
 config (configs/*.py whose `config` is a TrainConfig) with small shapes (a 2-layer untied model, 128-token rows
 and engine window, 1 micro-batch slot; configs whose programs and held models
 shrink to the same are planned once: `same_as`) and everything else as shipped (mesh, micro_rows, loss, critic, held

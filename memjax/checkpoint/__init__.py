@@ -1,7 +1,7 @@
 """memjax.checkpoint: Hugging Face safetensors in/out and orbax parameter checkpoints.
 
 The package's names resolve on first use (memjax/lazy.py): importing memjax.checkpoint, or memjax.checkpoint.errors,
-does not import jax, flax or safetensors (tests/test_imports.py)."""
+does not import jax, flax or safetensors (tests/e2e/test_imports.py)."""
 
 from ..lazy import exports, names
 

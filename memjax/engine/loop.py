@@ -10,7 +10,7 @@ admitted sequences go back to the host (LIFO). The loop stops at `max_rounds`, a
 (idle_return > 0) once enough slots are idle for the host's follow-up turns. A sequence stops at a stop id (kept),
 max_tokens or the window.
 Invariants: Slots, Pool and Ring are donated (the KV pool is updated in place); each round decides its kind once, so
-XLA:GPU reads back 3 predicates per forward round (tests/engine/test_loop_syncs.py); the Counters are this call's only,
+XLA:GPU reads back 3 predicates per forward round (tests/unit/engine/test_loop_syncs.py); the Counters are this call's only,
 so int32 cannot overflow. `LOOP_COMPILER_OPTIONS` stop XLA:GPU from copying the pool at each branch root and from
 copying every weight slice before its GEMM (docs/engine.md has the measured effect).
 """

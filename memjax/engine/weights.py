@@ -11,7 +11,7 @@ Two choices, each an EngineConfig field, so that one GPU run can time both paths
 - `fuse_projections=True`: q/k/v kernels (and biases) concatenated into one `qkv_w` [h, q + 2kv], gate/up
   into `gate_up_w` [h, 2I], made once per weight update (not by XLA's dot merger every round): two GEMMs
   instead of five per layer. The outputs are split after the GEMM; in fp32 the tokens and log-probs equal the
-  unfused path's (tests/engine/test_engine_layout.py).
+  unfused path's (tests/unit/engine/test_engine_layout.py).
 Invariants: the default (scan, unfused) never comes here: the engine keeps the model's nnx.State and merges
 it, bit for bit the path before these options existed. The layout is single-device only (EngineConfig
 validation: tensor parallelism splits the unfused kernels by name).

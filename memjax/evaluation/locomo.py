@@ -44,7 +44,7 @@ _PREDICTORS: dict[str, LocomoPredictorFactory] = {}
 
 
 def register_locomo_system(name: str, factory: LocomoPredictorFactory) -> None:
-    """Called by a paper's folder on import (this module never imports a paper's folder: tests/test_layering.py)."""
+    """Called by a paper's folder on import (this module never imports a paper's folder: tests/unit/test_layering.py)."""
     if name not in LOCOMO_SYSTEMS or name == "answers":
         raise ValueError(f"register_locomo_system: {name!r} is not a model system of LOCOMO_SYSTEMS {LOCOMO_SYSTEMS}")
     _PREDICTORS[name] = factory

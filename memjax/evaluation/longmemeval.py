@@ -53,7 +53,7 @@ _PREDICTORS: dict[str, LmePredictorFactory] = {}
 
 
 def register_longmemeval_system(name: str, factory: LmePredictorFactory) -> None:
-    """Called by a paper's folder on import (this module never imports a paper's folder: tests/test_layering.py)."""
+    """Called by a paper's folder on import (this module never imports a paper's folder: tests/unit/test_layering.py)."""
     if name not in LME_SYSTEMS or name == "answers":
         raise ValueError(f"register_longmemeval_system: {name!r} is not a model system of {LME_SYSTEMS}")
     _PREDICTORS[name] = factory

@@ -20,7 +20,7 @@ sem: int32 [L, b, KV] counters, zero when a forward starts (`merge_semaphores`, 
 place through every layer (input_output_aliases) and each layer using its own row, so nothing is reset between
 layers. The partial buffers are the kernel's scratch outputs (never read outside it). The memory-order argument
 above holds on NVIDIA GPUs (the PTX model: barrier, then release by one thread; acquire, then barrier); interpret
-mode runs programs in order, so only a GPU run (tests/kernels/test_kernels_gpu.py, the GPU block's greedy match)
+mode runs programs in order, so only a GPU run (tests/unit/kernels/test_kernels_gpu.py, the GPU block's greedy match)
 checks it. Triton needs D a power of two >= 16 and R >= 16 (its dots).
 """
 

@@ -21,7 +21,7 @@ per-row segment lengths and offsets from `segment_offsets`, padding tokens outpu
 picks a back-end by name: "dense" (reference), "blockwise", "cudnn", or "auto" (cudnn on GPU when no segment
 ids are given, blockwise otherwise). Measured on an H100 (benchmarks/results/train_step_qwen2.5-1.5b_*.json):
 the 1.5B packed train step with blockwise attention reaches 14.4% MFU; whether cuDNN's packed layout is
-correct and faster there has not been measured yet (tests/model/test_flash_attention.py has the GPU check).
+correct and faster there has not been measured yet (tests/unit/model/test_flash_attention.py has the GPU check).
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ class CudnnCausal:
 
 ATTENTION_KINDS = ("auto", "dense", "blockwise", "cudnn")
 # "auto" for packed rows on GPUs: blockwise until cuDNN's packed layout passes its GPU test (pytest -m gpu
-# tests/model/test_flash_attention.py) on an H100/H200. An H200 measured the 1.5B update at 45.5% MFU with it vs
+# tests/unit/model/test_flash_attention.py) on an H100/H200. An H200 measured the 1.5B update at 45.5% MFU with it vs
 # 17.6% blockwise (same loss to 4 digits; docs/performance.md); this one line makes it the default.
 CUDNN_PACKED_DEFAULT = False
 

@@ -165,7 +165,7 @@ def decoder_layer(cfg: ModelConfig, p: dict[str, jax.Array], x: jax.Array, cos: 
     The projections run on [b * t, h] rows (a free reshape): the backward's weight gradient is then one dot
     contracting one dimension. On [b, t, h], it contracts two, and XLA's canonical dot needs the [b, t, n] output
     gradient transposed to [n, b * t] first; XLA:CPU fused that transpose with the gradient's elementwise producers
-    into strided loops that took 38% of the tiny update (tests/model/test_model.py holds the shape)."""
+    into strided loops that took 38% of the tiny update (tests/unit/model/test_model.py holds the shape)."""
     b, t = x.shape[:2]
     dt = cfg.jnp_dtype
     p = jax.tree.map(lambda a: a.astype(dt), p)

@@ -9,7 +9,7 @@ Owns:
   training run (`out_dir`), sends the native logs to out_dir/logs (memjax/parallel/logtee.py). The coordination service's heartbeat
   timeout is MEMJAX_HEARTBEAT_S seconds (default 10; jax's own default is 100): when a process dies, the others are terminated by the
   runtime within about that time instead of waiting in a collective (measured in
-  tests/parallel/test_multiprocess.py). On CPU, cross-process collectives use gloo (jax 0.11's default
+  tests/e2e/parallel/test_multiprocess.py). On CPU, cross-process collectives use gloo (jax 0.11's default
   `jax_cpu_collectives_implementation`; "mpi" is the other choice).
 - `is_primary()`: process 0, the one that writes logs, result files and exports.
 - `agree(name, text)`: every process publishes a digest of `text` in the coordinator's key-value store and

@@ -3,7 +3,7 @@
 
 This module is the one place that imports every paper's folder (so `import memjax.systems` registers them all);
 a paper's folder imports shared packages and base.py, never another paper's folder, and no shared package
-imports a paper's folder (tests/test_layering.py)."""
+imports a paper's folder (tests/unit/test_layering.py)."""
 
 from .base import AgentSection, CountingStream, DataStream, SlicedStream, System, build, get, names, register, shard_stream
 from .memagent.system import HotpotQAData, MemAgentSection, MemAgentSystem

@@ -2,7 +2,7 @@
 
 Owns only text; memory_r2_messages.py fills and parses it. Sources (repository paths, the commit the text was
 read at; tests/fixtures/memory_r2/ holds the texts extracted from the source files, with the files' hashes, and
-tests/systems/memory_r2/test_memory_r2_prompts.py checks these constants against them byte for byte):
+tests/unit/systems/memory_r2/test_memory_r2_prompts.py checks these constants against them byte for byte):
 - `EXTRACTOR_SYSTEM` = MEMORY_REASONER_PROMPT and `MANAGER_SYSTEM` = MEMORY_EXECUTOR_PROMPT of
   prompt/math/multi_turn_mamrp.py @ f6d3e049a0f14f9e04809bfd1cfe48777590c0a7 (both `.strip()`ed there, so
   here too). An older revision of that file (@0470387) has shorter texts.

@@ -1,6 +1,6 @@
 """Memory-R2's system prompts at revision 85aeeb1 (the default; memjax/systems/memory_r2/prompts.py holds the older
 f6d3e04 ones, the templates and `system_prompts(revision)`): text byte-identical to the public code, checked by
-tests/systems/memory_r2/test_memory_r2_prompts.py against the texts in tests/fixtures/memory_r2/system_prompts.json.
+tests/unit/systems/memory_r2/test_memory_r2_prompts.py against the texts in tests/fixtures/memory_r2/system_prompts.json.
 """
 
 # The later revision (85aeeb1, "latest version with new prompts and inner grpo": the commit that also

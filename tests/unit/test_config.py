@@ -1,0 +1,53 @@
+"""memjax.config: config files, typed --set overrides, --help listing."""
+
+import dataclasses
+
+import pytest
+
+from memjax.config import ConfigError, apply_overrides, describe, load_config_file, parse_cli
+from memjax.evaluate import EvalConfig
+
+
+def test_overrides_parse_types_and_revalidate():
+    cfg = apply_overrides(EvalConfig(), ["engine.max_slots=32", "memagent.temperature=0.5", "baseline=false",
+                                         "num_docs=5,10", "data_path=/x.json", "engine.num_pages=none"])
+    assert cfg.engine.max_slots == 32 and cfg.memagent.temperature == 0.5 and cfg.baseline is False
+    assert cfg.num_docs == (5, 10) and cfg.data_path == "/x.json" and cfg.engine.num_pages is None
+    assert dataclasses.is_dataclass(cfg) and EvalConfig().engine.max_slots == 16  # original untouched
+    with pytest.raises(ConfigError, match="must be a positive int"):
+        apply_overrides(EvalConfig(), ["engine.max_slots=0"])  # EngineConfig's own validation
+
+
+@pytest.mark.parametrize("item,msg", [
+    ("nope=1", "has no field 'nope'"), ("engine=3", "is a section"), ("engine.max_slots=abc", "expected int"),
+    ("baseline=maybe", "expected a boolean"), ("engine.max_slots", "key=value"),
+])
+def test_override_errors_name_the_key(item, msg):
+    with pytest.raises(ConfigError, match=msg):
+        apply_overrides(EvalConfig(), [item])
+
+
+def test_config_file_and_help(tmp_path, capsys):
+    f = tmp_path / "c.py"
+    f.write_text("from memjax.evaluate import EvalConfig\nconfig = EvalConfig(num_samples=3)\n")
+    assert load_config_file(f).num_samples == 3
+    cfg, _ = parse_cli("prog", "d", [str(f), "--set", "seed=7"])
+    assert cfg.seed == 7 and cfg.num_samples == 3
+    with pytest.raises(SystemExit):
+        parse_cli("prog", "d", [str(f), "--help"])
+    out = capsys.readouterr().out
+    assert "engine.max_slots: int = 16" in out and "num_samples: int = 3" in out
+    assert len(describe(cfg)) > 20
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = 1\n")
+    with pytest.raises(ConfigError, match="must define `config`"):
+        load_config_file(bad)
+    with pytest.raises(ConfigError, match="not found"):
+        load_config_file(tmp_path / "missing.py")
+
+
+def test_shipped_configs_load():
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).parent.parent.parent / "configs").rglob("*.py")):
+        assert dataclasses.is_dataclass(load_config_file(path)), path

@@ -1,0 +1,36 @@
+"""memjax/run_identity.py's resume check on a run directory written by older code: a field the recorded config lacks
+(added to memjax since) counts as its default, so upgrading memjax does not strand a run unless the resume sets
+such a field away from its default; the compile cache may change on a resume. (The whole CLI path, with a real
+run: tests/e2e/test_bad_input_table.py rows 3 and 4.)"""
+
+import dataclasses
+import json
+
+import pytest
+
+from memjax.config import ConfigError, apply_overrides
+from memjax.run_identity import check_resume
+from memjax.train_config import TrainConfig
+
+
+def _old_run(tmp_path, cfg, drop=("compile_cache",), drop_engine=("fuse_split_combine", "fuse_rope_kv")):
+    out = tmp_path / "run"
+    (out / "checkpoints" / "1").mkdir(parents=True)
+    saved = json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+    for k in drop:
+        del saved[k]
+    for k in drop_engine:
+        del saved["engine"][k]
+    (out / "run.json").write_text(json.dumps({"config": saved, "system": "memagent", "resumed": []}))
+    return out
+
+
+def test_fields_newer_than_the_record_count_as_their_defaults(tmp_path):
+    cfg = apply_overrides(TrainConfig(), [f"out_dir={tmp_path / 'run'}"])
+    out = _old_run(tmp_path, cfg)
+    assert check_resume(out, cfg) is not None                                   # same run: resumes
+    assert check_resume(out, apply_overrides(cfg, ["compile_cache=none", "steps=20"])) is not None
+    with pytest.raises(ConfigError, match=r"engine.fuse_rope_kv: false -> true"):
+        check_resume(out, apply_overrides(cfg, ["engine.fuse_rope_kv=true"]))
+    with pytest.raises(ConfigError, match=r"seed: 0 -> 1"):
+        check_resume(out, apply_overrides(cfg, ["seed=1"]))
