@@ -68,7 +68,10 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
         if not ev:
             raise ConfigError(f"system {system.name!r} defines no held-out evaluation")
         scalars = {k: v for k, v in ev.items() if k not in ("traces", "samples")}
+        from .evaluation.provenance import scored_inputs
+
         result = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "system": system.name,
+                  "inputs": scored_inputs(policy={"policy": cfg.policy or "(initial model)"}),
                   "metrics": scalars, "seconds": time.perf_counter() - t0}
         if primary:  # several processes: each ran its share of the held-out set, all hold the whole result
             write_atomic(out / "results.json", json.dumps(result, indent=2, default=str))
@@ -104,6 +107,10 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
         with _lock(prepare_out_dir(cfg.out_dir)):
             res = run_locomo_eval(cfg)
         con = console or Console()
+        if "answers_match" in res:
+            from .evaluation.provenance import match_line
+
+            con.print(match_line(res["answers_match"]), markup=False)
         if res["failed"]["items"]:
             con.print(failure_line(res["failed"]), style="bold red", markup=False)
         con.print(f"LoCoMo {cfg.split}/{cfg.part}: overall {res['table']['overall']} -> {cfg.out_dir}")
@@ -121,7 +128,19 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
     length_sets(cfg)  # every record read and checked: a bad data file fails before the out dir is made
     out = prepare_out_dir(cfg.out_dir)
     with _lock(out):
-        return _evaluate(cfg, out, console or Console())
+        from .evaluation.provenance import claim_scores, scored_inputs
+
+        inputs = scored_inputs(policy={"model.hf_path": cfg.model.hf_path or f"(random {cfg.model.preset})"},
+                               data=cfg.data_path, judge="", metrics=cfg.metrics)
+        if cfg.docs_path:
+            inputs["docs"] = scored_inputs(data=cfg.docs_path)["data"]
+        claim_scores(out, inputs, rescore=cfg.rescore, stored=("traces.jsonl", "results.json", "results.md",
+                                                                "accuracy.png"), write=is_primary())
+        result = _evaluate(cfg, out, console or Console())
+        result["inputs"] = inputs
+        if is_primary():
+            write_atomic(out / "results.json", json.dumps(result, indent=2, default=str))
+        return result
 
 
 def _lock(out: Path):

@@ -82,6 +82,8 @@ class LongMemEvalConfig:
     judge_model: str = "gpt-4o-2024-08-06"   # the official metric model (print_qa_metrics.py asserts it)
     judge_hf_path: str = ""
     judge_retries: int = 4
+    rescore: bool = False                # out_dir holds scores of other inputs: score everything again (else refused)
+    max_missing: float = 0.25            # system="answers": the largest fraction of questions without a hypothesis
     judge_timeout_s: float = 60.0
     # model systems: the policy `model` on `engine`; memory_r1's manager `manager_hf_path` ("" = the same model);
     # memory_r2's frozen answer agent `answer_hf_path` ("" = a copy of the policy's weights)
@@ -136,6 +138,8 @@ class LongMemEvalConfig:
                   "chunk_tokens", "memory_tokens"):
             if getattr(self, f) < 1:
                 raise ValueError(f"LongMemEvalConfig.{f}: must be >= 1, got {getattr(self, f)}")
+        if not 0.0 <= self.max_missing <= 1.0:
+            raise ValueError(f"LongMemEvalConfig.max_missing: a fraction in [0, 1], got {self.max_missing}")
         if self.judge_retries < 0 or not self.judge_timeout_s > 0:
             raise ValueError("LongMemEvalConfig: judge_retries must be >= 0 and judge_timeout_s > 0")
         if self.judge == "engine" and not self.judge_hf_path:
@@ -150,16 +154,43 @@ def select(cfg: LongMemEvalConfig) -> list[LmeQuestion]:
 
 def hypotheses_predictor(path: str | os.PathLike) -> LmeBatchPredictor:
     """The official hypothesis file (JSONL of {question_id, hypothesis}); a question without a line -> None."""
-    table: dict[str, str] = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            table[str(rec["question_id"])] = str(rec["hypothesis"])
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise ValueError(f"{path}:{n}: not a JSON object with 'question_id' and 'hypothesis'") from None
+    from .provenance import read_answers
+
+    recs, _ = read_answers(path, "question_id", "hypothesis")
+    if any("hypothesis" not in r for r in recs.values()):
+        raise ValueError(f"{path}: a line without 'hypothesis' (the official format: {{question_id, hypothesis}})")
+    table = {k: str(r["hypothesis"]) for k, r in recs.items()}
     return lambda qs: [{"answer": table.get(q.question_id)} for q in qs]
+
+
+def answers_match(cfg: "LongMemEvalConfig", questions: list[LmeQuestion]) -> dict:
+    """How the hypothesis file matches the selected questions (refused beyond max_missing)."""
+    from .provenance import match_answers, read_answers
+
+    table, info = read_answers(cfg.answers, "question_id", "hypothesis")
+    every = [q.question_id for q in load_longmemeval(cfg.data_path).questions]
+    return match_answers(cfg.answers, table, info, [q.question_id for q in questions], every, cfg.max_missing)
+
+
+STORED = ("predictions.jsonl", "results.json", "results.md", "scores.png")
+
+
+def judge_name(cfg: "LongMemEvalConfig") -> str:
+    return {"rule": "rule", "exact": "exact", "openai": f"openai:{cfg.judge_model}@{cfg.judge_url}",
+            "engine": f"engine:{cfg.judge_hf_path}"}[cfg.judge]
+
+
+def scored(cfg: "LongMemEvalConfig") -> dict:
+    """What a run of cfg scores (memjax/evaluation/provenance.py)."""
+    from .provenance import scored_inputs
+
+    tiny = cfg.system in TINY_LME_SYSTEMS
+    policy = {"policy": cfg.policy or "(shipped warm start)"} if tiny else {}
+    policy.update({k: v for k, v in (("answer_policy", cfg.answer_policy), ("model.hf_path", cfg.model.hf_path),
+                                      ("manager_hf_path", cfg.manager_hf_path), ("answer_hf_path", cfg.answer_hf_path),
+                                      ("judge_hf_path", cfg.judge_hf_path)) if v})
+    return scored_inputs(policy=policy, answers=cfg.answers if cfg.system == "answers" else "", data=cfg.data_path,
+                         judge=judge_name(cfg), metrics="longmemeval-qa")
 
 
 def make_judge(cfg: LongMemEvalConfig):
@@ -227,8 +258,10 @@ def _judge(judge, recs: list[dict], counts: dict) -> None:
 
 def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPredictor, judge,
                          out_dir: str | os.PathLike, *, batch_size: int = 16, title: str = "LongMemEval",
-                         recall_k: Sequence[int] = (5, 10), chart_png: bool = True, progress=None) -> dict[str, Any]:
-    """Predict and judge every question not yet judged in out_dir/predictions.jsonl; write the table and chart."""
+                         recall_k: Sequence[int] = (5, 10), chart_png: bool = True, progress=None,
+                         extra: dict | None = None, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """Predict and judge every question not yet judged in out_dir/predictions.jsonl; write the table and chart.
+    `extra`: more results.json keys; `notes`: lines under results.md's title."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     log = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -285,9 +318,13 @@ def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPr
     records = [done[i] for i in ids if i in done]
     table = qa_table(records)
     result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "benchmark": "longmemeval",
-              "table": table, "counts": counts}
+              "table": table, "counts": counts, **(extra or {})}
     write_atomic(out / "results.json", json.dumps(result, indent=1))
-    write_atomic(out / "results.md", markdown(table, f"{title} (judge: {result['judge']})"))
+    md = markdown(table, f"{title} (judge: {result['judge']})")
+    if notes:
+        head, _, rest = md.partition("\n\n")
+        md = head + "\n\n" + "".join(f"{n}\n\n" for n in notes) + rest
+    write_atomic(out / "results.md", md)
     if chart_png:
         chart(table, out / "scores.png", title)
     return result
@@ -304,7 +341,10 @@ def _check_inputs(cfg: LongMemEvalConfig) -> list[LmeQuestion]:
         if p not in ("", "random") and not (Path(p) / "config.json").is_file():
             raise FileNotFoundError(f"{f}={p}: not a Hugging Face model directory (no config.json); a tiny training "
                                     "run writes one as out_dir/hf")
-    return select(cfg)
+    qs = select(cfg)
+    if cfg.system == "answers":
+        answers_match(cfg, qs)
+    return qs
 
 
 def check_lines(cfg: LongMemEvalConfig) -> list[str]:
@@ -327,8 +367,17 @@ def run_longmemeval_eval(cfg: LongMemEvalConfig) -> dict:
 
     if jax.process_count() > 1:
         raise ValueError("LongMemEval evaluation runs in one process; start it without memjax.launch --nproc")
+    from .provenance import claim_scores, match_line
+
     questions = _check_inputs(cfg)
     title = f"LongMemEval {Path(cfg.data_path).name} ({cfg.system})"
+    extra: dict[str, Any] = {"inputs": scored(cfg)}
+    notes: list[str] = []
+    if cfg.system == "answers":
+        extra["answers_match"] = m = answers_match(cfg, questions)
+        notes.append(match_line(m))
+        print(notes[-1], file=sys.stderr, flush=True)
+    claim_scores(cfg.out_dir, extra["inputs"], rescore=cfg.rescore, stored=STORED)
     if cfg.system == "answers":
         predictor, note = hypotheses_predictor(cfg.answers), ""
     else:
@@ -337,4 +386,4 @@ def run_longmemeval_eval(cfg: LongMemEvalConfig) -> dict:
                              "registers every paper's; python -m memjax.evaluate does)")
         predictor, note = _PREDICTORS[cfg.system](cfg, questions)
     return evaluate_longmemeval(questions, predictor, make_judge(cfg), cfg.out_dir, batch_size=cfg.batch_size,
-                                title=title + note, recall_k=cfg.recall_k)
+                                title=title + note, recall_k=cfg.recall_k, extra=extra, notes=notes)

@@ -118,6 +118,7 @@ def run_key(cfg) -> str:
     """What identifies a run's items: the config without out_dir (sha256 of its sorted JSON)."""
     d = json.loads(json.dumps(asdict(cfg), default=str))
     d.pop("out_dir", None)
+    d.pop("rescore", None)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
