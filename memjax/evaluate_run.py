@@ -118,7 +118,12 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
     if isinstance(cfg, LongMemEvalConfig):
         with _lock(prepare_out_dir(cfg.out_dir)):
             res = run_longmemeval_eval(cfg)
-        (console or Console()).print(f"LongMemEval: overall {res['table']['overall']['accuracy']}% -> {cfg.out_dir}")
+        from .evaluation.longmemeval import failure, result_line
+
+        con = console or Console()
+        if failure(cfg, res):
+            con.print(f"WARNING: {failure(cfg, res)}", style="bold red", markup=False)
+        con.print(result_line(cfg, res), markup=False)
         return res
     if isinstance(cfg, SystemEvalConfig):
         return evaluate_system(cfg, console or Console())
@@ -189,6 +194,11 @@ def evaluate_and_report(cfg, console: Console | None = None) -> dict:
     result = evaluate(cfg, console)
     if is_primary():  # several processes: one report, by the writer
         (console or Console()).print(f"report: {write_report(cfg.out_dir)}")
+    if isinstance(cfg, LongMemEvalConfig):
+        from .evaluation.longmemeval import failure
+
+        if failure(cfg, result):
+            raise RunError(failure(cfg, result))
     fails = result.get("failed") if isinstance(cfg, LocomoEvalConfig) else None
     if fails and fails["items"] and not cfg.accept_failures:  # written and reported, but not a success
         raise RunError(f"{fails['items']} of {fails['of']} items failed (see the top of {cfg.out_dir}/results.md); "

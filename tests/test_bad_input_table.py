@@ -85,7 +85,7 @@ def test_unreachable_judge_is_a_failure_not_a_score(answers, tmp_path, capsys):
     capsys.readouterr()
     # another judge into the same out dir: refused, the cached rows are not relabelled
     assert locomo.main([*args[:5], "--judge", "rule"]) == 2
-    assert "holds scores of other inputs (judge: openai:gpt-oss-120b@http://127.0.0.1:9/v1/memory_r1 -> rule)" in \
+    assert "holds scores of other inputs (judge: openai:gpt-oss-120b/memory_r1 -> rule)" in \
         first_line(capsys)[0]
     assert locomo.main([*args, "--accept-failures"]) == 0  # the user accepts them: still said
     assert first_line(capsys)[0].startswith("WARNING: 8 of 8 items failed")

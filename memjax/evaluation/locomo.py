@@ -140,7 +140,7 @@ STORED = ("predictions.jsonl", "results.json", "results.md", "paper_table.md", "
 
 
 def judge_name(cfg: LocomoEvalConfig) -> str:
-    return "rule" if cfg.judge == "rule" else f"openai:{cfg.judge_model}@{cfg.judge_url}/{cfg.judge_profile}"
+    return "rule" if cfg.judge == "rule" else f"openai:{cfg.judge_model}/{cfg.judge_profile}"
 
 
 def _claim(cfg: LocomoEvalConfig, questions: list[Question]) -> tuple[dict, list[str]]:

@@ -76,13 +76,15 @@ class LongMemEvalConfig:
     batch_size: int = 16                 # questions per predictor call
     question_date: bool = True           # the question text ends with its date (memjax.data.longmemeval_locomo)
     recall_k: tuple[int, ...] = (5, 10)
-    judge: str = "rule"                  # "rule" (tests only) | "exact" (tiny vocabulary) | "openai" | "engine"
-    #                                      (judge_hf_path on a memjax Engine)
+    judge: str = "openai"                # the official LLM judge (judge_url, judge_model) | "engine" (judge_hf_path on
+    #                                      a memjax Engine) | "rule" / "exact": NOT LLM judges (tests, tiny vocabulary),
+    #                                      their numbers are titled as such, never LongMemEval accuracy
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-4o-2024-08-06"   # the official metric model (print_qa_metrics.py asserts it)
     judge_hf_path: str = ""
     judge_retries: int = 4
     rescore: bool = False                # out_dir holds scores of other inputs: score everything again (else refused)
+    accept_failures: bool = False        # exit 0 although judge calls failed (those questions stay unscored, said)
     max_missing: float = 0.25            # system="answers": the largest fraction of questions without a hypothesis
     judge_timeout_s: float = 60.0
     # model systems: the policy `model` on `engine`; memory_r1's manager `manager_hf_path` ("" = the same model);
@@ -172,11 +174,38 @@ def answers_match(cfg: "LongMemEvalConfig", questions: list[LmeQuestion]) -> dic
     return match_answers(cfg.answers, table, info, [q.question_id for q in questions], every, cfg.max_missing)
 
 
+# judges whose numbers are not LongMemEval accuracy: their titles and console lines say so
+NOT_ACCURACY = {"rule": "RULE JUDGE (not an LLM, tests only; not LongMemEval accuracy)",
+                "exact": "EXACT-MATCH JUDGE (tiny vocabulary, not an LLM; not LongMemEval accuracy)"}
+
+
+def result_line(cfg: "LongMemEvalConfig", res: dict) -> str:
+    """The console's line on a finished run: accuracy only under an LLM judge."""
+    acc = res["table"]["overall"]["accuracy"]
+    what = f"{NOT_ACCURACY[cfg.judge]}: overall" if cfg.judge in NOT_ACCURACY else "LongMemEval accuracy: overall"
+    return f"{what} {'none (no question judged)' if acc is None else f'{acc}%'} -> {cfg.out_dir}"
+
+
+def failure(cfg: "LongMemEvalConfig", res: dict) -> str | None:
+    """Why a finished run is not a result (exit 1): questions whose judge call failed (unless accepted), or every
+    question unreadable by the policy's vocabulary; None when it is one."""
+    c, unscored = res["counts"], res["table"]["overall"]["unscored"]
+    if c.get("unreadable") and c["unreadable"] == res["table"]["overall"]["n"] + unscored:
+        return (f"all {c['unreadable']} questions were unreadable by the policy's vocabulary (see 'unreadable' in "
+                f"{cfg.out_dir}/predictions.jsonl): nothing was scored; use data in the policy's vocabulary")
+    if unscored and not cfg.accept_failures:
+        where = f" at {cfg.judge_url}" if cfg.judge == "openai" else ""
+        return (f"{unscored} of {unscored + res['table']['overall']['n']} questions were not judged (judge "
+                f"{judge_name(cfg)}{where}: {res.get('first_judge_error') or 'no reply'}); they are unscored, never a "
+                "score: start the judge and run again (it asks only them), or --set accept_failures=true")
+    return None
+
+
 STORED = ("predictions.jsonl", "results.json", "results.md", "scores.png")
 
 
 def judge_name(cfg: "LongMemEvalConfig") -> str:
-    return {"rule": "rule", "exact": "exact", "openai": f"openai:{cfg.judge_model}@{cfg.judge_url}",
+    return {"rule": "rule", "exact": "exact", "openai": f"openai:{cfg.judge_model}",
             "engine": f"engine:{cfg.judge_hf_path}"}[cfg.judge]
 
 
@@ -316,9 +345,12 @@ def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPr
             n = sum(1 for i in ids if i in done)
             log(f"LongMemEval: {n}/{len(ids)} questions ({time.perf_counter() - t0:.1f}s)")
     records = [done[i] for i in ids if i in done]
+    counts["unreadable"] = sum(1 for r in records if r.get("unreadable"))
     table = qa_table(records)
+    errs = [r["judge_error"] for r in records if r.get("label") is None and r.get("judge_error")]
     result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "benchmark": "longmemeval",
-              "table": table, "counts": counts, **(extra or {})}
+              "table": table, "counts": counts, **({"first_judge_error": str(errs[0])[:200]} if errs else {}),
+              **(extra or {})}
     write_atomic(out / "results.json", json.dumps(result, indent=1))
     md = markdown(table, f"{title} (judge: {result['judge']})")
     if notes:
@@ -371,6 +403,8 @@ def run_longmemeval_eval(cfg: LongMemEvalConfig) -> dict:
 
     questions = _check_inputs(cfg)
     title = f"LongMemEval {Path(cfg.data_path).name} ({cfg.system})"
+    if cfg.judge in NOT_ACCURACY:
+        title = f"{NOT_ACCURACY[cfg.judge]}: {title}"
     extra: dict[str, Any] = {"inputs": scored(cfg)}
     notes: list[str] = []
     if cfg.system == "answers":

@@ -52,7 +52,7 @@ def test_answers_config_end_to_end_and_resume(tmp_path):
 
     out = tmp_path / "ev"
     argv = [str(ROOT / "configs" / "longmemeval_answers.py"), "--set", f"data_path={FIXTURE}", "--set",
-            f"answers={_hyp(tmp_path)}", "--set", f"out_dir={out}"]
+            f"answers={_hyp(tmp_path)}", "--set", f"out_dir={out}", "--set", "judge=rule"]
     assert main(argv) == 0
     res = json.loads((out / "results.json").read_text())
     t = res["table"]
