@@ -37,7 +37,7 @@ from .parallel import initialize, is_primary
 from .parallel.lifecycle import agree_run
 from .parallel.split import block, gather_objects
 from .report import write_report
-from .runio import JsonlLog, OutDirLock, prepare_out_dir, write_atomic
+from .runio import JsonlLog, OutDirLock, claim_kind, prepare_out_dir, write_atomic
 from .systems import build as build_system
 
 FULL_CONTEXT_TEMPLATE = ("Please read the following text and answer the question below.\n\n<text>\n{context}\n"
@@ -56,6 +56,7 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
     out = prepare_out_dir(cfg.out_dir)
     primary = is_primary()
     with _lock(out):
+        claim_kind(out, "evaluation", "python -m memjax.evaluate", mark=primary)
         model, tok = system.load_model(cfg.model)
         if cfg.policy:
             own, model = model, load_hf(cfg.policy)
@@ -102,6 +103,11 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
         console = Console(quiet=True)
     for line in lines:
         (console or Console()).print(line, markup=False, soft_wrap=True)  # unwrapped: a path to copy
+    kind = ("locomo" if isinstance(cfg, LocomoEvalConfig) else "longmemeval" if isinstance(cfg, LongMemEvalConfig)
+            else "evaluation")
+    if hasattr(cfg, "out_dir"):  # another kind's directory: refused before anything is written there
+        claim_kind(cfg.out_dir, kind, "python -m memjax.evaluate" if kind == "evaluation" else
+                   {"locomo": "LoCoMo scoring", "longmemeval": "LongMemEval scoring"}[kind])
     if isinstance(cfg, LocomoEvalConfig):
         locomo_inputs(cfg)  # bad data or answers fail before the out dir is made
         with _lock(prepare_out_dir(cfg.out_dir)):
@@ -133,6 +139,7 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
     length_sets(cfg)  # every record read and checked: a bad data file fails before the out dir is made
     out = prepare_out_dir(cfg.out_dir)
     with _lock(out):
+        claim_kind(out, "evaluation", "python -m memjax.evaluate", mark=is_primary())
         from .evaluation.provenance import claim_scores, scored_inputs
 
         inputs = scored_inputs(policy={"model.hf_path": cfg.model.hf_path or f"(random {cfg.model.preset})"},

@@ -154,7 +154,12 @@ def _claim(cfg: LocomoEvalConfig, questions: list[Question]) -> tuple[dict, list
               if v} if cfg.system != "answers" else {}
     inputs = scored_inputs(policy=policy, answers=cfg.answers if cfg.system == "answers" else "",
                            data=cfg.data_path, judge=judge_name(cfg), metrics=f"{cfg.metrics}/f1={cfg.f1}")
+    from ..runio import claim_kind
+
+    claim_kind(cfg.out_dir, "locomo", "LoCoMo scoring", mark=False)
     claim_scores(cfg.out_dir, inputs, rescore=cfg.rescore, stored=STORED, write=jax.process_index() == 0)
+    if jax.process_index() == 0:
+        claim_kind(cfg.out_dir, "locomo", "LoCoMo scoring", mark=True)
     extra: dict = {"inputs": inputs}
     notes: list[str] = []
     if cfg.system == "answers":

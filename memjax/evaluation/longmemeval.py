@@ -411,7 +411,11 @@ def run_longmemeval_eval(cfg: LongMemEvalConfig) -> dict:
         extra["answers_match"] = m = answers_match(cfg, questions)
         notes.append(match_line(m))
         print(notes[-1], file=sys.stderr, flush=True)
+    from ..runio import claim_kind
+
+    claim_kind(cfg.out_dir, "longmemeval", "LongMemEval scoring")
     claim_scores(cfg.out_dir, extra["inputs"], rescore=cfg.rescore, stored=STORED)
+    claim_kind(cfg.out_dir, "longmemeval", "LongMemEval scoring", mark=True)
     if cfg.system == "answers":
         predictor, note = hypotheses_predictor(cfg.answers), ""
     else:
