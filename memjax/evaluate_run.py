@@ -95,6 +95,13 @@ def _score(text: str, answers, metrics: str = "memagent") -> dict[str, float]:
 
 def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Console | None = None) -> dict:
     initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
+    from .parallel.lifecycle import evaluation_stops
+
+    with evaluation_stops(getattr(cfg, "out_dir", "")):  # SIGTERM / SIGINT: stop at the next question batch
+        return _evaluate_kind(cfg, console)
+
+
+def _evaluate_kind(cfg, console: Console | None) -> dict:
     lines = []  # the cache folder's line, printed once the console is known
     use_compile_cache(getattr(cfg, "compile_cache", "auto"), say=lines.append)  # before the first compile
     if jax.process_count() > 1:  # processes of one evaluation refuse unless code and config match

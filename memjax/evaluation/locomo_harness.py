@@ -42,6 +42,7 @@ from typing import Any
 import jax
 
 from ..data.locomo import Question
+from ..parallel.lifecycle import stop_point
 from ..parallel.split import deal_groups, gather_objects
 from ..rewards.locomo import token_set_f1
 from ..rewards.text import bleu1, token_f1_multiset
@@ -212,6 +213,7 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     rounds = max(-(-len(t) // batch_size) for t in shares)    # every process takes part in every exchange
     with (pred_path.open("a", encoding="utf-8") if primary else contextlib.nullcontext()) as fh:
         for s in range(0, rounds * batch_size, batch_size):
+            stop_point(f"before LoCoMo round {s // batch_size + 1} of {rounds}")  # every process, every round
             chunk = todo[s: s + batch_size]
             recs = _score_chunk(chunk, predictor, batch_predictor, judge, counts, rejudge) if chunk else []
             for rec in gather_objects(recs):

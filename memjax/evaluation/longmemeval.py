@@ -319,6 +319,9 @@ def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPr
             counts["rejudged"] += len(chunk)
             write(chunk)
         for s in range(0, len(todo), batch_size):
+            from ..parallel.lifecycle import stop_point
+
+            stop_point(f"before LongMemEval questions {s + 1}-{min(len(todo), s + batch_size)} of {len(todo)}")
             chunk = todo[s: s + batch_size]
             recs = []
             for q, (o, err) in zip(chunk, _predict(chunk, predictor, counts)):

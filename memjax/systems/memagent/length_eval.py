@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from ...parallel.lifecycle import stop_point
+
 from .paper import CITATION, TABLE2, paper_row
 from .workflow import MemAgent
 from ...agents.heldout import run_heldout
@@ -168,6 +170,7 @@ def run_length_eval(cfg, out: Path, con, *, baseline: Callable[[Any, Any, list[d
         con.print(f"N={n} ({k + 1}/{len(sets)}): {count} questions x {c.group_size} rollout(s), batches of {batch}")
         for lo in range(0, count, batch):
             hi = min(count, lo + batch)
+            stop_point(f"before N={n} items {lo + 1}-{hi}")  # SIGTERM / SIGINT: finished batches are kept
             if all((n, i) in done for i in range(lo, hi)):
                 continue
             records = [item(i) for i in range(lo, hi)]
