@@ -1,7 +1,7 @@
 """LongMemEval scoring of hypotheses made elsewhere (the official hypothesis file: JSONL of {question_id, hypothesis}).
 
   python -m memjax.evaluate configs/longmemeval_answers.py --set data_path=/path/to/longmemeval_s.json \
-      --set answers=/path/to/hypotheses.jsonl [--set judge_url=http://host:8000/v1]
+      --set answers=/path/to/hypotheses.jsonl [--set judge=openai --set judge_url=http://host:8000/v1]
 Writes predictions.jsonl (per question, resumable; a failed judge call is left unscored and asked again on a re-run),
 results.json / results.md (accuracy per question type, task-averaged, overall and abstention, in the paper's layout)
 and scores.png to out_dir. The official judge (judge=openai, an unreachable one exits 1) is the default,

@@ -75,12 +75,9 @@ def settings(cfg, system) -> None:
 
 
 def training_data(cfg, system) -> None:
-    """Open the training stream as the run does (its data files are read and parsed) and make its first batch (a
-    document pool too small for the samples asked for fails here, as it would at the run's first step)."""
+    """Open the training stream as the run does (its data files are read and parsed; no sample is made)."""
     try:
-        stream = system.train_data(cfg.prompts_per_step, cfg.seed)
-        if hasattr(stream, "__next__") or hasattr(stream, "__iter__"):
-            next(iter(stream), None)
+        system.train_data(cfg.prompts_per_step, cfg.seed)
     except (ConfigError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from None
     except (ValueError, KeyError, TypeError, UnicodeDecodeError, OSError) as e:

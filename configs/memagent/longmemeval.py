@@ -1,7 +1,7 @@
 """MemAgent on LongMemEval (per-type accuracy with the official judge prompts), through python -m memjax.evaluate.
 
   python -m memjax.evaluate configs/memagent/longmemeval.py --set data_path=/path/to/longmemeval_s.json \
-      --set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set judge_url=http://host:8000/v1]
+      --set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set judge=openai --set judge_url=http://host:8000/v1]
 Per question: the haystack (sessions with their dates, one "role: content" paragraph per turn) is MemAgent's long
 document, read in chunks of chunk_tokens into a memory of memory_tokens, then the question (with its date) is answered
 greedily from the memory. Point model.hf_path at a trained policy (e.g. out/memagent/hf). The rule judge is for smoke

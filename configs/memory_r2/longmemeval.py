@@ -1,7 +1,7 @@
 """Memory-R2 on LongMemEval (per-type accuracy with the official judge prompts), through python -m memjax.evaluate.
 
   python -m memjax.evaluate configs/memory_r2/longmemeval.py --set data_path=/path/to/longmemeval_s.json \
-      --set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set judge_url=http://host:8000/v1]
+      --set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set judge=openai --set judge_url=http://host:8000/v1]
 Per question: the policy's extractor and manager build the memory bank session by session over the haystack (greedy,
 no local branch: MemoryR2System's held-out episode), then the frozen answer agent (answer_hf_path, "" = a copy of the
 policy's initial weights) answers from the final bank. Point model.hf_path at a trained policy. The official judge

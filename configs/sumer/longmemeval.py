@@ -1,7 +1,7 @@
 """SUMER on LongMemEval (per-type accuracy with the official judge prompts), through python -m memjax.evaluate.
 
   python -m memjax.evaluate configs/sumer/longmemeval.py --set data_path=/path/to/longmemeval_s.json \
-      --set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set judge_url=http://host:8000/v1]
+      --set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set judge=openai --set judge_url=http://host:8000/v1]
 Per question: the haystack's messages are the searchable memory (semantic and keyword search, context windows), the
 policy searches greedily for up to max_turns turns and submits its answer (the LoCoMo episode); recall@k columns say
 whether its searches showed the evidence turns. Point model.hf_path at a trained policy (e.g. out/sumer/hf). The
