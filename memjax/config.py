@@ -63,6 +63,8 @@ def load_config_file(path: str | Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
+    except ConfigError as e:  # a config's own check (a field's type): its one line, with the file
+        raise ConfigError(f"{path}: {e}") from None
     except Exception as e:  # the user's file: report where it failed
         raise ConfigError(f"{path}: failed to load ({type(e).__name__}: {e})") from e
     cfg = module.get_config() if hasattr(module, "get_config") else getattr(module, "config", None)
