@@ -135,8 +135,8 @@ def _evaluate_kind(cfg, console: Console | None) -> dict:
 
         con = console or Console()
         if failure(cfg, res):
-            con.print(f"WARNING: {failure(cfg, res)}", style="bold red", markup=False)
-        con.print(result_line(cfg, res), markup=False)
+            con.print(f"WARNING: {failure(cfg, res)}", style="bold red", markup=False, soft_wrap=True)
+        con.print(result_line(cfg, res), markup=False, soft_wrap=True)
         return res
     if isinstance(cfg, SystemEvalConfig):
         return evaluate_system(cfg, console or Console())
