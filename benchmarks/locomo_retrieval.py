@@ -1,6 +1,8 @@
 """Retrieval quality on LoCoMo: recall@k of the evidence turns for a split's questions, per retriever.
 
-`python -m benchmarks.locomo_retrieval PATH/locomo10.json [--split sumer --part validation --out benchmarks/results]`
+`python -m benchmarks.locomo_retrieval PATH/locomo10.json [--split sumer --part validation --out DIR]` (default
+out/benchmarks; the committed benchmarks/results files are replaced only with --out benchmarks/results
+--update-committed)
 
 The memory is SUMER's: one record per message (text + image caption, `memjax.memory.conversation_records`), per
 conversation; `--with-speaker` indexes "<speaker>: <text>" instead. The query is the question text.
@@ -14,6 +16,7 @@ Writes `locomo_retrieval_<split>_<part>.json` and `.md` (LoCoMo itself is never 
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 import time
 from collections import defaultdict
@@ -40,9 +43,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("data_path")
     ap.add_argument("--split", default="sumer")
     ap.add_argument("--part", default="validation")
-    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--out", default="out/benchmarks", help="output folder (default out/benchmarks)")
+    ap.add_argument("--update-committed", action="store_true", help="replace committed result files in --out")
     ap.add_argument("--with-speaker", action="store_true", help='index "<speaker>: <text>" instead of the text')
     a = ap.parse_args(argv)
+    stem = Path(a.out) / f"locomo_retrieval_{a.split}_{a.part}{'_speaker' if a.with_speaker else ''}"
+    from . import guard_committed
+
+    refused = guard_committed([stem.with_suffix(".json"), stem.with_suffix(".md")], a.update_committed,
+                              "benchmarks.locomo_retrieval")
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
     data = load_locomo(a.data_path)
     questions = split_questions(data, a.split)[a.part]
     bow, wl = HashedBowEmbedder(), WordLlamaEmbedder()
@@ -81,9 +93,7 @@ def main(argv: list[str] | None = None) -> int:
               "depth": DEPTH,
               "embedders": {"hashed_bow": bow.id, "wordllama": wl.id}, "seconds": round(time.perf_counter() - t0, 1),
               "table": table}
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"locomo_retrieval_{a.split}_{a.part}{'_speaker' if a.with_speaker else ''}"
+    stem.parent.mkdir(parents=True, exist_ok=True)
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     variant = " (speaker-prefixed records)" if a.with_speaker else ""
     lines = [f"# LoCoMo evidence recall, {a.split}/{a.part}{variant} ({used} questions, {skipped} without evidence "

@@ -55,6 +55,14 @@ def check_train(cfg) -> None:
     preflight.settings(cfg, system)  # what the run checks at its start (groups, warm start, ignored overrides)
     preflight.out_dir_writable(cfg.out_dir)
     out = Path(cfg.out_dir)
+    from .run_identity import has_progress
+
+    if not cfg.resume and out.is_dir() and has_progress(out):  # what the run would refuse at its start
+        raise ConfigError(f"out_dir={cfg.out_dir}: holds a run (checkpoints or result.json) and resume=false; use a "
+                          "new out_dir (or resume=true)")
+    from .compile_cache import check_writable
+
+    check_writable(getattr(cfg, "compile_cache", "none"))
     resumable = out.is_dir() and check_resume(out, cfg) is not None  # another config's run dir: refused
     done = out.is_dir() and finished(out, cfg) is not None
     preflight.training_data(cfg, system)  # the training data files parse

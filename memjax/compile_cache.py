@@ -44,6 +44,45 @@ def resolve_compile_cache(setting: str, platform: str, env=os.environ) -> str | 
     return str(base / "memjax" / "xla")
 
 
+def _unwritable(folder: str) -> str | None:
+    """Why `folder` cannot hold the cache (created if absent), or None."""
+    import tempfile
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".memjax-check-"):
+            pass
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def check_writable(setting: str) -> None:
+    """`--check`: print where compiled programs will be cached, or that the folder cannot be written (the run then
+    compiles without a persistent cache)."""
+    import jax
+
+    folder = resolve_compile_cache(setting, jax.default_backend())
+    if folder is None:
+        return
+    p = Path(folder)
+    while not p.exists():
+        p = p.parent
+    if not p.is_dir():
+        why = f"{p} is a file"
+    else:
+        import tempfile
+
+        try:  # nothing is created but a temporary file, removed at once
+            with tempfile.TemporaryFile(dir=p, prefix=".memjax-check-"):
+                pass
+            why = None
+        except OSError as e:
+            why = e.strerror or str(e)
+    if why:
+        print(f"compilation cache: {folder} cannot be written ({why}); the run compiles without a persistent cache")
+
+
 def use_compile_cache(setting: str, say=None) -> str | None:
     """Point jax's persistent compilation cache at `setting`'s folder (created here) -> that folder, or None.
     say(line): told the folder in use, unless it is jax's own JAX_COMPILATION_CACHE_DIR (the user set that)."""
@@ -54,7 +93,12 @@ def use_compile_cache(setting: str, say=None) -> str | None:
         if setting == "none":
             jax.config.update("jax_compilation_cache_dir", None)
         return None
-    Path(folder).mkdir(parents=True, exist_ok=True)
+    why = _unwritable(folder)
+    if why:  # a cache that cannot be written is not a reason to stop: the run compiles without one, and says so
+        if say is not None:
+            say(f"compilation cache: {folder} cannot be written ({why}); running without a persistent cache")
+        jax.config.update("jax_compilation_cache_dir", None)
+        return None
     jax.config.update("jax_compilation_cache_dir", folder)
     if say is not None and folder != os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         say(f"compilation cache: {folder}")

@@ -63,12 +63,77 @@ def load_config_file(path: str | Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
+    except ConfigError as e:  # a config's own check (a field's type): its one line, with the file
+        raise ConfigError(f"{path}: {e}") from None
     except Exception as e:  # the user's file: report where it failed
         raise ConfigError(f"{path}: failed to load ({type(e).__name__}: {e})") from e
     cfg = module.get_config() if hasattr(module, "get_config") else getattr(module, "config", None)
     if cfg is None or not dataclasses.is_dataclass(cfg):
         raise ConfigError(f"{path}: must define `config` (a dataclass instance) or `get_config()`")
+    check_types(cfg, str(path))
     return cfg
+
+
+# the largest integer a config field takes (sizes, steps, counts); seeds are exempt
+INT_LIMIT = 2**31 - 1
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    """Whether `value` has the declared field type (bool is not an int; an int is a float; unknown types pass)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is typing.Any or isinstance(tp, typing.TypeVar):
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if tp is type(None):
+        return value is None
+    if origin in (tuple, list):
+        if not isinstance(value, (tuple, list)):
+            return False
+        inner = [a for a in args if a is not Ellipsis]
+        return all(_fits(v, inner[0]) for v in value) if len(inner) == 1 or (args and args[-1] is Ellipsis) else (
+            not inner or (len(inner) == len(value) and all(_fits(v, a) for v, a in zip(value, inner))))
+    if origin is typing.Literal:
+        return value in args
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return isinstance(value, tp)
+    return True
+
+
+def _too_big(key: str, value: Any) -> bool:
+    name = key.rsplit(".", 1)[-1]
+    limit = 2**50 if name.endswith("bytes") else INT_LIMIT  # byte counts: up to a PiB
+    return isinstance(value, int) and not isinstance(value, bool) and "seed" not in name and abs(value) > limit
+
+
+def check_types(cfg: Any, where: str, _path: str = "") -> None:
+    """Every field of a config file's dataclass (and its sections) has its declared type and integers are at most
+    INT_LIMIT, as `--set` values must: one ConfigError naming the file and the dotted field."""
+    try:
+        hints = typing.get_type_hints(type(cfg))
+    except Exception:  # an annotation that does not resolve: nothing to check against
+        return
+    for f in dataclasses.fields(cfg):
+        v, key = getattr(cfg, f.name), f"{_path}{f.name}"
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            check_types(v, where, key + ".")
+            continue
+        tp = hints.get(f.name)
+        if tp is not None and not _fits(v, tp):
+            want = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+            raise ConfigError(f"{where}: {key}={v!r}: expected {want}, got {type(v).__name__}")
+        vals = v if isinstance(v, (tuple, list)) else [v]
+        if any(_too_big(key, x) for x in vals):
+            raise ConfigError(f"{where}: {key}={v!r}: larger than {INT_LIMIT:,}, the largest size or count a config "
+                              "takes")
 
 
 def _parse(value: str, tp: Any, key: str) -> Any:
@@ -99,9 +164,13 @@ def _parse(value: str, tp: Any, key: str) -> Any:
         raise ConfigError(f"--set {key}: expected a boolean (true/false), got {value!r}")
     if tp in (int, float, str):
         try:
-            return tp(float(value)) if tp is int and value.lower().endswith(("e3", "e4", "e5", "e6")) else tp(value)
+            out = tp(float(value)) if tp is int and value.lower().endswith(("e3", "e4", "e5", "e6")) else tp(value)
         except ValueError:
             raise ConfigError(f"--set {key}: expected {tp.__name__}, got {value!r}") from None
+        if _too_big(key, out):
+            raise ConfigError(f"--set {key}: {value} is larger than {INT_LIMIT:,}, the largest size or count a config "
+                              "takes")
+        return out
     raise ConfigError(f"--set {key}: fields of type {tp} cannot be set from the command line")
 
 

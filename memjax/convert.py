@@ -4,7 +4,10 @@
   orbax2hf SRC DST     memjax orbax parameter checkpoint -> Hugging Face dir loadable by transformers
   hf2hf SRC DST        re-write an HF dir (change dtype, re-shard)
   random PRESET DST    random-weight HF dir of a preset (for benchmarks and tests; --seed)
-Options: --dtype {float32,bfloat16,float16}, --max-shard-gb (HF outputs). Errors print one line, exit 2.
+Options: --dtype {float32,bfloat16,float16}, --max-shard-gb (HF outputs), --replace. Errors print one line, exit 2.
+A non-empty destination, or a destination that is the source, is refused unless --replace: then the new files are
+written into a temporary sibling directory which takes the destination's place once complete (the old files, stale
+shards included, are removed; a failed conversion leaves the destination as it was).
 Invariant: the command line and the destination are checked before jax, flax or orbax are imported.
 """
 
@@ -37,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="parameter dtype of the output (default: keep the source's; float32 for random)")
     ap.add_argument("--max-shard-gb", type=_shard_gb, default=5.0, help="HF output shard size limit in GiB")
     ap.add_argument("--seed", type=int, default=0, help="seed for 'random'")
+    ap.add_argument("--replace", action="store_true", help="replace a non-empty destination (or the source itself): "
+                    "its old files are removed once the new ones are complete")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     shard = max(1, int(args.max_shard_gb * 1024**3))
@@ -44,6 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     if dst.exists() and not dst.is_dir():
         print(f"memjax.convert: error: {dst}: destination exists and is not a directory", file=sys.stderr)
         return 2
+    same = args.mode != "random" and Path(args.src).exists() and Path(args.src).resolve() == dst.resolve()
+    full = dst.is_dir() and any(dst.iterdir())
+    if (same or full) and not args.replace:
+        what = "is the source" if same else "is not empty"
+        print(f"memjax.convert: error: {dst}: the destination {what}; give a new or empty directory, or --replace to "
+              "replace what is there", file=sys.stderr)
+        return 2
+    import os
+    import shutil
+
+    out = dst.with_name(f".{dst.name}.convert-{os.getpid()}") if (same or full) else dst
     from .checkpoint import CheckpointError, load_hf, save_hf
     from .checkpoint.params_orbax import load_params, save_params
     from .model import count_params, init_model, presets
@@ -57,15 +73,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             model = load_params(args.src, dtype=args.dtype)
         if args.mode == "hf2orbax":
-            save_params(model, args.dst)
+            save_params(model, out)
         else:
-            save_hf(model, args.dst, max_shard_bytes=shard)
+            save_hf(model, out, max_shard_bytes=shard)
+        if out != dst:  # --replace: the complete new directory takes the old one's place
+            old = dst.with_name(f".{dst.name}.old-{os.getpid()}")
+            os.rename(dst, old)
+            os.rename(out, dst)
+            shutil.rmtree(old)
     except (CheckpointError, KeyError, ValueError) as e:
         print(f"memjax.convert: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # disk full, permission denied: the path and the reason, one line
         print(f"memjax.convert: error: {e}", file=sys.stderr)
         return 1
+    finally:
+        if out != dst and out.exists():
+            shutil.rmtree(out, ignore_errors=True)
     print(f"{args.mode}: {args.src} -> {args.dst} ({count_params(model.cfg):,} params, "
           f"{model.cfg.param_dtype}) in {time.perf_counter() - t0:.1f}s")
     return 0

@@ -34,6 +34,7 @@ class EvalConfig:
     out_dir: str = "out/eval"
     metrics: str = "memagent"  # a boxed metric profile (memjax.evaluation.profiles): memagent | memagent_lenient
     batch_items: int = 0  # questions per resumable batch (traces written after each); 0 = engine.max_slots // group
+    rescore: bool = False  # out_dir holds scores of another policy / data / metric profile: score again (else refused)
     # persistent XLA compilation cache (memjax/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
     # if set, else on GPUs ~/.cache/memjax/xla (shared with training runs), none on CPU; "none"; a folder
     compile_cache: str = "auto"

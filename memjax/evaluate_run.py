@@ -37,7 +37,7 @@ from .parallel import initialize, is_primary
 from .parallel.lifecycle import agree_run
 from .parallel.split import block, gather_objects
 from .report import write_report
-from .runio import JsonlLog, OutDirLock, prepare_out_dir, write_atomic
+from .runio import JsonlLog, OutDirLock, claim_kind, prepare_out_dir, write_atomic
 from .systems import build as build_system
 
 FULL_CONTEXT_TEMPLATE = ("Please read the following text and answer the question below.\n\n<text>\n{context}\n"
@@ -56,6 +56,7 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
     out = prepare_out_dir(cfg.out_dir)
     primary = is_primary()
     with _lock(out):
+        claim_kind(out, "evaluation", "python -m memjax.evaluate", mark=primary)
         model, tok = system.load_model(cfg.model)
         if cfg.policy:
             own, model = model, load_hf(cfg.policy)
@@ -68,7 +69,10 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
         if not ev:
             raise ConfigError(f"system {system.name!r} defines no held-out evaluation")
         scalars = {k: v for k, v in ev.items() if k not in ("traces", "samples")}
+        from .evaluation.provenance import scored_inputs
+
         result = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "system": system.name,
+                  "inputs": scored_inputs(policy={"policy": cfg.policy or "(initial model)"}),
                   "metrics": scalars, "seconds": time.perf_counter() - t0}
         if primary:  # several processes: each ran its share of the held-out set, all hold the whole result
             write_atomic(out / "results.json", json.dumps(result, indent=2, default=str))
@@ -91,6 +95,13 @@ def _score(text: str, answers, metrics: str = "memagent") -> dict[str, float]:
 
 def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Console | None = None) -> dict:
     initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
+    from .parallel.lifecycle import evaluation_stops
+
+    with evaluation_stops(getattr(cfg, "out_dir", "")):  # SIGTERM / SIGINT: stop at the next question batch
+        return _evaluate_kind(cfg, console)
+
+
+def _evaluate_kind(cfg, console: Console | None) -> dict:
     lines = []  # the cache folder's line, printed once the console is known
     use_compile_cache(getattr(cfg, "compile_cache", "auto"), say=lines.append)  # before the first compile
     if jax.process_count() > 1:  # processes of one evaluation refuse unless code and config match
@@ -99,11 +110,20 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
         console = Console(quiet=True)
     for line in lines:
         (console or Console()).print(line, markup=False, soft_wrap=True)  # unwrapped: a path to copy
+    kind = ("locomo" if isinstance(cfg, LocomoEvalConfig) else "longmemeval" if isinstance(cfg, LongMemEvalConfig)
+            else "evaluation")
+    if hasattr(cfg, "out_dir"):  # another kind's directory: refused before anything is written there
+        claim_kind(cfg.out_dir, kind, "python -m memjax.evaluate" if kind == "evaluation" else
+                   {"locomo": "LoCoMo scoring", "longmemeval": "LongMemEval scoring"}[kind])
     if isinstance(cfg, LocomoEvalConfig):
         locomo_inputs(cfg)  # bad data or answers fail before the out dir is made
         with _lock(prepare_out_dir(cfg.out_dir)):
             res = run_locomo_eval(cfg)
         con = console or Console()
+        if "answers_match" in res:
+            from .evaluation.provenance import match_line
+
+            con.print(match_line(res["answers_match"]), markup=False)
         if res["failed"]["items"]:
             con.print(failure_line(res["failed"]), style="bold red", markup=False)
         con.print(f"LoCoMo {cfg.split}/{cfg.part}: overall {res['table']['overall']} -> {cfg.out_dir}")
@@ -111,7 +131,12 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
     if isinstance(cfg, LongMemEvalConfig):
         with _lock(prepare_out_dir(cfg.out_dir)):
             res = run_longmemeval_eval(cfg)
-        (console or Console()).print(f"LongMemEval: overall {res['table']['overall']['accuracy']}% -> {cfg.out_dir}")
+        from .evaluation.longmemeval import failure, result_line
+
+        con = console or Console()
+        if failure(cfg, res):
+            con.print(f"WARNING: {failure(cfg, res)}", style="bold red", markup=False, soft_wrap=True)
+        con.print(result_line(cfg, res), markup=False, soft_wrap=True)
         return res
     if isinstance(cfg, SystemEvalConfig):
         return evaluate_system(cfg, console or Console())
@@ -121,7 +146,20 @@ def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Co
     length_sets(cfg)  # every record read and checked: a bad data file fails before the out dir is made
     out = prepare_out_dir(cfg.out_dir)
     with _lock(out):
-        return _evaluate(cfg, out, console or Console())
+        claim_kind(out, "evaluation", "python -m memjax.evaluate", mark=is_primary())
+        from .evaluation.provenance import claim_scores, scored_inputs
+
+        inputs = scored_inputs(policy={"model.hf_path": cfg.model.hf_path or f"(random {cfg.model.preset})"},
+                               data=cfg.data_path, judge="", metrics=cfg.metrics)
+        if cfg.docs_path:
+            inputs["docs"] = scored_inputs(data=cfg.docs_path)["data"]
+        claim_scores(out, inputs, rescore=cfg.rescore, stored=("traces.jsonl", "results.json", "results.md",
+                                                                "accuracy.png"), write=is_primary())
+        result = _evaluate(cfg, out, console or Console())
+        result["inputs"] = inputs
+        if is_primary():
+            write_atomic(out / "results.json", json.dumps(result, indent=2, default=str))
+        return result
 
 
 def _lock(out: Path):
@@ -170,6 +208,11 @@ def evaluate_and_report(cfg, console: Console | None = None) -> dict:
     result = evaluate(cfg, console)
     if is_primary():  # several processes: one report, by the writer
         (console or Console()).print(f"report: {write_report(cfg.out_dir)}")
+    if isinstance(cfg, LongMemEvalConfig):
+        from .evaluation.longmemeval import failure
+
+        if failure(cfg, result):
+            raise RunError(failure(cfg, result))
     fails = result.get("failed") if isinstance(cfg, LocomoEvalConfig) else None
     if fails and fails["items"] and not cfg.accept_failures:  # written and reported, but not a success
         raise RunError(f"{fails['items']} of {fails['of']} items failed (see the top of {cfg.out_dir}/results.md); "

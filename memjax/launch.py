@@ -98,8 +98,8 @@ def launch(nproc: int, command: list[str], devices_per_proc: int | None = None, 
     out = out or sys.stdout
     port = port or free_port()
     procs = [subprocess.Popen([sys.executable, "-m", *command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              env=child_env(os.environ, i, nproc, port, devices_per_proc), start_new_session=True)
-             for i in range(nproc)]
+                              env=child_env(os.environ, i, nproc, port, devices_per_proc), start_new_session=True,
+                              preexec_fn=_die_with_parent) for i in range(nproc)]
     threads = [threading.Thread(target=_forward, args=(i, p.stdout, out), daemon=True) for i, p in enumerate(procs)]
     for t in threads:
         t.start()
@@ -132,10 +132,31 @@ def launch(nproc: int, command: list[str], devices_per_proc: int | None = None, 
     if failed is None:
         return 0
     i, rc = failed
-    who = {-1: "the launcher was interrupted", -2: "the launcher was terminated (SIGTERM)"}.get(
-        i, f"process {i} of {nproc} {_describe(rc)}")
-    print(f"memjax.launch: {who}; stopped the {'other ' if i >= 0 else ''}processes", file=sys.stderr, flush=True)
+    if i < 0:  # the launcher's own stop request: what its processes did with it is the status
+        codes = [p.returncode for p in procs]
+        why = "was interrupted" if i == -1 else "was terminated (SIGTERM)"
+        if all(c == 0 for c in codes):
+            print(f"memjax.launch: the launcher {why}; its processes had finished (exit 0 each)", file=sys.stderr,
+                  flush=True)
+            return 0
+        print(f"memjax.launch: the launcher {why}; its processes " +
+              ", ".join(f"{k} {_describe(c)}" for k, c in enumerate(codes)), file=sys.stderr, flush=True)
+        first = next(c for c in codes if c != 0)
+        return first if first > 0 else 128 - first
+    print(f"memjax.launch: process {i} of {nproc} {_describe(rc)}; stopped the other processes", file=sys.stderr,
+          flush=True)
     return rc if rc > 0 else 1
+
+
+def _die_with_parent() -> None:
+    """In a child before exec (Linux): SIGTERM when the launcher dies, even by SIGKILL, so that no process of a
+    killed launch lives on; a SIGTERM is a stop request (a checkpoint or the finished batches are kept)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 class _Terminated(Exception):

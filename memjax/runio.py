@@ -8,6 +8,11 @@ Owns:
   lock when the process dies (also on SIGKILL), so a stale lock file never blocks a new run.
 - `claim_marked_dir(path, marker)`: a directory a program may empty and rewrite only when it created
   it or it holds that program's marker file (so `--out .` can never wipe a user's files).
+- `claim_kind(path, kind, program)`: one output directory holds one kind of run ("training", "evaluation", "locomo",
+  "longmemeval"): the kind is read from the directory's `.memjax-kind` mark, or recognised from what such a run writes
+  (training: run.json with a code digest, checkpoints/, result.json; evaluation: run.json with a run_key, results.json
+  with metrics; LoCoMo / LongMemEval: predictions.jsonl by its id field); another kind's directory is refused in one
+  line; `mark=True` writes the mark (the process that writes).
 - `JsonlLog`: append-only JSON-lines logs, flushed and fsynced per record, and `truncate(max_step)` to
   drop records after the checkpoint a resumed run restarts from (no repeated lines after a kill).
 - `write_atomic(path, text)`: write a results file through a temporary file and rename.
@@ -40,6 +45,57 @@ def prepare_out_dir(path: str | os.PathLike, field: str = "out_dir") -> Path:
     if not os.access(p, os.W_OK | os.X_OK):
         raise ConfigError(f"{field}={path}: directory is not writable")
     return p
+
+
+KIND_MARK = ".memjax-kind"
+KINDS = ("training", "evaluation", "locomo", "longmemeval")
+
+
+def dir_kind(path: str | os.PathLike) -> tuple[str, str] | None:
+    """(kind, the evidence) of what an output directory holds, or None when it holds no run's files."""
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    mark = p / KIND_MARK
+    if mark.is_file():
+        k = mark.read_text(encoding="utf-8").strip()
+        return (k, KIND_MARK) if k in KINDS else None
+    run = {}
+    if (p / "run.json").is_file():
+        try:
+            run = json.loads((p / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            run = {"?": None}
+    if (p / "checkpoints").is_dir() or (p / "result.json").is_file() or (run and "run_key" not in run):
+        return "training", next(f for f in ("checkpoints/", "result.json", "run.json")
+                                if (p / f.rstrip("/")).exists())
+    if run:
+        return "evaluation", "run.json"
+    preds = p / "predictions.jsonl"
+    if preds.is_file():
+        try:
+            with preds.open(encoding="utf-8") as f:
+                first = json.loads(f.readline() or "{}")
+        except (OSError, ValueError):
+            first = {}
+        if "qid" in first:
+            return "locomo", "predictions.jsonl"
+        if "question_id" in first:
+            return "longmemeval", "predictions.jsonl"
+    if (p / "results.json").is_file():
+        return "evaluation", "results.json"
+    return None
+
+
+def claim_kind(path: str | os.PathLike, kind: str, program: str, *, field: str = "out_dir", mark: bool = False) -> None:
+    """Refuse (ConfigError, one line) a directory that holds another kind of run; with mark, write this kind's mark."""
+    had = dir_kind(path)
+    if had and had[0] != kind:
+        a = lambda k: ("an " if k[0] in "aeiou" else "a ") + k  # noqa: E731
+        raise ConfigError(f"{field}={path}: holds {a(had[0])} run ({had[1]}); {program} writes {a(kind)} run, into a "
+                          f"directory of its own: give another {field}")
+    if mark and Path(path).is_dir() and not (Path(path) / KIND_MARK).is_file():
+        (Path(path) / KIND_MARK).write_text(kind + "\n", encoding="utf-8")
 
 
 class OutDirLock:

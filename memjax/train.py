@@ -68,7 +68,9 @@ def _default_config():
 
 def _train(cfg) -> dict:
     from .loop.run import train
+    from .runio import claim_kind
 
+    claim_kind(cfg.out_dir, "training", "python -m memjax.train")  # an evaluation's directory is refused
     return train(cfg)
 
 

@@ -64,6 +64,9 @@ class TrainConfig:
     stage_reference: str = "best"  # at a restart the KL reference becomes the restored weights, or "initial"
 
     def __post_init__(self):
+        from .config import check_types
+
+        check_types(self, "TrainConfig")  # a config file's wrong type names its field (as --set does)
         for f in ("steps", "checkpoint_every", "max_gen_batches", "keep_checkpoints", "prompts_per_step"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")

@@ -21,7 +21,7 @@ def run_longmemeval(paper: str, out: Path, monkeypatch, make_engine, extra=()) -
         return engines[-1]
 
     monkeypatch.setattr(memjax.engine, "Engine", engine)
-    sets = [f"data_path={FIXTURE}", f"out_dir={out}", "batch_size=4", *extra]
+    sets = [f"data_path={FIXTURE}", f"out_dir={out}", "batch_size=4", "judge=rule", *extra]
     assert main([str(ROOT / "configs" / paper / "longmemeval.py"), *[a for s in sets for a in ("--set", s)]]) == 0
     res = json.loads((out / "results.json").read_text())
     lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]

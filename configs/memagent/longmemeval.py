@@ -13,7 +13,7 @@ from memjax.evaluation.longmemeval import LongMemEvalConfig
 from memjax.modelsource import ModelSource
 
 config = LongMemEvalConfig(
-    system="memagent", judge="rule", out_dir="out/longmemeval_memagent",
+    system="memagent", judge="openai", out_dir="out/longmemeval_memagent",
     model=ModelSource(preset="qwen2.5-7b", dtype="bfloat16"),
     engine=EngineConfig(max_slots=64, page_size=64, window=8192, prefill_slots=8, prefill_chunk=2048),
     chunk_tokens=5000, memory_tokens=1024, max_response_tokens=1024,

@@ -4,8 +4,9 @@
       --set model.hf_path=/path/to/Qwen2.5-7B-Instruct [--set judge=openai --set judge_url=http://host:8000/v1]
 Per question: the policy's extractor and manager build the memory bank session by session over the haystack (greedy,
 no local branch: MemoryR2System's held-out episode), then the frozen answer agent (answer_hf_path, "" = a copy of the
-policy's initial weights) answers from the final bank. Point model.hf_path at a trained policy. The rule judge is for
-smoke runs only; the official score is judge=openai with judge_model=gpt-4o-2024-08-06.
+policy's initial weights) answers from the final bank. Point model.hf_path at a trained policy. The official judge
+(judge=openai, an OpenAI-compatible endpoint at judge_url) is the default; an unreachable judge exits 1. judge=rule is
+a smoke-test reading, never LongMemEval accuracy; the official judge model is judge_model=gpt-4o-2024-08-06.
 """
 
 from memjax.engine import EngineConfig
@@ -13,7 +14,7 @@ from memjax.evaluation.longmemeval import LongMemEvalConfig
 from memjax.modelsource import ModelSource
 
 config = LongMemEvalConfig(
-    system="memory_r2", judge="rule", out_dir="out/longmemeval_memory_r2",
+    system="memory_r2", judge="openai", out_dir="out/longmemeval_memory_r2",
     model=ModelSource(preset="qwen2.5-7b", dtype="bfloat16"),
     engine=EngineConfig(max_slots=64, page_size=64, window=32768, prefill_slots=8, prefill_chunk=2048),
     max_prompt_tokens=28_672, max_response_tokens=4_096,

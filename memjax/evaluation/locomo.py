@@ -72,6 +72,8 @@ class LocomoEvalConfig:
     metrics: str = "memory_r2"           # answer metrics (memjax.evaluation.profiles)
     limit: int | None = None
     accept_failures: bool = False        # exit 0 although items failed (judge errors, predictor errors): said anyway
+    rescore: bool = False                # out_dir holds scores of other inputs: score everything again (else refused)
+    max_missing: float = 0.25            # system="answers": the largest fraction of questions without an answer line
     batch_size: int = 64                 # questions per predictor call (a model system batches its engine calls)
     # system="memory_r1" (memjax/systems/memory_r1/locomo_eval.py): answer agent `model`, manager `manager_hf_path`
     # ("" = the same model), construction then greedy answering on `engine`
@@ -106,6 +108,8 @@ class LocomoEvalConfig:
             raise ValueError("LocomoEvalConfig.out_dir must not be empty")
         if self.batch_size < 1:
             raise ValueError(f"LocomoEvalConfig.batch_size: must be >= 1, got {self.batch_size}")
+        if not 0.0 <= self.max_missing <= 1.0:
+            raise ValueError(f"LocomoEvalConfig.max_missing: a fraction in [0, 1], got {self.max_missing}")
         if self.embedder not in ("wordllama", "hashbow"):
             raise ValueError(f"LocomoEvalConfig.embedder: 'wordllama' or 'hashbow', got {self.embedder!r}")
         for f in ("max_prompt_tokens", "max_response_tokens", "max_extract_tokens"):
@@ -118,6 +122,7 @@ def run_locomo_eval(cfg: LocomoEvalConfig) -> dict:
     configured system's predictions on the split part (incremental, resumable; see evaluate_locomo)."""
     questions = locomo_inputs(cfg)
     title = f"LoCoMo {cfg.split}/{cfg.part} ({cfg.system})"
+    extra, notes = _claim(cfg, questions)
     if cfg.system != "answers":
         if cfg.system not in _PREDICTORS:
             raise ValueError(f"LoCoMo system {cfg.system!r}: no predictor registered (importing memjax.systems registers "
@@ -125,9 +130,52 @@ def run_locomo_eval(cfg: LocomoEvalConfig) -> dict:
         judge = make_judge(cfg)
         predictor, note = _PREDICTORS[cfg.system](cfg, _mine(questions))
         return evaluate_locomo(questions, None, judge, cfg.out_dir, batch_size=cfg.batch_size, f1=cfg.f1,
-                               metrics=cfg.metrics, batch_predictor=predictor, title=title + note)
+                               metrics=cfg.metrics, batch_predictor=predictor, title=title + note, extra=extra,
+                               notes=notes)
     return evaluate_locomo(questions, answers_predictor(cfg.answers), make_judge(cfg), cfg.out_dir, title=title,
-                           f1=cfg.f1, metrics=cfg.metrics)
+                           f1=cfg.f1, metrics=cfg.metrics, extra=extra, notes=notes)
+
+
+STORED = ("predictions.jsonl", "results.json", "results.md", "paper_table.md", "scores.png")
+
+
+def judge_name(cfg: LocomoEvalConfig) -> str:
+    return "rule" if cfg.judge == "rule" else f"openai:{cfg.judge_model}/{cfg.judge_profile}"
+
+
+def _claim(cfg: LocomoEvalConfig, questions: list[Question]) -> tuple[dict, list[str]]:
+    """What this run scores, checked against out_dir's stored scores (memjax/evaluation/provenance.py), and how
+    the answers matched the questions: (results.json keys, results.md lines)."""
+    import jax
+
+    from .provenance import claim_scores, match_line, scored_inputs
+
+    policy = {k: v for k, v in (("model.hf_path", cfg.model.hf_path), ("manager_hf_path", cfg.manager_hf_path))
+              if v} if cfg.system != "answers" else {}
+    inputs = scored_inputs(policy=policy, answers=cfg.answers if cfg.system == "answers" else "",
+                           data=cfg.data_path, judge=judge_name(cfg), metrics=f"{cfg.metrics}/f1={cfg.f1}")
+    from ..runio import claim_kind
+
+    claim_kind(cfg.out_dir, "locomo", "LoCoMo scoring", mark=False)
+    claim_scores(cfg.out_dir, inputs, rescore=cfg.rescore, stored=STORED, write=jax.process_index() == 0)
+    if jax.process_index() == 0:
+        claim_kind(cfg.out_dir, "locomo", "LoCoMo scoring", mark=True)
+    extra: dict = {"inputs": inputs}
+    notes: list[str] = []
+    if cfg.system == "answers":
+        extra["answers_match"] = m = answers_match(cfg, questions)
+        notes.append(match_line(m))
+    return extra, notes
+
+
+def answers_match(cfg: LocomoEvalConfig, questions: list[Question]) -> dict:
+    """How the answers file matches the split's questions (refused beyond max_missing; memjax/evaluation/provenance.py)."""
+    from ..data.locomo import load_locomo
+    from .provenance import match_answers, read_answers
+
+    table, info = read_answers(cfg.answers, "qid", "answer")
+    every = [q.qid for c in load_locomo(cfg.data_path).conversations for q in c.questions]
+    return match_answers(cfg.answers, table, info, [q.qid for q in questions], every, cfg.max_missing)
 
 
 def _mine(questions: list[Question]) -> list[Question]:
@@ -165,22 +213,17 @@ def locomo_inputs(cfg: LocomoEvalConfig) -> list[Question]:
         raise FileNotFoundError(f"data_path={cfg.data_path!r}: LoCoMo file not found (--set data_path=.../locomo10.json)")
     if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
         raise FileNotFoundError(f"answers={cfg.answers!r}: predictions JSONL not found (--set answers=...)")
+    questions = split_part(cfg)
     if cfg.system == "answers":
-        answers_predictor(cfg.answers)
-    return split_part(cfg)
+        answers_match(cfg, questions)
+    return questions
 
 
 def answers_predictor(path: str | os.PathLike) -> Predictor:
     """A predictor reading {"qid", "answer", "memory_dia_ids"?} lines produced elsewhere (missing qid -> None)."""
-    table: dict[str, dict] = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            table[str(rec["qid"])] = rec
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise ValueError(f"{path}:{n}: not a JSON object with 'qid'") from None
+    from .provenance import read_answers
+
+    table, _ = read_answers(path, "qid", "answer")
     return lambda q: table.get(q.qid)
 
 
@@ -201,13 +244,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--accept-failures", action="store_true", help="exit 0 although some items failed (judge "
                     "unreachable, unparsable reply, predictor error); they are still counted at the top of every output")
+    ap.add_argument("--rescore", action="store_true", help="the out dir holds scores of other inputs (answers, data, "
+                    "judge, metrics): score everything again there (without it: refused)")
+    ap.add_argument("--max-missing", type=float, default=0.25, help="the largest fraction of the split's questions "
+                    "without an answer line (beyond it: refused, exit 2)")
     ap.add_argument("--check", action="store_true", help="validate the arguments, read the data and the answers, "
                     "resolve the split, print what would be scored and exit 0 (no judge called, nothing written)")
     a = ap.parse_args(argv)
     try:
         cfg = LocomoEvalConfig(data_path=a.data_path, answers=a.answers, split=a.split, part=a.part, out_dir=a.out,
                                judge=a.judge, judge_url=a.judge_url, judge_model=a.judge_model, f1=a.f1, limit=a.limit,
-                               accept_failures=a.accept_failures)
+                               accept_failures=a.accept_failures, rescore=a.rescore, max_missing=a.max_missing)
         if a.check:
             for what, path in (("data_path", cfg.data_path), ("answers", cfg.answers)):
                 if not Path(path).is_file():
@@ -217,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
 
             out_dir_writable(cfg.out_dir, "--out")
             answered = sum(predict(q) is not None for q in questions)
+            from .provenance import match_line
+
+            print(match_line(answers_match(cfg, questions)))
             judge = f"{cfg.judge} ({cfg.judge_model} at {cfg.judge_url})" if cfg.judge == "openai" else cfg.judge
             print(f"LoCoMo {cfg.split}/{cfg.part}: {len(questions)} questions, {answered} answered in {cfg.answers}; "
                   f"judge {judge}")
@@ -230,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if res["failed"]["items"]:  # the first line a user sees
         print(failure_line(res["failed"]), file=sys.stderr, flush=True)
+    if "answers_match" in res:
+        from .provenance import match_line
+
+        print(match_line(res["answers_match"]), file=sys.stderr, flush=True)
     print(json.dumps({"failed": res["failed"], "out_dir": cfg.out_dir, "overall": res["table"]["overall"],
                       "counts": res["counts"], "report": str(write_report(cfg.out_dir))}))
     return failure_exit(res, cfg)

@@ -42,6 +42,7 @@ from typing import Any
 import jax
 
 from ..data.locomo import Question
+from ..parallel.lifecycle import stop_point
 from ..parallel.split import deal_groups, gather_objects
 from ..rewards.locomo import token_set_f1
 from ..rewards.text import bleu1, token_f1_multiset
@@ -171,12 +172,14 @@ def _same_judge(done: dict[str, dict], judge, out: Path) -> None:
 
 def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, judge, out_dir: str | os.PathLike,
                     *, batch_predictor: BatchPredictor | None = None, batch_size: int = 1, title: str = "LoCoMo",
-                    f1: str = "set", chart: bool = True, metrics: str = "memjax") -> dict[str, Any]:
+                    f1: str = "set", chart: bool = True, metrics: str = "memjax", extra: dict | None = None,
+                    notes: Sequence[str] = ()) -> dict[str, Any]:
     """Predict, score and judge every question not yet in out_dir/predictions.jsonl; write the table and chart.
 
     Exactly one of `predictor` (one question -> output) or `batch_predictor` (list of questions -> outputs, called
     on chunks of `batch_size` so a system can batch its engine calls) is given; the judge sees each chunk at once
-    and the chunk's lines are written as soon as it is judged.
+    and the chunk's lines are written as soon as it is judged. `extra`: more results.json keys (what was scored, how
+    the answers matched); `notes`: lines under results.md's title.
     """
     if (predictor is None) == (batch_predictor is None):
         raise ValueError("evaluate_locomo: give exactly one of predictor or batch_predictor")
@@ -210,6 +213,7 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     rounds = max(-(-len(t) // batch_size) for t in shares)    # every process takes part in every exchange
     with (pred_path.open("a", encoding="utf-8") if primary else contextlib.nullcontext()) as fh:
         for s in range(0, rounds * batch_size, batch_size):
+            stop_point(f"before LoCoMo round {s // batch_size + 1} of {rounds}")  # every process, every round
             chunk = todo[s: s + batch_size]
             recs = _score_chunk(chunk, predictor, batch_predictor, judge, counts, rejudge) if chunk else []
             for rec in gather_objects(recs):
@@ -227,13 +231,14 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     jp = getattr(getattr(judge, "profile", None), "name", None)    # None: a judge without a profile (rule-based)
     fails = failures(records)
     result = {"failed": fails, "title": title, "judge": getattr(judge, "name", type(judge).__name__),
-              "judge_profile": jp, "f1": f1, "metrics_profile": metrics, "table": table, "counts": vars(counts)}
+              "judge_profile": jp, "f1": f1, "metrics_profile": metrics, "table": table, "counts": vars(counts),
+              **(extra or {})}
     if not primary:
         return result
     (out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     judge_title = result["judge"] + (f", judge profile {jp}" if jp else "")
-    (out / "results.md").write_text(table_markdown(table, f"{title} (judge: {judge_title}; answer metrics: {metrics})",
-                                              f1, metrics, fails), encoding="utf-8")
+    md = table_markdown(table, f"{title} (judge: {judge_title}; answer metrics: {metrics})", f1, metrics, fails, notes)
+    (out / "results.md").write_text(md, encoding="utf-8")
     laid_out = paper_markdown(table, metrics)   # the paper's own table layout, its published rows beside
     if laid_out:
         (out / "paper_table.md").write_text(laid_out, encoding="utf-8")

@@ -63,7 +63,8 @@ def score_table(records: Iterable[dict], *, f1: str = "set", metrics: str = "mem
     return table
 
 
-def table_markdown(table: dict, title: str, f1: str, metrics: str = "memjax", fails: dict | None = None) -> str:
+def table_markdown(table: dict, title: str, f1: str, metrics: str = "memjax", fails: dict | None = None,
+                   notes=()) -> str:
     cols = list(table)
     head = "| metric | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols) + "\n"
     rows = []
@@ -74,7 +75,7 @@ def table_markdown(table: dict, title: str, f1: str, metrics: str = "memjax", fa
     note = (f"\nF1 is over token {'sets' if f1 == 'set' else 'multisets'} of SQuAD-normalised answers; values in %.\n"
             if metrics == "memjax" else f"\nAnswer metrics profile: `{metrics}` (memjax.evaluation.profiles); values in %.\n")
     warn = f"**{failure_line(fails)}**\n\n" if fails and fails["items"] else ""
-    return f"# {title}\n\n" + warn + head + "\n".join(rows) + "\n" + note
+    return f"# {title}\n\n" + warn + "".join(f"{n}\n\n" for n in notes) + head + "\n".join(rows) + "\n" + note
 
 
 def table_chart(table: dict, path: Path, title: str) -> None:

@@ -76,12 +76,16 @@ class LongMemEvalConfig:
     batch_size: int = 16                 # questions per predictor call
     question_date: bool = True           # the question text ends with its date (memjax.data.longmemeval_locomo)
     recall_k: tuple[int, ...] = (5, 10)
-    judge: str = "rule"                  # "rule" (tests only) | "exact" (tiny vocabulary) | "openai" | "engine"
-    #                                      (judge_hf_path on a memjax Engine)
+    judge: str = "openai"                # the official LLM judge (judge_url, judge_model) | "engine" (judge_hf_path on
+    #                                      a memjax Engine) | "rule" / "exact": NOT LLM judges (tests, tiny vocabulary),
+    #                                      their numbers are titled as such, never LongMemEval accuracy
     judge_url: str = "http://127.0.0.1:8000/v1"
     judge_model: str = "gpt-4o-2024-08-06"   # the official metric model (print_qa_metrics.py asserts it)
     judge_hf_path: str = ""
     judge_retries: int = 4
+    rescore: bool = False                # out_dir holds scores of other inputs: score everything again (else refused)
+    accept_failures: bool = False        # exit 0 although judge calls failed (those questions stay unscored, said)
+    max_missing: float = 0.25            # system="answers": the largest fraction of questions without a hypothesis
     judge_timeout_s: float = 60.0
     # model systems: the policy `model` on `engine`; memory_r1's manager `manager_hf_path` ("" = the same model);
     # memory_r2's frozen answer agent `answer_hf_path` ("" = a copy of the policy's weights)
@@ -136,6 +140,8 @@ class LongMemEvalConfig:
                   "chunk_tokens", "memory_tokens"):
             if getattr(self, f) < 1:
                 raise ValueError(f"LongMemEvalConfig.{f}: must be >= 1, got {getattr(self, f)}")
+        if not 0.0 <= self.max_missing <= 1.0:
+            raise ValueError(f"LongMemEvalConfig.max_missing: a fraction in [0, 1], got {self.max_missing}")
         if self.judge_retries < 0 or not self.judge_timeout_s > 0:
             raise ValueError("LongMemEvalConfig: judge_retries must be >= 0 and judge_timeout_s > 0")
         if self.judge == "engine" and not self.judge_hf_path:
@@ -150,16 +156,70 @@ def select(cfg: LongMemEvalConfig) -> list[LmeQuestion]:
 
 def hypotheses_predictor(path: str | os.PathLike) -> LmeBatchPredictor:
     """The official hypothesis file (JSONL of {question_id, hypothesis}); a question without a line -> None."""
-    table: dict[str, str] = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            table[str(rec["question_id"])] = str(rec["hypothesis"])
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise ValueError(f"{path}:{n}: not a JSON object with 'question_id' and 'hypothesis'") from None
+    from .provenance import read_answers
+
+    recs, _ = read_answers(path, "question_id", "hypothesis")
+    if any("hypothesis" not in r for r in recs.values()):
+        raise ValueError(f"{path}: a line without 'hypothesis' (the official format: {{question_id, hypothesis}})")
+    table = {k: str(r["hypothesis"]) for k, r in recs.items()}
     return lambda qs: [{"answer": table.get(q.question_id)} for q in qs]
+
+
+def answers_match(cfg: "LongMemEvalConfig", questions: list[LmeQuestion]) -> dict:
+    """How the hypothesis file matches the selected questions (refused beyond max_missing)."""
+    from .provenance import match_answers, read_answers
+
+    table, info = read_answers(cfg.answers, "question_id", "hypothesis")
+    every = [q.question_id for q in load_longmemeval(cfg.data_path).questions]
+    return match_answers(cfg.answers, table, info, [q.question_id for q in questions], every, cfg.max_missing)
+
+
+# judges whose numbers are not LongMemEval accuracy: their titles and console lines say so
+NOT_ACCURACY = {"rule": "RULE JUDGE (not an LLM, tests only; not LongMemEval accuracy)",
+                "exact": "EXACT-MATCH JUDGE (tiny vocabulary, not an LLM; not LongMemEval accuracy)"}
+
+
+def result_line(cfg: "LongMemEvalConfig", res: dict) -> str:
+    """The console's line on a finished run: accuracy only under an LLM judge."""
+    acc = res["table"]["overall"]["accuracy"]
+    what = f"{NOT_ACCURACY[cfg.judge]}: overall" if cfg.judge in NOT_ACCURACY else "LongMemEval accuracy: overall"
+    return f"{what} {'none (no question judged)' if acc is None else f'{acc}%'} -> {cfg.out_dir}"
+
+
+def failure(cfg: "LongMemEvalConfig", res: dict) -> str | None:
+    """Why a finished run is not a result (exit 1): questions whose judge call failed (unless accepted), or every
+    question unreadable by the policy's vocabulary; None when it is one."""
+    c, unscored = res["counts"], res["table"]["overall"]["unscored"]
+    if c.get("unreadable") and c["unreadable"] == res["table"]["overall"]["n"] + unscored:
+        return (f"all {c['unreadable']} questions were unreadable by the policy's vocabulary (see 'unreadable' in "
+                f"{cfg.out_dir}/predictions.jsonl): nothing was scored; use data in the policy's vocabulary")
+    if unscored and not cfg.accept_failures:
+        where = f" at {cfg.judge_url}" if cfg.judge == "openai" else ""
+        return (f"{unscored} of {unscored + res['table']['overall']['n']} questions were not judged (judge "
+                f"{judge_name(cfg)}{where}: {res.get('first_judge_error') or 'no reply'}); they are unscored, never a "
+                "score: start the judge and run again (it asks only them), or --set accept_failures=true")
+    return None
+
+
+STORED = ("predictions.jsonl", "results.json", "results.md", "scores.png")
+
+
+def judge_name(cfg: "LongMemEvalConfig") -> str:
+    return {"rule": "rule", "exact": "exact", "openai": f"openai:{cfg.judge_model}",
+            "engine": f"engine:{cfg.judge_hf_path}"}[cfg.judge]
+
+
+def scored(cfg: "LongMemEvalConfig") -> dict:
+    """What a run of cfg scores (memjax/evaluation/provenance.py)."""
+    from .provenance import scored_inputs
+
+    tiny = cfg.system in TINY_LME_SYSTEMS
+    policy = {"policy": cfg.policy or "(shipped warm start)"} if tiny else {}
+    policy.update({k: v for k, v in (("answer_policy", cfg.answer_policy), ("model.hf_path", cfg.model.hf_path),
+                                      ("manager_hf_path", cfg.manager_hf_path), ("answer_hf_path", cfg.answer_hf_path),
+                                      ("judge_hf_path", cfg.judge_hf_path)) if v})
+    return scored_inputs(policy=policy, answers=cfg.answers if cfg.system == "answers" else "", data=cfg.data_path,
+                         judge=judge_name(cfg), metrics="longmemeval-qa")
 
 
 def make_judge(cfg: LongMemEvalConfig):
@@ -227,8 +287,10 @@ def _judge(judge, recs: list[dict], counts: dict) -> None:
 
 def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPredictor, judge,
                          out_dir: str | os.PathLike, *, batch_size: int = 16, title: str = "LongMemEval",
-                         recall_k: Sequence[int] = (5, 10), chart_png: bool = True, progress=None) -> dict[str, Any]:
-    """Predict and judge every question not yet judged in out_dir/predictions.jsonl; write the table and chart."""
+                         recall_k: Sequence[int] = (5, 10), chart_png: bool = True, progress=None,
+                         extra: dict | None = None, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """Predict and judge every question not yet judged in out_dir/predictions.jsonl; write the table and chart.
+    `extra`: more results.json keys; `notes`: lines under results.md's title."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     log = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -257,6 +319,9 @@ def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPr
             counts["rejudged"] += len(chunk)
             write(chunk)
         for s in range(0, len(todo), batch_size):
+            from ..parallel.lifecycle import stop_point
+
+            stop_point(f"before LongMemEval questions {s + 1}-{min(len(todo), s + batch_size)} of {len(todo)}")
             chunk = todo[s: s + batch_size]
             recs = []
             for q, (o, err) in zip(chunk, _predict(chunk, predictor, counts)):
@@ -283,11 +348,18 @@ def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPr
             n = sum(1 for i in ids if i in done)
             log(f"LongMemEval: {n}/{len(ids)} questions ({time.perf_counter() - t0:.1f}s)")
     records = [done[i] for i in ids if i in done]
+    counts["unreadable"] = sum(1 for r in records if r.get("unreadable"))
     table = qa_table(records)
+    errs = [r["judge_error"] for r in records if r.get("label") is None and r.get("judge_error")]
     result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "benchmark": "longmemeval",
-              "table": table, "counts": counts}
+              "table": table, "counts": counts, **({"first_judge_error": str(errs[0])[:200]} if errs else {}),
+              **(extra or {})}
     write_atomic(out / "results.json", json.dumps(result, indent=1))
-    write_atomic(out / "results.md", markdown(table, f"{title} (judge: {result['judge']})"))
+    md = markdown(table, f"{title} (judge: {result['judge']})")
+    if notes:
+        head, _, rest = md.partition("\n\n")
+        md = head + "\n\n" + "".join(f"{n}\n\n" for n in notes) + rest
+    write_atomic(out / "results.md", md)
     if chart_png:
         chart(table, out / "scores.png", title)
     return result
@@ -304,7 +376,10 @@ def _check_inputs(cfg: LongMemEvalConfig) -> list[LmeQuestion]:
         if p not in ("", "random") and not (Path(p) / "config.json").is_file():
             raise FileNotFoundError(f"{f}={p}: not a Hugging Face model directory (no config.json); a tiny training "
                                     "run writes one as out_dir/hf")
-    return select(cfg)
+    qs = select(cfg)
+    if cfg.system == "answers":
+        answers_match(cfg, qs)
+    return qs
 
 
 def check_lines(cfg: LongMemEvalConfig) -> list[str]:
@@ -327,8 +402,23 @@ def run_longmemeval_eval(cfg: LongMemEvalConfig) -> dict:
 
     if jax.process_count() > 1:
         raise ValueError("LongMemEval evaluation runs in one process; start it without memjax.launch --nproc")
+    from .provenance import claim_scores, match_line
+
     questions = _check_inputs(cfg)
     title = f"LongMemEval {Path(cfg.data_path).name} ({cfg.system})"
+    if cfg.judge in NOT_ACCURACY:
+        title = f"{NOT_ACCURACY[cfg.judge]}: {title}"
+    extra: dict[str, Any] = {"inputs": scored(cfg)}
+    notes: list[str] = []
+    if cfg.system == "answers":
+        extra["answers_match"] = m = answers_match(cfg, questions)
+        notes.append(match_line(m))
+        print(notes[-1], file=sys.stderr, flush=True)
+    from ..runio import claim_kind
+
+    claim_kind(cfg.out_dir, "longmemeval", "LongMemEval scoring")
+    claim_scores(cfg.out_dir, extra["inputs"], rescore=cfg.rescore, stored=STORED)
+    claim_kind(cfg.out_dir, "longmemeval", "LongMemEval scoring", mark=True)
     if cfg.system == "answers":
         predictor, note = hypotheses_predictor(cfg.answers), ""
     else:
@@ -337,4 +427,4 @@ def run_longmemeval_eval(cfg: LongMemEvalConfig) -> dict:
                              "registers every paper's; python -m memjax.evaluate does)")
         predictor, note = _PREDICTORS[cfg.system](cfg, questions)
     return evaluate_longmemeval(questions, predictor, make_judge(cfg), cfg.out_dir, batch_size=cfg.batch_size,
-                                title=title + note, recall_k=cfg.recall_k)
+                                title=title + note, recall_k=cfg.recall_k, extra=extra, notes=notes)

@@ -12,6 +12,10 @@ Owns:
   one line; if none comes, a one-line `RunError` says a peer was lost and where to resume from.
 - `StopRequests` (memjax.parallel.preempt) with the CLI's second-signal unwinding, and `stop_line(stop, step,
   where)`: the `Stopped` exception (memjax.config) whose message is the one line printed at exit 143 / 130.
+- `evaluation_stops()` and `stop_point(where)`: SIGTERM / SIGINT during `memjax.evaluate` is a stop request (never
+  an exception inside a compiled call or a collective): every evaluation loop calls `stop_point` before each question
+  batch, on every process the same number of times, and the first call after the request raises `Stopped` (exit 143 /
+  130) with one line; the batches already finished are on disk and a rerun of the command resumes after them.
 Invariants: `agree_run` is called by every process at the same point (it exchanges through the coordinator).
 """
 
@@ -28,6 +32,36 @@ from rich.console import Console
 from ..config import RunError, Stopped, _on_sigterm
 from . import confdiff
 from .preempt import StopRequests as _Requests
+
+
+_stops: list = []
+
+
+@contextmanager
+def evaluation_stops(out_dir: str):
+    """Around an evaluation: signals become stop requests honoured at the next `stop_point`."""
+    import jax
+
+    req = _Requests(jax.process_count())
+    _stops.append([req, 0, out_dir])
+    try:
+        yield req
+    finally:
+        _stops.pop()
+        req.restore()
+
+
+def stop_point(where: str) -> None:
+    """Called before each question batch by every process (the same number of times): raises `Stopped` once a
+    SIGTERM / SIGINT has arrived (on any process)."""
+    if not _stops:
+        return
+    st = _stops[-1]
+    st[1] += 1
+    req = st[0]
+    if req.due(st[1]):
+        raise Stopped(f"stopped by {req.signal_name} {where}; the finished question batches are kept in {st[2]}; "
+                      "run the same command again to resume", req.code or 143)
 
 
 def agree_run(config: dict) -> None:

@@ -20,6 +20,14 @@ Rows (issue 50's table; BUILD.md "issue 50" shows each row's command and outcome
 13 override orderings                            both orders equal; nested keys keep their prefix in errors
 14 records                                       result.json and the report name the code digest and the model run;
                                                memjax.evaluate leaves no out dir behind on a bad data file
+Rows of the "results a researcher can trust" table, as typed (their deeper tests: tests/unit/evaluation/test_provenance.py,
+test_longmemeval_official.py, test_evaluate_signals.py, tests/unit/test_out_dir_kinds.py, tests/unit/test_convert.py,
+tests/unit/benchmarks/test_committed_results.py, tests/e2e/parallel/test_multiprocess.py, tests/unit/test_config.py):
+T1 answers file B scored into answers file A's out dir   exit 2 naming both files and their digests
+T3 answers matching no question / 2 of 8 / conflicting duplicates   exit 2, nothing written
+T7 memjax.evaluate into a training run's dir            exit 2, the training files unchanged
+T9 memjax.convert onto a model dir / onto its source     exit 2 unless --replace
+T17 a config file with group_size=2.5 / eval_every=True  exit 2 naming the file and the field
 Cheap: every row but 2 fails within a second or two, before anything compiles; row 2 is one real tiny run (module
 fixture) that rows 3, 4 and 14 reuse.
 """
@@ -87,7 +95,8 @@ def test_unreachable_judge_is_a_failure_not_a_score(answers, tmp_path, capsys):
     capsys.readouterr()
     # another judge into the same out dir: refused, the cached rows are not relabelled
     assert locomo.main([*args[:5], "--judge", "rule"]) == 2
-    assert "judged by openai:gpt-oss-120b/memory_r1" in first_line(capsys)[0]
+    assert "holds scores of other inputs (judge: openai:gpt-oss-120b/memory_r1 -> rule)" in \
+        first_line(capsys)[0]
     assert locomo.main([*args, "--accept-failures"]) == 0  # the user accepts them: still said
     assert first_line(capsys)[0].startswith("WARNING: 8 of 8 items failed")
 
@@ -256,3 +265,61 @@ def test_override_order_does_not_matter_and_errors_keep_the_prefix():
         apply_overrides(cfg, ["engine.max_slots=4"])
     with pytest.raises(ConfigError, match=r"^--set agent.data.nope: HotpotQAData has no field 'nope'"):
         apply_overrides(cfg, ["agent.data.nope=1"])
+
+
+# the "results a researcher can trust" rows -------------------------------------------------------------------------
+def test_t1_answers_b_into_the_dir_of_answers_a(answers, tmp_path, capsys):
+    other = tmp_path / "B.jsonl"
+    other.write_text(answers.read_text().replace('"answer": "', '"answer": "not '))
+    base = [str(LOCOMO), "--out", str(tmp_path / "o")]
+    assert locomo.main([*base, "--answers", str(answers)]) == 0
+    capsys.readouterr()
+    assert locomo.main([*base, "--answers", str(other)]) == 2
+    assert first_line(capsys)[0].startswith(f"error: out_dir={tmp_path / 'o'}: holds scores of other inputs (answers "
+                                            f"file: {answers} [")
+
+
+@pytest.mark.parametrize("rows,message", [
+    (lambda qs: [{"qid": "nope" + q["qid"], "answer": "x"} for q in qs], "8 of 8 questions have no answer there"),
+    (lambda qs: qs[:2], "6 of 8 questions have no answer there"),
+    (lambda qs: qs + [{"qid": qs[0]["qid"], "answer": "other"}], "appears again with another answer"),
+])
+def test_t3_answers_are_matched_to_questions(answers, rows, message, tmp_path, capsys):
+    qs = [json.loads(x) for x in answers.read_text().splitlines()]
+    f = tmp_path / "a.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows(qs)))
+    assert evaluate.main([str(REPO / "configs/locomo_answers.py"), "--set", f"data_path={LOCOMO}", "--set",
+                          f"answers={f}", "--set", "split=sumer", "--set", "part=validation", "--set",
+                          f"out_dir={tmp_path / 'o'}"]) == 2
+    assert message in first_line(capsys)[0] and not (tmp_path / "o").exists()
+
+
+def test_t7_evaluate_into_a_training_dir(tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "checkpoints" / "1").mkdir(parents=True)
+    (run / "run.json").write_text('{"code": "x"}')
+    assert evaluate.main([str(REPO / "configs/memagent/tiny_eval.py"), "--set", f"out_dir={run}"]) == 2
+    assert "holds a training run (checkpoints/)" in first_line(capsys)[0]
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "run.json"]
+
+
+def test_t9_convert_onto_a_model_or_its_source(tmp_path, capsys):
+    from memjax import convert
+
+    assert convert.main(["random", "tiny", str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    assert convert.main(["random", "tiny", str(tmp_path / "m"), "--seed", "1"]) == 2
+    assert "the destination is not empty" in first_line(capsys)[0]
+    assert convert.main(["hf2hf", str(tmp_path / "m"), str(tmp_path / "m")]) == 2
+    assert "the destination is the source" in first_line(capsys)[0]
+
+
+@pytest.mark.parametrize("change,message", [("agent=dataclasses.replace(config.agent, group_size=2.5)",
+                                             "agent.group_size=2.5: expected int, got float"),
+                                            ("eval_every=True", "eval_every=True: expected int, got bool")])
+def test_t17_config_file_values_are_typed(change, message, tmp_path, capsys):
+    f = tmp_path / "c.py"
+    f.write_text(f"import dataclasses\nexec(open({str(REPO / 'configs/tiny.py')!r}).read())\n"
+                 f"config = dataclasses.replace(config, {change})\n")
+    assert train.main([str(f), "--check"]) == 2
+    assert first_line(capsys)[0] == f"memjax.train: error: {f}: TrainConfig: {message}"

@@ -96,7 +96,7 @@ PLACEHOLDERS = {
     "memjax.convert ...": "memjax.convert random tiny {tmp}/convert_dots",
     "memjax.evaluate ...": "memjax.evaluate configs/memagent/tiny_eval.py",
     "configs/memagent/train.py --set ...": f"configs/memagent/train.py --set model.hf_path={{hf}} --set agent.data.path="
-                                     f"{FIXTURES}/hotpotqa_dev_excerpt.json",
+                                     f"{FIXTURES}/hotpotqa_dev_excerpt.json --set agent.data.num_docs=20",
     "[--json]": "--json",
     "[--with-speaker]": "--with-speaker",
     "[--min-tokens 32 --max-tokens 96]": "--min-tokens 32 --max-tokens 96",
@@ -417,13 +417,15 @@ def workspace(tmp_path_factory):
     p = subprocess.run([sys.executable, "-m", "memjax.convert", "random", "tiny-qwen-vocab", str(hf)], cwd=REPO,
                        env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    qids = [q["qid"] for q in _fixture_questions()][:3]
+    qids = [q["qid"] for q in _fixture_questions()]  # every question answered (a partial file is refused)
     (tmp / "answers.jsonl").write_text("".join(json.dumps({"qid": q, "answer": "x"}) + "\n" for q in qids))
     two = json.loads((REPO / FIXTURES / "locomo_fixture.json").read_text())
     ids = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48", "conv-49", "conv-50")
     r2 = [dict(json.loads(json.dumps(two[i % 2])), sample_id=sid) for i, sid in enumerate(ids)]  # every split part
     (tmp / "locomo_r2.json").write_text(json.dumps(r2))
-    (tmp / "hypotheses.jsonl").write_text(json.dumps({"question_id": "mj_ssu_1", "hypothesis": "a beagle"}) + "\n")
+    lme = json.loads((REPO / FIXTURES / "longmemeval_fixture.json").read_text())  # a hypothesis per question
+    (tmp / "hypotheses.jsonl").write_text("".join(json.dumps({"question_id": q["question_id"], "hypothesis": "a beagle"})
+                                                  + "\n" for q in lme))
     p = subprocess.run([sys.executable, "-m", "memjax.evaluate", "configs/locomo_answers.py", "--set",
                         f"data_path={FIXTURES}/locomo_fixture.json", "--set", f"answers={tmp}/answers.jsonl", "--set",
                         "split=sumer", "--set", "part=validation", "--set",

@@ -1,11 +1,15 @@
 """memjax.config: config files, typed --set overrides, --help listing."""
 
+import re
+from pathlib import Path
 import dataclasses
 
 import pytest
 
 from memjax.config import ConfigError, apply_overrides, describe, load_config_file, parse_cli
 from memjax.evaluate import EvalConfig
+
+ROOT_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def test_overrides_parse_types_and_revalidate():
@@ -51,3 +55,30 @@ def test_shipped_configs_load():
 
     for path in sorted((Path(__file__).parent.parent.parent / "configs").rglob("*.py")):
         assert dataclasses.is_dataclass(load_config_file(path)), path
+
+
+@pytest.mark.parametrize("change,message", [
+    ("agent=dataclasses.replace(config.agent, group_size=2.5)", ": agent.group_size=2.5: expected int, got float"),
+    ("eval_every=True", ": eval_every=True: expected int, got bool"),
+    ('steps="3"', "TrainConfig: steps='3': expected int, got str"),
+    ("steps=10**20", ": steps=100000000000000000000: larger than 2,147,483,647"),
+])
+def test_config_file_values_are_typed_like_set_values(change, message, tmp_path):
+    import dataclasses  # noqa: F401
+
+    from memjax.config import ConfigError, load_config_file
+
+    f = tmp_path / "c.py"
+    f.write_text(f"import dataclasses\nexec(open({str(ROOT_CONFIGS / 'tiny.py')!r}).read())\n"
+                 f"config = dataclasses.replace(config, {change})\n")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config_file(f)
+
+
+def test_set_sizes_have_an_upper_bound():
+    from memjax.config import ConfigError, apply_overrides, load_config_file
+
+    cfg = load_config_file(ROOT_CONFIGS / "tiny.py")
+    with pytest.raises(ConfigError, match=r"^--set steps: 100000000000000000000 is larger than 2,147,483,647"):
+        apply_overrides(cfg, ["steps=100000000000000000000"])
+    assert apply_overrides(cfg, ["seed=99999999999"]).seed == 99999999999  # seeds are not sizes

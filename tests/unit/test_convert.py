@@ -42,3 +42,25 @@ def test_cli_errors_are_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "memjax.convert", "random", "no-such-model", str(tmp_path / "o")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "unknown model preset" in r.stderr
+
+
+def test_a_non_empty_destination_or_the_source_is_replaced_only_when_asked(tmp_path, capsys):
+    many, one = tmp_path / "many", tmp_path / "one"
+    assert convert.main(["random", "tiny", str(many), "--max-shard-gb", "0.0001"]) == 0
+    assert convert.main(["random", "tiny", str(one), "--seed", "1"]) == 0
+    shards = sorted(p.name for p in many.glob("*.safetensors"))
+    assert len(shards) > 1
+    before = {p.name: p.read_bytes() for p in many.iterdir()}
+    capsys.readouterr()
+    assert convert.main(["hf2hf", str(one), str(many)]) == 2
+    assert capsys.readouterr().err.strip() == (f"memjax.convert: error: {many}: the destination is not empty; give a "
+                                               "new or empty directory, or --replace to replace what is there")
+    assert convert.main(["hf2hf", str(many), str(many), "--dtype", "bfloat16"]) == 2
+    assert "the destination is the source" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in many.iterdir()} == before  # nothing touched
+    assert convert.main(["hf2hf", str(one), str(many), "--replace"]) == 0
+    assert sorted(p.name for p in many.iterdir()) == ["config.json", "model.safetensors"]  # no stale shard left
+    assert (many / "model.safetensors").read_bytes() == (one / "model.safetensors").read_bytes()
+    assert convert.main(["hf2hf", str(one), str(one), "--dtype", "bfloat16", "--replace"]) == 0
+    assert json.loads((one / "config.json").read_text()).get("torch_dtype") == "bfloat16"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary directory left

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from ...parallel.lifecycle import stop_point
+
 from .paper import CITATION, TABLE2, paper_row
 from .workflow import MemAgent
 from ...agents.heldout import run_heldout
@@ -118,6 +120,7 @@ def run_key(cfg) -> str:
     """What identifies a run's items: the config without out_dir (sha256 of its sorted JSON)."""
     d = json.loads(json.dumps(asdict(cfg), default=str))
     d.pop("out_dir", None)
+    d.pop("rescore", None)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -167,6 +170,7 @@ def run_length_eval(cfg, out: Path, con, *, baseline: Callable[[Any, Any, list[d
         con.print(f"N={n} ({k + 1}/{len(sets)}): {count} questions x {c.group_size} rollout(s), batches of {batch}")
         for lo in range(0, count, batch):
             hi = min(count, lo + batch)
+            stop_point(f"before N={n} items {lo + 1}-{hi}")  # SIGTERM / SIGINT: finished batches are kept
             if all((n, i) in done for i in range(lo, hi)):
                 continue
             records = [item(i) for i in range(lo, hi)]

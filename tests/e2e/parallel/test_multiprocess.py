@@ -125,6 +125,31 @@ def test_sigterm_to_the_launcher_stops_its_processes(tmp_path):
             os.kill(int(f.name), 0)
 
 
+def test_a_killed_launcher_takes_its_processes_down_within_seconds(tmp_path):
+    code = f"import os, time; open('{tmp_path}/' + str(os.getpid()), 'w').close(); time.sleep(120)"
+    launcher = subprocess.Popen([sys.executable, "-m", "memjax.launch", "--nproc", "2", "--", "timeit", "-n", "1",
+                                 "-r", "1", code], cwd=ROOT, env=_env(), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.iterdir())) < 2:
+        assert time.monotonic() < deadline and launcher.poll() is None
+        time.sleep(0.1)
+    launcher.kill()
+    launcher.wait(timeout=10)
+    pids, t0 = [int(f.name) for f in tmp_path.iterdir()], time.monotonic()
+    while time.monotonic() - t0 < 5:
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                alive.append(pid)
+            except ProcessLookupError:
+                pass
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert not alive, f"processes {alive} outlived their killed launcher by 5 s"
+
+
 def test_child_env_and_mesh_sizes():
     env = child_env({"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8 --foo"},
                     1, 2, 1234, 4)

@@ -52,7 +52,7 @@ def test_answers_config_end_to_end_and_resume(tmp_path):
 
     out = tmp_path / "ev"
     argv = [str(ROOT / "configs" / "longmemeval_answers.py"), "--set", f"data_path={FIXTURE}", "--set",
-            f"answers={_hyp(tmp_path)}", "--set", f"out_dir={out}"]
+            f"answers={_hyp(tmp_path)}", "--set", f"out_dir={out}", "--set", "judge=rule"]
     assert main(argv) == 0
     res = json.loads((out / "results.json").read_text())
     t = res["table"]
@@ -141,7 +141,7 @@ def test_check_and_bad_paths(tmp_path, capsys):
     cfg = str(ROOT / "configs" / "longmemeval_answers.py")
     hyp = _hyp(tmp_path)
     assert main([cfg, "--set", f"data_path={FIXTURE}", "--set", f"answers={hyp}", "--set",
-                 'question_types=["multi-session","temporal-reasoning"]', "--check"]) == 0
+                 'question_types=["multi-session","temporal-reasoning"]', "--set", "max_missing=1", "--check"]) == 0
     out = capsys.readouterr().out
     assert "3 questions (1 abstention)" in out and "check: ok" in out
     assert main([cfg, "--set", "data_path=/nope.json", "--set", f"answers={hyp}"]) == 2

@@ -32,7 +32,7 @@ def test_memjax_evaluate_memory_r1_longmemeval(tmp_path, monkeypatch):
     out = tmp_path / "ev"
     sets = [f"data_path={FIXTURE}", f"out_dir={out}", "embedder=hashbow", "max_prompt_tokens=1400",
             "engine.window=1536", "engine.max_slots=4", "engine.prefill_slots=2", "engine.prefill_chunk=512",
-            "batch_size=3"]
+            "batch_size=3", "judge=rule"]
     args = [str(ROOT / "configs" / "memory_r1" / "longmemeval.py"), *[a for s in sets for a in ("--set", s)]]
     assert main(args) == 0
     res = json.loads((out / "results.json").read_text())
