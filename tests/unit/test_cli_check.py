@@ -44,7 +44,7 @@ def test_evaluate_check_dispatches_on_every_config_kind(capsys):
 def test_check_covers_resume_false_and_an_unwritable_cache(tmp_path, capsys):
     from memjax import train
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     run = tmp_path / "run"
     (run / "checkpoints" / "3").mkdir(parents=True)
     assert train.main([str(repo / "configs/tiny.py"), "--set", f"out_dir={run}", "--set", "resume=false",

@@ -9,7 +9,7 @@ import pytest
 from memjax.config import ConfigError, apply_overrides, describe, load_config_file, parse_cli
 from memjax.evaluate import EvalConfig
 
-ROOT_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+ROOT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def test_overrides_parse_types_and_revalidate():
