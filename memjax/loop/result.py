@@ -23,7 +23,7 @@ import json
 import time
 
 from .. import run_identity
-from ..checkpoint import save_hf
+from ..checkpoint.export import export_hf
 from ..report import write_report
 from ..runio import write_atomic
 
@@ -47,7 +47,7 @@ class Results:
         return out
 
     def _write_results(self, t_start: float) -> None:
-        save_hf(self.model, self.out / "hf")  # gathered to process 0, which writes it
+        export_hf(self.model, self.out / "hf", tokenizer=self.tok, run=self.result(0.0))  # servable dir; process 0 writes
         result = self.summary = run_identity.keep_previous(self.result(time.perf_counter() - t_start),
                                                            run_identity.recorded_result(self.out))
         if self.primary:
