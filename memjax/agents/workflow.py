@@ -45,6 +45,20 @@ from ..parallel import is_primary
 from ..rl.batch import Conversation, RolloutBatch, build_batch
 
 SEED_MODULUS = 2**31 - 1
+_TRACE_SINKS: list[list[dict[str, Any]]] = []  # collect_traces(): every run_workflow's traces, for a tool that runs a
+# system's own evaluation code and shows what its agent did (memjax.run_agent)
+
+
+class collect_traces:
+    """`with collect_traces() as traces:` appends the traces of every run_workflow finished inside the block."""
+
+    def __enter__(self) -> list[dict[str, Any]]:
+        self.traces: list[dict[str, Any]] = []
+        _TRACE_SINKS.append(self.traces)
+        return self.traces
+
+    def __exit__(self, *exc) -> None:
+        _TRACE_SINKS.remove(self.traces)
 
 
 def request_seed(seed: int, trajectory: int, k: int) -> int:
@@ -125,7 +139,10 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
     (no conversations, no batch). progress: show a bar (default: the engine config's `progress`)."""
     trajs, run_stats = drive(engine, workflow, samples, group_size=group_size, seed=seed, max_active=max_active,
                              record=record, progress=progress, first_trajectory=first_trajectory)
-    return summarize(workflow, trajs, run_stats, record=record)
+    result = summarize(workflow, trajs, run_stats, record=record)
+    for sink in _TRACE_SINKS:
+        sink.extend(result.traces)
+    return result
 
 
 def drive(engine, workflow: Workflow, samples: Iterable[Any], *, group_size: int = 1, seed: int = 0,
