@@ -13,6 +13,8 @@ A workflow is a small state machine per trajectory:
 - `conversations(traj)` turns the recorded (request, completion) turns into `Conversation` rows (default:
   one row per turn, the whole response trained on; tool workflows override it to mask tool output);
 - `trace(traj)` is the readable record; `stats(trajs)` adds workflow-specific counters.
+`collect_traces()` hands a caller the traces of every run_workflow inside its block (memjax.run_agent shows what a
+system's own evaluation code made its agent do).
 Invariants:
 - ONE seed formula: the k-th request of trajectory i (trajectories numbered sample-major, i = sample * G +
   rollout) is sampled with seed (seed * 1_000_003 + i * 10_007 + k) mod (2^31 - 1), so results depend only

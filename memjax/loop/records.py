@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ..rl.phases import console_line
 from ..runio import JsonlLog, tb_writer
+from .trackers import Trackers
 
 
 def _scalars(ev: dict) -> dict:
@@ -36,6 +37,7 @@ class Records:
         self.metrics_log.fill(self.history)  # a step checkpointed just before a kill may lack its line
         self._start_step = self.step
         self._tb = None  # TensorBoard writer, opened on the first step and closed at the end of run()
+        self.trackers = Trackers.open(self.cfg, self.out, self.primary, self.code)  # wandb / MLflow (cfg.loggers)
 
     def evaluate(self) -> dict:
         """Held-out evaluation of the current weights (System.evaluate), logged at the current step."""
@@ -46,6 +48,7 @@ class Records:
         self._eval_extra[self.step] = {k: ev[k] for k in ("traces", "samples") if k in ev}
         self.evals.append(row)
         self.evals_log.write(row)
+        self.trackers.log_evaluation(row, self.step)
         self._tensorboard({f"eval_{k}": v for k, v in row.items() if k != "step"}, self.step)
         self.con.print("held-out at step " + str(self.step) + ": " + "  ".join(
             f"{k} {v:.3f}" for k, v in row.items() if k != "step" and isinstance(v, (int, float))))
@@ -54,6 +57,7 @@ class Records:
     def _tensorboard(self, metrics: dict, step: int) -> None:
         if not self.primary:
             return
+        self.trackers.log(metrics, step)
         if self._tb is None:  # opened at the first logged step; purges what a killed run logged past the restored step
             try:
                 self._tb = tb_writer(self.out / "tb", resumed_step=self._start_step)

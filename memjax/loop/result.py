@@ -61,4 +61,5 @@ class Results:
         self.con.print(f"metrics: {self.out / 'metrics.jsonl'}  tensorboard: {self.out / 'tb'}  "
                        f"checkpoints: {self.out / 'checkpoints'}  policy (HF): {self.out / 'hf'}")
         if self.primary:  # one writer: the other processes' consoles are quiet and their out_dir is the same
-            self.con.print(f"report: {write_report(self.out)}")
+            self.con.print(f"report: {self.trackers.artifact(write_report(self.out))}")
+        self.trackers.close()  # the tracked runs end with the report as their artifact
