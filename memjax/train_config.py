@@ -49,6 +49,9 @@ class TrainConfig:
     plan_hbm_gib: float = 0.0  # start-up plan's memory per device; 0 = the devices' own limit (none on CPU: then
     # only the sharding is checked)
     seed: int = 0
+    # where metrics go: metrics.jsonl and TensorBoard always; "wandb" / "mlflow" add those trackers (pip install
+    # memjax[track]; memjax/loop/trackers.py, docs/trackers.md)
+    loggers: tuple[str, ...] = ("jsonl", "tensorboard")
     # persistent XLA compilation cache (memjax/compile_cache.py): "auto" = JAX_COMPILATION_CACHE_DIR if set, else on
     # GPUs ~/.cache/memjax/xla (or $XDG_CACHE_HOME/memjax/xla, $MEMJAX_CACHE_DIR/xla), none on CPU; "none"; a folder
     compile_cache: str = "auto"
@@ -73,6 +76,9 @@ class TrainConfig:
         if not self.out_dir:
             raise ValueError("TrainConfig.out_dir must not be empty")
         check_compile_cache("TrainConfig", self.compile_cache)
+        bad = [n for n in self.loggers if n not in ("jsonl", "tensorboard", "wandb", "mlflow")]
+        if bad or not {"jsonl", "tensorboard"} <= set(self.loggers):
+            raise ValueError(f"TrainConfig.loggers: jsonl and tensorboard plus any of wandb, mlflow, got {self.loggers}")
         if self.eval_every < 0:
             raise ValueError(f"TrainConfig.eval_every must be >= 0, got {self.eval_every}")
         if self.ablation not in ABLATIONS:

@@ -13,6 +13,8 @@ A workflow is a small state machine per trajectory:
 - `conversations(traj)` turns the recorded (request, completion) turns into `Conversation` rows (default:
   one row per turn, the whole response trained on; tool workflows override it to mask tool output);
 - `trace(traj)` is the readable record; `stats(trajs)` adds workflow-specific counters.
+`collect_traces()` hands a caller the traces of every run_workflow inside its block (memjax.run_agent shows what a
+system's own evaluation code made its agent do).
 Invariants:
 - ONE seed formula: the k-th request of trajectory i (trajectories numbered sample-major, i = sample * G +
   rollout) is sampled with seed (seed * 1_000_003 + i * 10_007 + k) mod (2^31 - 1), so results depend only
@@ -47,6 +49,20 @@ from ..rl.batch import Conversation, RolloutBatch, build_batch
 
 SEED_MODULUS = seeds.MODULUS
 request_seed = seeds.request  # the driver's one formula (memjax/seeds.py)
+_TRACE_SINKS: list[list[dict[str, Any]]] = []  # collect_traces(): every run_workflow's traces, for a tool that runs a
+# system's own evaluation code and shows what its agent did (memjax.run_agent)
+
+
+class collect_traces:
+    """`with collect_traces() as traces:` appends the traces of every run_workflow finished inside the block."""
+
+    def __enter__(self) -> list[dict[str, Any]]:
+        self.traces: list[dict[str, Any]] = []
+        _TRACE_SINKS.append(self.traces)
+        return self.traces
+
+    def __exit__(self, *exc) -> None:
+        _TRACE_SINKS.remove(self.traces)
 
 
 @dataclass(frozen=True)
@@ -122,7 +138,10 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
     (no conversations, no batch). progress: show a bar (default: the engine config's `progress`)."""
     trajs, run_stats = drive(engine, workflow, samples, group_size=group_size, seed=seed, max_active=max_active,
                              record=record, progress=progress, first_trajectory=first_trajectory)
-    return summarize(workflow, trajs, run_stats, record=record)
+    result = summarize(workflow, trajs, run_stats, record=record)
+    for sink in _TRACE_SINKS:
+        sink.extend(result.traces)
+    return result
 
 
 def drive(engine, workflow: Workflow, samples: Iterable[Any], *, group_size: int = 1, seed: int = 0,

@@ -6,11 +6,13 @@ Owns:
   evaluations before / after / on the way, the per-step history, seconds, the curriculum's bests, code digest, the
   model run, the first and last evaluations' traces, the held-out samples (the last evaluation's), the warm
   start's info (without its history).
-- `write(out, primary, model, make_summary)`: hf/ (gathered to process 0), result.json (atomically, merged with what an
+- `write(out, primary, model, tokenizer, make_summary)`: hf/ (gathered to process 0; a servable Hugging Face
+  directory with the tokenizer files, chat template, generation_config.json and a model card made from the
+  summary: memjax/checkpoint/export.py), result.json (atomically, merged with what an
   extended run's previous result.json held: memjax/run_identity.py) and the reward curve (when there is anything
   to draw) by process 0; returns the summary written.
-- `announce(out, primary, console)`: the line naming metrics, TensorBoard, checkpoints and policy, then report.html,
-  written and named by process 0.
+- `announce(out, primary, console, trackers)`: the line naming metrics, TensorBoard, checkpoints and policy, then
+  report.html, written and named by process 0 and given to the experiment trackers as an artifact.
 Invariants: only process 0 writes result.json, reward_curve.png and report.html; nothing here runs before the last
 checkpoint is committed (the Run finishes its checkpointer first).
 """
@@ -25,10 +27,11 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import run_identity
-from ..checkpoint import save_hf
+from ..checkpoint.export import export_hf
 from ..report import write_report
 from ..runio import write_atomic
 from .run_state import RunState
+from .trackers import Trackers
 
 
 def summary(cfg, system, state: RunState, curriculum, code: str, model_run: dict, seconds: float) -> dict:
@@ -47,10 +50,11 @@ def summary(cfg, system, state: RunState, curriculum, code: str, model_run: dict
     return out
 
 
-def write(out: Path, primary: bool, model, make_summary: Callable[[], dict]) -> dict:
+def write(out: Path, primary: bool, model, tokenizer, make_summary: Callable[[], dict]) -> dict:
     """hf/, result.json and the reward curve of a finished run (module docstring); returns what result.json holds.
-    `make_summary` is called once hf/ is written (its seconds count the export)."""
-    save_hf(model, out / "hf")  # gathered to process 0, which writes it
+    `make_summary` is called for the model card and again once hf/ is written (result.json's seconds count the
+    export)."""
+    export_hf(model, out / "hf", tokenizer=tokenizer, run=make_summary())  # gathered to process 0, which writes it
     result = run_identity.keep_previous(make_summary(), run_identity.recorded_result(out))
     if primary:
         write_atomic(out / "result.json", json.dumps(result, indent=1, default=str) + "\n")
@@ -61,8 +65,8 @@ def write(out: Path, primary: bool, model, make_summary: Callable[[], dict]) -> 
     return result
 
 
-def announce(out: Path, primary: bool, console: Console) -> None:
+def announce(out: Path, primary: bool, console: Console, trackers: Trackers) -> None:
     console.print(f"metrics: {out / 'metrics.jsonl'}  tensorboard: {out / 'tb'}  "
                   f"checkpoints: {out / 'checkpoints'}  policy (HF): {out / 'hf'}")
     if primary:  # one writer: the other processes' consoles are quiet and their out_dir is the same
-        console.print(f"report: {write_report(out)}")
+        console.print(f"report: {trackers.artifact(write_report(out))}")

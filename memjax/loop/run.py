@@ -36,6 +36,7 @@ from .checkpointer import Checkpointer
 from .run_log import RunLog
 from .run_state import RunState
 from .step import run_step
+from .trackers import Trackers
 
 
 class Run:
@@ -55,6 +56,7 @@ class Run:
         self.parts: start.Parts | None = None
         self.ckpt: Checkpointer | None = None
         self.log: RunLog | None = None
+        self.trackers = Trackers({})  # wandb / MLflow (cfg.loggers): opened with the logs, closed after the report
         self.state = RunState()
         self.summary: dict | None = None
         try:  # a resume under another system or settings refuses; a finished run re-run is a no-op (run_identity)
@@ -69,7 +71,8 @@ class Run:
             self.curriculum.open(self.out / "checkpoints_best", warn=self._warn)
             self.state = self.ckpt.resume()
             self.curriculum.resumed(self.state.best_meta, self.state.step, self.parts.model, self.parts.trainer)
-            self.log = RunLog(self.out, self.primary, self.con, cfg.steps, self.state)
+            self.trackers = Trackers.open(cfg, self.out, self.primary, self.code)
+            self.log = RunLog(self.out, self.primary, self.con, cfg.steps, self.state, self.trackers)
             if self.primary:
                 run_identity.record(self.out, cfg, self.system.name, self.code, self.parts.model_run, previous,
                                     say=self._warn)
@@ -191,13 +194,15 @@ class Run:
                             raise stop_line(stop, self.state.step, self.ckpt.dir)
                         stopped = True  # the last step: the run's outputs are written before the stop's exit
             self.ckpt.finish()
-            self.summary = result.write(self.out, self.primary, self.parts.model, lambda: result.summary(
-                self.cfg, self.system, self.state, self.curriculum, self.code, self.parts.model_run,
+            p = self.parts
+            self.summary = result.write(self.out, self.primary, p.model, p.tok, lambda: result.summary(
+                self.cfg, self.system, self.state, self.curriculum, self.code, p.model_run,
                 time.perf_counter() - t_start))
         finally:
             stop.restore()
             self.close()
-        result.announce(self.out, self.primary, self.con)
+        result.announce(self.out, self.primary, self.con, self.trackers)
+        self.trackers.close()  # the tracked runs end with the report as their artifact
         if stopped:
             raise Stopped(f"stopped by {stop.signal_name} at step {self.state.step}, the last; the run finished: "
                           f"checkpoint, result.json, hf/ and report.html written in {self.out}", stop.code)

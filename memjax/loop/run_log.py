@@ -2,12 +2,14 @@
 events, and the console's step and evaluation lines.
 
 Owns the three JSONL logs (written by process 0 only) and the TensorBoard writer:
-- `RunLog(out, primary, console, steps, state)`: the logs cut back to the restored step (lines past it were never
+- `RunLog(out, primary, console, steps, state, trackers)`: the logs cut back to the restored step (lines past it were never
   checkpointed) and metrics.jsonl filled from the state's history (a step checkpointed just before a kill may lack
   its line); TensorBoard opens lazily at the first logged value and purges events past the restored step.
 - `step(metrics)`: TensorBoard and metrics.jsonl (after the step's checkpoint: a resume writes a line it lacks);
   `traces(step, traces)`; `evaluation(row)`: evals.jsonl, TensorBoard (`eval_` prefix) and one console line;
   `print_step(m)`: the step line (and the phase line when `step_s` is measured).
+Every logged value also goes to the run's experiment trackers (wandb / MLflow, memjax/loop/trackers.py; the Run
+opens and closes them), each evaluation row also as a table.
 Invariants: only process 0 writes; numeric, non-bool values other than `step` go to TensorBoard; without
 tensorboardX one console line says so and metrics.jsonl still has every metric.
 """
@@ -21,11 +23,12 @@ from rich.console import Console
 from ..rl.phases import console_line
 from ..runio import JsonlLog, tb_writer
 from .run_state import RunState
+from .trackers import Trackers
 
 
 class RunLog:
-    def __init__(self, out: Path, primary: bool, console: Console, steps: int, state: RunState):
-        self.out, self.primary, self.con, self.steps = out, primary, console, steps
+    def __init__(self, out: Path, primary: bool, console: Console, steps: int, state: RunState, trackers: Trackers):
+        self.out, self.primary, self.con, self.steps, self.trackers = out, primary, console, steps, trackers
         self.metrics = JsonlLog(out / "metrics.jsonl", primary)
         self.traces_log = JsonlLog(out / "traces.jsonl", primary)
         self.evals = JsonlLog(out / "evals.jsonl", primary)
@@ -45,6 +48,7 @@ class RunLog:
     def evaluation(self, row: dict) -> None:
         step = row["step"]
         self.evals.write(row)
+        self.trackers.log_evaluation(row, step)
         self.tensorboard({f"eval_{k}": v for k, v in row.items() if k != "step"}, step)
         self.con.print("held-out at step " + str(step) + ": " + "  ".join(
             f"{k} {v:.3f}" for k, v in row.items() if k != "step" and isinstance(v, (int, float))))
@@ -52,6 +56,7 @@ class RunLog:
     def tensorboard(self, metrics: dict, step: int) -> None:
         if not self.primary:
             return
+        self.trackers.log(metrics, step)
         if self._tb is None:  # opened at the first logged step; purges what a killed run logged past the restored step
             try:
                 self._tb = tb_writer(self.out / "tb", resumed_step=self._start_step)

@@ -234,6 +234,11 @@ COMMANDS = {
     "python -m memjax.plan configs/sumer/train.py --devices 8 --hbm-gib 80": CHECK,
     "python -m memjax.plan configs/memagent/train.py --hosts 4 --devices 8 --hbm-gib 80": CHECK,
     "python -m memjax.report OUT_DIR": "",
+    "python -m memjax.run_agent": "--help",
+    'python -m memjax.run_agent --system memagent --model tiny --docs tests/fixtures/agent/tiny_facts.txt -q "where is kim ?" --out out/agent/memagent': "",
+    'python -m memjax.run_agent --system sumer --model tiny --conversation tests/fixtures/agent/tiny_conversation.json -q "where is bob ?" --out out/agent/sumer': "",
+    'python -m memjax.run_agent --system memory_r1 --model tiny --conversation tests/fixtures/agent/tiny_conversation.json -q "where is bob ?" --out out/agent/memory_r1': "",
+    'python -m memjax.run_agent --system memory_r2 --model tiny --conversation tests/fixtures/agent/tiny_conversation.json -q "where is bob ?" --out out/agent/memory_r2': "",
     # the screenshot needs a headless Chromium (tests/e2e/report/test_page.py runs it where one is installed)
     "python -m memjax.report out/demo/tiny --screenshot docs/img/report_demo.png --size 1280x2300": PARSE,
     "python -m memjax.launch --nproc 2 --devices-per-proc 4 -- memjax.train configs/tiny.py --set steps=3 "

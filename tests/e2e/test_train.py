@@ -56,6 +56,9 @@ def test_metrics_outputs_and_export(uninterrupted):
     assert [m["step"] for m in lines] == [1, 2] and "tokens_per_s" in lines[0]
     assert list((out / "tb").glob("events.out.tfevents.*"))
     exported = load_hf(out / "hf")
+    served = {p.name for p in (out / "hf").iterdir()}  # servable: tokenizer, sampling defaults, model card
+    assert {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "README.md"} <= served
+    assert "system: `memagent`" in (out / "hf" / "README.md").read_text()
     for a, b in zip(_params(run), [np.asarray(x) for x in jax.tree.leaves(nnx.state(exported, nnx.Param))]):
         assert np.array_equal(a, b)
 

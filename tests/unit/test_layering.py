@@ -21,7 +21,7 @@ STAGES = {
     "rl": 5,
     "tiny": 6, "systems": 6,
     "train": 7, "loop": 7, "train_config": 7, "cli_check": 7, "preflight": 7, "eval_config": 7, "curriculum": 7, "evaluate": 7, "demo": 7,
-    "convert": 7, "plan": 7, "launch": 7, "evaluate_run": 7, "memjax": 8,
+    "convert": 7, "cli": 7, "run_agent": 7, "plan": 7, "launch": 7, "evaluate_run": 7, "memjax": 8,
 }
 
 

@@ -248,9 +248,10 @@ def test_small_gradient_norms_are_printed_with_significant_digits(tmp_path):
 
     from memjax.loop.run_log import RunLog
     from memjax.loop.run_state import RunState
+    from memjax.loop.trackers import Trackers
 
     buf = io.StringIO()
-    log = RunLog(tmp_path, False, Console(file=buf, width=200), 2, RunState())
+    log = RunLog(tmp_path, False, Console(file=buf, width=200), 2, RunState(), Trackers({}))
     log.print_step({"step": 1, "reward": 0.0, "rollout_s": 1.0, "update_s": 1.0, "logp_mismatch_mean": 0.0,
                     "grad_norm": 3.7e-5})
     assert "grad 3.7e-05" in buf.getvalue()  # was "grad 0.000"
