@@ -115,6 +115,73 @@ def engine_groups(ecfg, data: int, fsdp: int, tensor: int = 1) -> int:
     return data * fsdp * tensor // getattr(ecfg, "tensor_parallel", 1) if groups == -1 else groups
 
 
+def placement(cfg, devices: int, hbm_gib: float | None = None, *, model_cfg=None, hosts: int = 1,
+              min_kv_gib: float = 16.0):
+    """The engine's Placement on one process's `devices` devices (memjax/parallel/placement.py): every device by
+    default (TrainConfig.rollout_devices="all"), T chosen from the bytes the trainer keeps resident per device
+    (weights, AdamW moments, reference, critic: sharded over hosts x devices), the engine's weights and the held
+    models; nothing compiled (the plan then checks the phases with the compiled temporaries)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from .model.qwen2 import abstract_model
+    from .parallel.placement import heads_of, place
+
+    mcfg = model_cfg or _model_config(cfg)
+    ecfg = cfg.engine
+    aparams = nnx.state(abstract_model(mcfg), nnx.Param)
+    full = _bytes_per_device(aparams)
+    as_dtype = lambda dt: _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(dt)),
+                                                         aparams))
+    resident = 3 * full + (as_dtype(cfg.update.ref_dtype) if cfg.loss.kl_coef else 0)
+    if getattr(getattr(cfg, "advantage", None), "estimator", "") == "gae":
+        resident += 3 * full  # the critic: the backbone, fp32 master + AdamW (its missing LM head is slack)
+    wd = mcfg.dtype if ecfg.weight_dtype == "compute" else ecfg.weight_dtype
+    held = sum(as_dtype(mcfg.dtype) + int(h.kv_cache_bytes) for h in _held(cfg))
+    return place(ecfg, devices, heads_of(mcfg), mode=getattr(cfg, "rollout_devices", "all"),
+                 weight_bytes=as_dtype(wd), resident_bytes=resident // (devices * hosts), held_bytes=held,
+                 hbm_bytes=None if not hbm_gib else int(hbm_gib * GIB), min_kv_bytes=int(min_kv_gib * GIB))
+
+
+def resolve(cfg, devices: int, hbm_gib: float | None = None, *, strict: bool = True, **kw):
+    """(cfg with engine.data_parallel / tensor_parallel set to its Placement and rollout_devices="config",
+    the Placement); PlanError (one line) when no placement fits (strict) or none splits the engine. Idempotent."""
+    p = placement(cfg, devices, hbm_gib, **kw)
+    if p.error and (strict or p.why == "no placement"):
+        raise PlanError(p.error)
+    as_set = getattr(cfg, "rollout_devices", "all") == "config" or cfg.engine.data_parallel != 1
+    engine = cfg.engine if as_set else dataclasses.replace(cfg.engine, data_parallel=p.data_parallel,
+                                                           tensor_parallel=p.tensor_parallel)
+    extra = {"rollout_devices": "config"} if hasattr(cfg, "rollout_devices") else {}
+    return dataclasses.replace(cfg, engine=engine, **extra), p
+
+
+def place_run(cfg, devices: int, model_cfg=None, *, strict: bool = False):
+    """resolve() for a run on this process's `devices` rollout devices: memory from TrainConfig.plan_hbm_gib, else
+    the devices' own limit (none on a CPU: the least tensor_parallel that divides, nothing checked); the trainer's
+    state is sharded over every process's devices. Not strict (the run): where no T leaves the KV, the least T
+    that splits, and the plan's check (compiled temporaries) refuses with what does not fit."""
+    import jax
+    hbm = getattr(cfg, "plan_hbm_gib", 0) or (jax.local_devices()[0].memory_stats() or {}).get("bytes_limit", 0) / GIB
+    return resolve(cfg, devices, hbm or None, model_cfg=model_cfg, hosts=jax.process_count(),
+                   min_kv_gib=getattr(cfg, "min_kv_gib", 16.0), strict=strict)
+
+
+def rollout_line(cfg, ecfg, devices: int) -> str:
+    """`--check`'s rollout line(s) of a training config whose system runs `ecfg` on `devices` devices of this
+    process (the deployment fields engine.data_parallel / tensor_parallel applied on top, as the run does):
+    the Placement, a one-line warning when it spans fewer devices than the run trains on; a placement that
+    cannot fit is a ConfigError (one line). Nothing is compiled."""
+    from .config import ConfigError
+    ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
+                                        if getattr(cfg.engine, f) != 1})
+    try:
+        return place_run(dataclasses.replace(cfg, engine=ecfg), devices, strict=True)[1].line()
+    except PlanError as e:
+        raise ConfigError(f"engine: {e}") from None
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -183,18 +250,19 @@ def _critic_rows(cfg, mcfg, mesh, u, micro_batches: int, row_len: int) -> tuple[
                   "value_fields": list(VALUE_FIELDS)}
 
 
-def _train_mesh(cfg, devices: int, hosts: int):
-    """The trainer's mesh over hosts x devices of this process's devices (in order: device i on host
-    i // devices), sized as memjax.parallel.MeshConfig lays out `hosts` processes of `devices` devices each."""
+def _train_mesh(cfg, devices: int, hosts: int, devs=None):
+    """The trainer's mesh over hosts x devices of `devs` (default this process's devices; in order: device i on
+    host i // devices), sized as memjax.parallel.MeshConfig lays out `hosts` processes of `devices` devices each."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
 
     from .parallel.mesh import DATA, FSDP, TENSOR
+    devs = list(jax.devices() if devs is None else devs)
     if hosts == 1:
-        return _mesh_cfg(cfg).make(jax.devices()[:devices])
+        return _mesh_cfg(cfg).make(devs[:devices])
     d, f, t = _mesh_cfg(cfg).global_sizes(devices * hosts, hosts)
-    return Mesh(np.asarray(jax.devices()[:devices * hosts]).reshape(d, f, t), (DATA, FSDP, TENSOR))
+    return Mesh(np.asarray(devs[:devices * hosts]).reshape(d, f, t), (DATA, FSDP, TENSOR))
 
 
 def analytic_traffic(param_bytes: int, compute_bytes: int, hosts: int, mesh: dict, micro_batches: int) -> dict:
@@ -232,7 +300,7 @@ def _traffic(compiled, devices: int, hosts: int, micro_batches: int) -> dict:
 
 
 def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int, model_cfg=None,
-               hosts: int = 1) -> dict:
+               hosts: int = 1, devs=None) -> dict:
     import jax
     import jax.numpy as jnp
     from flax import nnx
@@ -243,8 +311,9 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     from .parallel import micro_rows_for
 
     mcfg = model_cfg or _model_config(cfg)
+    cfg, placed = resolve(cfg, devices, hbm_gib, model_cfg=mcfg, hosts=hosts, min_kv_gib=min_kv_gib, strict=False)
     d, f, t = shard_check(cfg, devices, mcfg)  # per host: each process's engine spans its own devices
-    mesh = _train_mesh(cfg, devices, hosts)
+    mesh = _train_mesh(cfg, devices, hosts, devs)
     dg, fg, tg = (mesh.shape[a] for a in ("data", "fsdp", "tensor"))
     lc = cfg.loss
     u = dataclasses.replace(cfg.update, micro_rows=micro_rows_for(cfg.update.micro_rows, dg * fg))
@@ -308,11 +377,12 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
                "model": "ring, bytes one device sends per program run (memjax/parallel/collectives.py)"}
     res = {"model": mcfg.name, "devices": devices, "hosts": hosts, "hbm_gib": hbm_gib, "mesh": gmesh,
            "traffic": traffic,
-           "engine_groups": groups, "engine_devices": shards,
+           "engine_groups": groups, "engine_devices": shards, "placement": placed.as_dict(),
            "row_len": row_len, "micro_rows": cfg.update.micro_rows, "micro_rows_effective": u.micro_rows,
            "rows_per_device": u.micro_rows // (dg * fg), "rounding_padding": 1.0 - cfg.update.micro_rows / u.micro_rows,
            "micro_batches": micro_batches, "holds": holds, "critic_programs": critic_info,
-           "backend": jax.default_backend(), "bytes": out, "total": total,
+           "backend": jax.default_backend() if devs is None else f"{devs[0].platform} ({devs[0].device_kind}, "
+                                                                 "deviceless)", "bytes": out, "total": total,
            "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),
                               "output": int(ma.output_size_in_bytes), "alias": int(ma.alias_size_in_bytes)},
            "logprob_program_temp": int(lp.temp_size_in_bytes), "min_kv_gib": min_kv_gib,
@@ -396,6 +466,7 @@ def check(cfg, devices: int | None = None, hbm_gib: float | None = None, *, min_
 
 
 def table(res: dict) -> str:
+    from .parallel.placement import Placement
     m = res["mesh"]
     hosts = res.get("hosts", 1)
     where = f"{hosts} hosts x {res['devices']}" if hosts > 1 else f"{res['devices']}"
@@ -403,6 +474,8 @@ def table(res: dict) -> str:
              f"tensor={m['tensor']}, rows {res['micro_rows_effective']} x {res['row_len']} tokens per micro-batch "
              f"({res['rows_per_device']} per device; update.micro_rows={res['micro_rows']} rounded up, "
              f"{res['rounding_padding']:.0%} of it padding when only those fill it) (compiled on {res['backend']})",
+             Placement(**{k: v for k, v in res["placement"].items() if k != "spans"}).line()
+             if res.get("placement") else f"rollout: {res.get('engine_devices')} device(s)",
              f"{'component':<22}{'GiB/device':>12}"]
     for k in ROWS:
         if res["bytes"].get(k) or k in ("params", "optimizer", "train_temporaries", "rollout_weights", "kv_cache"):
@@ -459,10 +532,12 @@ def main(argv=None) -> int:
         if a.check:
             m, (d, f, t) = _model_config(cfg), _mesh_cfg(cfg).sizes(a.devices)
             dg, fg, tg = _mesh_cfg(cfg).global_sizes(a.devices * a.hosts, a.hosts)
+            cfg, placed = resolve(cfg, a.devices, a.hbm_gib, model_cfg=m, hosts=a.hosts, min_kv_gib=a.min_kv_gib)
             where = f"{a.hosts} hosts x {a.devices}" if a.hosts > 1 else f"{a.devices}"
             print(f"python -m memjax.plan: {m.num_layers} layers, hidden {m.hidden_size}, vocab {m.vocab_size:,} on "
                   f"{where} x {a.hbm_gib:g} GiB, mesh data={dg} fsdp={fg} tensor={tg}, engine groups "
-                  f"{engine_groups(cfg.engine, d, f, t)}, min KV {a.min_kv_gib:g} GiB\ncheck: ok (nothing compiled)")
+                  f"{engine_groups(cfg.engine, d, f, t)}, min KV {a.min_kv_gib:g} GiB\n{placed.line()}"
+                  "\ncheck: ok (nothing compiled)")
             return 0
         res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches,
                    hosts=a.hosts)
