@@ -65,6 +65,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 from .config import RunError, apply_overrides, load_config_file, nonnegative_float, positive_float, positive_int
 
@@ -341,6 +342,9 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
                                       jax.ShapeDtypeStruct((), jnp.int32)).compile()
     lp = lp_compiled.memory_analysis()
     n_square = len(square.findall(compiled.as_text())) + len(square.findall(lp_compiled.as_text()))
+    # an fp32 [.., T, V] buffer: a whole row's full-vocabulary logits (the log-prob path chunks them: none expected)
+    full_logits = re.compile(rf"f32\[[0-9,]*\b{row_len},{mcfg.vocab_size}\]")
+    n_logits = len(full_logits.findall(compiled.as_text())) + len(full_logits.findall(lp_compiled.as_text()))
     out["train_temporaries"] = max(temp, int(lp.temp_size_in_bytes)) + data_args
     critic_info = None
     for k in ("critic_params", "critic_optimizer", "critic_temporaries"):
@@ -375,7 +379,12 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
                "logprobs": _traffic(lp_compiled, devices, hosts, micro_batches),
                "analytic_update": analytic_traffic(_bytes_per_device(aparams), compute, hosts, gmesh, micro_batches),
                "model": "ring, bytes one device sends per program run (memjax/parallel/collectives.py)"}
+    def cost(c):  # XLA's cost analysis of one run of the program, per device (the micro-batch loop counted once)
+        ca = c.cost_analysis() or {}
+        ca = ca[0] if isinstance(ca, (list, tuple)) else ca
+        return {"flops": float(ca.get("flops", 0.0)), "bytes_accessed": float(ca.get("bytes accessed", 0.0))}
     res = {"model": mcfg.name, "devices": devices, "hosts": hosts, "hbm_gib": hbm_gib, "mesh": gmesh,
+           "cost": {"update": cost(compiled), "logprobs": cost(lp_compiled)},
            "traffic": traffic,
            "engine_groups": groups, "engine_devices": shards, "placement": placed.as_dict(),
            "row_len": row_len, "micro_rows": cfg.update.micro_rows, "micro_rows_effective": u.micro_rows,
@@ -386,7 +395,7 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
            "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),
                               "output": int(ma.output_size_in_bytes), "alias": int(ma.alias_size_in_bytes)},
            "logprob_program_temp": int(lp.temp_size_in_bytes), "min_kv_gib": min_kv_gib,
-           "tt_buffers": n_square, "engine_sleep": sleep, "phases": phases}
+           "tt_buffers": n_square, "full_logits_buffers": n_logits, "engine_sleep": sleep, "phases": phases}
     if total > hbm:
         worst = max(phases, key=phases.get)
         res["reason"] = (f"the {worst} phase needs {total / GIB:.1f} GiB per device > {hbm_gib:g} GiB "
@@ -412,20 +421,66 @@ def budget(rows: dict, hbm: int, *, sleep: bool, kv_bytes: int | None) -> tuple[
     return kv, {"rollout": used + kv, "update": update}
 
 
+ROOT = Path(__file__).resolve().parents[1]
+AOT_DIR = ROOT / ".venv" / "cuda-aot"
+COMPARED = ("params", "optimizer", "reference", "train_temporaries", "critic_temporaries", "kv_cache")
+
+
+def gpu_target(hbm_gib: float) -> str | None:
+    """The GPU whose XLA:GPU compile the plan uses: "h100" (80 GB) up to 80 GiB a device, else "h200"; None when
+    no CUDA PJRT plugin is installed (.venv/cuda-aot, or jax_plugins in this environment)."""
+    import importlib.util
+    have = (AOT_DIR / "jax_plugins").is_dir() or (importlib.util.find_spec("jax_plugins") is not None and any(
+        importlib.util.find_spec(f"jax_plugins.xla_cuda{v}") is not None for v in (12, 13)))
+    return None if not have else ("h100" if hbm_gib <= 80 else "h200")
+
+
+def differ(gpu: dict, cpu: dict, tol: float = 0.10) -> dict:
+    """Rows (GiB per device) where the XLA:GPU and XLA:CPU plans differ by more than `tol` of the larger."""
+    out = {}
+    for k in COMPARED + ("total",):
+        g, c = (gpu["bytes"].get(k, 0), cpu["bytes"].get(k, 0)) if k != "total" else (gpu["total"], cpu["total"])
+        if max(g, c) and abs(g - c) > tol * max(g, c):
+            out[k] = {"gpu_gib": round(g / GIB, 3), "cpu_gib": round(c / GIB, 3)}
+    return out
+
+
 def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_batches: int | None = None,
-         model_cfg=None, hosts: int = 1) -> dict:
+         model_cfg=None, hosts: int = 1, backend: str = "cpu", source: tuple | None = None) -> dict:
     """The memory plan of `cfg` on `hosts` hosts of `devices` devices of `hbm_gib` GiB (module docstring);
     micro_batches: micro-batch slots of the compiled update (default the config's min_micro_batches);
     model_cfg: the ModelConfig to plan (default from cfg.model; memjax.train passes the model it loaded)."""
     import jax
     if micro_batches is None:
         micro_batches = 1 << max(getattr(cfg.update, "min_micro_batches", 8) - 1, 0).bit_length()
+    target = gpu_target(hbm_gib) if backend in ("auto", "gpu") else None
+    if backend == "gpu" and target is None:
+        raise PlanError("plan: backend=gpu needs the CUDA PJRT plugin (make venv puts it in .venv/cuda-aot)")
+    if target is not None and model_cfg is None:
+        gpu = _plan_child(cfg, devices, hbm_gib, min_kv_gib, micro_batches, hosts, gpu=target, source=source)
+        cpu = _plan_child(cfg, devices, hbm_gib, min_kv_gib, micro_batches, hosts, source=source)
+        gpu["cpu_compile"] = {"bytes": cpu["bytes"], "update_program": cpu["update_program"],
+                              "logprob_program_temp": cpu["logprob_program_temp"], "fits": cpu["fits"],
+                              "total": cpu["total"]}
+        gpu["gpu_vs_cpu_over_10pct"] = differ(gpu, cpu)
+        return gpu
     if len(jax.devices()) == devices * hosts:
         return _plan_here(cfg, devices, hbm_gib, min_kv_gib, micro_batches, model_cfg, hosts)
     if model_cfg is not None:
         raise PlanError("plan: model_cfg is only supported on this process's own devices")
+    return _plan_child(cfg, devices, hbm_gib, min_kv_gib, micro_batches, hosts)
+
+
+def _plan_child(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int, hosts: int,
+                gpu: str | None = None, source: tuple | None = None) -> dict:
+    """The plan compiled in a child process: on `devices x hosts` simulated CPU devices, or (gpu = a target
+    name of memjax.parallel.gpu_topology.TARGETS) for that GPU node's topology, deviceless, with the CUDA plugin.
+    source: (config file, overrides) the child reads instead of the pickled config (a class a config file
+    defines does not pickle)."""
     with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as fh:
-        pickle.dump(cfg, fh)
+        if source is None:
+            pickle.dump(cfg, fh)
+    what = ["--pickled", fh.name] if source is None else [source[0], *[x for o in source[1] for x in ("--set", o)]]
     try:
         # The child compiles programs only for their memory analysis and HLO, never runs them: LLVM's optimisation
         # of the machine code (xla_backend_optimization_level) changes neither (the plan's JSON is byte-identical)
@@ -433,7 +488,12 @@ def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_b
         flags = (f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices * hosts}"
                  " --xla_backend_optimization_level=0")
         env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
-        p = subprocess.run([sys.executable, "-m", "memjax.plan", "--pickled", fh.name, "--devices", str(devices),
+        extra = []
+        if gpu:
+            env["PYTHONPATH"] = os.pathsep.join(x for x in (str(AOT_DIR), str(ROOT), os.environ.get("PYTHONPATH", ""))
+                                                if x)
+            extra = ["--gpu-target", gpu]
+        p = subprocess.run([sys.executable, "-m", "memjax.plan", *what, "--devices", str(devices), *extra, "--backend", "cpu",
                             "--hosts", str(hosts),
                             "--hbm-gib", str(hbm_gib), "--min-kv-gib", str(min_kv_gib), "--micro-batches",
                             str(micro_batches), "--json", "--no-exit-code"], env=env, capture_output=True, text=True)
@@ -493,6 +553,12 @@ def table(res: dict) -> str:
                      f"between hosts {tr['update']['max_inter'] / GIB:.3f} (weights' least "
                      f"{fmt(an['inter'])}), inside a host {tr['update']['max_intra'] / GIB:.3f} (weights' least "
                      f"{fmt(an['intra_floor'])}, ZeRO-3 reference {fmt(an['intra_zero3'])})")
+    if "cpu_compile" in res:
+        d = res["gpu_vs_cpu_over_10pct"]
+        lines.append("XLA:CPU compile of the same programs: " + ("within 10% on every row" if not d else "differs by "
+                     "> 10%: " + ", ".join(f"{k} GPU {v['gpu_gib']} vs CPU {v['cpu_gib']} GiB" for k, v in d.items())))
+    elif "deviceless" not in res.get("backend", ""):
+        lines.append("compiled by XLA:CPU (no CUDA plugin: make venv installs it for the XLA:GPU compile)")
     lines.append("fits" if res["fits"] else f"DOES NOT FIT: {res['reason']}")
     return "\n".join(lines)
 
@@ -513,7 +579,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--check", action="store_true", help="validate the arguments and the config, resolve the model "
                     "and the mesh on --devices, print what would be planned and exit 0 (nothing compiled)")
+    ap.add_argument("--backend", choices=("auto", "gpu", "cpu"), default="auto",
+                    help="compile the programs for XLA:GPU (the node's topology, deviceless: H100 up to 80 GiB, else "
+                    "H200; needs the CUDA plugin of make venv) and XLA:CPU, reporting rows that differ by > 10%%; "
+                    "auto = gpu when the plugin is installed, cpu otherwise (default auto)")
     ap.add_argument("--pickled", help=argparse.SUPPRESS)
+    ap.add_argument("--gpu-target", help=argparse.SUPPRESS)
     ap.add_argument("--no-exit-code", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     try:
@@ -539,8 +610,14 @@ def main(argv=None) -> int:
                   f"{engine_groups(cfg.engine, d, f, t)}, min KV {a.min_kv_gib:g} GiB\n{placed.line()}"
                   "\ncheck: ok (nothing compiled)")
             return 0
-        res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches,
-                   hosts=a.hosts)
+        if a.gpu_target:  # the child of plan(): the GPU node's compile-only devices
+            from .parallel.gpu_topology import node_devices
+            res = _plan_here(cfg, a.devices, a.hbm_gib, a.min_kv_gib, a.micro_batches, hosts=a.hosts,
+                             devs=node_devices(a.gpu_target, a.hosts, a.devices))
+        else:
+            res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches,
+                       hosts=a.hosts, backend=a.backend,
+                       source=None if a.pickled else (os.path.abspath(a.config), a.overrides))
     except (ValueError, RunError) as e:
         print(f"memjax.plan: {e}", file=sys.stderr)
         return 2

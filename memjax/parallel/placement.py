@@ -98,7 +98,8 @@ def place(ecfg, devices: int, heads: int, *, mode: str = "all", weight_bytes: in
             return Placement(d, t, devices, "every device; no memory size to check (plan_hbm_gib)")
         left = hbm_bytes - resident_bytes - held_bytes - weight_bytes / t
         if left >= min_kv_bytes:
-            need = "weights fit one device" if t == 1 else f"weights/KV need {t} devices per group"
+            need = ("weights fit one device" if t == 1 else f"the engine's totals split into {d} groups" if all(
+                "total over" in x for x in tried) else f"weights/KV need {t} devices per group")
             return Placement(d, t, devices, f"every device; {need}: {left / GIB:.1f} GiB left for KV per device")
         tried.append(f"T={t}: {left / GIB:.1f} GiB KV < {min_kv_bytes / GIB:g}")
     d, t = first or (1, t0)  # the least T that splits: the plan then says what does not fit
