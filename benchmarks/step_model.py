@@ -2,7 +2,7 @@
 37.5 H100-s per sample anchor. Every figure is labelled: compiled (XLA's cost analysis / collectives of the plan's
 programs), measured (the H200 rates of 2026-11-27), modelled (the arithmetic here), analytic (memjax.flops).
 
-  python -m benchmarks.step_model PLAN.json [--gpu h100|h200] [--json FILE]
+  python -m benchmarks.step_model PLAN.json [--plan-32 PLAN_4_HOSTS.json] [--gpu h100|h200] [--json FILE]
 
 PLAN.json: `python -m memjax.plan configs/memagent/train.py --devices 8 --hbm-gib 80 --json` (its "cost": XLA's
 FLOPs per device of one run of the update and log-prob programs, their micro-batch loop counted once; "traffic":
@@ -79,11 +79,14 @@ def model(plan: dict, gpus: int, gpu: str = "h100") -> dict:
 def main(argv=None) -> list:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("plan", type=Path)
+    ap.add_argument("--plan-32", type=Path, help="the plan on 4 hosts x 8 (memjax.plan --hosts 4): its collectives "
+                    "(between hosts too) for the 32-GPU row; default PLAN's")
     ap.add_argument("--gpu", choices=sorted(HBM), default="h100")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
     plan = json.loads(a.plan.read_text())
-    out = [model(plan, g, a.gpu) for g in (8, 32)]
+    plan32 = json.loads(a.plan_32.read_text()) if a.plan_32 else plan
+    out = [model(plan, 8, a.gpu), model(plan32, 32, a.gpu)]
     for r in out:
         ph = ", ".join(f"{k} {v['seconds']:.0f}" for k, v in r["phases"].items())
         print(f"modelled 7B MemAgent on {r['gpus']} x {a.gpu.upper()}: step {r['step_s']:.0f} s ({ph}); "
