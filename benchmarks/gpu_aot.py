@@ -12,7 +12,7 @@ PYTHONPATH=.venv/cuda-aot) but no GPU: `jax.experimental.topologies.get_topology
 target_config=<GpuTargetConfigProto text>)` gives compile-only devices, and `jit(...).trace(abstract
 args).lower().compile()` runs XLA:GPU's whole pipeline (fusion, copy insertion, buffer assignment, PTX) on the
 CPU. Weights, slots, pool, queue and ring are abstract (ShapeDtypeStruct), so any preset fits.
-Owns `H100_TARGET` (an H100 SXM target config: sm_90, 132 SMs, 80 GB) and `compile_loop`, which returns the
+Uses `H100_TARGET` (memjax/parallel/gpu_topology.py: an H100 SXM, sm_90, 132 SMs, 80 GB); owns `compile_loop`, which returns the
 compiled loop's memory analysis (temporaries vs the KV pool: a second pool in temporaries is the copy
 benchmarks/results/gpu_notes_nvidia-h100-80gb-hbm3.md finding 2 saw), the count of pool-sized copies and while
 loops in the optimised HLO, whether every KV scatter is declared unique (a non-unique 16-bit scatter is a
@@ -27,31 +27,8 @@ import re
 import time
 from pathlib import Path
 
-H100_TARGET = """
-gpu_device_info {
-  threads_per_block_limit: 1024
-  threads_per_warp: 32
-  shared_memory_per_block: 49152
-  shared_memory_per_core: 233472
-  threads_per_core_limit: 2048
-  core_count: 132
-  fpus_per_core: 128
-  block_dim_limit_x: 2147483647
-  block_dim_limit_y: 65535
-  block_dim_limit_z: 65535
-  memory_bandwidth: 3352320000000
-  l2_cache_size: 52428800
-  clock_rate_ghz: 1.755
-  device_memory_size: 84942979072
-  shared_memory_per_block_optin: 232448
-  cuda_compute_capability { major: 9 minor: 0 }
-  registers_per_core_limit: 65536
-  registers_per_block_limit: 65536
-}
-platform_name: "CUDA"
-dnn_version_info { major: 9 minor: 8 }
-device_description_str: "NVIDIA H100 80GB HBM3"
-"""
+from memjax.parallel.gpu_topology import H100_TARGET  # noqa: F401  (the H100 SXM target; owned there)
+
 
 
 def gpu_device(target: str = H100_TARGET):

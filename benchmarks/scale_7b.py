@@ -7,7 +7,9 @@ first, which compile), and takes each phase's FLOP rate per device as MEASURED. 
 (configs/memagent/train.py: 128 prompts x group 16 = 2,048 samples, 28,672-token documents, chunk 5000, query and
 memory budgets 1024: memjax.flops.memagent_seqlens per document) is then SCALED: each phase's FLOPs (rollout, old and
 reference log-probs = one forward each, update = 3 forwards) divided by that rate x the GPU count (the same per-device
-rate at 7B, and linear in devices: assumptions, not measurements); weight sync and checkpoint seconds scaled by the
+rate at 7B, and linear in devices: assumptions, not measurements). Dividing the rollout by every GPU is what the recipe
+runs: a training run's engine spans every device of its process (TrainConfig.rollout_devices="all", placed by
+memjax.plan: 8 data-parallel groups of one GPU for the 7B recipe on 8 x 80 GB); weight sync and checkpoint seconds scaled by the
 parameter ratio over the devices; evaluation left out (the recipe evaluates every 10 steps at most). Memory per device
 is memjax.plan's (the plan JSON: params, optimizer, reference, train temporaries, KV cache, rollout/update phases,
 fits); on 32 GPUs (4 hosts x 8) the plan's per-device memory is that of one 8-GPU node (BUILD.md, multi-host). The

@@ -90,7 +90,8 @@ def _engine_line(system, cfg) -> str:
         e = system.engine_config(cfg.engine)
     except ValueError as err:
         raise ConfigError(f"engine: {err}") from None
-    return f"engine: {e.max_slots} slots, window {e.window}, data_parallel {cfg.engine.data_parallel}"
+    from .plan import rollout_line  # where it rolls out (memjax/parallel/placement.py)
+    return f"engine: {e.max_slots} slots, window {e.window}\n" + rollout_line(cfg, e, __import__("jax").local_device_count())
 
 
 def check_evaluate(cfg) -> None:

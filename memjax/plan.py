@@ -65,6 +65,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 from .config import RunError, apply_overrides, load_config_file, nonnegative_float, positive_float, positive_int
 
@@ -113,6 +114,73 @@ def engine_groups(ecfg, data: int, fsdp: int, tensor: int = 1) -> int:
     groups and, by KV heads, over each group's tensor_parallel devices."""
     groups = getattr(ecfg, "data_parallel", 1)
     return data * fsdp * tensor // getattr(ecfg, "tensor_parallel", 1) if groups == -1 else groups
+
+
+def placement(cfg, devices: int, hbm_gib: float | None = None, *, model_cfg=None, hosts: int = 1,
+              min_kv_gib: float = 16.0):
+    """The engine's Placement on one process's `devices` devices (memjax/parallel/placement.py): every device by
+    default (TrainConfig.rollout_devices="all"), T chosen from the bytes the trainer keeps resident per device
+    (weights, AdamW moments, reference, critic: sharded over hosts x devices), the engine's weights and the held
+    models; nothing compiled (the plan then checks the phases with the compiled temporaries)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from .model.qwen2 import abstract_model
+    from .parallel.placement import heads_of, place
+
+    mcfg = model_cfg or _model_config(cfg)
+    ecfg = cfg.engine
+    aparams = nnx.state(abstract_model(mcfg), nnx.Param)
+    full = _bytes_per_device(aparams)
+    as_dtype = lambda dt: _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(dt)),
+                                                         aparams))
+    resident = 3 * full + (as_dtype(cfg.update.ref_dtype) if cfg.loss.kl_coef else 0)
+    if getattr(getattr(cfg, "advantage", None), "estimator", "") == "gae":
+        resident += 3 * full  # the critic: the backbone, fp32 master + AdamW (its missing LM head is slack)
+    wd = mcfg.dtype if ecfg.weight_dtype == "compute" else ecfg.weight_dtype
+    held = sum(as_dtype(mcfg.dtype) + int(h.kv_cache_bytes) for h in _held(cfg))
+    return place(ecfg, devices, heads_of(mcfg), mode=getattr(cfg, "rollout_devices", "all"),
+                 weight_bytes=as_dtype(wd), resident_bytes=resident // (devices * hosts), held_bytes=held,
+                 hbm_bytes=None if not hbm_gib else int(hbm_gib * GIB), min_kv_bytes=int(min_kv_gib * GIB))
+
+
+def resolve(cfg, devices: int, hbm_gib: float | None = None, *, strict: bool = True, **kw):
+    """(cfg with engine.data_parallel / tensor_parallel set to its Placement and rollout_devices="config",
+    the Placement); PlanError (one line) when no placement fits (strict) or none splits the engine. Idempotent."""
+    p = placement(cfg, devices, hbm_gib, **kw)
+    if p.error and (strict or p.why == "no placement"):
+        raise PlanError(p.error)
+    as_set = getattr(cfg, "rollout_devices", "all") == "config" or cfg.engine.data_parallel != 1
+    engine = cfg.engine if as_set else dataclasses.replace(cfg.engine, data_parallel=p.data_parallel,
+                                                           tensor_parallel=p.tensor_parallel)
+    extra = {"rollout_devices": "config"} if hasattr(cfg, "rollout_devices") else {}
+    return dataclasses.replace(cfg, engine=engine, **extra), p
+
+
+def place_run(cfg, devices: int, model_cfg=None, *, strict: bool = False):
+    """resolve() for a run on this process's `devices` rollout devices: memory from TrainConfig.plan_hbm_gib, else
+    the devices' own limit (none on a CPU: the least tensor_parallel that divides, nothing checked); the trainer's
+    state is sharded over every process's devices. Not strict (the run): where no T leaves the KV, the least T
+    that splits, and the plan's check (compiled temporaries) refuses with what does not fit."""
+    import jax
+    hbm = getattr(cfg, "plan_hbm_gib", 0) or (jax.local_devices()[0].memory_stats() or {}).get("bytes_limit", 0) / GIB
+    return resolve(cfg, devices, hbm or None, model_cfg=model_cfg, hosts=jax.process_count(),
+                   min_kv_gib=getattr(cfg, "min_kv_gib", 16.0), strict=strict)
+
+
+def rollout_line(cfg, ecfg, devices: int) -> str:
+    """`--check`'s rollout line(s) of a training config whose system runs `ecfg` on `devices` devices of this
+    process (the deployment fields engine.data_parallel / tensor_parallel applied on top, as the run does):
+    the Placement, a one-line warning when it spans fewer devices than the run trains on; a placement that
+    cannot fit is a ConfigError (one line). Nothing is compiled."""
+    from .config import ConfigError
+    ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
+                                        if getattr(cfg.engine, f) != 1})
+    try:
+        return place_run(dataclasses.replace(cfg, engine=ecfg), devices, strict=True)[1].line()
+    except PlanError as e:
+        raise ConfigError(f"engine: {e}") from None
 
 
 def _divisors(n: int) -> list[int]:
@@ -183,18 +251,19 @@ def _critic_rows(cfg, mcfg, mesh, u, micro_batches: int, row_len: int) -> tuple[
                   "value_fields": list(VALUE_FIELDS)}
 
 
-def _train_mesh(cfg, devices: int, hosts: int):
-    """The trainer's mesh over hosts x devices of this process's devices (in order: device i on host
-    i // devices), sized as memjax.parallel.MeshConfig lays out `hosts` processes of `devices` devices each."""
+def _train_mesh(cfg, devices: int, hosts: int, devs=None):
+    """The trainer's mesh over hosts x devices of `devs` (default this process's devices; in order: device i on
+    host i // devices), sized as memjax.parallel.MeshConfig lays out `hosts` processes of `devices` devices each."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
 
     from .parallel.mesh import DATA, FSDP, TENSOR
+    devs = list(jax.devices() if devs is None else devs)
     if hosts == 1:
-        return _mesh_cfg(cfg).make(jax.devices()[:devices])
+        return _mesh_cfg(cfg).make(devs[:devices])
     d, f, t = _mesh_cfg(cfg).global_sizes(devices * hosts, hosts)
-    return Mesh(np.asarray(jax.devices()[:devices * hosts]).reshape(d, f, t), (DATA, FSDP, TENSOR))
+    return Mesh(np.asarray(devs[:devices * hosts]).reshape(d, f, t), (DATA, FSDP, TENSOR))
 
 
 def analytic_traffic(param_bytes: int, compute_bytes: int, hosts: int, mesh: dict, micro_batches: int) -> dict:
@@ -232,7 +301,7 @@ def _traffic(compiled, devices: int, hosts: int, micro_batches: int) -> dict:
 
 
 def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int, model_cfg=None,
-               hosts: int = 1) -> dict:
+               hosts: int = 1, devs=None) -> dict:
     import jax
     import jax.numpy as jnp
     from flax import nnx
@@ -243,8 +312,9 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
     from .parallel import micro_rows_for
 
     mcfg = model_cfg or _model_config(cfg)
+    cfg, placed = resolve(cfg, devices, hbm_gib, model_cfg=mcfg, hosts=hosts, min_kv_gib=min_kv_gib, strict=False)
     d, f, t = shard_check(cfg, devices, mcfg)  # per host: each process's engine spans its own devices
-    mesh = _train_mesh(cfg, devices, hosts)
+    mesh = _train_mesh(cfg, devices, hosts, devs)
     dg, fg, tg = (mesh.shape[a] for a in ("data", "fsdp", "tensor"))
     lc = cfg.loss
     u = dataclasses.replace(cfg.update, micro_rows=micro_rows_for(cfg.update.micro_rows, dg * fg))
@@ -272,6 +342,9 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
                                       jax.ShapeDtypeStruct((), jnp.int32)).compile()
     lp = lp_compiled.memory_analysis()
     n_square = len(square.findall(compiled.as_text())) + len(square.findall(lp_compiled.as_text()))
+    # an fp32 [.., T, V] buffer: a whole row's full-vocabulary logits (the log-prob path chunks them: none expected)
+    full_logits = re.compile(rf"f32\[[0-9,]*\b{row_len},{mcfg.vocab_size}\]")
+    n_logits = len(full_logits.findall(compiled.as_text())) + len(full_logits.findall(lp_compiled.as_text()))
     out["train_temporaries"] = max(temp, int(lp.temp_size_in_bytes)) + data_args
     critic_info = None
     for k in ("critic_params", "critic_optimizer", "critic_temporaries"):
@@ -306,17 +379,23 @@ def _plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batch
                "logprobs": _traffic(lp_compiled, devices, hosts, micro_batches),
                "analytic_update": analytic_traffic(_bytes_per_device(aparams), compute, hosts, gmesh, micro_batches),
                "model": "ring, bytes one device sends per program run (memjax/parallel/collectives.py)"}
+    def cost(c):  # XLA's cost analysis of one run of the program, per device (the micro-batch loop counted once)
+        ca = c.cost_analysis() or {}
+        ca = ca[0] if isinstance(ca, (list, tuple)) else ca
+        return {"flops": float(ca.get("flops", 0.0)), "bytes_accessed": float(ca.get("bytes accessed", 0.0))}
     res = {"model": mcfg.name, "devices": devices, "hosts": hosts, "hbm_gib": hbm_gib, "mesh": gmesh,
+           "cost": {"update": cost(compiled), "logprobs": cost(lp_compiled)},
            "traffic": traffic,
-           "engine_groups": groups, "engine_devices": shards,
+           "engine_groups": groups, "engine_devices": shards, "placement": placed.as_dict(),
            "row_len": row_len, "micro_rows": cfg.update.micro_rows, "micro_rows_effective": u.micro_rows,
            "rows_per_device": u.micro_rows // (dg * fg), "rounding_padding": 1.0 - cfg.update.micro_rows / u.micro_rows,
            "micro_batches": micro_batches, "holds": holds, "critic_programs": critic_info,
-           "backend": jax.default_backend(), "bytes": out, "total": total,
+           "backend": jax.default_backend() if devs is None else f"{devs[0].platform} ({devs[0].device_kind}, "
+                                                                 "deviceless)", "bytes": out, "total": total,
            "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),
                               "output": int(ma.output_size_in_bytes), "alias": int(ma.alias_size_in_bytes)},
            "logprob_program_temp": int(lp.temp_size_in_bytes), "min_kv_gib": min_kv_gib,
-           "tt_buffers": n_square, "engine_sleep": sleep, "phases": phases}
+           "tt_buffers": n_square, "full_logits_buffers": n_logits, "engine_sleep": sleep, "phases": phases}
     if total > hbm:
         worst = max(phases, key=phases.get)
         res["reason"] = (f"the {worst} phase needs {total / GIB:.1f} GiB per device > {hbm_gib:g} GiB "
@@ -342,20 +421,66 @@ def budget(rows: dict, hbm: int, *, sleep: bool, kv_bytes: int | None) -> tuple[
     return kv, {"rollout": used + kv, "update": update}
 
 
+ROOT = Path(__file__).resolve().parents[1]
+AOT_DIR = ROOT / ".venv" / "cuda-aot"
+COMPARED = ("params", "optimizer", "reference", "train_temporaries", "critic_temporaries", "kv_cache")
+
+
+def gpu_target(hbm_gib: float) -> str | None:
+    """The GPU whose XLA:GPU compile the plan uses: "h100" (80 GB) up to 80 GiB a device, else "h200"; None when
+    no CUDA PJRT plugin is installed (.venv/cuda-aot, or jax_plugins in this environment)."""
+    import importlib.util
+    have = (AOT_DIR / "jax_plugins").is_dir() or (importlib.util.find_spec("jax_plugins") is not None and any(
+        importlib.util.find_spec(f"jax_plugins.xla_cuda{v}") is not None for v in (12, 13)))
+    return None if not have else ("h100" if hbm_gib <= 80 else "h200")
+
+
+def differ(gpu: dict, cpu: dict, tol: float = 0.10) -> dict:
+    """Rows (GiB per device) where the XLA:GPU and XLA:CPU plans differ by more than `tol` of the larger."""
+    out = {}
+    for k in COMPARED + ("total",):
+        g, c = (gpu["bytes"].get(k, 0), cpu["bytes"].get(k, 0)) if k != "total" else (gpu["total"], cpu["total"])
+        if max(g, c) and abs(g - c) > tol * max(g, c):
+            out[k] = {"gpu_gib": round(g / GIB, 3), "cpu_gib": round(c / GIB, 3)}
+    return out
+
+
 def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_batches: int | None = None,
-         model_cfg=None, hosts: int = 1) -> dict:
+         model_cfg=None, hosts: int = 1, backend: str = "cpu", source: tuple | None = None) -> dict:
     """The memory plan of `cfg` on `hosts` hosts of `devices` devices of `hbm_gib` GiB (module docstring);
     micro_batches: micro-batch slots of the compiled update (default the config's min_micro_batches);
     model_cfg: the ModelConfig to plan (default from cfg.model; memjax.train passes the model it loaded)."""
     import jax
     if micro_batches is None:
         micro_batches = 1 << max(getattr(cfg.update, "min_micro_batches", 8) - 1, 0).bit_length()
+    target = gpu_target(hbm_gib) if backend in ("auto", "gpu") else None
+    if backend == "gpu" and target is None:
+        raise PlanError("plan: backend=gpu needs the CUDA PJRT plugin (make venv puts it in .venv/cuda-aot)")
+    if target is not None and model_cfg is None:
+        gpu = _plan_child(cfg, devices, hbm_gib, min_kv_gib, micro_batches, hosts, gpu=target, source=source)
+        cpu = _plan_child(cfg, devices, hbm_gib, min_kv_gib, micro_batches, hosts, source=source)
+        gpu["cpu_compile"] = {"bytes": cpu["bytes"], "update_program": cpu["update_program"],
+                              "logprob_program_temp": cpu["logprob_program_temp"], "fits": cpu["fits"],
+                              "total": cpu["total"]}
+        gpu["gpu_vs_cpu_over_10pct"] = differ(gpu, cpu)
+        return gpu
     if len(jax.devices()) == devices * hosts:
         return _plan_here(cfg, devices, hbm_gib, min_kv_gib, micro_batches, model_cfg, hosts)
     if model_cfg is not None:
         raise PlanError("plan: model_cfg is only supported on this process's own devices")
+    return _plan_child(cfg, devices, hbm_gib, min_kv_gib, micro_batches, hosts)
+
+
+def _plan_child(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int, hosts: int,
+                gpu: str | None = None, source: tuple | None = None) -> dict:
+    """The plan compiled in a child process: on `devices x hosts` simulated CPU devices, or (gpu = a target
+    name of memjax.parallel.gpu_topology.TARGETS) for that GPU node's topology, deviceless, with the CUDA plugin.
+    source: (config file, overrides) the child reads instead of the pickled config (a class a config file
+    defines does not pickle)."""
     with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as fh:
-        pickle.dump(cfg, fh)
+        if source is None:
+            pickle.dump(cfg, fh)
+    what = ["--pickled", fh.name] if source is None else [source[0], *[x for o in source[1] for x in ("--set", o)]]
     try:
         # The child compiles programs only for their memory analysis and HLO, never runs them: LLVM's optimisation
         # of the machine code (xla_backend_optimization_level) changes neither (the plan's JSON is byte-identical)
@@ -363,7 +488,12 @@ def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_b
         flags = (f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices * hosts}"
                  " --xla_backend_optimization_level=0")
         env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
-        p = subprocess.run([sys.executable, "-m", "memjax.plan", "--pickled", fh.name, "--devices", str(devices),
+        extra = []
+        if gpu:
+            env["PYTHONPATH"] = os.pathsep.join(x for x in (str(AOT_DIR), str(ROOT), os.environ.get("PYTHONPATH", ""))
+                                                if x)
+            extra = ["--gpu-target", gpu]
+        p = subprocess.run([sys.executable, "-m", "memjax.plan", *what, "--devices", str(devices), *extra, "--backend", "cpu",
                             "--hosts", str(hosts),
                             "--hbm-gib", str(hbm_gib), "--min-kv-gib", str(min_kv_gib), "--micro-batches",
                             str(micro_batches), "--json", "--no-exit-code"], env=env, capture_output=True, text=True)
@@ -396,6 +526,7 @@ def check(cfg, devices: int | None = None, hbm_gib: float | None = None, *, min_
 
 
 def table(res: dict) -> str:
+    from .parallel.placement import Placement
     m = res["mesh"]
     hosts = res.get("hosts", 1)
     where = f"{hosts} hosts x {res['devices']}" if hosts > 1 else f"{res['devices']}"
@@ -403,6 +534,8 @@ def table(res: dict) -> str:
              f"tensor={m['tensor']}, rows {res['micro_rows_effective']} x {res['row_len']} tokens per micro-batch "
              f"({res['rows_per_device']} per device; update.micro_rows={res['micro_rows']} rounded up, "
              f"{res['rounding_padding']:.0%} of it padding when only those fill it) (compiled on {res['backend']})",
+             Placement(**{k: v for k, v in res["placement"].items() if k != "spans"}).line()
+             if res.get("placement") else f"rollout: {res.get('engine_devices')} device(s)",
              f"{'component':<22}{'GiB/device':>12}"]
     for k in ROWS:
         if res["bytes"].get(k) or k in ("params", "optimizer", "train_temporaries", "rollout_weights", "kv_cache"):
@@ -420,6 +553,12 @@ def table(res: dict) -> str:
                      f"between hosts {tr['update']['max_inter'] / GIB:.3f} (weights' least "
                      f"{fmt(an['inter'])}), inside a host {tr['update']['max_intra'] / GIB:.3f} (weights' least "
                      f"{fmt(an['intra_floor'])}, ZeRO-3 reference {fmt(an['intra_zero3'])})")
+    if "cpu_compile" in res:
+        d = res["gpu_vs_cpu_over_10pct"]
+        lines.append("XLA:CPU compile of the same programs: " + ("within 10% on every row" if not d else "differs by "
+                     "> 10%: " + ", ".join(f"{k} GPU {v['gpu_gib']} vs CPU {v['cpu_gib']} GiB" for k, v in d.items())))
+    elif "deviceless" not in res.get("backend", ""):
+        lines.append("compiled by XLA:CPU (no CUDA plugin: make venv installs it for the XLA:GPU compile)")
     lines.append("fits" if res["fits"] else f"DOES NOT FIT: {res['reason']}")
     return "\n".join(lines)
 
@@ -440,7 +579,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--check", action="store_true", help="validate the arguments and the config, resolve the model "
                     "and the mesh on --devices, print what would be planned and exit 0 (nothing compiled)")
+    ap.add_argument("--backend", choices=("auto", "gpu", "cpu"), default="auto",
+                    help="compile the programs for XLA:GPU (the node's topology, deviceless: H100 up to 80 GiB, else "
+                    "H200; needs the CUDA plugin of make venv) and XLA:CPU, reporting rows that differ by > 10%%; "
+                    "auto = gpu when the plugin is installed, cpu otherwise (default auto)")
     ap.add_argument("--pickled", help=argparse.SUPPRESS)
+    ap.add_argument("--gpu-target", help=argparse.SUPPRESS)
     ap.add_argument("--no-exit-code", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     try:
@@ -459,13 +603,21 @@ def main(argv=None) -> int:
         if a.check:
             m, (d, f, t) = _model_config(cfg), _mesh_cfg(cfg).sizes(a.devices)
             dg, fg, tg = _mesh_cfg(cfg).global_sizes(a.devices * a.hosts, a.hosts)
+            cfg, placed = resolve(cfg, a.devices, a.hbm_gib, model_cfg=m, hosts=a.hosts, min_kv_gib=a.min_kv_gib)
             where = f"{a.hosts} hosts x {a.devices}" if a.hosts > 1 else f"{a.devices}"
             print(f"python -m memjax.plan: {m.num_layers} layers, hidden {m.hidden_size}, vocab {m.vocab_size:,} on "
                   f"{where} x {a.hbm_gib:g} GiB, mesh data={dg} fsdp={fg} tensor={tg}, engine groups "
-                  f"{engine_groups(cfg.engine, d, f, t)}, min KV {a.min_kv_gib:g} GiB\ncheck: ok (nothing compiled)")
+                  f"{engine_groups(cfg.engine, d, f, t)}, min KV {a.min_kv_gib:g} GiB\n{placed.line()}"
+                  "\ncheck: ok (nothing compiled)")
             return 0
-        res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches,
-                   hosts=a.hosts)
+        if a.gpu_target:  # the child of plan(): the GPU node's compile-only devices
+            from .parallel.gpu_topology import node_devices
+            res = _plan_here(cfg, a.devices, a.hbm_gib, a.min_kv_gib, a.micro_batches, hosts=a.hosts,
+                             devs=node_devices(a.gpu_target, a.hosts, a.devices))
+        else:
+            res = plan(cfg, a.devices, a.hbm_gib, min_kv_gib=a.min_kv_gib, micro_batches=a.micro_batches,
+                       hosts=a.hosts, backend=a.backend,
+                       source=None if a.pickled else (os.path.abspath(a.config), a.overrides))
     except (ValueError, RunError) as e:
         print(f"memjax.plan: {e}", file=sys.stderr)
         return 2

@@ -45,6 +45,10 @@ class TrainConfig:
     # hybrid engine: free the engine's KV pool and rollout weights while the trainer updates, so that the
     # two memory peaks do not add (memjax.plan counts the larger of the two phases)
     engine_sleep: bool = True
+    # where the engine rolls out (memjax/parallel/placement.py): "all" = every device of the process, data-parallel
+    # groups with tensor parallelism only where weights/KV need it (memjax.plan picks); "config" = exactly
+    # engine.data_parallel x engine.tensor_parallel (data_parallel=1: one device)
+    rollout_devices: str = "all"
     min_kv_gib: float = 16.0  # start-up memory plan (memjax.plan, on GPUs): refuse a config leaving less KV cache
     plan_hbm_gib: float = 0.0  # start-up plan's memory per device; 0 = the devices' own limit (none on CPU: then
     # only the sharding is checked)
@@ -83,6 +87,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.eval_every must be >= 0, got {self.eval_every}")
         if self.ablation not in ABLATIONS:
             raise ValueError(f"TrainConfig.ablation must be one of {ABLATIONS}, got {self.ablation!r}")
+        if self.rollout_devices not in ("all", "config"):
+            raise ValueError(f"TrainConfig.rollout_devices must be 'all' or 'config', got {self.rollout_devices!r}")
         if not self.min_kv_gib >= 0:
             raise ValueError(f"TrainConfig.min_kv_gib must be >= 0, got {self.min_kv_gib}")
         if not (self.plan_hbm_gib >= 0 and self.plan_hbm_gib < float("inf")):

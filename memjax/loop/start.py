@@ -81,7 +81,7 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
         m = cfg.mesh
         raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
                           f"{jax.device_count()} device(s))") from None
-    from ..plan import check
+    from ..plan import check, place_run
 
     model, tok = system.load_model(cfg.model)
     model_run = preflight.describe_model(model)  # what runs, whatever model.* says (tiny systems)
@@ -91,9 +91,13 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
                                             if getattr(cfg.engine, f) != 1})
     except ValueError as e:
         raise ConfigError(f"engine: {e}") from None
+    # the rollout spans every device of this process unless rollout_devices="config" (memjax.plan.place_run)
+    placed_cfg, placed = place_run(dataclasses.replace(cfg, engine=ecfg), len(rollout_devices(mesh)), model.cfg)
+    ecfg, model_run = placed_cfg.engine, f"{model_run}; {placed.line().splitlines()[0]}"  # in run.json
+    say(placed.line())
     # every system, before its set-up (frozen engines, banks): can the config shard on these devices, and
     # (on devices with a memory limit, or against plan_hbm_gib) does it fit? One-line PlanError otherwise.
-    planned = check(dataclasses.replace(cfg, engine=ecfg), hbm_gib=cfg.plan_hbm_gib or None,
+    planned = check(placed_cfg, hbm_gib=cfg.plan_hbm_gib or None,
                     min_kv_gib=cfg.min_kv_gib, model_cfg=model.cfg)
     system.setup(model, tok)
     ref = nnx.state(model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)

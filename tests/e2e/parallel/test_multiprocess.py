@@ -36,7 +36,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=310)]  # the 2-process a
 
 ROOT = Path(__file__).resolve().parents[3]
 SETS = ["--set", "steps=3", "--set", "prompts_per_step=4", "--set", "agent.heldout_size=8",
-        "--set", "agent.eval_samples=1", "--set", "advantage.estimator=gae", "--set", "ablation=shuffle_rewards"]
+        "--set", "agent.eval_samples=1", "--set", "advantage.estimator=gae", "--set", "ablation=shuffle_rewards",
+        # one engine device per process in both layouts (8 devices place a tensor-parallel engine, 4 do not: its
+        # sampled tokens would differ by the layout, not by the processes this file compares)
+        "--set", "rollout_devices=config"]
 TIMING = ("_s", "_seconds", "mfu", "per_s", "logp_mismatch")  # wall times, and the engine-vs-trainer gap
 
 

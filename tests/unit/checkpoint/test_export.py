@@ -77,6 +77,7 @@ def _tiny_run(tmp_path) -> Path:
     return run
 
 
+@pytest.mark.e2e
 def test_convert_export_reexports_a_run(tmp_path):
     run = _tiny_run(tmp_path)
     dst = tmp_path / "served"
@@ -91,6 +92,7 @@ def test_convert_export_reexports_a_run(tmp_path):
     assert type(load_tokenizer(dst)).__name__ == "TinyTokenizer"
 
 
+@pytest.mark.e2e
 def test_convert_random_small_vocab_says_no_tokenizer(tmp_path):
     p = subprocess.run([sys.executable, "-m", "memjax.convert", "random", "tiny", str(tmp_path / "r")],
                        capture_output=True, text=True, cwd=ROOT)
