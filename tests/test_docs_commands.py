@@ -301,6 +301,7 @@ COMMANDS = {
     "make venv CUDA_AOT=0": "make -n",
     "python -m benchmarks.e2e_memagent --scale 1.5b --out DIR --prompts 1 --steps 3 --attention cudnn": PARSE,
     "python -m benchmarks.scale_7b RUN_DIR": PARSE,
+    "python -m benchmarks.schedule_sim": PARSE,
     "python -m benchmarks.e2e_memagent --scale tiny --out /tmp/e2e --steps 2": PARSE,  # tests/test_memagent_command.py runs the command
     "python -m benchmarks.gpu_aot --train-step": PARSE,
     # tests/benchmarks/test_kv_fp8_gap.py runs its main() small; tests/benchmarks/test_gpu_aot.py compiles the float8 loop
