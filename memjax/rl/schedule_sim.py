@@ -147,6 +147,7 @@ class SimResult:
     admitted_tag_mean: float
     rollout_busy: float  # fraction of rollout replica-time spent prefilling or decoding
     train_s: float  # seconds of one update (mean)
+    train_times: list[float] = field(default_factory=list)  # seconds of each update, in order
 
     def row(self) -> dict:
         s = self.schedule
@@ -417,7 +418,7 @@ def simulate(make: Callable[[np.random.Generator], Trajectory], rates: Rates, sc
                      float(np.mean(spans)) if spans else 0.0, pacer.stats["dropped"],
                      float(np.mean(trained_tags)) if trained_tags else 0.0,
                      float(np.mean(admitted_tags)) if admitted_tags else 0.0, float(busy),
-                     float(np.mean(train_secs)))
+                     float(np.mean(train_secs)), list(train_secs))
 
 
 def _abort(rep: _Replica, tr: _Traj):
