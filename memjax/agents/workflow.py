@@ -120,7 +120,8 @@ class Workflow(abc.ABC):
 
     def conversations(self, traj: Trajectory) -> list[Conversation]:
         return [Conversation(req.prompt, comp.token_ids, comp.logprobs, sample=traj.index, group=traj.sample,
-                             turn=k, role=req.role, is_final=req.is_final) for k, (req, comp) in enumerate(traj.turns)]
+                             turn=k, role=req.role, is_final=req.is_final,
+                             response_versions=comp.extra.get("versions")) for k, (req, comp) in enumerate(traj.turns)]
 
     def trace(self, traj: Trajectory) -> dict[str, Any]:
         return {"sample": traj.sample, "rollout": traj.rollout, "reward": traj.reward}

@@ -22,6 +22,12 @@ snapshot int32 [N] (memory-snapshot id a re-rollout started from, -1 = none), te
 (sample, unit) share one reward and one advantage, e.g. one role's calls in one Memory-R2 session; -1 =
 none), unit_reward f32 [N] (the reward of the row's unit, for per-row credit assignment). A workflow sets
 optional row fields through `Conversation.extra`; rows that leave a field out get its pad value.
+Policy versions (optional token fields, None unless a rollout recorded them): version int32 [N, T] is the policy
+version (count of updates applied to the sampling weights) that sampled token t, -1 on prompt, tool-output and
+padding tokens (loss_mask 0); behaviour_logp f32 [N, T] is the engine's log-prob of that token (0 where loss_mask
+is 0), kept when the trainer replaces old_logp with its recomputed (proximal) log-probs. A trajectory continued
+across an update carries several versions. Without them a batch is synchronous: every trained token is of the
+step's version and old_logp is the behaviour log-prob until it is recomputed (`token_versions`, `with_behaviour`).
 FIELDS is the one table of fields (name -> Field(kind, dtype, pad value, optional)); every operation on a
 batch (select_samples, concat_batches, pad_rows_tokens) walks it, so a new field is added in one place.
 Group-id fields (group, sample_group, local_group) are renumbered by concatenation.
@@ -58,6 +64,8 @@ FIELDS: dict[str, Field] = {
     "local_group": Field("row", np.int32, -1, optional=True), "snapshot": Field("row", np.int32, -1, optional=True),
     "temperature": Field("row", np.float32, 1.0, optional=True),
     "unit": Field("row", np.int32, -1, optional=True), "unit_reward": Field("row", np.float32, optional=True),
+    "version": Field("token", np.int32, -1, optional=True),
+    "behaviour_logp": Field("token", np.float32, optional=True),
     "reward": Field("sample", np.float32), "sample_group": Field("sample", np.int32),
 }
 GROUP_FIELDS = ("group", "sample_group", "local_group")
@@ -78,6 +86,7 @@ class Conversation:
     step: int | None = None
     response_mask: Sequence[int] | None = None  # default: all response tokens are trained on
     extra: Mapping[str, float] | None = None  # optional row fields of FIELDS (e.g. local_group, unit_reward)
+    response_versions: Sequence[int] | None = None  # policy version of each response token (async rollouts)
 
     def __post_init__(self):
         if len(self.response_logprobs) != len(self.response_ids):
@@ -86,6 +95,9 @@ class Conversation:
         if self.response_mask is not None and len(self.response_mask) != len(self.response_ids):
             raise ValueError(f"Conversation(sample={self.sample}, turn={self.turn}): response_mask length "
                              f"{len(self.response_mask)} != {len(self.response_ids)} response ids")
+        if self.response_versions is not None and len(self.response_versions) != len(self.response_ids):
+            raise ValueError(f"Conversation(sample={self.sample}, turn={self.turn}): response_versions length "
+                             f"{len(self.response_versions)} != {len(self.response_ids)} response ids")
         for k in self.extra or ():
             if k not in FIELDS or FIELDS[k].kind != "row" or not FIELDS[k].optional:
                 raise ValueError(f"Conversation(sample={self.sample}, turn={self.turn}): extra field {k!r} is not "
@@ -119,6 +131,8 @@ class RolloutBatch:
     temperature: np.ndarray | None = None
     unit: np.ndarray | None = None
     unit_reward: np.ndarray | None = None
+    version: np.ndarray | None = None
+    behaviour_logp: np.ndarray | None = None
     info: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
@@ -153,6 +167,17 @@ class RolloutBatch:
         """The sample reward broadcast to its conversations, f32 [N]."""
         return self.reward[self.sample]
 
+    def token_versions(self, step_version: int) -> np.ndarray:
+        """int32 [N, T]: each token's policy version; a batch without `version` is synchronous (every trained
+        token of `step_version`, -1 elsewhere)."""
+        if self.version is not None:
+            return self.version
+        return np.where(self.loss_mask > 0, np.int32(step_version), np.int32(-1)).astype(np.int32)
+
+    def with_behaviour(self) -> "RolloutBatch":
+        """The batch with behaviour_logp set (from old_logp when unset: call before old_logp is recomputed)."""
+        return self if self.behaviour_logp is not None else replace(self, behaviour_logp=self.old_logp.copy())
+
     def select_samples(self, keep: np.ndarray) -> "RolloutBatch":
         """Keep the rows of the samples where keep[s] (bool [S]); samples are renumbered 0..S'-1."""
         keep = np.asarray(keep, bool)
@@ -164,8 +189,12 @@ class RolloutBatch:
 
 
 def build_batch(convs: Sequence[Conversation], rewards: Sequence[float], sample_groups: Sequence[int], *,
-                pad_id: int = 0, pad_to_multiple: int = 1, max_len: int | None = None) -> RolloutBatch:
-    """Pad conversations into a RolloutBatch. T = longest row rounded up to pad_to_multiple."""
+                pad_id: int = 0, pad_to_multiple: int = 1, max_len: int | None = None,
+                version: int | None = None) -> RolloutBatch:
+    """Pad conversations into a RolloutBatch. T = longest row rounded up to pad_to_multiple.
+    Versions: when `version` is given or any conversation has response_versions, the batch gets `version`
+    (a conversation's response_versions, else `version` on every trained token; -1 elsewhere) and
+    behaviour_logp (the engine's log-probs, equal to old_logp as built); otherwise neither is set."""
     if not convs:
         raise ValueError("build_batch: no conversations")
     s = len(rewards)
@@ -184,6 +213,8 @@ def build_batch(convs: Sequence[Conversation], rewards: Sequence[float], sample_
     final = np.zeros(n, bool)
     extra = {k: np.full(n, FIELDS[k].pad, FIELDS[k].dtype) for k in dict.fromkeys(
         k for c in convs for k in (c.extra or ()))}
+    versioned = version is not None or any(c.response_versions is not None for c in convs)
+    vers = np.full((n, t), -1, np.int32) if versioned else None
     for i, c in enumerate(convs):
         p, r = len(c.prompt_ids), len(c.response_ids)
         if not 0 <= c.sample < s:
@@ -197,6 +228,14 @@ def build_batch(convs: Sequence[Conversation], rewards: Sequence[float], sample_
         meta["role"][i], final[i] = c.role, c.is_final
         for k, v in (c.extra or {}).items():
             extra[k][i] = v
+        if versioned:
+            if c.response_versions is None and version is None:
+                raise ValueError(f"build_batch: conversation {i} has no response_versions and no step version "
+                                 f"was given (version=)")
+            rv = np.full(r, version, np.int32) if c.response_versions is None else np.asarray(c.response_versions)
+            vers[i, p:p + r] = np.where(mask[i, p:p + r] > 0, rv, -1)
+    if versioned:
+        extra.update(version=vers, behaviour_logp=logp.copy())
     return RolloutBatch(input_ids=ids, loss_mask=mask, old_logp=logp, lengths=np.asarray(lens, np.int32),
                         prompt_len=np.asarray([len(c.prompt_ids) for c in convs], np.int32), is_final=final,
                         reward=np.asarray(rewards, np.float32), sample_group=np.asarray(sample_groups, np.int32),

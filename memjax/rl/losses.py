@@ -41,6 +41,12 @@ Metrics (float32 scalars, no gradient, unweighted masked means over valid tokens
 pg_loss / kl_loss / entropy_loss (each term's num / den of this call), clipfrac, clipfrac_high (A > 0,
 rho > 1 + clip_high), clipfrac_low (A < 0, rho < 1 - clip_low), clipfrac_dual, approx_kl (mean of
 old - logp, verl's ppo_kl), ratio_mean / ratio_max / ratio_min, entropy, kl_ref, num_tokens, num_rows.
+Off-policy correction (`offpolicy=`, a memjax.rl.offpolicy.OffPolicyConfig; None or mode "off" runs the code
+above unchanged, bit for bit): with mode "decoupled" old_logp is the proximal policy (or is approximated from
+behaviour_logp, versions and the trainer `version` with proximal="loglinear"), pg above is multiplied per token by
+the stop-gradient importance weight w = pi_prox / pi_behave (token- or sequence-level, truncated: TIS, or masked:
+MIS), the KL and entropy terms are not weighted, the denominators are unchanged, and the metrics gain
+is_weight_mean / is_weight_max / is_truncated_frac / is_masked_frac / logp_gap_mean / logp_gap_max.
 Inputs are cast to float32; only logp (and entropy, values) carry gradients. Under jit, agg, clip_low,
 clip_high, dual_clip, kl_estimator and log_ratio_clamp are static Python values; coefficients,
 row_weight, loss_scale_tokens and denominator may be traced.
@@ -53,6 +59,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from memjax.kernels.step_ratio_loss import step_ratio_loss, token_clip_surrogate
+
+from .offpolicy import OffPolicyConfig, importance_weights, loglinear_proximal
 
 __all__ = ["AGG_MODES", "KL_ESTIMATORS", "kl_penalty", "agg_parts", "agg_denominator", "agg_loss",
            "policy_loss_parts", "policy_loss", "value_loss_parts", "value_loss", "combine_parts"]
@@ -164,7 +172,8 @@ def policy_loss_parts(logp, old_logp, advantages, mask, *, clip_low: float, clip
                       dual_clip: float | None = None, agg: str = "token-mean", row_weight=None,
                       loss_scale_tokens=None, ref_logp=None, kl_coef: float = 0.0, kl_estimator: str = "k3",
                       entropy=None, entropy_coef: float = 0.0, log_ratio_clamp: float = 20.0,
-                      log_ratio_clamp_mode: str = "both"):
+                      log_ratio_clamp_mode: str = "both", offpolicy: OffPolicyConfig | None = None,
+                      behaviour_logp=None, versions=None, version=None, sequence_ids=None):
     """(numerator, denominator, metrics) of the policy loss; loss = numerator / denominator."""
     fn = "policy_loss"
     logp = jnp.asarray(logp)
@@ -181,9 +190,20 @@ def policy_loss_parts(logp, old_logp, advantages, mask, *, clip_low: float, clip
     if kl_estimator not in KL_ESTIMATORS:
         raise ValueError(f"{fn}: kl_estimator must be one of {KL_ESTIMATORS}, got {kl_estimator!r}")
 
+    off = offpolicy is not None and offpolicy.on
+    if off:
+        if behaviour_logp is None:
+            raise ValueError(f"{fn}: offpolicy mode {offpolicy.mode!r} needs behaviour_logp (the engine's log-probs)")
+        if offpolicy.proximal == "loglinear":
+            if versions is None or version is None:
+                raise ValueError(f"{fn}: offpolicy proximal='loglinear' needs versions and the trainer version")
+            old_logp = loglinear_proximal(behaviour_logp, logp, versions, version)
     pg, ind, sm = token_clip_surrogate(logp, jnp.asarray(old_logp), jnp.asarray(advantages), mask,
                                        clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip,
                                        log_ratio_clamp=log_ratio_clamp, log_ratio_clamp_mode=log_ratio_clamp_mode)
+    if off:
+        w, is_metrics = importance_weights(old_logp, behaviour_logp, mask, offpolicy, sequence_ids=sequence_ids)
+        pg = pg * w
     valid = mask != 0
     count = sm["num_tokens"]
     kw = dict(row_weight=row_weight, loss_scale_tokens=loss_scale_tokens)
@@ -210,25 +230,31 @@ def policy_loss_parts(logp, old_logp, advantages, mask, *, clip_low: float, clip
     metrics["ratio_max"] = jnp.where(some, jnp.max(jnp.where(valid, ratio, -jnp.inf)), 0.0)
     metrics["ratio_min"] = jnp.where(some, jnp.min(jnp.where(valid, ratio, jnp.inf)), 0.0)
     metrics["num_rows"] = jnp.sum(jnp.any(valid, axis=-1)).astype(_F32)
+    if off:
+        metrics.update(is_metrics)
     return num, den, {k: lax.stop_gradient(jnp.asarray(v, _F32)) for k, v in metrics.items()}
 
 
 def policy_loss(logp, old_logp, advantages, mask, *, clip_low: float, clip_high: float,
                 dual_clip: float | None = None, agg: str = "token-mean", row_weight=None, loss_scale_tokens=None,
                 denominator=None, ref_logp=None, kl_coef: float = 0.0, kl_estimator: str = "k3", entropy=None,
-                entropy_coef: float = 0.0, log_ratio_clamp: float = 20.0, log_ratio_clamp_mode: str = "both"):
+                entropy_coef: float = 0.0, log_ratio_clamp: float = 20.0, log_ratio_clamp_mode: str = "both",
+                offpolicy: OffPolicyConfig | None = None, behaviour_logp=None, versions=None, version=None,
+                sequence_ids=None):
     """Public contract: `(loss, metrics)`; loss = numerator / (denominator, or this call's own one).
 
     clip_low / clip_high: PPO clip range (DAPO clip-higher: 0.2 / 0.28, the caller's choice); dual_clip:
     c > 1 bounds the loss of negative-advantage tokens by -A c (None = off); the log-ratio is clamped to
     +-log_ratio_clamp before exp (log_ratio_clamp_mode="upper": from above only). Optional terms: KL to
     ref_logp (kl_coef, kl_estimator) and an entropy
-    bonus (entropy per token, entropy_coef), aggregated like the surrogate."""
+    bonus (entropy per token, entropy_coef), aggregated like the surrogate. offpolicy / behaviour_logp / versions /
+    version / sequence_ids: the off-policy correction (module docstring; default off)."""
     num, den, metrics = policy_loss_parts(
         logp, old_logp, advantages, mask, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, agg=agg,
         row_weight=row_weight, loss_scale_tokens=loss_scale_tokens, ref_logp=ref_logp, kl_coef=kl_coef,
         kl_estimator=kl_estimator, entropy=entropy, entropy_coef=entropy_coef, log_ratio_clamp=log_ratio_clamp,
-        log_ratio_clamp_mode=log_ratio_clamp_mode)
+        log_ratio_clamp_mode=log_ratio_clamp_mode, offpolicy=offpolicy, behaviour_logp=behaviour_logp,
+        versions=versions, version=version, sequence_ids=sequence_ids)
     return _safe_div(num, den if denominator is None else jnp.asarray(denominator, _F32)), metrics
 
 

@@ -100,3 +100,19 @@ def test_exception_aborts_in_flight_requests(engine):
     np.testing.assert_array_equal(again.batch.old_logp, before.batch.old_logp)
     with pytest.raises(ValueError, match="group_size"):
         run_workflow(eng, Echo(), SAMPLES, group_size=0)
+
+
+def test_default_conversations_carry_engine_versions():
+    """A completion whose engine recorded per-token policy versions (Completion.extra["versions"]) gives its
+    conversation those versions; one without gives none (a synchronous batch)."""
+    from memjax.agents.workflow import Trajectory
+    from memjax.engine import Completion
+    from memjax.rl.batch import build_batch
+
+    req = Request([1, 2], SamplingParams(max_tokens=3))
+    traj = Trajectory(0, 0, 0, turns=[(req, Completion([5, 6, 7], [-0.1, -0.2, -0.3], "stop", extra={"versions": [3, 3, 4]})),
+                                      (req, Completion([8], [-0.4], "stop"))])
+    convs = Echo().conversations(traj)
+    assert list(convs[0].response_versions) == [3, 3, 4] and convs[1].response_versions is None
+    b = build_batch(convs, [1.0], [0], version=4)
+    assert b.version.tolist() == [[-1, -1, 3, 3, 4], [-1, -1, 4, -1, -1]]

@@ -3,6 +3,8 @@ optional field set, against per-field expectations written out by hand."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memjax.rl.batch import FIELDS, Conversation, RolloutBatch, build_batch, concat_batches, pad_rows_tokens
 
@@ -72,3 +74,67 @@ def test_conversation_extra_fills_optional_row_fields():
     assert b.snapshot is None and b.policy is None
     with pytest.raises(ValueError, match="extra field 'reward' is not an optional row field"):
         Conversation([1], [2], [0.0], sample=0, group=0, turn=0, extra={"reward": 1.0})
+
+
+# ---- policy versions and behaviour log-probs ----
+
+def test_unversioned_batch_is_synchronous_and_unchanged():
+    b = _batch([2, 3], [1.0, 0.0], [0, 0], optional=False)
+    assert b.version is None and b.behaviour_logp is None
+    v = b.token_versions(5)
+    assert v.dtype == np.int32
+    np.testing.assert_array_equal(v, np.where(b.loss_mask > 0, 5, -1))
+    w = b.with_behaviour()
+    np.testing.assert_array_equal(w.behaviour_logp, b.old_logp)
+    assert w.with_behaviour() is w
+
+
+def test_versions_per_token_with_step_default_and_masked_tool_tokens():
+    convs = [Conversation([1, 2], [3, 4, 5], [-0.1, -0.2, -0.3], sample=0, group=0, turn=0,
+                          response_versions=[2, 2, 3], response_mask=[1, 0, 1]),
+             Conversation([1], [6, 7], [-0.4, -0.5], sample=1, group=0, turn=0)]
+    b = build_batch(convs, [0.0, 1.0], [0, 0], version=4)
+    assert b.version.tolist() == [[-1, -1, 2, -1, 3], [-1, 4, 4, -1, -1]]
+    np.testing.assert_array_equal(b.behaviour_logp, b.old_logp)
+    np.testing.assert_array_equal(b.behaviour_logp[0], np.float32([0, 0, -0.1, 0, -0.3]))
+    np.testing.assert_array_equal(b.token_versions(99), b.version)
+    with pytest.raises(ValueError, match="no response_versions and no step version"):
+        build_batch(convs, [0.0, 1.0], [0, 0])
+    with pytest.raises(ValueError, match="response_versions length 1 != 2"):
+        Conversation([1], [6, 7], [-0.4, -0.5], sample=1, group=0, turn=0, response_versions=[1])
+
+
+def test_versions_survive_select_concat_and_pad():
+    mk = lambda lens, v: build_batch([Conversation([1], [5] * k, [-0.5] * k, sample=i, group=0, turn=0)
+                                      for i, k in enumerate(lens)], [0.0] * len(lens), [0] * len(lens), version=v)
+    a, b = mk([1, 2], 0), mk([4], 1)
+    c = concat_batches([a, b])
+    assert c.version.tolist() == [[-1, 0, -1, -1, -1], [-1, 0, 0, -1, -1], [-1, 1, 1, 1, 1]]
+    np.testing.assert_array_equal(c.behaviour_logp, c.old_logp)
+    s = c.select_samples(np.array([False, True, True]))
+    assert s.version.tolist() == c.version[1:].tolist()
+    out = pad_rows_tokens(c, 4, 8)
+    assert out["version"].shape == (4, 8) and (out["version"][3] == -1).all() and (out["version"][:, 5:] == -1).all()
+    with pytest.raises(ValueError, match="version is set in batches"):
+        concat_batches([a, _batch([1], [0.0], [0], optional=False)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 5), st.integers(0, 6), st.booleans()), min_size=1,
+                max_size=6))
+def test_versions_roundtrip_property(rows):
+    """Every trained response token keeps the version it was given; every other position is -1."""
+    convs = []
+    for i, (p, r, v0, tool) in enumerate(rows):
+        vers = [v0 + (k * 2 >= r) for k in range(r)]  # a trajectory continued across one update halfway
+        mask = [0 if (tool and k == 0) else 1 for k in range(r)]
+        convs.append(Conversation([9] * p, list(range(10, 10 + r)), [-0.25 * (k + 1) for k in range(r)], sample=i,
+                                  group=0, turn=0, response_versions=vers, response_mask=mask))
+    b = build_batch(convs, [0.0] * len(rows), [0] * len(rows))
+    for i, c in enumerate(convs):
+        p, r = len(c.prompt_ids), len(c.response_ids)
+        want = np.full(b.input_ids.shape[1], -1)
+        want[p:p + r] = np.where(np.asarray(c.response_mask) > 0, c.response_versions, -1)
+        np.testing.assert_array_equal(b.version[i], want)
+    assert ((b.version >= 0) == (b.loss_mask > 0)).all()
+    np.testing.assert_array_equal(b.behaviour_logp, b.old_logp)
