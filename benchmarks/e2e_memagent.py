@@ -96,7 +96,7 @@ RESUME_DROPS = ("hf", ".memjax.lock", "result.json")  # + the last checkpoint
 
 def copy_for_resume(run_dir: Path, resumed: Path, steps: int) -> None:
     """The finished run's folder as a run stopped after step steps-1 leaves it: without its last checkpoint, hf/
-    export and result.json (a result.json that reached `steps` makes the same command a no-op: memjax.run_identity
+    export and result.json (a result.json that reached `steps` makes the same command a no-op: memjax.run.identity
     .finished)."""
     shutil.copytree(run_dir, resumed, ignore=shutil.ignore_patterns(*RESUME_DROPS, str(steps)))
 

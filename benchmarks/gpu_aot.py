@@ -117,7 +117,7 @@ def scatter_facts(txt: str) -> dict:
 
 def compile_train_step(preset: str = "tiny", config: str = "configs/memagent/train.py", micro_rows: int = 2,
                        row_len: int = 256, n_micro_cap: int = 2, device=None) -> tuple[dict, str]:
-    """(facts, optimised HLO text) of the recipe's mini-batch update (memjax/rl/train_step.py: packed rows, remat,
+    """(facts, optimised HLO text) of the recipe's mini-batch update (memjax/rl/update_programs.py: packed rows, remat,
     the recipe's attention and loss, AdamW on fp32 master weights, bf16 compute, bf16 reference) at `preset` with
     [n_micro_cap, micro_rows, row_len] rows, compiled for `device` (default: an H100 target; a CPU device gives the
     XLA:CPU program memjax.plan measures). Facts: temporaries, parameter bytes, whole-stack weight copies
@@ -131,7 +131,7 @@ def compile_train_step(preset: str = "tiny", config: str = "configs/memagent/tra
 
     from memjax.config import load_config_file
     from memjax.model import init_model, presets
-    from memjax.rl.train_step import TrainStep
+    from memjax.rl.update_programs import UpdatePrograms
 
     dev = device or gpu_device()
     sh = jax.sharding.SingleDeviceSharding(dev)
@@ -141,7 +141,7 @@ def compile_train_step(preset: str = "tiny", config: str = "configs/memagent/tra
     cfg = presets.get(preset, param_dtype=recipe.model.dtype, dtype=recipe.model.compute_dtype or recipe.model.dtype)
     model = nnx.eval_shape(lambda: init_model(cfg, 0))
     graphdef, params = nnx.split(model, nnx.Param)
-    step = TrainStep(graphdef, params, None, recipe.optim, recipe.loss, upd, temperature=1.0,
+    step = UpdatePrograms(graphdef, params, None, recipe.optim, recipe.loss, upd, temperature=1.0,
                      use_ref=bool(recipe.loss.kl_coef), use_entropy=bool(recipe.loss.entropy_coef))
     scalar = lambda dt: jax.ShapeDtypeStruct((), dt, sharding=sh)
     t0 = time.perf_counter()

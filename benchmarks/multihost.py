@@ -1,11 +1,11 @@
 """Bytes each device sends per training update on a multi-host mesh: compiled collectives vs the weights' least.
 
-What it measures: `memjax.plan.plan(cfg, devices, hbm, hosts=H)` compiles the trainer's mini-batch update and
+What it measures: `memjax.run.plan.plan(cfg, devices, hbm, hosts=H)` compiles the trainer's mini-batch update and
 log-prob programs ahead of time for the global hybrid mesh of H hosts x `devices` devices (data across hosts,
 fsdp/tensor inside a host), on H x devices simulated CPU devices; memjax/parallel/collectives.py reads every
 collective of the optimised HLO (while-loop trip counts, the micro-batch loop counted `micro_batches` times)
 and sums, under the ring model, the bytes one device sends inside its host and to another host. Beside it the
-analytic figures of `memjax.plan.analytic_traffic`: the weights' least (between hosts: one all-reduce of the
+analytic figures of `memjax.run.plan.analytic_traffic`: the weights' least (between hosts: one all-reduce of the
 device's gradient shard per update; inside a host: one gather + one reduce-scatter) and the ZeRO-3 reference.
 Caveats, also written into the result: XLA:CPU lowers a reduce-scatter as an all-reduce + slice (a GPU build
 emits reduce-scatter, about half the bytes under the ring model); the ring model charges a flat ring over the

@@ -1,6 +1,6 @@
 """One real mini-batch update of the trainer on this process's devices: tokens/s, MFU, peak memory vs the plan.
 
-What it measures: `memjax.rl.train_step.TrainStep.update` (the program `memjax.train` runs: gradient
+What it measures: `memjax.rl.update_programs.UpdatePrograms.update` (the program `memjax.train` runs: gradient
 accumulation over `--micro-batches` micro-batches in one jitted call, remat, packed rows with segment ids,
 fused log-prob, clip-higher + dual-clip surrogate, k3 KL to a bf16 reference log-prob, AdamW, params and
 optimizer state donated) for a preset with random fp32 master weights and bf16 compute, the recipe's
@@ -13,7 +13,7 @@ Reported (benchmarks/results/train_step_<preset>_<device>.json):
   * MFU = memjax.flops.estimate(cfg, conversation lengths, training=True) (verl's convention: 3x forward,
     full s^2 attention per conversation) / time / device peak; also per padded row token;
   * peak memory: `device.memory_stats()["peak_bytes_in_use"]` after the timed updates (GPU only), against
-    `memjax.plan.plan(cfg, devices=1, hbm_gib=...)`'s update phase (params + optimizer + reference + train
+    `memjax.run.plan.plan(cfg, devices=1, hbm_gib=...)`'s update phase (params + optimizer + reference + train
     temporaries) compiled on this device; the ratio should be within 10% (BUILD.md).
 Run: `python -m benchmarks.train_step --preset qwen2.5-1.5b` on a GPU; on CPU e.g.
 `python -m benchmarks.train_step --preset tiny --row-len 256 --micro-rows 2 --micro-batches 2 --min-conv 32
@@ -38,7 +38,7 @@ from memjax import flops
 from memjax.config import load_config_file
 from memjax.model import count_params, init_model, presets
 from memjax.rl.packing import pack
-from memjax.rl.train_step import TrainStep
+from memjax.rl.update_programs import UpdatePrograms
 
 from .forward_throughput import device_slug
 
@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GIB = 1 << 30
 
 
-def make_data(step: TrainStep, n_micro: int, row_len: int, min_conv: int, max_conv: int, vocab: int, seed: int):
+def make_data(step: UpdatePrograms, n_micro: int, row_len: int, min_conv: int, max_conv: int, vocab: int, seed: int):
     """Packed micro-batches [n_micro, micro_rows, row_len] filled with conversations of random lengths."""
     u = step.update_cfg
     rng = np.random.default_rng(seed)
@@ -87,7 +87,7 @@ def run(args) -> dict:
     lc, oc = rc.loss, rc.optim
     mcfg = presets.get(args.preset, param_dtype="float32", dtype=args.compute_dtype)
     graphdef, params = nnx.split(nnx.eval_shape(lambda: init_model(mcfg, args.seed)), nnx.Param)
-    step = TrainStep(graphdef, params, None, oc, lc, u, temperature=u.temperature, use_ref=bool(lc.kl_coef),
+    step = UpdatePrograms(graphdef, params, None, oc, lc, u, temperature=u.temperature, use_ref=bool(lc.kl_coef),
                      use_entropy=bool(lc.entropy_coef))
     params = jax.jit(lambda: nnx.split(init_model(mcfg, args.seed), nnx.Param)[1])()
     opt = step.init_opt(params)
@@ -139,7 +139,7 @@ def run(args) -> dict:
                peak_bytes_in_use=stats.get("peak_bytes_in_use"), bytes_limit=stats.get("bytes_limit"), profile=prof)
     del params, opt, data, compiled
     if args.plan and stats.get("bytes_limit"):
-        from memjax.plan import plan
+        from memjax.run.plan import plan
         pc = dataclasses.replace(rc, model=dataclasses.replace(rc.model, preset=args.preset, hf_path="",
                                                                dtype="float32", compute_dtype=args.compute_dtype),
                                  update=dataclasses.replace(u, row_buckets=(args.row_len,)))

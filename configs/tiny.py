@@ -16,7 +16,7 @@ from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems.memagent.tiny.system import TinySection
 from memjax.systems.memagent.tiny.task import TaskConfig
-from memjax.train_config import TrainConfig
+from memjax.run.train_config import TrainConfig
 
 config = TrainConfig(
     agent=TinySection(task=TaskConfig(num_chunks=3, facts_per_chunk=3, multihop_frac=0.3), group_size=8,

@@ -3,7 +3,7 @@
     python scripts/tiny_seeds.py [--seeds 0 1 2] [--steps 30] [--ablations none shuffle_rewards]
                                  [--out benchmarks/results/tiny_rl_seeds_cpu.json] [--replot]
 
-Runs memjax.train.train with configs/tiny.py's settings for every (seed, ablation), evaluating the held-out
+Runs memjax.cli.train.train with configs/tiny.py's settings for every (seed, ablation), evaluating the held-out
 split every `eval_every` steps; prints one row per run, then per ablation and per evaluated step the mean and
 std (ddof=1, over seeds) of the rise in sampled (T=1) and greedy accuracy, and writes them as JSON plus a PNG
 (held-out accuracy vs step, one line per run). The numbers quoted in tests/unit/systems/memagent/tiny/test_tiny.py, the README and
@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from memjax.config import load_config_file  # noqa: E402
-from memjax.train import train  # noqa: E402
+from memjax.cli.train import train  # noqa: E402
 
 METRICS = ("accuracy_sampled", "accuracy")
 

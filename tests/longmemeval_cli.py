@@ -12,7 +12,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "data" / "longmemeval_fixture.json"
 def run_longmemeval(paper: str, out: Path, monkeypatch, make_engine, extra=()) -> tuple[dict, list[dict], list]:
     """(results.json, predictions.jsonl lines, the scripted engines made) of one CLI run; asserts exit status 0."""
     import memjax.engine
-    from memjax.evaluate import main
+    from memjax.cli.evaluate import main
 
     engines = []
 

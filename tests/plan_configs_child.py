@@ -11,8 +11,8 @@ from pathlib import Path
 
 from memjax.config import load_config_file
 from memjax.model import presets
-from memjax.plan import plan
-from memjax.train import TrainConfig
+from memjax.run.plan import plan
+from memjax.cli.train import TrainConfig
 
 SMALL = presets.get("tiny", num_layers=1, tie_word_embeddings=False, param_dtype="float32", dtype="bfloat16")
 

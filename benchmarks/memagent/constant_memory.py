@@ -75,7 +75,7 @@ def child(root: Path, n: int, questions: int, out: Path) -> dict:
     import memjax.engine
 
     from memjax.config import apply_overrides, load_config_file
-    from memjax.evaluate import evaluate
+    from memjax.cli.evaluate import evaluate
     from rich.console import Console
 
     made: list[StandInEngine] = []

@@ -13,7 +13,7 @@ Policies, each evaluated greedily through the MemAgent workflow (memjax/systems/
 length in `lengths` on the same held-out questions (HELDOUT_SEED: `questions` one-hop questions, indices
 0..q-1, and `questions` two-hop ones, indices q..2q-1; a question keeps its key and answer at every length):
 - `warm_start`: the shipped supervised warm start (deterministic: evaluated once);
-- `rl`: `memjax.train.train` on configs/tiny.py (Multi-Conv GRPO at 3 chunks) with `steps`,
+- `rl`: `memjax.cli.train.train` on configs/tiny.py (Multi-Conv GRPO at 3 chunks) with `steps`,
   `prompts_per_step`, `seed` set and the held-out evaluation inside training cut to 32 questions, no sampled
   answers (the policy is evaluated here, from its `out_dir/hf`), one run per seed;
 - `shuffled`: the same with `ablation=shuffle_rewards` (rewards permuted within the batch: no signal);
@@ -142,9 +142,9 @@ def rl_config(out_dir: Path, *, seed: int, steps: int, prompts: int, ablation: s
 
 
 def train_policy(out_dir: Path, **kw):
-    """One RL run (memjax.train.train); its final policy (out_dir/hf) and the run's seconds."""
+    """One RL run (memjax.cli.train.train); its final policy (out_dir/hf) and the run's seconds."""
     from memjax.checkpoint import load_hf
-    from memjax.train import train
+    from memjax.cli.train import train
 
     t0 = time.perf_counter()
     train(rl_config(out_dir, **kw))

@@ -6,7 +6,7 @@ evaluated on the same held-out questions at several distractor counts.
         [--distractors 1 3 5 7] [--eval-samples 4] [--root /tmp/r1distill]
         [--json benchmarks/results/memory_r1_distill_cpu.json] [--png benchmarks/results/memory_r1_distill_cpu.png]
 
-RL: `memjax.train.train` on configs/memory_r1/tiny_answer.py (GRPO, group 8, shipped warm start) with
+RL: `memjax.cli.train.train` on configs/memory_r1/tiny_answer.py (GRPO, group 8, shipped warm start) with
 `agent.distill` true / false, `steps`, `prompts_per_step`, `agent.heldout_size`, `agent.eval_distractors`,
 `agent.eval_samples` and `seed` set; one micro-batch per mini-batch (update.micro_rows = 64, pad_tokens = 48).
 Both arms see the same training questions (the stream depends on the seed only) and the same number of policy
@@ -54,7 +54,7 @@ def scalars(ev: dict) -> dict:
 def rl_run(variant: str, seed: int, steps: int, prompts: int, heldout: int, distractors: tuple[int, ...],
            eval_samples: int, root: Path, lr: float | None = None) -> dict:
     """One GRPO run of one prompt variant from the warm start: before / after evaluations, per-step reward."""
-    from memjax.train import train
+    from memjax.cli.train import train
 
     t0 = time.perf_counter()
     res = train(rl_config(root / f"{variant}_s{seed}", distill=VARIANTS[variant], seed=seed, steps=steps,

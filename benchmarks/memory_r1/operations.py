@@ -5,7 +5,7 @@ Mem0's subject-match rule) and its own warm start, on the same held-out samples 
         [--heldout 128] [--eval-samples 4] [--root /tmp/r1ops] [--json benchmarks/results/memory_r1_operations_cpu.json]
         [--png benchmarks/results/memory_r1_operations_cpu.png]
 
-RL: `memjax.train.train` on configs/memory_r1/tiny.py (GRPO, shipped noisy-teacher warm start) with `steps`,
+RL: `memjax.cli.train.train` on configs/memory_r1/tiny.py (GRPO, shipped noisy-teacher warm start) with `steps`,
 `prompts_per_step`, `agent.heldout_size`, `agent.eval_samples`, `seed` and `agent.reward` set (two arms: "fact",
 the task's reward, and "bank", every question about the bank), and one micro-batch per mini-batch
 (update.micro_rows = update.pad_tokens = 32 as the CI learning test; the numbers do not depend on it). Fixed
@@ -108,7 +108,7 @@ def rl_run(seed: int, steps: int, prompts: int, heldout: int, eval_samples: int,
     from memjax.checkpoint import load_hf
     from memjax.tiny.model import engine_config
     from memjax.systems.memory_r1.tiny.task import HELDOUT_SEED, R1TaskConfig, make_r1_split, r1_tokenizer
-    from memjax.train import train
+    from memjax.cli.train import train
 
     out = root / (f"{reward}_s{seed}" if ablation == "none" else f"{reward}_{ablation}_s{seed}")
     t0 = time.perf_counter()

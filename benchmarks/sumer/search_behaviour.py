@@ -5,7 +5,7 @@
         [--json benchmarks/results/sumer_search_behaviour_cpu.json]
         [--png benchmarks/results/sumer_search_behaviour_cpu.png]
 
-RL: `memjax.train.train` on configs/sumer/tiny.py (GRPO, the shipped warm start, group 8) with `steps`,
+RL: `memjax.cli.train.train` on configs/sumer/tiny.py (GRPO, the shipped warm start, group 8) with `steps`,
 `prompts_per_step`, `agent.heldout_size` and `seed` set, temperature-1 held-out episodes off (eval_samples 0)
 and held-out greedy evaluation only before and after; `--ablation shuffle_rewards` is the control (rewards
 permuted within the batch: no signal about which episodes were good).
@@ -55,7 +55,7 @@ def rl_config(out_dir: Path, *, seed: int, steps: int, prompts: int, heldout: in
 
 def run_seed(out_dir: Path, **kw) -> dict:
     """One training run; its per-step measures and held-out greedy evaluation before/after."""
-    from memjax.train import train
+    from memjax.cli.train import train
 
     t0 = time.perf_counter()
     res = train(rl_config(out_dir, **kw))

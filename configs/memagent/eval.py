@@ -17,7 +17,7 @@ Without model.hf_path the model is random (pipeline check only).
 from memjax.systems.memagent.paper import OFFICIAL_LENGTHS, OVER_1M_LENGTHS
 from memjax.systems.memagent.workflow import MemAgentConfig
 from memjax.engine import EngineConfig
-from memjax.eval_config import EvalConfig
+from memjax.cli.eval_config import EvalConfig
 from memjax.modelsource import ModelSource
 
 config = EvalConfig(

@@ -8,7 +8,7 @@ The last form adds, for every num_chunks N listed, the same held-out questions w
 `chunks<N>/accuracy_sampled` when eval_samples > 0): the tiny MemAgent's length extrapolation.
 """
 
-from memjax.eval_config import SystemEvalConfig
+from memjax.cli.eval_config import SystemEvalConfig
 from memjax.systems.memagent.tiny.system import TinySection
 
 config = SystemEvalConfig(agent=TinySection(heldout_size=256, eval_samples=4), out_dir="out/tiny_eval")

@@ -12,7 +12,7 @@ from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.credit import CriticConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems.memory_r1.tiny.system import MemoryR1TinySection
-from memjax.train_config import TrainConfig
+from memjax.run.train_config import TrainConfig
 
 config = TrainConfig(
     agent=MemoryR1TinySection(group_size=8, temperature=1.0, heldout_size=256, eval_samples=4),

@@ -10,7 +10,7 @@ from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.credit import CriticConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems.memory_r1.tiny.answer_system import MemoryR1AnswerTinySection
-from memjax.train_config import TrainConfig
+from memjax.run.train_config import TrainConfig
 
 config = TrainConfig(
     agent=MemoryR1AnswerTinySection(distill=True, group_size=8, temperature=1.0, heldout_size=128, eval_samples=4),

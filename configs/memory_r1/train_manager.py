@@ -22,7 +22,7 @@ from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.credit import CriticConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems.memory_r1.system import MemoryR1ManagerSection
-from memjax.train_config import TrainConfig
+from memjax.run.train_config import TrainConfig
 
 config = TrainConfig(
     agent=MemoryR1ManagerSection(group_size=1, temperature=1.0, split="memory_r1", max_prompt_tokens=4096,

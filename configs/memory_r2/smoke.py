@@ -13,7 +13,7 @@ from memjax.engine import EngineConfig
 from memjax.modelsource import ModelSource
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems import MemoryR2Section
-from memjax.train_config import TrainConfig
+from memjax.run.train_config import TrainConfig
 
 config = TrainConfig(
     model=ModelSource(preset="tiny-qwen-vocab"),

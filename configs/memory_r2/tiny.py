@@ -12,7 +12,7 @@ of every question on the final bank.
 from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems.memory_r2.tiny.system import MemoryR2TinySection
-from memjax.train_config import TrainConfig
+from memjax.run.train_config import TrainConfig
 
 config = TrainConfig(
     agent=MemoryR2TinySection(logo=True, group_size=8, temperature=1.0, heldout_size=128, adv_singleton="reward"),

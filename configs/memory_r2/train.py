@@ -15,7 +15,7 @@ per step -> 2 optimizer steps per epoch); temperature 1 for training, greedy eva
 Curriculum 8 -> 16 -> 32 sessions by step (agent.curriculum_steps / curriculum_sessions); each stage starts
 from the previous stage's best validation checkpoint (select_metric f1/all on conv-44, all sessions,
 evaluated every 5 steps as the public curriculum script's test_freq and at each stage's end; fresh optimizer
-state and KL reference = the restored weights, as that script's new launch per stage: memjax/curriculum.py).
+state and KL reference = the restored weights, as that script's new launch per stage: memjax/run/curriculum.py).
 Paper-silent choices are MemoryR2Section fields (docs/memory_r2.md). The answer agent is a frozen copy of the
 initial policy on its own engine (the paper serves GPT-OSS-120B separately); the embedder is wordllama
 (the paper uses OpenAI text-embedding-3-small, not available offline).
@@ -28,7 +28,7 @@ from memjax.engine import EngineConfig
 from memjax.modelsource import ModelSource
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems import MemoryR2Section
-from memjax.train_config import TrainConfig
+from memjax.run.train_config import TrainConfig
 
 config = TrainConfig(
     model=ModelSource(preset="qwen2.5-7b", dtype="float32", compute_dtype="bfloat16"),

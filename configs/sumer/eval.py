@@ -10,7 +10,7 @@ The rule judge is for smoke runs only (J from token-set F1 >= 0.5); the paper's 
 """
 
 from memjax.engine import EngineConfig
-from memjax.eval_config import SystemEvalConfig
+from memjax.cli.eval_config import SystemEvalConfig
 from memjax.modelsource import ModelSource
 from memjax.systems.sumer.system import SumerSection
 

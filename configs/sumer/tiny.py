@@ -24,7 +24,7 @@ from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems.sumer.tiny.system import TinySumerSection
 from memjax.systems.sumer.tiny.task import TinySumerTask
-from memjax.train_config import TrainConfig
+from memjax.run.train_config import TrainConfig
 
 config = TrainConfig(
     agent=TinySumerSection(task=TinySumerTask(num_sessions=4, facts_per_session=3, filtered_frac=0.7), group_size=8,

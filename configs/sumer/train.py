@@ -26,7 +26,7 @@ from memjax.modelsource import ModelSource
 from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems.sumer.system import SumerSection
-from memjax.train_config import TrainConfig
+from memjax.run.train_config import TrainConfig
 
 config = TrainConfig(
     model=ModelSource(preset="qwen2.5-7b", dtype="float32", compute_dtype="bfloat16"),  # fp32 master weights

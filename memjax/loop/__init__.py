@@ -1,4 +1,4 @@
-"""The one training loop, composed (memjax/loop/run.py's `Run` holds the parts; memjax/train.py is the CLI):
+"""The one training loop, composed (memjax/loop/run.py's `Run` holds the parts; memjax/cli/train.py is the CLI):
 
 - `start.py`: the checks before any model loads, and the `Parts` the loop steps (mesh, model, trainer, credit,
   engine, this process's data stream, the ablation generator);

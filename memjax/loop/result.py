@@ -9,7 +9,7 @@ Owns:
 - `write(out, primary, model, tokenizer, make_summary)`: hf/ (gathered to process 0; a servable Hugging Face
   directory with the tokenizer files, chat template, generation_config.json and a model card made from the
   summary: memjax/checkpoint/export.py), result.json (atomically, merged with what an
-  extended run's previous result.json held: memjax/run_identity.py) and the reward curve (when there is anything
+  extended run's previous result.json held: memjax/run/identity.py) and the reward curve (when there is anything
   to draw) by process 0; returns the summary written.
 - `announce(out, primary, console, trackers)`: the line naming metrics, TensorBoard, checkpoints and policy, then
   report.html, written and named by process 0 and given to the experiment trackers as an artifact.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import run_identity
+from ..run import identity as run_identity
 from ..checkpoint.export import export_hf
 from ..report import write_report
 from ..runio import write_atomic

@@ -6,8 +6,8 @@ Owns the run's composition and its step loop. A Run holds, each with one owner o
 - `state` (loop/run_state.py `RunState`): step, history, evaluations, the curriculum's recorded bests;
 - `ckpt` (loop/checkpointer.py `Checkpointer`): train-state checkpoints and the resume;
 - `log` (loop/run_log.py `RunLog`): metrics / traces / evals JSONL, TensorBoard, console lines;
-- `curriculum` (memjax/curriculum.py): stages, their bests and restarts.
-`train_step()` runs one step (loop/step.py `run_step`), then what its number makes due, in this order: the
+- `curriculum` (memjax/run/curriculum.py): stages, their bests and restarts.
+`next_step()` runs one training step (loop/step.py `run_step`), then what its number makes due, in this order: the
 history and the first four traces, the held-out evaluation at a stage end or every `eval_every` steps, the stage
 restart, the checkpoint at a stage end or every `checkpoint_every` steps, TensorBoard and metrics.jsonl.
 Invariants: `Run.__init__` joins the multi-process runtime before any backend call and validates everything that
@@ -23,14 +23,14 @@ import time
 import jax
 from rich.console import Console
 
-from .. import run_identity
+from ..run import identity as run_identity
 from ..config import Stopped
 from ..compile_cache import use_compile_cache
 from ..parallel import code_digest, initialize, is_primary
 from ..parallel.lifecycle import StopRequests, agree_run, peer_loss, run_console, stop_line
 from ..rl.phases import phase_metrics
 from ..runio import OutDirLock, prepare_out_dir
-from ..train_config import TrainConfig
+from ..run.train_config import TrainConfig
 from . import result, start
 from .checkpointer import Checkpointer
 from .run_log import RunLog
@@ -125,7 +125,7 @@ class Run:
     def save(self) -> None:
         self.ckpt.save(self.state)
 
-    def train_step(self) -> dict:
+    def next_step(self) -> dict:
         """Step `step + 1` and what its number makes due (module docstring); returns its metrics."""
         cfg, p, cur = self.cfg, self.parts, self.curriculum
         metrics, traces, clock, conv_lens = run_step(p, cfg, self.state.step, cur.schedule_step(self.state.step))
@@ -183,7 +183,7 @@ class Run:
             with Progress(transient=True, console=self.con) as bar:
                 task = bar.add_task("training", total=self.cfg.steps, completed=self.state.step)
                 while self.state.step < self.cfg.steps:
-                    m = self.train_step()
+                    m = self.next_step()
                     bar.update(task, completed=self.state.step)
                     self.log.print_step(m)
                     if stop.due(self.state.step):  # SIGTERM / preemption / Ctrl-C: every process at this step

@@ -7,7 +7,7 @@ Owns:
   curriculum's fields, an `update.temperature` other than the rollouts', GAE with step-level ratios.
 - `build(cfg, system, say)`: the `Parts`, in this order (each failure one ConfigError / PlanError line): the mesh
   against the devices, the model, the engine config (`engine.data_parallel` / `tensor_parallel` applied on top of
-  a system's own), the plan's sharding and memory check (memjax.plan.check), the system's set-up, the Trainer (the
+  a system's own), the plan's sharding and memory check (memjax.run.plan.check), the system's set-up, the Trainer (the
   KL reference copied when `loss.kl_coef`), Credit, the Engine on the mesh's rollout devices (its KV pool the one
   the plan counted, unless the config sizes it), then this process's block of every generation batch and its
   data stream.
@@ -24,9 +24,10 @@ from typing import Any
 import jax
 from flax import nnx
 
-from .. import preflight, seeds
+from ..run import preflight
+from .. import seeds
 from ..config import ConfigError
-from ..curriculum import Curriculum
+from ..run.curriculum import Curriculum
 from ..engine import Engine
 from ..parallel import rollout_devices
 from ..rl.credit import Credit
@@ -81,7 +82,7 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
         m = cfg.mesh
         raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
                           f"{jax.device_count()} device(s))") from None
-    from ..plan import check, place_run
+    from ..run.plan import check, place_run
 
     model, tok = system.load_model(cfg.model)
     model_run = preflight.describe_model(model)  # what runs, whatever model.* says (tiny systems)
@@ -91,7 +92,7 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
                                             if getattr(cfg.engine, f) != 1})
     except ValueError as e:
         raise ConfigError(f"engine: {e}") from None
-    # the rollout spans every device of this process unless rollout_devices="config" (memjax.plan.place_run)
+    # the rollout spans every device of this process unless rollout_devices="config" (memjax.run.plan.place_run)
     placed_cfg, placed = place_run(dataclasses.replace(cfg, engine=ecfg), len(rollout_devices(mesh)), model.cfg)
     ecfg, model_run = placed_cfg.engine, f"{model_run}; {placed.line().splitlines()[0]}"  # in run.json
     say(placed.line())
@@ -117,6 +118,6 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
     data = system.train_data(cfg.prompts_per_step, cfg.seed)
     if jax.process_count() > 1:
         data = shard_stream(data, *block)
-    if jax.process_count() > 1:  # no token array leaves its process (memjax/train.py's docstring)
+    if jax.process_count() > 1:  # no token array leaves its process (memjax/cli/train.py's docstring)
         say("rollouts: process-local (each process trains on its own rows)")
     return Parts(mesh, model, tok, model_run, trainer, credit, engine, block, data, system, seeds.ablation(cfg.seed))

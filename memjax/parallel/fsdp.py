@@ -21,7 +21,7 @@ sharding=...)` applies inside its scanned block (memjax/model/qwen2.py):
   gathers the hidden states of the whole micro-batch onto every device. Applies when the tensor axis is 1 and
   the rows divide over data x fsdp; otherwise `fn` unchanged.
 - `local()`: the same sharding for code running inside `jax.shard_map(..., axis_names={"data"})` (the data axis
-  manual: the trainer's micro-batch loop on one data replica, memjax/rl/train_step.py): rows over fsdp only, and
+  manual: the trainer's micro-batch loop on one data replica, memjax/rl/update_programs.py): rows over fsdp only, and
   `row_map` returns `fn` unchanged (XLA gathers the log-prob rows inside the fsdp group, inside a host: a
   shard_map nested there aborts XLA:CPU's compiler with bf16 compute, "Invalid binary instruction opcode copy",
   jax 0.11).

@@ -3,7 +3,7 @@ the end of a run): the curve PNG, a terminal sparkline/table, example memory tra
 
 Owns: `plot(result, path)` (matplotlib, Agg backend: per-step mean rollout reward and held-out greedy
 accuracy at every evaluation), `sparkline(values)` and `print_report(result, png)` (rich). Reads only the
-dict `memjax.train.train` returns (result.json); computes nothing that the run did not measure. The plot
+dict `memjax.cli.train.train` returns (result.json); computes nothing that the run did not measure. The plot
 takes any system's result (held-out `accuracy` when the system reports it, else its first metric); the
 terminal report is the tiny task's (per-hop accuracy and memory traces).
 """

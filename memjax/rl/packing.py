@@ -1,6 +1,6 @@
 """Sequence packing: conversations of a RolloutBatch laid into fixed-length rows with segment ids.
 
-Owns the host-side layout the trainer's jitted steps consume (memjax/rl/train_step.py):
+Owns the host-side layout the trainer's jitted steps consume (memjax/rl/update_programs.py):
 - `row_length(max_len, buckets, pad_tokens)`: the row length of a pack: the smallest of a small fixed set
   of bucket lengths that holds the longest conversation (so a run compiles one program per bucket at
   most); with no buckets, the longest conversation rounded up to a multiple of `pad_tokens`.

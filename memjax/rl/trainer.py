@@ -2,7 +2,7 @@
 
 Owns `Trainer`: (re)computing old/reference log-probs and the update loop; its settings (OptimConfig, LossConfig,
 UpdateConfig, lr_at, NonFiniteError) are memjax/rl/update_config.py's, bound here too (config files import them
-from here); the jitted programs are memjax/rl/train_step.py's, the row layout memjax/rl/packing.py's.
+from here); the jitted programs are memjax/rl/update_programs.py's, the row layout memjax/rl/packing.py's.
 Invariants:
 - Conversations are laid into rows of one bucket length per mini-batch (`UpdateConfig.pack`: several per
   row with segment ids, positions restarting per conversation; otherwise one per row), rows grouped into
@@ -42,7 +42,7 @@ Invariants:
 - Optimizer state: `trainer.opt_state` (optax pytree); `trainer.optimizer` holds it as an nnx Module, so
   checkpoints use nnx.state(trainer.optimizer) / nnx.update(trainer.optimizer, ...) unchanged.
   `reset_optimizer()` gives fresh state and `set_reference(params)` a new KL reference (curriculum stage
-  restarts in memjax/curriculum.py).
+  restarts in memjax/run/curriculum.py).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from flax import nnx
 from ..parallel import data_size, micro_rows_for
 from .assemble import RowLayout, RowShard, global_max, global_sum, take_local
 from .batch import RolloutBatch
-from .train_step import TrainStep
+from .update_programs import UpdatePrograms
 from .update_config import LossConfig, NonFiniteError, OptimConfig, UpdateConfig, lr_at
 
 
@@ -102,7 +102,7 @@ class Trainer:
         # rows per device is the unit: micro_rows rounds up to a multiple of data x fsdp (memjax.parallel)
         update = self.update_cfg = replace(update, micro_rows=micro_rows_for(update.micro_rows, self._dp))
         graphdef, params = nnx.split(model, nnx.Param)
-        self.step_fn = TrainStep(graphdef, jax.eval_shape(lambda: params), mesh, optim, loss, update,
+        self.step_fn = UpdatePrograms(graphdef, jax.eval_shape(lambda: params), mesh, optim, loss, update,
                                  temperature=update.temperature, use_ref=bool(loss.kl_coef),
                                  use_entropy=bool(loss.entropy_coef))
         # this process's block of every micro-batch's rows (all of them with one process)

@@ -3,7 +3,7 @@
 micro-batches, row layout, attention, the reference's dtype), with `lr_at` (the learning-rate schedule) and
 `NonFiniteError`.
 
-The TrainConfig sections `optim`, `loss` and `update` (memjax/train_config.py); memjax/rl/trainer.py's `Trainer`
+The TrainConfig sections `optim`, `loss` and `update` (memjax/run/train_config.py); memjax/rl/trainer.py's `Trainer`
 and the PPO critic (memjax/rl/critic.py) consume them. Config files import them from memjax.rl.trainer, where they
 are also bound.
 Invariants: every config is frozen and checked whole when made (one ValueError line naming the field and value:

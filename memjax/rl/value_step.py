@@ -2,7 +2,7 @@
 
 Owns `ValueStep` (built from the critic's graphdef, the mesh, its OptimConfig and the policy's UpdateConfig, so
 the critic sees the policy's row layout: micro_rows, row buckets, packing, remat, training attention),
-functional over (params, opt_state) like memjax/rl/train_step.py's TrainStep:
+functional over (params, opt_state) like memjax/rl/update_programs.py's UpdatePrograms:
 - `values(params, data, n_micro)` -> f32 [M, m, L]: values of micro-batches 0..n_micro-1 (`fori_loop` with a
   traced trip count), aligned as memjax/rl/critic.py says.
 - `update(params, opt_state, data, n_micro, denom, lr)` -> (params, opt_state, metrics): verl's clipped value
@@ -13,7 +13,7 @@ functional over (params, opt_state) like memjax/rl/train_step.py's TrainStep:
   whole batch's.
 With a mesh: FSDP exactly as the policy (parameters, gradients and AdamW state 1/fsdp per device through
 memjax.parallel.param_shardings; layer weights gathered inside the scanned loop; rows over (data, fsdp)), and
-the same gradient reduction (memjax/rl/train_step.py `accumulate_once_per_update`): with data > 1 and
+the same gradient reduction (memjax/rl/update_programs.py `accumulate_once_per_update`): with data > 1 and
 tensor = 1 each data replica accumulates its own rows' gradients (reduced over fsdp per micro-batch) and the
 replicas' gradient and metric sums are all-reduced over data ONCE per update (between hosts on the hybrid
 multi-host mesh); with tensor > 1 they are reduced over data x fsdp per micro-batch.
@@ -31,7 +31,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ..model.flash_attention import training_attention
 from ..parallel import DATA, FSDP, layer_sharding, param_shardings
-from .train_step import accumulate_once_per_update, core_transform
+from .update_programs import accumulate_once_per_update, core_transform
 
 _F32 = jnp.float32
 VALUE_FIELDS = ("input_ids", "positions", "segment_ids")

@@ -6,7 +6,7 @@ Owns: `AgentSection` (base class of every system's config section, the `agent` f
 A system is a workflow (memjax/agents) plus its data stream, reward shaping, held-out evaluation and config
 section; everything else -- rollout driver, advantage estimators, losses, critic, optimizer, checkpoints,
 metrics, TensorBoard -- is shared and lives in memjax/rl and memjax/loop/ (the loop: memjax/loop/run.py; its CLI:
-memjax/train.py).
+memjax/cli/train.py).
 Invariants:
 - `agent.name` selects the system; `--set agent.name=X` swaps the section for X's default section
   (memjax/config.py picks the AgentSection subclass whose default `name` is X), so every field is typed.
@@ -179,7 +179,7 @@ class System(abc.ABC):
     def stage(self, step: int) -> int:
         """The curriculum stage (0, 1, ...) of 0-based training step `step`: 0 at step 0, growing by 0 or 1 per
         step. The loop evaluates at each stage's end and, with TrainConfig.stage_restart="best", starts the
-        next stage from this one's best evaluated checkpoint (memjax/curriculum.py). Default: one stage."""
+        next stage from this one's best evaluated checkpoint (memjax/run/curriculum.py). Default: one stage."""
         return 0
 
     # -- rewards ----------------------------------------------------------------------------------------

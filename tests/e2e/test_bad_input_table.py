@@ -21,7 +21,7 @@ Rows (issue 50's table; BUILD.md "issue 50" shows each row's command and outcome
 14 records                                       result.json and the report name the code digest and the model run;
                                                memjax.evaluate leaves no out dir behind on a bad data file
 Rows of the "results a researcher can trust" table, as typed (their deeper tests: tests/unit/evaluation/test_provenance.py,
-test_longmemeval_official.py, test_evaluate_signals.py, tests/unit/test_out_dir_kinds.py, tests/unit/test_convert.py,
+test_longmemeval_official.py, test_evaluate_signals.py, tests/unit/test_out_dir_kinds.py, tests/unit/cli/test_convert.py,
 tests/unit/benchmarks/test_committed_results.py, tests/e2e/parallel/test_multiprocess.py, tests/unit/test_config.py):
 T1 answers file B scored into answers file A's out dir   exit 2 naming both files and their digests
 T3 answers matching no question / 2 of 8 / conflicting duplicates   exit 2, nothing written
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from memjax import evaluate, train
+from memjax.cli import evaluate, train
 from memjax.config import apply_overrides, load_config_file
 from memjax.evaluation import locomo
 
@@ -246,7 +246,7 @@ def test_an_empty_split_is_an_error(answers, tmp_path, capsys):
 
 # 12 -----------------------------------------------------------------------------------------------------------------
 def test_readme_names_the_demo_policy_and_an_import_that_exists():
-    from memjax.demo import DEFAULT_OUT
+    from memjax.cli.demo import DEFAULT_OUT
 
     text = (REPO / "README.md").read_text()
     assert "from memjax.agents import MemAgent" not in text
@@ -304,7 +304,7 @@ def test_t7_evaluate_into_a_training_dir(tmp_path, capsys):
 
 
 def test_t9_convert_onto_a_model_or_its_source(tmp_path, capsys):
-    from memjax import convert
+    from memjax.cli import convert
 
     assert convert.main(["random", "tiny", str(tmp_path / "m")]) == 0
     capsys.readouterr()

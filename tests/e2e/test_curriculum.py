@@ -1,4 +1,4 @@
-"""Curriculum stages in the one training loop (issue 22, item 5; memjax/curriculum.py): on a toy two-stage
+"""Curriculum stages in the one training loop (issue 22, item 5; memjax/run/curriculum.py): on a toy two-stage
 system with a scripted held-out metric, each stage's best checkpoint is the scripted best, the next stage
 starts from exactly its weights (engine included, optimizer reset, KL reference = those weights, learning-rate
 schedule restarted), and runs stopped in stage 0 or stage 1 and resumed reach the uninterrupted run's state.
@@ -19,7 +19,7 @@ from memjax.config import ConfigError
 from memjax.engine import EngineConfig, SamplingParams
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems import AgentSection, CountingStream, System, register
-from memjax.train import Run, TrainConfig
+from memjax.cli.train import Run, TrainConfig
 
 from conftest import golden_dir
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
@@ -127,7 +127,7 @@ def uninterrupted(tmp_path_factory):
     run.curriculum.check_metric(run.evaluate())
     snaps, hist, at_restart = [], [], {}
     while run.step < run.cfg.steps:
-        hist.append(run.train_step())
+        hist.append(run.next_step())
         snaps.append(_params(run))
         if run.step == 3:  # just after stage 1 started
             at_restart = {"opt": _leaves(run.trainer.opt_state), "ref": _leaves(run.trainer.ref_params),
@@ -161,12 +161,12 @@ def test_stop_in_stage_0_resume_crosses_the_boundary_like_the_uninterrupted_run(
     first = Run(_cfg(tmp_path))
     first.curriculum.check_metric(first.evaluate())
     for _ in range(2):
-        first.train_step()
+        first.next_step()
     _stop(first)
     resumed = Run(_cfg(tmp_path))
     assert resumed.step == 2 and resumed.curriculum.best.entries[0]["step"] == 2
     while resumed.step < 6:
-        resumed.train_step()
+        resumed.next_step()
     got = {"params": _params(resumed), "opt": _leaves(resumed.trainer.opt_state), "evals": list(resumed.evals),
            "best": resumed.curriculum.summary()}
     resumed.close()
@@ -181,14 +181,14 @@ def test_stop_in_stage_1_between_a_best_and_its_checkpoint(uninterrupted, tmp_pa
     first = Run(_cfg(tmp_path, checkpoint_every=4))
     first.curriculum.check_metric(first.evaluate())
     for _ in range(5):
-        first.train_step()
+        first.next_step()
     _stop(first)
     best_dir = tmp_path / "checkpoints_best"
     assert sorted(int(p.name) for p in best_dir.iterdir() if p.name.isdigit()) == [2, 4, 5]
     resumed = Run(_cfg(tmp_path, checkpoint_every=4))
     assert resumed.step == 4 and resumed.curriculum.best.store.all_steps() == [2, 4]
     while resumed.step < 6:
-        resumed.train_step()
+        resumed.next_step()
     got = {"params": _params(resumed), "evals": list(resumed.evals), "best": resumed.curriculum.summary()}
     resumed.close()
     assert got["best"] == state["best"] and got["evals"] == state["evals"]

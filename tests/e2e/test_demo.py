@@ -8,7 +8,8 @@ and plot -- only the batch is smaller."""
 
 import dataclasses
 
-from memjax import config, demo
+from memjax import config
+from memjax.cli import demo
 import pytest
 
 pytestmark = pytest.mark.e2e

@@ -222,7 +222,7 @@ COMMANDS = {
     **{f"python -m memjax.evaluate configs/{paper}/longmemeval_tiny.py": CHECK
        for paper in ("memagent", "sumer", "memory_r1", "memory_r2")},
     "python -m memjax.convert {hf2orbax,orbax2hf,hf2hf,random} SRC DST [--dtype bfloat16]": "",
-    # the plan compiles the update program (a minute or more per config on CPU; tests/unit/test_plan.py runs it):
+    # the plan compiles the update program (a minute or more per config on CPU; tests/unit/run/test_plan.py runs it):
     # here --check resolves the config, model and mesh on the devices asked for
     "python -m memjax.plan configs/memagent/train.py": "--devices 8 --hbm-gib 80 " + CHECK,
     "python -m memjax.plan configs/memagent/train.py --devices 8 --hbm-gib 80 --json": CHECK,

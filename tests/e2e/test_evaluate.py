@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from memjax import evaluate
+from memjax.cli import evaluate
 import pytest
 
 pytestmark = pytest.mark.e2e

@@ -89,7 +89,7 @@ def test_help_lists_the_config_without_loading_the_run():
     not the training loop, the evaluations or orbax (curriculum.SELECT_MODES stands for stage_best.MODES)."""
     out = _run("""
 import contextlib, io, sys
-from memjax import evaluate, train
+from memjax.cli import evaluate, train
 for main in (train.main, evaluate.main):
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -98,9 +98,9 @@ for main in (train.main, evaluate.main):
         except SystemExit as e:
             print("exit", e.code, file=sys.stderr)
     print("fields", "config fields (override with --set KEY=VALUE):" in buf.getvalue(), "out_dir: str" in buf.getvalue())
-print("run", sorted(m for m in sys.modules if m.startswith(("memjax.loop", "memjax.evaluate_run", "orbax"))))
+print("run", sorted(m for m in sys.modules if m.startswith(("memjax.loop", "memjax.cli.evaluate_run", "orbax"))))
 from memjax.checkpoint.stage_best import MODES
-from memjax.curriculum import SELECT_MODES
+from memjax.run.curriculum import SELECT_MODES
 print("modes", MODES == SELECT_MODES)
 """)
     assert out.count("fields True True") == 2, out

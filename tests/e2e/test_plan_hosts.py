@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from memjax.plan import table
+from memjax.run.plan import table
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=60)]  # two AOT plans of the tiny config (about 20 s each, 2 cores)
 
@@ -51,7 +51,7 @@ def test_plan_hosts_traffic():
     t2 = two["traffic"]
     assert t2["analytic_update"]["inter"] > 0
     # between hosts: the gradient shard all-reduced over data once per update (the micro-batch loop runs per data
-    # replica: memjax/rl/train_step.py), a few metric scalars besides, and no activation (log-prob program: 0)
+    # replica: memjax/rl/update_programs.py), a few metric scalars besides, and no activation (log-prob program: 0)
     least = t2["analytic_update"]["inter"]
     assert least <= t2["update"]["max_inter"] <= least + 4096, (t2["update"], least)
     assert t2["logprobs"]["max_inter"] == 0, t2["logprobs"]

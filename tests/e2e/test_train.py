@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from memjax import load_hf, train
+from memjax import load_hf
+from memjax.cli import train
 from memjax.config import ConfigError, apply_overrides
 from memjax.rl.trainer import NonFiniteError, Trainer
 from memjax.runio import OutDirLock

@@ -12,10 +12,10 @@ import pytest
 
 from memjax.compile_cache import resolve_compile_cache
 from memjax.config import ConfigError, apply_overrides
-from memjax.eval_config import EvalConfig, SystemEvalConfig
+from memjax.cli.eval_config import EvalConfig, SystemEvalConfig
 from memjax.evaluation.locomo import LocomoEvalConfig
 from memjax.evaluation.longmemeval import LongMemEvalConfig
-from memjax.train_config import TrainConfig
+from memjax.run.train_config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from memjax.config import ConfigError, apply_overrides, describe, load_config_file, parse_cli
-from memjax.evaluate import EvalConfig
+from memjax.cli.evaluate import EvalConfig
 
 ROOT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

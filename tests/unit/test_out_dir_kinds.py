@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memjax import evaluate, train
+from memjax.cli import evaluate, train
 from memjax.evaluation import locomo
 from memjax.runio import KIND_MARK, dir_kind
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from memjax import convert, demo, evaluate, load_hf, save_hf, train
+from memjax.cli import convert, demo, evaluate, train
+from memjax import load_hf, save_hf
 from memjax.checkpoint import CheckpointError
 from memjax.checkpoint.hf import load_config
 from memjax.config import ConfigError
@@ -180,7 +181,7 @@ def test_sigterm_unwinds_and_exits_with_one_line(tmp_path, capsys):
         finally:
             log.write({"closed": True})  # what Run.close / OutDirLock do on the way out
 
-    from memjax.evaluate import EvalConfig
+    from memjax.cli.evaluate import EvalConfig
 
     assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), body) == 143
     assert capsys.readouterr().err.strip() == "memjax.evaluate: terminated (SIGTERM); finished results and checkpoints are kept"
@@ -196,7 +197,7 @@ def test_help_into_a_closed_pipe_is_quiet_and_other_broken_pipes_are_one_line(ca
     import sys
 
     from memjax.config import run_cli
-    from memjax.evaluate import EvalConfig
+    from memjax.cli.evaluate import EvalConfig
 
     read, write = os.pipe()
     os.close(read)  # the reader has gone before the help is written (`head` after its line; no race)

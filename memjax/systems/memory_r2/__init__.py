@@ -4,7 +4,7 @@ LoGo-GRPO (global trajectory groups plus local re-rollouts from cached bank snap
 group), length-normalised step-level ratios with a dual clip, a compression penalty and a session curriculum.
 
 This folder is everything only Memory-R2 needs; the memory bank, LoCoMo data and metrics, the step-level ratio
-kernel and losses (memjax/kernels, memjax/rl), the curriculum loop (memjax/curriculum.py), the workflow driver and
+kernel and losses (memjax/kernels, memjax/rl), the curriculum loop (memjax/run/curriculum.py), the workflow driver and
 the training loop are shared. docs/memory_r2.md is the long form.
 - `prompts.py` (+ `system_prompts.py`): the public code's templates byte for byte; `messages.py`: message building
   and output parsing; `reward.py`: question crediting, the frozen answer agent, F1 minus the compression penalty;

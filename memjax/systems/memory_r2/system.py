@@ -16,7 +16,7 @@ Curriculum: training conversations are truncated to `curriculum_sessions[k]` ses
 sampling: one generation batch per step), so a resumed run continues in the right stage. `stage(step)` gives
 the loop the same stages: it evaluates at each stage's end (`evaluate`, the validation conversation conv-44
 with all sessions) and, with TrainConfig.stage_restart="best" and select_metric (configs: "f1/all"), starts
-each stage from the previous stage's best validation checkpoint (memjax/curriculum.py).
+each stage from the previous stage's best validation checkpoint (memjax/run/curriculum.py).
 Questions and their evidence: the memory_r2 split's non-adversarial questions, their LoCoMo evidence read as the
 public code reads it (`evidence="official"`: only the first id of a malformed string; "repaired": memjax's loader
 repair; memjax/systems/memory_r2/evidence.py); the evidence credits questions to sessions and sets M-Fail.

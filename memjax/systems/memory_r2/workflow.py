@@ -189,7 +189,7 @@ class MemoryR2(Workflow):
         self.stop_ids = tuple(stop_token_ids) if stop_token_ids is not None else tuple(
             sorted({tokenizer.eos_id, tokenizer.endoftext_id}))
         self.system = [TokenIds(tokenizer.encode(p)) for p in system_prompts(config.prompt_revision)]
-        from ...evaluation.profiles import get_profile   # evaluation sits above agents: imported when built
+        from ...evaluation.profiles import get_profile  # evaluation sits above agents: imported when built
         self._f1_fn = get_profile(config.reward_f1, "answer").f1
 
     # -- sample preparation --------------------------------------------------------------------------

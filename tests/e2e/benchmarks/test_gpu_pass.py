@@ -26,7 +26,7 @@ def _env():
 
 def test_memjax_and_benchmarks_import_without_packages_the_gpu_image_lacks():
     code = BLOCKER + """
-import memjax, memjax.rl.trainer, memjax.rl.train_step, memjax.engine, memjax.kernels
+import memjax, memjax.rl.trainer, memjax.rl.update_programs, memjax.engine, memjax.kernels
 import benchmarks.gpu_pass, benchmarks.train_step, benchmarks.kernel_speed, benchmarks.rollout_throughput
 import benchmarks.paged_attention, benchmarks.forward_throughput, benchmarks.memagent.linearity
 print("imported", sorted(m for m in sys.modules if m.split(".")[0] in %r))
@@ -55,7 +55,7 @@ def test_gpu_pass_smoke_runs_every_item(tmp_path):
         "runpy.run_module('benchmarks.gpu_pass', run_name='__main__')"
     # gpu_pass gives its items the compilation cache DIR/jax_cache: here DIR/jax_cache is the test session's cache
     # (tests/conftest.py), so the GPU tier's run below of the same train_step command as train_1.5b's smoke (on CPU:
-    # tests/unit/rl/test_train_step_memory_gpu.py) gets the executables this pass compiled instead of compiling them again
+    # tests/unit/rl/test_update_programs_memory_gpu.py) gets the executables this pass compiled instead of compiling them again
     (tmp_path / "jax_cache").symlink_to(os.environ["JAX_COMPILATION_CACHE_DIR"], target_is_directory=True)
     p = subprocess.run([sys.executable, "-c", code, "--out", str(tmp_path), "--smoke"], cwd=ROOT, env=_env(),
                        capture_output=True, text=True, timeout=600)

@@ -59,7 +59,7 @@ def test_dealing():
 
 
 def test_tiny_memagent_evaluation_two_processes(tmp_path):
-    from memjax import evaluate
+    from memjax.cli import evaluate
 
     sets = ["--set", "agent.heldout_size=6", "--set", "agent.eval_samples=2"]
     assert evaluate.main([str(ROOT / "configs" / "memagent" / "tiny_eval.py"), *sets, "--set", f"out_dir={tmp_path / 'one'}"]) == 0
@@ -75,7 +75,7 @@ def test_tiny_memagent_evaluation_two_processes(tmp_path):
 def test_locomo_evaluation_two_processes(tmp_path):
     from memjax.data.locomo import load_locomo
     from memjax.data.locomo_splits import split_questions
-    from memjax.evaluate import main as evaluate_main
+    from memjax.cli.evaluate import main as evaluate_main
 
     convs = json.loads(FIXTURE.read_text())     # a third conversation: the sumer split's validation part is two
     data = tmp_path / "locomo3.json"
@@ -102,7 +102,7 @@ def test_locomo_evaluation_two_processes(tmp_path):
 def test_memory_r1_locomo_evaluation_two_processes(tmp_path, monkeypatch):
     import memjax.engine
     from memjax import Tokenizer
-    from memjax.evaluate import main as evaluate_main
+    from memjax.cli.evaluate import main as evaluate_main
 
     from tests.unit.systems.memory_r1.test_memory_r1_eval import model
     from scripted_engine import ScriptedEngine

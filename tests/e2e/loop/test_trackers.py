@@ -15,7 +15,7 @@ import pytest
 mlflow = pytest.importorskip("mlflow")
 wandb = pytest.importorskip("wandb")
 
-from memjax import train  # noqa: E402
+from memjax.cli import train  # noqa: E402
 from memjax.config import apply_overrides  # noqa: E402
 from memjax.loop.trackers import metric_name  # noqa: E402
 

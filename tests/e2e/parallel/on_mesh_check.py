@@ -1,6 +1,6 @@
 """Run by tests/e2e/parallel/test_on_mesh.py as 2 processes x 1 CPU device (memjax.launch): the trainer's checkpoint
 state (a param replicated over the global mesh plus single-device leaves such as AdamW's step count) goes through
-`on_mesh` and orbax's multi-process save and restore, as memjax/train.py does. With one device per process the
+`on_mesh` and orbax's multi-process save and restore, as memjax/cli/train.py does. With one device per process the
 save once failed ("When making an array from single-device arrays the input arrays must have one shard each").
 Process 0 writes OUT/on_mesh.json: the restored values and the shardings' device counts."""
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memjax.launch import _ephemeral_range, child_env, free_port, launch
+from memjax.cli.launch import _ephemeral_range, child_env, free_port, launch
 from memjax.parallel import MeshConfig
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
@@ -179,7 +179,7 @@ def test_free_port_binds_below_the_ephemeral_range(monkeypatch):
     assert len(ports) > 10 and all(10000 <= p < lo for p in ports)
     with socket.socket() as s:
         s.bind(("127.0.0.1", ports.pop()))  # still free
-    monkeypatch.setattr("memjax.launch._ephemeral_range", lambda: (10500, 60999))
+    monkeypatch.setattr("memjax.cli.launch._ephemeral_range", lambda: (10500, 60999))
     assert lo <= free_port() <= hi  # no room below: the kernel's pick, from its real range
 
 

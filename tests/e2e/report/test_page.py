@@ -19,7 +19,7 @@ from rich.console import Console
 
 from memjax.config import load_config_file
 from memjax.report import browser
-from memjax.train import train
+from memjax.cli.train import train
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=45)]  # the 2-step training run of the module fixture (measured 40-60 s, 2 cores)

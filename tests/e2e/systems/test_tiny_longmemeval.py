@@ -33,7 +33,7 @@ COLUMNS = ("single-session-user", "single-session-assistant", "single-session-pr
 
 
 def run(paper: str, out: Path, *sets: str) -> tuple[dict, list[dict]]:
-    from memjax.evaluate import main
+    from memjax.cli.evaluate import main
 
     args = [str(ROOT / "configs" / paper / "longmemeval_tiny.py"), "--set", f"out_dir={out}"]
     for s in sets:
@@ -114,7 +114,7 @@ def test_tiny_trained_policy_on_the_fixture_end_to_end(runs, paper):
 
 def test_a_policy_directory_runs_as_the_shipped_one_and_another_tasks_policy_is_refused(runs, tmp_path, monkeypatch,
                                                                                         capsys):
-    from memjax.evaluate import main
+    from memjax.cli.evaluate import main
     from memjax.tiny.sft import asset_dir
 
     monkeypatch.chdir(ROOT)

@@ -16,7 +16,7 @@ from memjax.rl.advantages import AdvantageConfig, with_advantages
 from memjax.config import apply_overrides
 from memjax.rl.trainer import OptimConfig, Trainer, UpdateConfig
 from memjax.systems import AgentSection, CountingStream, System, register
-from memjax.train import TrainConfig, train
+from memjax.cli.train import TrainConfig, train
 
 from conftest import golden_dir
 

@@ -8,7 +8,7 @@ import json
 import types
 
 from benchmarks.e2e_memagent import copy_for_resume
-from memjax.run_identity import finished
+from memjax.run.identity import finished
 
 
 def _finished_run(d, steps):

@@ -90,7 +90,7 @@ def test_validation():
         paged_attention(jnp.zeros((1, 1, 2, 16), jnp.bfloat16), pool, pool, 0, jnp.ones((1, 1), jnp.int32),
                         jnp.zeros((1, 1), jnp.int32), jnp.ones(1, jnp.int32), impl="mosaic", interpret=True)
     from memjax.rl.trainer import UpdateConfig
-    from memjax.train_config import TrainConfig
+    from memjax.run.train_config import TrainConfig
 
     eng = EngineConfig(window=1024, kv_dtype="float8_e4m3fn")
     TrainConfig(engine=eng)  # recompute on (the default): accepted

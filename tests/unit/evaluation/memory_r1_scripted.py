@@ -14,7 +14,7 @@ initialize()  # before the test module's import starts the backend (jax.default_
 
 import memjax.engine  # noqa: E402
 from memjax import Tokenizer  # noqa: E402
-from memjax.evaluate import main  # noqa: E402
+from memjax.cli.evaluate import main  # noqa: E402
 
 from tests.unit.systems.memory_r1.test_memory_r1_eval import model  # noqa: E402
 from scripted_engine import ScriptedEngine  # noqa: E402

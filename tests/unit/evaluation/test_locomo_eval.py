@@ -102,7 +102,7 @@ def test_batch_predictor_chunks_and_failures(tmp_path):
 def test_memjax_evaluate_runs_a_locomo_config(tmp_path, capsys):
     """`python -m memjax.evaluate configs/locomo_answers.py --set ...` dispatches on the config type, locks
     out_dir, and gives one-line errors (exit 2) for a missing answers file or an unknown system."""
-    from memjax.evaluate import main as evaluate_main
+    from memjax.cli.evaluate import main as evaluate_main
 
     cfg = str(Path(__file__).parents[3] / "configs" / "locomo_answers.py")
     ans = tmp_path / "answers.jsonl"

@@ -48,7 +48,7 @@ def _hyp(tmp_path):
 
 
 def test_answers_config_end_to_end_and_resume(tmp_path):
-    from memjax.evaluate import main
+    from memjax.cli.evaluate import main
 
     out = tmp_path / "ev"
     argv = [str(ROOT / "configs" / "longmemeval_answers.py"), "--set", f"data_path={FIXTURE}", "--set",
@@ -136,7 +136,7 @@ def test_config_validation(changes, message):
 
 
 def test_check_and_bad_paths(tmp_path, capsys):
-    from memjax.evaluate import main
+    from memjax.cli.evaluate import main
 
     cfg = str(ROOT / "configs" / "longmemeval_answers.py")
     hyp = _hyp(tmp_path)

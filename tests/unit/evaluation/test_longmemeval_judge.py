@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memjax import Tokenizer
-from memjax.evaluation.longmemeval_judge import (EngineLmeJudge, OpenAILmeJudge, RuleLmeJudge, judge_prompt, label)
+from memjax.evaluation.longmemeval_judge import EngineLmeJudge, OpenAILmeJudge, RuleLmeJudge, judge_prompt, label
 
 from scripted_engine import ScriptedEngine
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memjax.evaluate import main
+from memjax.cli.evaluate import main
 
 ROOT = Path(__file__).parents[3]
 LME = ROOT / "tests/fixtures/data/longmemeval_fixture.json"

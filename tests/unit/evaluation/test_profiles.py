@@ -53,7 +53,7 @@ def test_boxed_profiles_and_kinds():
 
 
 def test_configs_name_and_check_the_profile():
-    from memjax.evaluate import EvalConfig
+    from memjax.cli.evaluate import EvalConfig
     from memjax.evaluation.locomo import LocomoEvalConfig
     from memjax.evaluation.locomo_table import score_table
     from memjax.systems.memagent.length_eval import markdown

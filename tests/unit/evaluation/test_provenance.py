@@ -91,7 +91,7 @@ def test_locomo_missing_answers_counted_in_results_md(tmp_path, capsys):
 
 def test_longmemeval_answers_resume_under_other_answers_is_refused(tmp_path, capsys):
     from memjax.data.longmemeval import load_longmemeval
-    from memjax.evaluate import main
+    from memjax.cli.evaluate import main
 
     qs = load_longmemeval(LME).questions
     a = _write(tmp_path / "A.jsonl", [{"question_id": q.question_id, "hypothesis": q.answer} for q in qs])

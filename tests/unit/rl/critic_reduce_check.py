@@ -1,5 +1,5 @@
 """Run under 8 simulated CPU devices by test_critic.py: the critic's update on a data 2 x fsdp 4 mesh (as 2
-hosts x 4 devices) with the gradients reduced over data once per update (memjax/rl/train_step.py
+hosts x 4 devices) with the gradients reduced over data once per update (memjax/rl/update_programs.py
 `accumulate_once_per_update`) vs the per-micro-batch reduction it replaced (the same program with
 `reduces_once_per_update` patched to False): the compiled programs' collectives that span both data replicas
 (executions and bytes each device sends between the hosts, the micro-batch loop counted 1 and 4 times), and the

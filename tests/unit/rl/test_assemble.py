@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memjax.launch import child_env, free_port
+from memjax.cli.launch import child_env, free_port
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -62,7 +62,7 @@ def test_two_processes_assemble_and_train_as_one(tmp_path):
         for i, (a, b) in enumerate(zip(r1[level], r2[level])):
             assert a["optimizer_steps"] == b["optimizer_steps"] == 2
             layout = ("pad_fraction",) if i < 2 else ()  # one process holding every row needs more micro-batches
-            # step level: clipfrac / approx_kl / ratio_mean are means per data replica (memjax/rl/train_step.py),
+            # step level: clipfrac / approx_kl / ratio_mean are means per data replica (memjax/rl/update_programs.py),
             # so they depend on which rows share a replica; the loss and gradient do not
             ratios = ("clipfrac", "approx_kl", "ratio_mean") if level == "token" else ()
             for k in ("loss", "grad_norm", "reward_mean", "response_tokens", "logp_mismatch_mean",

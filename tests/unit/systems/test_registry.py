@@ -5,7 +5,7 @@ import pytest
 
 from memjax.config import ConfigError, apply_overrides, describe
 from memjax.systems import MemAgentSection, TinySection, get, names
-from memjax.train import TrainConfig
+from memjax.cli.train import TrainConfig
 
 
 def test_switch_system_by_name():

@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=240)]  # 238 s wall on the shared 2-core machine (39 s of CPU): five tiny runs
 
-from memjax import evaluate
+from memjax.cli import evaluate
 from memjax.systems.memagent import length_eval
 
 ROOT = Path(__file__).resolve().parents[4]

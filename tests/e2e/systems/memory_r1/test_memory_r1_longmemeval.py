@@ -24,7 +24,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "data" / "longmemeval_fixture.json"
 # model init of the process (tiny-qwen-vocab, the config's default model) compiles
 def test_memjax_evaluate_memory_r1_longmemeval(tmp_path, monkeypatch):
     import memjax.engine
-    from memjax.evaluate import main
+    from memjax.cli.evaluate import main
 
     tok = Tokenizer.default()
     engines = []

@@ -4,7 +4,7 @@ docs/memory_r1_tiny_results.md "The answer agent with and without memory distill
 The study (100 GRPO steps per run) does not fit a CI budget, and at a CI-sized budget neither variant moves (20
 steps at the config's lr: held-out sampled EM within +-0.03 of the warm start in every seed), so this test asserts
 what is reliable, on the shipped warm start (evaluation is deterministic) and one short GRPO run of the
-distillation variant through the benchmark's `rl_run` (memjax.train.train, configs/memory_r1/tiny_answer.py):
+distillation variant through the benchmark's `rl_run` (memjax.cli.train.train, configs/memory_r1/tiny_answer.py):
 - the distillation response's selection is parsed and USED: the answer is the place of the selected record
   (`answer_from_selection`) and exact whenever the relevant record is selected (`em_given_relevant`), before and
   after the short run (1.000 at every count at the warm start; 1.000 after 20 steps in all 3 seeds of the lax-parser

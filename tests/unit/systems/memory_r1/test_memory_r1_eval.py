@@ -62,7 +62,7 @@ def test_banks_cached_and_answers(tmp_path):
 
 
 def _run_cli(tmp_path, extra=()):
-    from memjax.evaluate import main as evaluate_main
+    from memjax.cli.evaluate import main as evaluate_main
 
     cfg = str(Path(__file__).parents[4] / "configs" / "memory_r1" / "eval.py")
     out = tmp_path / "ev"

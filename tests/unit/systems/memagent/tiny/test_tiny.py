@@ -51,7 +51,7 @@ from memjax.systems.memagent.tiny.agent import memagent_config
 from memjax.tiny.model import engine_config, model_config
 from memjax.systems.memagent.tiny.system import TinySection
 from memjax.rl.ablation import ablate as _ablate
-from memjax.train import Run, TrainConfig, train
+from memjax.cli.train import Run, TrainConfig, train
 from memjax.systems.memagent.tiny.task import HELDOUT_SEED, WORDS, TaskConfig, TinyTokenizer, make_sample, make_split
 from memjax.systems.memagent.tiny.warmstart import default_path, trace_conversations
 

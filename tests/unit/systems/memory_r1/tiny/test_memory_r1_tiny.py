@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from memjax.config import load_config_file
-from memjax.train import TrainConfig, train
+from memjax.cli.train import TrainConfig, train
 
 pytestmark = pytest.mark.learning
 

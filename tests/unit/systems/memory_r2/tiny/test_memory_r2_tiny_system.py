@@ -21,7 +21,7 @@ from memjax.systems.memory_r2.tiny.agent import TinyR2Workflow
 from memjax.systems.memory_r2.tiny.task import R2TaskConfig, make_r2_sample, r2_tokenizer
 from memjax.systems.memory_r2.tiny.warmstart import load_r2_warmstart
 from memjax.tiny.model import model_config
-from memjax.train import train
+from memjax.cli.train import train
 
 from scripted_engine import ScriptedEngine
 

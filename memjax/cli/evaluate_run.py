@@ -1,9 +1,9 @@
 """What `python -m memjax.evaluate` runs once its command line and launch environment have been checked: `evaluate(cfg)`
 (MemAgent's accuracy vs length, a system's held-out evaluation, LoCoMo, LongMemEval) and `evaluate_and_report(cfg)`
-(evaluate, then report.html). The program is described in memjax/evaluate.py's docstring, the CLI's help.
+(evaluate, then report.html). The program is described in memjax/cli/evaluate.py's docstring, the CLI's help.
 
 Owns: the evaluations' run (lock, multi-process split and gather, result files, console tables); the configs live in
-memjax/eval_config.py and memjax/evaluation/.
+memjax/cli/eval_config.py and memjax/evaluation/.
 Invariants: `evaluate` joins the multi-process runtime (memjax.parallel.initialize) before any backend call and points
 jax's persistent compilation cache at the config's `compile_cache` before the first compile; data and config are
 checked before the out dir is made; only process 0 writes.
@@ -23,29 +23,29 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .systems.memagent.length_eval import length_sets, run_length_eval
-from .systems.memagent.paper import CITATION
-from .agents.workflow import request_seed
-from .compile_cache import use_compile_cache
-from .config import ConfigError, RunError
-from .engine import Engine, SamplingParams
+from ..systems.memagent.length_eval import length_sets, run_length_eval
+from ..systems.memagent.paper import CITATION
+from ..agents.workflow import request_seed
+from ..compile_cache import use_compile_cache
+from ..config import ConfigError, RunError
+from ..engine import Engine, SamplingParams
 from .eval_config import EvalConfig, SystemEvalConfig
-from .evaluation.locomo import LocomoEvalConfig, failure_line, locomo_inputs, run_locomo_eval
-from .evaluation.longmemeval import LongMemEvalConfig, run_longmemeval_eval
-from .evaluation.profiles import get_profile
-from .parallel import initialize, is_primary
-from .parallel.lifecycle import agree_run
-from .parallel.split import block, gather_objects
-from .report import write_report
-from .runio import JsonlLog, OutDirLock, claim_kind, prepare_out_dir, write_atomic
-from .systems import build as build_system
+from ..evaluation.locomo import LocomoEvalConfig, failure_line, locomo_inputs, run_locomo_eval
+from ..evaluation.longmemeval import LongMemEvalConfig, run_longmemeval_eval
+from ..evaluation.profiles import get_profile
+from ..parallel import initialize, is_primary
+from ..parallel.lifecycle import agree_run
+from ..parallel.split import block, gather_objects
+from ..report import write_report
+from ..runio import JsonlLog, OutDirLock, claim_kind, prepare_out_dir, write_atomic
+from ..systems import build as build_system
 
 FULL_CONTEXT_TEMPLATE = ("Please read the following text and answer the question below.\n\n<text>\n{context}\n"
                          "</text>\n\nQuestion: {question}\nPut the answer in \\boxed{{}}.")
 
 
 def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
-    from .checkpoint import load_hf
+    from ..checkpoint import load_hf
 
     try:
         system = build_system(cfg.agent, seed=cfg.seed)
@@ -69,7 +69,7 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
         if not ev:
             raise ConfigError(f"system {system.name!r} defines no held-out evaluation")
         scalars = {k: v for k, v in ev.items() if k not in ("traces", "samples")}
-        from .evaluation.provenance import scored_inputs
+        from ..evaluation.provenance import scored_inputs
 
         result = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "system": system.name,
                   "inputs": scored_inputs(policy={"policy": cfg.policy or "(initial model)"}),
@@ -95,7 +95,7 @@ def _score(text: str, answers, metrics: str = "memagent") -> dict[str, float]:
 
 def evaluate(cfg: EvalConfig | LocomoEvalConfig | LongMemEvalConfig, console: Console | None = None) -> dict:
     initialize()  # several processes (memjax.launch, JAX_*/SLURM/Open MPI): before any backend call
-    from .parallel.lifecycle import evaluation_stops
+    from ..parallel.lifecycle import evaluation_stops
 
     with evaluation_stops(getattr(cfg, "out_dir", "")):  # SIGTERM / SIGINT: stop at the next question batch
         return _evaluate_kind(cfg, console)
@@ -121,7 +121,7 @@ def _evaluate_kind(cfg, console: Console | None) -> dict:
             res = run_locomo_eval(cfg)
         con = console or Console()
         if "answers_match" in res:
-            from .evaluation.provenance import match_line
+            from ..evaluation.provenance import match_line
 
             con.print(match_line(res["answers_match"]), markup=False)
         if res["failed"]["items"]:
@@ -131,7 +131,7 @@ def _evaluate_kind(cfg, console: Console | None) -> dict:
     if isinstance(cfg, LongMemEvalConfig):
         with _lock(prepare_out_dir(cfg.out_dir)):
             res = run_longmemeval_eval(cfg)
-        from .evaluation.longmemeval import failure, result_line
+        from ..evaluation.longmemeval import failure, result_line
 
         con = console or Console()
         if failure(cfg, res):
@@ -147,7 +147,7 @@ def _evaluate_kind(cfg, console: Console | None) -> dict:
     out = prepare_out_dir(cfg.out_dir)
     with _lock(out):
         claim_kind(out, "evaluation", "python -m memjax.evaluate", mark=is_primary())
-        from .evaluation.provenance import claim_scores, scored_inputs
+        from ..evaluation.provenance import claim_scores, scored_inputs
 
         inputs = scored_inputs(policy={"model.hf_path": cfg.model.hf_path or f"(random {cfg.model.preset})"},
                                data=cfg.data_path, judge="", metrics=cfg.metrics)
@@ -209,7 +209,7 @@ def evaluate_and_report(cfg, console: Console | None = None) -> dict:
     if is_primary():  # several processes: one report, by the writer
         (console or Console()).print(f"report: {write_report(cfg.out_dir)}")
     if isinstance(cfg, LongMemEvalConfig):
-        from .evaluation.longmemeval import failure
+        from ..evaluation.longmemeval import failure
 
         if failure(cfg, result):
             raise RunError(failure(cfg, result))

@@ -2,8 +2,8 @@
 RULER-HotpotQA) and SystemEvalConfig (any registered system's held-out evaluation of a policy).
 
 Owns: those two frozen dataclasses and their validation; nothing runs here. They live apart from the CLI
-module so that `python -m memjax.evaluate`, which executes memjax/evaluate.py as `__main__`, dispatches on the
-same classes the config files import (`from memjax.eval_config import EvalConfig`); LocomoEvalConfig lives
+module so that `python -m memjax.evaluate`, which executes memjax/cli/evaluate.py as `__main__`, dispatches on the
+same classes the config files import (`from memjax.cli.eval_config import EvalConfig`); LocomoEvalConfig lives
 with the LoCoMo evaluation (memjax/evaluation/locomo.py).
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .compile_cache import check_compile_cache
-from .systems.memagent.workflow import MemAgentConfig
-from .engine import EngineConfig
-from .evaluation.profiles import get_profile
-from .modelsource import ModelSource
-from .systems import AgentSection, TinySection
+from ..compile_cache import check_compile_cache
+from ..systems.memagent.workflow import MemAgentConfig
+from ..engine import EngineConfig
+from ..evaluation.profiles import get_profile
+from ..modelsource import ModelSource
+from ..systems import AgentSection, TinySection
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
-"""`--check` of memjax.train / memjax.evaluate (memjax/cli_check.py): it resolves what a run resolves before its
+"""`--check` of memjax.train / memjax.evaluate (memjax/cli/check.py): it resolves what a run resolves before its
 model loads -- the system and its data paths, the model's config.json, the mesh -- prints it and exits 0, and a
 problem is the run's own one-line error (exit 2); nothing is written."""
 
 from pathlib import Path
 
-from memjax.evaluate import main as evaluate_main
-from memjax.train import main as train_main
+from memjax.cli.evaluate import main as evaluate_main
+from memjax.cli.train import main as train_main
 
 HOTPOT = "tests/fixtures/data/hotpotqa_dev_excerpt.json"
 
@@ -42,9 +42,9 @@ def test_evaluate_check_dispatches_on_every_config_kind(capsys):
 
 
 def test_check_covers_resume_false_and_an_unwritable_cache(tmp_path, capsys):
-    from memjax import train
+    from memjax.cli import train
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     run = tmp_path / "run"
     (run / "checkpoints" / "3").mkdir(parents=True)
     assert train.main([str(repo / "configs/tiny.py"), "--set", f"out_dir={run}", "--set", "resume=false",

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from memjax.plan import main as plan_main
+from memjax.cli.plan import main as plan_main
 
 CONFIG = textwrap.dedent("""
     from dataclasses import dataclass, field
@@ -35,7 +35,7 @@ CONFIG = textwrap.dedent("""
 def _plan(tmp_path, *args):
     cfg = tmp_path / "plan_cfg.py"
     cfg.write_text(CONFIG)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     # the programs are compiled for their memory analysis only, never run: LLVM's optimisation of the machine code
     # (xla_backend_optimization_level) does not change it (the plan's JSON is byte-identical with and without)
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0",
@@ -68,7 +68,7 @@ def test_plan_rows_and_refusal(tmp_path):
 
 
 def test_phases_with_and_without_engine_sleep():
-    from memjax.plan import budget
+    from memjax.run.plan import budget
     gib = 2**30
     rows = {"params": 1 * gib, "optimizer": 2 * gib, "reference": 0, "train_temporaries": 10 * gib,
             "rollout_weights": 3 * gib}
@@ -83,7 +83,7 @@ def test_phases_with_and_without_engine_sleep():
 
 def test_engine_groups_split_the_kv_budget():
     from memjax.engine import EngineConfig
-    from memjax.plan import engine_groups
+    from memjax.run.plan import engine_groups
 
     assert engine_groups(EngineConfig(), 2, 4) == 1
     assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1), 2, 4) == 8

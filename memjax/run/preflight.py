@@ -12,11 +12,10 @@ compiles or loads weights (out_dir_writable's temporary file aside).
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
-from .config import ConfigError
-from .runio import out_dir_writable  # noqa: F401  (the run and --check share it)
+from ..config import ConfigError
+from ..runio import out_dir_writable  # noqa: F401  (the run and --check share it)
 
 # engine fields the loop applies on top of a system's own engine config (memjax/loop/start.py build)
 DEPLOYMENT_ENGINE_FIELDS = ("data_parallel", "tensor_parallel")
@@ -24,7 +23,7 @@ DEPLOYMENT_ENGINE_FIELDS = ("data_parallel", "tensor_parallel")
 
 def _own_model(system) -> bool:
     """The system loads its own model and tokenizer (the tiny tasks' warm starts), whatever `model.*` says."""
-    from .systems.base import System
+    from ..systems.base import System
 
     return type(system).load_model is not System.load_model
 

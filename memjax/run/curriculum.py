@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING
 
 from flax import nnx
 
-from .config import ConfigError
+from ..config import ConfigError
 
 if TYPE_CHECKING:
-    from .checkpoint.stage_best import StageBest
+    from ..checkpoint.stage_best import StageBest
 
 # = checkpoint/stage_best.py's MODES (tests/e2e/test_imports.py checks): written here so that a TrainConfig validates
 # without importing orbax, which StageBest needs only when a run opens its checkpoints_best/
@@ -73,7 +73,7 @@ class Curriculum:
     def open(self, directory, warn: Callable[[str], None]) -> None:
         """Open the best store (after out_dir is locked)."""
         if self.cfg.select_metric:
-            from .checkpoint.stage_best import StageBest
+            from ..checkpoint.stage_best import StageBest
 
             self.best = StageBest(directory, self.cfg.select_metric, self.cfg.select_mode, warn=warn)
 

@@ -1,6 +1,6 @@
 """The trainer's two jitted programs over packed rows: log-probs of a whole batch, and one mini-batch update.
 
-Owns `TrainStep` (built from the model's graphdef, the mesh and the trainer configs of
+Owns `UpdatePrograms` (built from the model's graphdef, the mesh and the trainer configs of
 memjax/rl/trainer.py), functional over (params, opt_state):
 - `logprobs(params, data, n_micro)` -> f32 [M, m, L]: per-token log-probs of micro-batches 0..n_micro-1
   of `data` (arrays [M, m, L]; micro-batches past n_micro are never computed: `fori_loop` with a traced
@@ -92,7 +92,7 @@ def accumulate_once_per_update(accumulate, mesh, layer_sharding, param_shardings
     return jax.lax.with_sharding_constraint(grads, param_shardings), sums
 
 
-class TrainStep:
+class UpdatePrograms:
     def __init__(self, graphdef, abstract_params, mesh, optim, loss, update, *, temperature: float,
                  use_ref: bool, use_entropy: bool):
         self.graphdef, self.mesh = graphdef, mesh

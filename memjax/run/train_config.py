@@ -1,8 +1,8 @@
 """TrainConfig: the whole configuration of one `python -m memjax.train` run (typed, frozen, validated).
 
 Owns: the TrainConfig dataclass (its sections and their defaults) and its validation; nothing runs here.
-It lives apart from the CLI module so that `python -m memjax.train`, which executes memjax/train.py as
-`__main__`, and the config files (`from memjax.train_config import TrainConfig`) see one and the same class.
+It lives apart from the CLI module so that `python -m memjax.train`, which executes memjax/cli/train.py as
+`__main__`, and the config files (`from memjax.run.train_config import TrainConfig`) see one and the same class.
 Invariant: a TrainConfig that constructs is a config memjax.train accepts (every field checked in __post_init__).
 """
 
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .compile_cache import check_compile_cache
+from ..compile_cache import check_compile_cache
 from .curriculum import check_choices
-from .engine import EngineConfig
-from .modelsource import ModelSource
-from .parallel import MeshConfig
-from .rl.advantages import AdvantageConfig
-from .rl.credit import CriticConfig
-from .rl.trainer import LossConfig, OptimConfig, UpdateConfig
-from .systems import AgentSection, MemAgentSection
+from ..engine import EngineConfig
+from ..modelsource import ModelSource
+from ..parallel import MeshConfig
+from ..rl.advantages import AdvantageConfig
+from ..rl.credit import CriticConfig
+from ..rl.trainer import LossConfig, OptimConfig, UpdateConfig
+from ..systems import AgentSection, MemAgentSection
 
 ABLATIONS = ("none", "shuffle_rewards", "zero_advantages")
 
@@ -63,7 +63,7 @@ class TrainConfig:
     checkpoint_every: int = 5
     keep_checkpoints: int = 2
     resume: bool = True
-    # curriculum stages (System.stage; memjax/curriculum.py)
+    # curriculum stages (System.stage; memjax/run/curriculum.py)
     select_metric: str = ""  # evaluation metric that picks each stage's best checkpoint ("" = no selection)
     select_mode: str = "max"  # "max" | "min"
     stage_restart: str = "best"  # "best": a stage starts from the previous stage's best; "none": continues
@@ -71,7 +71,7 @@ class TrainConfig:
     stage_reference: str = "best"  # at a restart the KL reference becomes the restored weights, or "initial"
 
     def __post_init__(self):
-        from .config import check_types
+        from ..config import check_types
 
         check_types(self, "TrainConfig")  # a config file's wrong type names its field (as --set does)
         for f in ("steps", "checkpoint_every", "max_gen_batches", "keep_checkpoints", "prompts_per_step"):

@@ -1,4 +1,4 @@
-"""memjax/run_identity.py's resume check on a run directory written by older code: a field the recorded config lacks
+"""memjax/run/identity.py's resume check on a run directory written by older code: a field the recorded config lacks
 (added to memjax since) counts as its default, so upgrading memjax does not strand a run unless the resume sets
 such a field away from its default; the compile cache may change on a resume. (The whole CLI path, with a real
 run: tests/e2e/test_bad_input_table.py rows 3 and 4.)"""
@@ -9,8 +9,8 @@ import json
 import pytest
 
 from memjax.config import ConfigError, apply_overrides
-from memjax.run_identity import check_resume
-from memjax.train_config import TrainConfig
+from memjax.run.identity import check_resume
+from memjax.run.train_config import TrainConfig
 
 
 def _old_run(tmp_path, cfg, drop=("compile_cache",), drop_engine=("fuse_split_combine", "fuse_rope_kv")):

@@ -7,7 +7,8 @@ import sys
 import jax.numpy as jnp
 import numpy as np
 
-from memjax import convert, load_hf
+from memjax.cli import convert
+from memjax import load_hf
 
 from conftest import golden_dir, golden_ref
 import pytest

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import ConfigError
+from ..config import ConfigError
 
 
 def _model_line(src, where: str = "model") -> str:
     """The model the run would load: its config.json (read, no weights) or the random-weights preset."""
-    from .model import presets
+    from ..model import presets
 
     if src.hf_path:
-        from .checkpoint.hf import load_config
+        from ..checkpoint.hf import load_config
 
         if not (Path(src.hf_path) / "config.json").is_file():
             raise ConfigError(f"{where}.hf_path={src.hf_path}: not a Hugging Face model directory (no config.json)")
@@ -32,7 +32,7 @@ def _model_line(src, where: str = "model") -> str:
 
 
 def _system(agent, seed: int):
-    from .systems import build
+    from ..systems import build
 
     try:
         return build(agent, seed=seed)
@@ -48,19 +48,19 @@ def _finish(lines: list[str]) -> None:
 def check_train(cfg) -> None:
     import jax
 
-    from . import preflight
-    from .run_identity import check_resume, finished
+    from ..run import preflight
+    from ..run.identity import check_resume, finished
 
     system = _system(cfg.agent, cfg.seed)
     preflight.settings(cfg, system)  # what the run checks at its start (groups, warm start, ignored overrides)
     preflight.out_dir_writable(cfg.out_dir)
     out = Path(cfg.out_dir)
-    from .run_identity import has_progress
+    from ..run.identity import has_progress
 
     if not cfg.resume and out.is_dir() and has_progress(out):  # what the run would refuse at its start
         raise ConfigError(f"out_dir={cfg.out_dir}: holds a run (checkpoints or result.json) and resume=false; use a "
                           "new out_dir (or resume=true)")
-    from .compile_cache import check_writable
+    from ..compile_cache import check_writable
 
     check_writable(getattr(cfg, "compile_cache", "none"))
     resumable = out.is_dir() and check_resume(out, cfg) is not None  # another config's run dir: refused
@@ -90,25 +90,25 @@ def _engine_line(system, cfg) -> str:
         e = system.engine_config(cfg.engine)
     except ValueError as err:
         raise ConfigError(f"engine: {err}") from None
-    from .plan import rollout_line  # where it rolls out (memjax/parallel/placement.py)
+    from ..run.plan import rollout_line  # where it rolls out (memjax/parallel/placement.py)
     return f"engine: {e.max_slots} slots, window {e.window}\n" + rollout_line(cfg, e, __import__("jax").local_device_count())
 
 
 def check_evaluate(cfg) -> None:
     from .eval_config import EvalConfig, SystemEvalConfig
-    from .evaluation.locomo import LocomoEvalConfig
-    from .evaluation.longmemeval import LongMemEvalConfig
+    from ..evaluation.locomo import LocomoEvalConfig
+    from ..evaluation.longmemeval import LongMemEvalConfig
 
-    from .runio import out_dir_writable
+    from ..runio import out_dir_writable
 
     out_dir_writable(cfg.out_dir)
     if isinstance(cfg, LongMemEvalConfig):
-        from .evaluation.longmemeval import TINY_LME_SYSTEMS, check_lines
+        from ..evaluation.longmemeval import TINY_LME_SYSTEMS, check_lines
 
         own = cfg.system == "answers" or cfg.system in TINY_LME_SYSTEMS   # the tiny systems name their `policy`
         _finish(check_lines(cfg) + ([] if own else [_model_line(cfg.model)]))
     elif isinstance(cfg, LocomoEvalConfig):
-        from .evaluation.locomo import locomo_inputs
+        from ..evaluation.locomo import locomo_inputs
 
         n = len(locomo_inputs(cfg))  # the file parses, the split has questions
         lines = [f"python -m memjax.evaluate: LoCoMo {cfg.split}/{cfg.part} ({n} questions), system {cfg.system!r}, "
@@ -122,12 +122,12 @@ def check_evaluate(cfg) -> None:
         system = _system(cfg.agent, cfg.seed)
         lines = [f"python -m memjax.evaluate: held-out evaluation of system {system.name!r}", _model_line(cfg.model)]
         if cfg.policy:
-            from .modelsource import ModelSource
+            from ..modelsource import ModelSource
 
             lines.append(_model_line(ModelSource(hf_path=cfg.policy), "policy").replace(".hf_path", ""))
         _finish(lines + [f"out_dir: {cfg.out_dir}"])
     elif isinstance(cfg, EvalConfig):
-        from .systems.memagent.length_eval import check_length_data, length_sets
+        from ..systems.memagent.length_eval import check_length_data, length_sets
 
         source = check_length_data(cfg)
         sets = length_sets(cfg)  # reads and validates every record (one-line error naming file, row, field)

@@ -1,0 +1,561 @@
+"""Memory plan: per-device bytes of a training config on N devices of G GiB, and whether it fits.
+
+Owns `plan(cfg, devices, hbm_gib)` -> dict, `check(cfg, devices, hbm_gib)` (raises PlanError with a one-line
+reason; a training run calls it at start-up), the engine placement of a run (`place_run`, `resolve`) and `table`;
+the command, `python -m memjax.plan`, is memjax/cli/plan.py (exit 1 with the reason when it does not fit).
+Rows, per device:
+- params: the trained policy's weights in the model's param_dtype (fp32 master weights), sharded by
+  memjax.parallel.param_shardings over the config's mesh (MeshConfig; default every device on fsdp);
+- optimizer: AdamW state (two moments like the params, sharded alike);
+- reference: the frozen reference policy in UpdateConfig.ref_dtype, only when LossConfig.kl_coef > 0;
+- train_temporaries: XLA's `memory_analysis().temp_size_in_bytes` of the REAL mini-batch update program
+  (memjax/rl/update_programs.py) compiled ahead of time for abstract inputs (ShapeDtypeStructs: no weights are
+  allocated) at the largest row bucket: gradient accumulators, gathered layer weights, saved activations,
+  attention and log-prob temporaries (the max with the log-prob program's temporaries), plus the step's
+  input arrays (`tt_buffers`: HLO values of both programs with a [..., T, T] shape, T the row length:
+  0 with memory-efficient attention);
+- critic_params / critic_optimizer / critic_temporaries: the PPO critic (advantage.estimator="gae";
+  memjax/rl/critic.py): the policy's backbone without its LM head + a scalar head, fp32 master sharded like the
+  policy, AdamW state alike, and the temporaries of its compiled value-loss update / values programs
+  (memjax/rl/value_step.py) at the policy's row layout (max with the values program, plus input arrays);
+- answer_agent_weights / answer_agent_kv (and judge_*): every frozen model the system serves on its own
+  single-device engine (AgentSection.held_models: Memory-R1's frozen answer agent while the manager trains,
+  Memory-R2's policy_copy answer agent): the policy architecture in its compute dtype on one device, plus that
+  engine's KV pool (freed through the update when engine_sleep); a judge served remotely or by rule is
+  recorded in `holds` and takes no device memory;
+- rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (replicated on every device of a
+  data-parallel engine; split over its tensor_parallel devices by the shardings it applies, not counted here);
+- kv_cache: EngineConfig.kv_cache_gib / kv_cache_bytes when set (a total over the engine's devices: / (D x
+  tensor_parallel) per device, D = data_parallel, -1 = all devices / tensor_parallel), else 90% of what the
+  rollout phase leaves (the engine's default takes 90% of the free memory when it is built).
+Two phases, per device (the worst device: single-device engines sit on device 0): resident = params +
+optimizer + reference + critic params/optimizer + held models' weights; rollout = resident + rollout_weights
++ held models' KV + kv_cache; update = resident + max(train_temporaries, critic_temporaries) (the two
+programs run one after the other). With TrainConfig.engine_sleep (default) the engines free their pools (and
+the run's engine its weights) through the update, so the peak is the larger phase; without it the phases
+coexist and every row is summed.
+Rows vs devices: a micro-batch's rows are sharded over data x fsdp; UpdateConfig.micro_rows rounds up to a
+multiple of that (memjax.parallel.micro_rows_for: rows per device is the unit); the plan reports the rows it
+compiled (`micro_rows_effective`, `rows_per_device`) and `rounding_padding` = 1 - micro_rows / effective, the
+padding of a micro-batch when only micro_rows real rows fill it (the trainer reports the real `pad_fraction` of
+each step). A config that cannot shard at all (mesh vs devices, engine groups, tensor parallel vs heads) is a
+one-line PlanError naming the fields and values that would work (`shard_check`).
+Fits when the peak <= HBM and the KV cache >= min_kv_gib (default 16) per device.
+Hosts (`--hosts H`, `--devices` per host): the update and log-prob programs are compiled for the trainer's
+global mesh over H x devices (MeshConfig.across_hosts="data": fsdp/tensor inside a host, data x H across hosts;
+device i on host i // devices), each engine on one host; `traffic` reports, from the compiled HLO's collectives
+(memjax/parallel/collectives.py, ring model), the bytes each device sends per update inside a host and between
+hosts (the micro-batch loop counted `micro_batches` times), beside `analytic_traffic`: the weights' least bytes
+(gradient all-reduce between hosts; one gather + one reduce-scatter inside a host) and the ZeRO-3 reference.
+The program is compiled for the devices this process sees when there are exactly `devices` of them;
+otherwise in a child process on `devices` simulated CPU devices (XLA:CPU temporaries: no GPU fusion, so
+the GPU program's are expected smaller; bf16 matmuls may be kept in f32 on CPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..config import RunError
+
+GIB = 1 << 30
+KV_DEFAULT_FRACTION = 0.9  # the engine's default pool: 90% of the free memory (memjax/engine/engine.py)
+ROWS = ("params", "optimizer", "reference", "train_temporaries", "critic_params", "critic_optimizer",
+        "critic_temporaries", "answer_agent_weights", "answer_agent_kv", "judge_weights", "judge_kv", "rollout_weights",
+        "kv_cache")
+RESIDENT = ("params", "optimizer", "reference", "critic_params", "critic_optimizer", "answer_agent_weights",
+            "judge_weights")
+HELD_KV = ("answer_agent_kv", "judge_kv")
+
+
+class PlanError(RunError):
+    """The config does not fit the devices (or could not be planned); the message is one line."""
+
+
+def model_config(cfg):
+    from ..model import presets
+    src = cfg.model
+    if getattr(src, "hf_path", ""):
+        from ..checkpoint.hf import load_config
+        return load_config(src.hf_path, dtype=src.dtype, compute_dtype=src.compute_dtype or None)
+    return presets.get(src.preset, param_dtype=src.dtype, dtype=src.compute_dtype or src.dtype)
+
+
+def mesh_config(cfg):
+    from ..parallel import MeshConfig
+    return getattr(cfg, "mesh", None) or MeshConfig()
+
+
+def _bytes_per_device(tree, shardings=None) -> int:
+    import jax
+    leaves = jax.tree.leaves(tree)
+    shs = jax.tree.leaves(shardings) if shardings is not None else [None] * len(leaves)
+    total = 0
+    for a, s in zip(leaves, shs):
+        shape = s.shard_shape(a.shape) if s is not None else a.shape
+        total += math.prod(shape) * a.dtype.itemsize
+    return total
+
+
+def engine_groups(ecfg, data: int, fsdp: int, tensor: int = 1) -> int:
+    """Device groups of the rollout engine on a data x fsdp x tensor mesh: EngineConfig.data_parallel, with
+    -1 = all devices / tensor_parallel (memjax.parallel.rollout_devices); its KV budget is split over the
+    groups and, by KV heads, over each group's tensor_parallel devices."""
+    groups = getattr(ecfg, "data_parallel", 1)
+    return data * fsdp * tensor // getattr(ecfg, "tensor_parallel", 1) if groups == -1 else groups
+
+
+def placement(cfg, devices: int, hbm_gib: float | None = None, *, model_cfg=None, hosts: int = 1,
+              min_kv_gib: float = 16.0):
+    """The engine's Placement on one process's `devices` devices (memjax/parallel/placement.py): every device by
+    default (TrainConfig.rollout_devices="all"), T chosen from the bytes the trainer keeps resident per device
+    (weights, AdamW moments, reference, critic: sharded over hosts x devices), the engine's weights and the held
+    models; nothing compiled (the plan then checks the phases with the compiled temporaries)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from ..model.qwen2 import abstract_model
+    from ..parallel.placement import heads_of, place
+
+    mcfg = model_cfg or model_config(cfg)
+    ecfg = cfg.engine
+    aparams = nnx.state(abstract_model(mcfg), nnx.Param)
+    full = _bytes_per_device(aparams)
+    as_dtype = lambda dt: _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(dt)),
+                                                         aparams))
+    resident = 3 * full + (as_dtype(cfg.update.ref_dtype) if cfg.loss.kl_coef else 0)
+    if getattr(getattr(cfg, "advantage", None), "estimator", "") == "gae":
+        resident += 3 * full  # the critic: the backbone, fp32 master + AdamW (its missing LM head is slack)
+    wd = mcfg.dtype if ecfg.weight_dtype == "compute" else ecfg.weight_dtype
+    held = sum(as_dtype(mcfg.dtype) + int(h.kv_cache_bytes) for h in _held(cfg))
+    return place(ecfg, devices, heads_of(mcfg), mode=getattr(cfg, "rollout_devices", "all"),
+                 weight_bytes=as_dtype(wd), resident_bytes=resident // (devices * hosts), held_bytes=held,
+                 hbm_bytes=None if not hbm_gib else int(hbm_gib * GIB), min_kv_bytes=int(min_kv_gib * GIB))
+
+
+def resolve(cfg, devices: int, hbm_gib: float | None = None, *, strict: bool = True, **kw):
+    """(cfg with engine.data_parallel / tensor_parallel set to its Placement and rollout_devices="config",
+    the Placement); PlanError (one line) when no placement fits (strict) or none splits the engine. Idempotent."""
+    p = placement(cfg, devices, hbm_gib, **kw)
+    if p.error and (strict or p.why == "no placement"):
+        raise PlanError(p.error)
+    as_set = getattr(cfg, "rollout_devices", "all") == "config" or cfg.engine.data_parallel != 1
+    engine = cfg.engine if as_set else dataclasses.replace(cfg.engine, data_parallel=p.data_parallel,
+                                                           tensor_parallel=p.tensor_parallel)
+    extra = {"rollout_devices": "config"} if hasattr(cfg, "rollout_devices") else {}
+    return dataclasses.replace(cfg, engine=engine, **extra), p
+
+
+def place_run(cfg, devices: int, model_cfg=None, *, strict: bool = False):
+    """resolve() for a run on this process's `devices` rollout devices: memory from TrainConfig.plan_hbm_gib, else
+    the devices' own limit (none on a CPU: the least tensor_parallel that divides, nothing checked); the trainer's
+    state is sharded over every process's devices. Not strict (the run): where no T leaves the KV, the least T
+    that splits, and the plan's check (compiled temporaries) refuses with what does not fit."""
+    import jax
+    hbm = getattr(cfg, "plan_hbm_gib", 0) or (jax.local_devices()[0].memory_stats() or {}).get("bytes_limit", 0) / GIB
+    return resolve(cfg, devices, hbm or None, model_cfg=model_cfg, hosts=jax.process_count(),
+                   min_kv_gib=getattr(cfg, "min_kv_gib", 16.0), strict=strict)
+
+
+def rollout_line(cfg, ecfg, devices: int) -> str:
+    """`--check`'s rollout line(s) of a training config whose system runs `ecfg` on `devices` devices of this
+    process (the deployment fields engine.data_parallel / tensor_parallel applied on top, as the run does):
+    the Placement, a one-line warning when it spans fewer devices than the run trains on; a placement that
+    cannot fit is a ConfigError (one line). Nothing is compiled."""
+    from ..config import ConfigError
+    ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
+                                        if getattr(cfg.engine, f) != 1})
+    try:
+        return place_run(dataclasses.replace(cfg, engine=ecfg), devices, strict=True)[1].line()
+    except PlanError as e:
+        raise ConfigError(f"engine: {e}") from None
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def shard_check(cfg, devices: int, model_cfg=None) -> tuple[int, int, int]:
+    """(data, fsdp, tensor) of the config's mesh on `devices` devices, or PlanError (one line, naming the
+    fields and values that would work) when the config cannot be laid out on them."""
+    m = mesh_config(cfg)
+    try:
+        d, f, t = m.sizes(devices)
+    except ValueError:
+        raise PlanError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}) does not fit {devices} devices; "
+                        f"e.g. --set mesh.data=1 --set mesh.fsdp=-1 --set mesh.tensor=1 (fsdp={devices})") from None
+    mcfg = model_cfg or model_config(cfg)
+    ecfg = cfg.engine
+    tp = getattr(ecfg, "tensor_parallel", 1)
+    heads = math.gcd(mcfg.num_heads, mcfg.num_kv_heads, mcfg.intermediate_size)
+    if tp > 1 and heads % tp:
+        ok = [x for x in _divisors(heads) if (d * f * t) % x == 0]
+        raise PlanError(f"engine.tensor_parallel={tp} must divide {mcfg.name}'s heads ({mcfg.num_heads}), KV heads "
+                        f"({mcfg.num_kv_heads}) and MLP width; values that work here: {ok}")
+    if (d * f * t) % tp:
+        raise PlanError(f"engine.tensor_parallel={tp} must divide the {d * f * t} devices; values that work: "
+                        f"{[x for x in _divisors(d * f * t) if heads % x == 0]}")
+    groups = engine_groups(ecfg, d, f, t)
+    if groups * tp > d * f * t:
+        raise PlanError(f"engine.data_parallel={ecfg.data_parallel} x engine.tensor_parallel={tp} needs more than "
+                        f"the {d * f * t} devices; use engine.data_parallel=-1 or <= {d * f * t // tp}")
+    try:
+        ecfg.per_device(groups)
+    except ValueError as e:
+        fields = [k for k in ("max_slots", "prefill_slots", "num_pages", "queue_size", "token_budget")
+                  if getattr(ecfg, k) and getattr(ecfg, k) % groups]
+        fix = " ".join(f"engine.{k}={-(-getattr(ecfg, k) // groups) * groups}" for k in fields)
+        raise PlanError(f"engine on {groups} device groups: {e}" + (f"; e.g. --set {fix}" if fix else "")) from None
+    return d, f, t
+
+
+def _held(cfg) -> tuple:
+    agent = getattr(cfg, "agent", None)
+    return agent.held_models() if agent is not None and hasattr(agent, "held_models") else ()
+
+
+def _critic_rows(cfg, mcfg, mesh, u, micro_batches: int, row_len: int) -> tuple[dict, dict]:
+    """critic_* rows (bytes per device) and the compiled programs' numbers, for advantage.estimator="gae"."""
+    import jax
+    from flax import nnx
+
+    from ..rl.critic import Critic
+    from ..rl.trainer import OptimConfig
+    from ..rl.value_step import VALUE_FIELDS, ValueStep
+
+    c = cfg.critic
+    optim = OptimConfig(lr=c.lr, warmup_steps=c.warmup_steps, weight_decay=c.weight_decay, grad_clip=c.grad_clip)
+    graphdef, ap = nnx.split(nnx.eval_shape(lambda: Critic(mcfg, rngs=nnx.Rngs(0))), nnx.Param)
+    step = ValueStep(graphdef, ap, mesh, optim, u, clip_value=c.clip_value or None)
+    upd, val = step.lower(ap, micro_batches, row_len)
+    upd, val = upd.compile().memory_analysis(), val.compile().memory_analysis()
+    data = step.abstract_data(micro_batches, row_len)
+    sh = jax.tree.map(lambda _: step.data_sharding, data) if step.data_sharding is not None else None
+    rows = {"critic_params": _bytes_per_device(ap, step.param_shardings),
+            "critic_optimizer": _bytes_per_device(jax.eval_shape(step.tx.init, ap), step.opt_shardings),
+            "critic_temporaries": max(int(upd.temp_size_in_bytes), int(val.temp_size_in_bytes))
+            + _bytes_per_device(data, sh)}
+    return rows, {"update_temp": int(upd.temp_size_in_bytes), "values_temp": int(val.temp_size_in_bytes),
+                  "value_fields": list(VALUE_FIELDS)}
+
+
+def _train_mesh(cfg, devices: int, hosts: int, devs=None):
+    """The trainer's mesh over hosts x devices of `devs` (default this process's devices; in order: device i on
+    host i // devices), sized as memjax.parallel.MeshConfig lays out `hosts` processes of `devices` devices each."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    from ..parallel.mesh import DATA, FSDP, TENSOR
+    devs = list(jax.devices() if devs is None else devs)
+    if hosts == 1:
+        return mesh_config(cfg).make(devs[:devices])
+    d, f, t = mesh_config(cfg).global_sizes(devices * hosts, hosts)
+    return Mesh(np.asarray(devs[:devices * hosts]).reshape(d, f, t), (DATA, FSDP, TENSOR))
+
+
+def analytic_traffic(param_bytes: int, compute_bytes: int, hosts: int, mesh: dict, micro_batches: int) -> dict:
+    """Bytes one device sends per mini-batch update on the hybrid mesh (ring algorithms), from the weights alone
+    (no activation traffic):
+    - inter: the least between hosts, one all-reduce of the device's gradient shard (param_bytes / (fsdp x
+      tensor)) over the hosts per mini-batch: 2 (H-1)/H x shard;
+    - intra_floor: the least inside a host, the weights gathered once per update in the compute dtype and the
+      gradient reduce-scattered once inside the fsdp group: (f-1)/f x (compute_bytes + param_bytes);
+    - intra_zero3: the ZeRO-3 reference, per micro-batch the weights gathered for the forward and again for the
+      backward and the gradient reduce-scattered: micro_batches x (f-1)/f x (2 compute_bytes + param_bytes).
+      Not a bound: XLA may hoist gathers out of the micro-batch loop (the compiled figure can fall below it);
+    both intra figures add the intra-host part of the data-parallel reduction when a host holds several data
+    replicas. Tensor parallelism's activation traffic is not modelled (None)."""
+    d, f, t = mesh["data"], mesh["fsdp"], mesh["tensor"]
+    if t > 1:
+        return {"inter": None, "intra_floor": None, "intra_zero3": None,
+                "note": "tensor parallelism's activation traffic is not modelled"}
+    d_local = d // hosts
+    shard = param_bytes / (f * t)
+    inter = 2 * (hosts - 1) / hosts * shard if hosts > 1 else 0.0
+    dp = 2 * (d_local - 1) / d_local * shard if d_local > 1 else 0.0
+    floor = (f - 1) / f * (compute_bytes + param_bytes) + dp
+    zero3 = micro_batches * (f - 1) / f * (2 * compute_bytes + param_bytes) + dp
+    return {"inter": int(inter), "intra_floor": int(floor), "intra_zero3": int(zero3)}
+
+
+def _traffic(compiled, devices: int, hosts: int, micro_batches: int) -> dict:
+    """Collective bytes of a compiled update / log-prob program, its micro-batch loop (a fori_loop over a traced
+    count: XLA does not know the trip count) counted `micro_batches` times: every slot filled."""
+    from ..parallel.collectives import summary
+    t = summary(compiled.as_text(), devices * hosts, devices, outer_trip_count=micro_batches)
+    t.pop("per_device")
+    return t
+
+
+def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int, model_cfg=None,
+               hosts: int = 1, devs=None) -> dict:
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from ..model.qwen2 import abstract_model
+    from ..rl.update_programs import UpdatePrograms
+
+    from ..parallel import micro_rows_for
+
+    mcfg = model_cfg or model_config(cfg)
+    cfg, placed = resolve(cfg, devices, hbm_gib, model_cfg=mcfg, hosts=hosts, min_kv_gib=min_kv_gib, strict=False)
+    d, f, t = shard_check(cfg, devices, mcfg)  # per host: each process's engine spans its own devices
+    mesh = _train_mesh(cfg, devices, hosts, devs)
+    dg, fg, tg = (mesh.shape[a] for a in ("data", "fsdp", "tensor"))
+    lc = cfg.loss
+    u = dataclasses.replace(cfg.update, micro_rows=micro_rows_for(cfg.update.micro_rows, dg * fg))
+    graphdef, aparams = nnx.split(abstract_model(mcfg), nnx.Param)
+    step = UpdatePrograms(graphdef, aparams, mesh, cfg.optim, lc, u, temperature=u.temperature,
+                     use_ref=bool(lc.kl_coef), use_entropy=bool(lc.entropy_coef))
+    row_len = max(u.row_buckets) if u.row_buckets else cfg.engine.window
+    out = {"params": _bytes_per_device(aparams, step.param_shardings)}
+    aopt = jax.eval_shape(step.tx.init, aparams)
+    out["optimizer"] = _bytes_per_device(aopt, step.opt_shardings)
+    ref_dtype = jnp.dtype(u.ref_dtype)
+    aref = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, ref_dtype), aparams)
+    out["reference"] = _bytes_per_device(aref, step.param_shardings) if lc.kl_coef else 0
+    compiled = step.lower_update(aparams, micro_batches, row_len).compile()
+    ma = compiled.memory_analysis()
+    data_args = _bytes_per_device(step.abstract_data(micro_batches, row_len),
+                                  jax.tree.map(lambda _: step.data_sharding, step.abstract_data(1, 1))
+                                  if step.data_sharding is not None else None)
+    temp = int(ma.temp_size_in_bytes)
+    square = re.compile(rf"\[[0-9,]*\b{row_len},{row_len}\b[0-9,]*\]")  # a [.., T, T] attention buffer
+    with_sh = lambda t, s: jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), t, s) \
+        if s is not None else t
+    lp_compiled = step.logprobs.lower(with_sh(aparams, step.param_shardings),
+                                      step.abstract_data(micro_batches, row_len),
+                                      jax.ShapeDtypeStruct((), jnp.int32)).compile()
+    lp = lp_compiled.memory_analysis()
+    n_square = len(square.findall(compiled.as_text())) + len(square.findall(lp_compiled.as_text()))
+    # an fp32 [.., T, V] buffer: a whole row's full-vocabulary logits (the log-prob path chunks them: none expected)
+    full_logits = re.compile(rf"f32\[[0-9,]*\b{row_len},{mcfg.vocab_size}\]")
+    n_logits = len(full_logits.findall(compiled.as_text())) + len(full_logits.findall(lp_compiled.as_text()))
+    out["train_temporaries"] = max(temp, int(lp.temp_size_in_bytes)) + data_args
+    critic_info = None
+    for k in ("critic_params", "critic_optimizer", "critic_temporaries"):
+        out[k] = 0
+    if getattr(getattr(cfg, "advantage", None), "estimator", "") == "gae":
+        crit, critic_info = _critic_rows(cfg, mcfg, mesh, u, micro_batches, row_len)
+        out.update(crit)
+    wd = jnp.dtype(mcfg.dtype if cfg.engine.weight_dtype == "compute" else cfg.engine.weight_dtype)
+    out["rollout_weights"] = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, wd), aparams))
+    held = _held(cfg)
+    for k in ("answer_agent_weights", "answer_agent_kv", "judge_weights", "judge_kv"):
+        out[k] = 0
+    frozen = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(mcfg.dtype)), aparams))
+    for h in held:  # one device holds each (single-device engines): the worst device's bytes
+        out[f"{h.role}_weights"] += frozen
+        out[f"{h.role}_kv"] += int(h.kv_cache_bytes)
+    agent = getattr(cfg, "agent", None)
+    holds = {"policy": mcfg.name, "reference": bool(lc.kl_coef), "critic": critic_info is not None,
+             **{h.role: f"frozen copy on its own engine, {h.kv_cache_bytes / GIB:g} GiB KV" for h in held},
+             "judge": agent.judge_served() if hasattr(agent, "judge_served") else "none"}
+    hbm = int(hbm_gib * GIB)
+    groups = engine_groups(cfg.engine, d, f, t)
+    shards = groups * getattr(cfg.engine, "tensor_parallel", 1)  # the pool is split over every engine device
+    kv_total = cfg.engine.kv_budget_bytes
+    sleep = bool(getattr(cfg, "engine_sleep", False))
+    out["kv_cache"], phases = budget(out, hbm, sleep=sleep, kv_bytes=kv_total // shards if kv_total else None)
+    used = phases["rollout"] - out["kv_cache"]
+    total = max(phases.values())
+    compute = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(mcfg.dtype)), aparams))
+    gmesh = {"data": dg, "fsdp": fg, "tensor": tg}
+    traffic = {"update": _traffic(compiled, devices, hosts, micro_batches),
+               "logprobs": _traffic(lp_compiled, devices, hosts, micro_batches),
+               "analytic_update": analytic_traffic(_bytes_per_device(aparams), compute, hosts, gmesh, micro_batches),
+               "model": "ring, bytes one device sends per program run (memjax/parallel/collectives.py)"}
+    def cost(c):  # XLA's cost analysis of one run of the program, per device (the micro-batch loop counted once)
+        ca = c.cost_analysis() or {}
+        ca = ca[0] if isinstance(ca, (list, tuple)) else ca
+        return {"flops": float(ca.get("flops", 0.0)), "bytes_accessed": float(ca.get("bytes accessed", 0.0))}
+    res = {"model": mcfg.name, "devices": devices, "hosts": hosts, "hbm_gib": hbm_gib, "mesh": gmesh,
+           "cost": {"update": cost(compiled), "logprobs": cost(lp_compiled)},
+           "traffic": traffic,
+           "engine_groups": groups, "engine_devices": shards, "placement": placed.as_dict(),
+           "row_len": row_len, "micro_rows": cfg.update.micro_rows, "micro_rows_effective": u.micro_rows,
+           "rows_per_device": u.micro_rows // (dg * fg), "rounding_padding": 1.0 - cfg.update.micro_rows / u.micro_rows,
+           "micro_batches": micro_batches, "holds": holds, "critic_programs": critic_info,
+           "backend": jax.default_backend() if devs is None else f"{devs[0].platform} ({devs[0].device_kind}, "
+                                                                 "deviceless)", "bytes": out, "total": total,
+           "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),
+                              "output": int(ma.output_size_in_bytes), "alias": int(ma.alias_size_in_bytes)},
+           "logprob_program_temp": int(lp.temp_size_in_bytes), "min_kv_gib": min_kv_gib,
+           "tt_buffers": n_square, "full_logits_buffers": n_logits, "engine_sleep": sleep, "phases": phases}
+    if total > hbm:
+        worst = max(phases, key=phases.get)
+        res["reason"] = (f"the {worst} phase needs {total / GIB:.1f} GiB per device > {hbm_gib:g} GiB "
+                         f"(largest: {max(out, key=out.get)} {max(out.values()) / GIB:.1f} GiB)")
+    elif out["kv_cache"] < min_kv_gib * GIB:
+        res["reason"] = (f"leaves {out['kv_cache'] / GIB:.1f} GiB of KV cache per device < {min_kv_gib:g} GiB "
+                         f"(trainer and weights take {used / GIB:.1f} of {hbm_gib:g} GiB)")
+    res["fits"] = "reason" not in res
+    return res
+
+
+def budget(rows: dict, hbm: int, *, sleep: bool, kv_bytes: int | None) -> tuple[int, dict]:
+    """(kv_cache bytes, {"rollout": bytes, "update": bytes}) per device from the other rows (module docstring).
+    With sleep the update's temporaries are not live while the pool is (the engine frees the pool and its
+    weights through the update); without it everything coexists."""
+    g = lambda k: rows.get(k, 0)
+    resident = sum(g(k) for k in RESIDENT)
+    temps = max(g("train_temporaries"), g("critic_temporaries"))  # run one after the other
+    awake = g("rollout_weights") + sum(g(k) for k in HELD_KV)  # what the engines free when they sleep
+    used = resident + awake + (0 if sleep else temps)
+    kv = int(kv_bytes) if kv_bytes else int(KV_DEFAULT_FRACTION * max(hbm - used, 0))
+    update = resident + temps + (0 if sleep else awake + kv)
+    return kv, {"rollout": used + kv, "update": update}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+AOT_DIR = ROOT / ".venv" / "cuda-aot"
+COMPARED = ("params", "optimizer", "reference", "train_temporaries", "critic_temporaries", "kv_cache")
+
+
+def gpu_target(hbm_gib: float) -> str | None:
+    """The GPU whose XLA:GPU compile the plan uses: "h100" (80 GB) up to 80 GiB a device, else "h200"; None when
+    no CUDA PJRT plugin is installed (.venv/cuda-aot, or jax_plugins in this environment)."""
+    import importlib.util
+    have = (AOT_DIR / "jax_plugins").is_dir() or (importlib.util.find_spec("jax_plugins") is not None and any(
+        importlib.util.find_spec(f"jax_plugins.xla_cuda{v}") is not None for v in (12, 13)))
+    return None if not have else ("h100" if hbm_gib <= 80 else "h200")
+
+
+def differ(gpu: dict, cpu: dict, tol: float = 0.10) -> dict:
+    """Rows (GiB per device) where the XLA:GPU and XLA:CPU plans differ by more than `tol` of the larger."""
+    out = {}
+    for k in COMPARED + ("total",):
+        g, c = (gpu["bytes"].get(k, 0), cpu["bytes"].get(k, 0)) if k != "total" else (gpu["total"], cpu["total"])
+        if max(g, c) and abs(g - c) > tol * max(g, c):
+            out[k] = {"gpu_gib": round(g / GIB, 3), "cpu_gib": round(c / GIB, 3)}
+    return out
+
+
+def plan(cfg, devices: int, hbm_gib: float, *, min_kv_gib: float = 16.0, micro_batches: int | None = None,
+         model_cfg=None, hosts: int = 1, backend: str = "cpu", source: tuple | None = None) -> dict:
+    """The memory plan of `cfg` on `hosts` hosts of `devices` devices of `hbm_gib` GiB (module docstring);
+    micro_batches: micro-batch slots of the compiled update (default the config's min_micro_batches);
+    model_cfg: the ModelConfig to plan (default from cfg.model; memjax.train passes the model it loaded)."""
+    import jax
+    if micro_batches is None:
+        micro_batches = 1 << max(getattr(cfg.update, "min_micro_batches", 8) - 1, 0).bit_length()
+    target = gpu_target(hbm_gib) if backend in ("auto", "gpu") else None
+    if backend == "gpu" and target is None:
+        raise PlanError("plan: backend=gpu needs the CUDA PJRT plugin (make venv puts it in .venv/cuda-aot)")
+    if target is not None and model_cfg is None:
+        gpu = _plan_child(cfg, devices, hbm_gib, min_kv_gib, micro_batches, hosts, gpu=target, source=source)
+        cpu = _plan_child(cfg, devices, hbm_gib, min_kv_gib, micro_batches, hosts, source=source)
+        gpu["cpu_compile"] = {"bytes": cpu["bytes"], "update_program": cpu["update_program"],
+                              "logprob_program_temp": cpu["logprob_program_temp"], "fits": cpu["fits"],
+                              "total": cpu["total"]}
+        gpu["gpu_vs_cpu_over_10pct"] = differ(gpu, cpu)
+        return gpu
+    if len(jax.devices()) == devices * hosts:
+        return plan_here(cfg, devices, hbm_gib, min_kv_gib, micro_batches, model_cfg, hosts)
+    if model_cfg is not None:
+        raise PlanError("plan: model_cfg is only supported on this process's own devices")
+    return _plan_child(cfg, devices, hbm_gib, min_kv_gib, micro_batches, hosts)
+
+
+def _plan_child(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batches: int, hosts: int,
+                gpu: str | None = None, source: tuple | None = None) -> dict:
+    """The plan compiled in a child process: on `devices x hosts` simulated CPU devices, or (gpu = a target
+    name of memjax.parallel.gpu_topology.TARGETS) for that GPU node's topology, deviceless, with the CUDA plugin.
+    source: (config file, overrides) the child reads instead of the pickled config (a class a config file
+    defines does not pickle)."""
+    with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as fh:
+        if source is None:
+            pickle.dump(cfg, fh)
+    what = ["--pickled", fh.name] if source is None else [source[0], *[x for o in source[1] for x in ("--set", o)]]
+    try:
+        # The child compiles programs only for their memory analysis and HLO, never runs them: LLVM's optimisation
+        # of the machine code (xla_backend_optimization_level) changes neither (the plan's JSON is byte-identical)
+        # and is about a third of the child's CPU time.
+        flags = (f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices * hosts}"
+                 " --xla_backend_optimization_level=0")
+        env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
+        extra = []
+        if gpu:
+            env["PYTHONPATH"] = os.pathsep.join(x for x in (str(AOT_DIR), str(ROOT), os.environ.get("PYTHONPATH", ""))
+                                                if x)
+            extra = ["--gpu-target", gpu]
+        p = subprocess.run([sys.executable, "-m", "memjax.plan", *what, "--devices", str(devices), *extra, "--backend", "cpu",
+                            "--hosts", str(hosts),
+                            "--hbm-gib", str(hbm_gib), "--min-kv-gib", str(min_kv_gib), "--micro-batches",
+                            str(micro_batches), "--json", "--no-exit-code"], env=env, capture_output=True, text=True)
+    finally:
+        os.unlink(fh.name)
+    if p.returncode != 0:
+        raise PlanError(f"memory plan failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(p.stdout)
+
+
+def check(cfg, devices: int | None = None, hbm_gib: float | None = None, *, min_kv_gib: float = 16.0,
+          model_cfg=None) -> dict:
+    """Raise PlanError (one line) when `cfg` cannot shard on (shard_check) or does not fit the devices;
+    defaults: this process's devices and their memory (bytes_limit). Returns the plan. Without a memory limit
+    (CPU, hbm_gib None) only the sharding is checked and {} is returned."""
+    import jax
+    devices = devices or len(jax.devices())
+    shard_check(cfg, devices, model_cfg)
+    if hbm_gib is None:
+        stats = jax.local_devices()[0].memory_stats() or {}
+        if "bytes_limit" not in stats:
+            return {}
+        hbm_gib = stats["bytes_limit"] / GIB
+    res = plan(cfg, devices, hbm_gib, min_kv_gib=min_kv_gib, model_cfg=model_cfg)
+    if not res["fits"]:
+        m = res["mesh"]
+        raise PlanError(f"config does not fit {devices} x {hbm_gib:g} GiB (mesh data={m['data']} fsdp={m['fsdp']} "
+                        f"tensor={m['tensor']}): {res['reason']}; see python -m memjax.plan")
+    return res
+
+
+def table(res: dict) -> str:
+    from ..parallel.placement import Placement
+    m = res["mesh"]
+    hosts = res.get("hosts", 1)
+    where = f"{hosts} hosts x {res['devices']}" if hosts > 1 else f"{res['devices']}"
+    lines = [f"{res['model']} on {where} x {res['hbm_gib']:g} GiB, mesh data={m['data']} fsdp={m['fsdp']} "
+             f"tensor={m['tensor']}, rows {res['micro_rows_effective']} x {res['row_len']} tokens per micro-batch "
+             f"({res['rows_per_device']} per device; update.micro_rows={res['micro_rows']} rounded up, "
+             f"{res['rounding_padding']:.0%} of it padding when only those fill it) (compiled on {res['backend']})",
+             Placement(**{k: v for k, v in res["placement"].items() if k != "spans"}).line()
+             if res.get("placement") else f"rollout: {res.get('engine_devices')} device(s)",
+             f"{'component':<22}{'GiB/device':>12}"]
+    for k in ROWS:
+        if res["bytes"].get(k) or k in ("params", "optimizer", "train_temporaries", "rollout_weights", "kv_cache"):
+            lines.append(f"{k:<22}{res['bytes'][k] / GIB:>12.2f}")
+    lines.append("holds: " + ", ".join(f"{k} {v}" for k, v in res.get("holds", {}).items()))
+    for ph, b in res.get("phases", {}).items():
+        lines.append(f"{ph + ' phase':<22}{b / GIB:>12.2f}")
+    lines.append(f"{'peak' if res.get('engine_sleep') else 'total (no engine_sleep)':<22}{res['total'] / GIB:>12.2f}")
+    tr = res.get("traffic")
+    if tr:
+        an = tr["analytic_update"]
+        fmt = lambda b: "n/a" if b is None else f"{b / GIB:.3f}"
+        lower = " (lower bound: loops of unknown trip count)" if tr["update"]["unknown_trip_counts"] else ""
+        lines.append(f"sent per device per update (GiB, ring model, {res['micro_batches']} micro-batches){lower}: "
+                     f"between hosts {tr['update']['max_inter'] / GIB:.3f} (weights' least "
+                     f"{fmt(an['inter'])}), inside a host {tr['update']['max_intra'] / GIB:.3f} (weights' least "
+                     f"{fmt(an['intra_floor'])}, ZeRO-3 reference {fmt(an['intra_zero3'])})")
+    if "cpu_compile" in res:
+        d = res["gpu_vs_cpu_over_10pct"]
+        lines.append("XLA:CPU compile of the same programs: " + ("within 10% on every row" if not d else "differs by "
+                     "> 10%: " + ", ".join(f"{k} GPU {v['gpu_gib']} vs CPU {v['cpu_gib']} GiB" for k, v in d.items())))
+    elif "deviceless" not in res.get("backend", ""):
+        lines.append("compiled by XLA:CPU (no CUDA plugin: make venv installs it for the XLA:GPU compile)")
+    lines.append("fits" if res["fits"] else f"DOES NOT FIT: {res['reason']}")
+    return "\n".join(lines)
