@@ -90,8 +90,9 @@ def write_tokenizer(tokenizer, out: Path) -> list[str]:
 
 
 def _token_ids(tokenizer) -> tuple[int | None, int | None]:
-    if hasattr(tokenizer, "words"):
-        return tokenizer.eos_id, tokenizer.pad_id
+    if hasattr(tokenizer, "words"):  # a tiny task's vocabulary: its end-of-turn id (eos_id, else its first stop id)
+        stops = getattr(tokenizer, "stop_ids", ())
+        return getattr(tokenizer, "eos_id", stops[0] if stops else None), getattr(tokenizer, "pad_id", None)
     named = getattr(tokenizer, "_named", {})
     return named.get("eos_token"), named.get("pad_token")
 

@@ -215,16 +215,16 @@ def test_two_processes_hand_off_like_one(uninterrupted, tmp_path):
     from pathlib import Path
 
     _, _, hist, _, state = uninterrupted
-    tests = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parent  # the child imports _cfg from here and conftest from tests/
     out = tmp_path / "two"
     cfg = tmp_path / "staged_two.py"   # the toy system registers itself in each process on import
-    cfg.write_text(f"import sys\nsys.path[:0] = [{str(tests)!r}]\nfrom test_curriculum import _cfg\n"
+    cfg.write_text(f"import sys\nsys.path[:0] = [{str(here)!r}, {str(here.parent)!r}]\nfrom test_curriculum import _cfg\n"
                    f"config = _cfg({str(out)!r})\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROC",
                                                                       "JAX_PROCESS_ID", "SLURM_", "OMPI_"))}
     env.update(PYTHONPATH=CHILD_PYTHONPATH, JAX_PLATFORMS="cpu")
     p = subprocess.run([sys.executable, "-m", "memjax.launch", "--nproc", "2", "--devices-per-proc", "2", "--",
-                        "memjax.train", str(cfg)], cwd=tests.parent, env=env, capture_output=True, text=True,
+                        "memjax.train", str(cfg)], cwd=here.parents[1], env=env, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     res = json.loads((out / "result.json").read_text())
