@@ -72,8 +72,9 @@ def initialize(out_dir: str | None = None) -> bool:
         address, n, pid = env
         kw = {"num_processes": n, "process_id": pid}
         startup.probe(address, os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"), pid, timeout)
-        if out_dir is not None and n > 1:
-            logtee.start(pid, n, out_dir)
+    rank = startup.launch_rank()  # the JAX variables, an srun step or mpirun: the native log goes to out_dir/logs
+    if out_dir is not None and rank is not None and rank[1] > 1:
+        logtee.start(rank[0], rank[1], out_dir)
     what = (f"memjax: not every process joined the coordinator at {where} within {timeout} s "
             f"({startup.INIT_TIMEOUT_ENV}): start as many processes as JAX_NUM_PROCESSES says, each with its own "
             "JAX_PROCESS_ID, and the same JAX_COORDINATOR_ADDRESS")

@@ -7,6 +7,9 @@ Owns, around `jax.distributed.initialize` (memjax.parallel.initialize calls them
 - `jax_env()`: the JAX variables read before anything waits -- JAX_NUM_PROCESSES / JAX_PROCESS_ID without
   JAX_COORDINATOR_ADDRESS (or the reverse), an address that is not host:port, a count < 1, an id outside
   [0, count) -- raise `StartupError`.
+- `slurm_batch_tasks()`: a SLURM allocation of several tasks seen from its batch script (sbatch without srun):
+  check_env refuses it in one line naming what to run (`srun ...`), unless MEMJAX_SINGLE_PROCESS=1.
+- `launch_rank()`: (process, count) from the JAX variables, an srun step or mpirun: where the native log goes.
 - `probe(address, bind, process_id, timeout)`: process 0 must be able to bind the coordinator port (in use: a
   second process 0, or another run); every other process must reach it within the timeout (nothing listens:
   process 0 not started, or a wrong address).
@@ -35,6 +38,7 @@ DEFAULT_INIT_TIMEOUT_S = 30
 HEARTBEAT_ENV = "MEMJAX_HEARTBEAT_S"
 DEFAULT_HEARTBEAT_S = 10
 EXIT_STARTUP = 2  # the CLI's exit code for bad input: every start-up refusal exits with it
+SINGLE_ENV = "MEMJAX_SINGLE_PROCESS"  # =1: run one process even inside a SLURM allocation of several tasks
 
 
 class StartupError(ValueError):
@@ -105,11 +109,38 @@ def launched_as_many() -> bool:
     return False
 
 
+def slurm_batch_tasks() -> int | None:
+    """The task count of a SLURM allocation of several tasks when this process is its batch script (no srun step,
+    no JAX variables, MEMJAX_SINGLE_PROCESS unset); None otherwise."""
+    env = os.environ
+    if ("SLURM_JOB_ID" not in env or "SLURM_STEP_NUM_TASKS" in env or "JAX_COORDINATOR_ADDRESS" in env
+            or env.get(SINGLE_ENV) == "1"):
+        return None
+    n = int_env("SLURM_NTASKS") or int_env("SLURM_NPROCS")
+    return n if n is not None and n > 1 else None
+
+
+def launch_rank() -> tuple[int, int] | None:
+    """(process index, process count) as the launch environment states it: the JAX variables, an srun step
+    (SLURM_PROCID / SLURM_STEP_NUM_TASKS) or mpirun (OMPI_COMM_WORLD_RANK / _SIZE); None when it states none."""
+    for rank, size in (("JAX_PROCESS_ID", "JAX_NUM_PROCESSES"), ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS"),
+                       ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+        r, n = int_env(rank), int_env(size)
+        if r is not None and n is not None:
+            return r, n
+    return None
+
+
 def check_env() -> tuple[str, int, int] | None:
     """jax_env()'s result after every launch-environment check that needs no jax, in initialize's order (a
-    StartupError names the variable): the JAX variables, then, when launched as several processes, the heartbeat
-    and the start-up timeout."""
+    StartupError names the variable): the JAX variables, a SLURM batch script of several tasks, then, when
+    launched as several processes, the heartbeat and the start-up timeout."""
     env = jax_env()  # checked even when it is not multi-process (JAX_NUM_PROCESSES without an address)
+    tasks = slurm_batch_tasks()
+    if tasks:
+        raise StartupError(f"SLURM_NTASKS={tasks} but this is the allocation's batch script, not an srun step: start "
+                           "the command with srun (srun python -m memjax.train CONFIG ..., one task per host), or "
+                           f"set {SINGLE_ENV}=1 to run a single process here")
     if launched_as_many():
         int_env(HEARTBEAT_ENV)
         init_timeout()

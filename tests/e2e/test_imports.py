@@ -54,6 +54,7 @@ cli("memjax.evaluate", "configs/tiny.py", env={**BAD, "JAX_PROCESS_ID": "0", "JA
 cli("memjax.train", "configs/tiny.py", env={"MEMJAX_INIT_TIMEOUT_S": "soon", "JAX_COORDINATOR_ADDRESS": "h:1",
                                             "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"})
 cli("memjax.train", "--nope")
+cli("memjax.train", "configs/tiny.py", env={"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"})  # sbatch without srun
 for m in ("memjax.launch", "memjax.plan", "memjax.convert", "memjax.demo", "memjax.report", "memjax.data.locomo_stats"):
     cli(m, "--help")
 print("heavy", sorted({m.split(".")[0] for m in sys.modules} & set(%r)))
@@ -63,7 +64,8 @@ print("engine", "memjax.engine.engine" in sys.modules, "loop", "memjax.loop.run"
 
 def _run(code: str) -> str:
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
-    for k in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "MEMJAX_INIT_TIMEOUT_S"):
+    for k in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "MEMJAX_INIT_TIMEOUT_S", "SLURM_JOB_ID",
+              "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "MEMJAX_SINGLE_PROCESS"):
         env.pop(k, None)
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -78,6 +80,8 @@ def test_bad_input_and_help_of_the_clis_import_no_jax():
             "not host:port") in out
     assert "memjax.train configs/tiny.py -> 2 | memjax.train: error: MEMJAX_INIT_TIMEOUT_S='soon' must be" in out
     assert "memjax.train --nope -> 2 | python -m memjax.train: error: unrecognized arguments: --nope" in out
+    assert ("memjax.train configs/tiny.py -> 2 | memjax.train: error: SLURM_NTASKS=2 but this is the allocation's "
+            "batch script, not an srun step: start the command with srun") in out
     for m in ("memjax.launch", "memjax.plan", "memjax.convert", "memjax.demo", "memjax.report",
               "memjax.data.locomo_stats"):
         assert f"{m} --help -> 0 |" in out, out

@@ -14,7 +14,9 @@ import pytest
 from memjax.parallel import confdiff, logtee, startup
 from memjax.parallel.preempt import StopRequests
 
-JAX_VARS = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "MEMJAX_INIT_TIMEOUT_S")
+JAX_VARS = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "MEMJAX_INIT_TIMEOUT_S", "SLURM_JOB_ID",
+            "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE", "MEMJAX_SINGLE_PROCESS")
 
 
 @pytest.fixture
@@ -51,6 +53,26 @@ def test_good_variables_and_timeout(env):
     env(MEMJAX_INIT_TIMEOUT_S="0")
     with pytest.raises(startup.StartupError, match="whole number"):
         startup.init_timeout()
+
+
+def test_a_slurm_batch_script_of_several_tasks_says_to_use_srun(env):
+    env(SLURM_JOB_ID="7", SLURM_NTASKS="4")
+    with pytest.raises(startup.StartupError, match=r"SLURM_NTASKS=4 but this is the allocation's batch script, not an "
+                       r"srun step: start the command with srun \(srun python -m memjax.train") as e:
+        startup.check_env()
+    assert "\n" not in str(e.value) and startup.launch_rank() is None
+    env(MEMJAX_SINGLE_PROCESS="1")  # asked for: one process in the allocation
+    assert startup.check_env() is None and not startup.launched_as_many()
+
+
+def test_an_srun_step_and_mpirun_give_the_native_logs_rank(env):
+    env(SLURM_JOB_ID="7", SLURM_NTASKS="2", SLURM_STEP_NUM_TASKS="2", SLURM_PROCID="1")
+    assert startup.check_env() is None and startup.launched_as_many() and startup.launch_rank() == (1, 2)
+    env(SLURM_JOB_ID="8", SLURM_NTASKS="1", SLURM_STEP_NUM_TASKS="1", SLURM_PROCID="0")
+    assert startup.check_env() is None and not startup.launched_as_many()  # one task: a single process
+    env(SLURM_STEP_NUM_TASKS="x")
+    with pytest.raises(startup.StartupError, match="SLURM_STEP_NUM_TASKS='x' must be an integer"):
+        startup.launch_rank()
 
 
 def test_probe_sees_a_held_port_and_no_coordinator():
