@@ -13,6 +13,8 @@ Data (`data_path`, one of):
   its records grouped by their `num_docs` (0 when the file does not say), `num_docs` in the config unused.
 Invariants:
 - Scores are the `metrics` profile's (default `memagent`: the official ruler_hqa.py per-item rules).
+- Before the first batch one line estimates the cost (model turns and prompt tokens still to run, documents at the
+  official script's ~140 tokens); after each batch one line says what is done and the time left at its rate.
 - Items run in batches of `batch_items` questions; after each batch its traces are appended to traces.jsonl (one line
   per trajectory: length, item number, id, scores, document tokens, seconds). A run that finds traces.jsonl and a
   run.json with the same `run_key` (the config without out_dir) resumes: finished items are read back, never
@@ -49,6 +51,18 @@ from ...parallel import is_primary
 from ...runio import JsonlLog, write_atomic
 
 METRICS = ("sub_em", "em", "f1", "missing", "crashed")
+TOKENS_PER_DOC = 140  # RULER-HotpotQA documents as the official script counts them ("50~7K tokens, 100~14K")
+
+
+def turns_per_rollout(n: int, chunk_tokens: int) -> int:
+    """The estimated model turns of one rollout at N documents: one per chunk, plus the answer."""
+    return -(-n * TOKENS_PER_DOC // chunk_tokens) + 1
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 def _eval_file(cfg, n: int) -> Path:
@@ -166,6 +180,13 @@ def run_length_eval(cfg, out: Path, con, *, baseline: Callable[[Any, Any, list[d
     log = JsonlLog(out / "traces.jsonl", primary)
     config = json.loads(json.dumps(asdict(cfg), default=str))
     rows: list[dict] = []
+    left = {n: sum((n, i) not in done for i in range(count)) * c.group_size * turns_per_rollout(n, c.chunk_tokens)
+            for n, count, _ in sets}  # estimated model turns still to run, per length
+    per_turn = c.chunk_tokens + c.max_memory_tokens + c.max_query_tokens
+    con.print(f"cost: {len(sets)} length(s), {sum(cnt for _, cnt, _ in sets)} question(s) x {c.group_size} rollout(s): "
+              f"about {sum(left.values()):,} model turns and {sum(left.values()) * per_turn / 1e6:,.1f}M prompt tokens "
+              f"still to run (documents at ~{TOKENS_PER_DOC} tokens, {c.chunk_tokens}-token chunks; finished items "
+              "are not rerun)")
     for k, (n, count, item) in enumerate(sets):
         con.print(f"N={n} ({k + 1}/{len(sets)}): {count} questions x {c.group_size} rollout(s), batches of {batch}")
         for lo in range(0, count, batch):
@@ -187,7 +208,10 @@ def run_length_eval(cfg, out: Path, con, *, baseline: Callable[[Any, Any, list[d
             log.write(*new)
             for t in new:
                 done.setdefault((n, t["item"]), []).append(t)
-            con.print(f"N={n}: items {hi}/{count} done ({dt:.1f}s for this batch)")
+            ran = (hi - lo) * c.group_size * turns_per_rollout(n, c.chunk_tokens)
+            left[n] -= ran
+            con.print(f"N={n}: items {hi}/{count} done ({dt:.1f}s for this batch; about "
+                      f"{_duration(sum(left.values()) * dt / ran)} left at its {dt / ran:.2f}s per turn)")
             _publish(out, config, cfg.metrics, rows + [_row(n, count, done)], False, primary)
         row = _row(n, count, done)
         if baseline is not None:

@@ -53,7 +53,7 @@ def test_table_beside_the_paper_plot_and_report(uncut):
     assert "paper RL-MemAgent-7B" in page and "75.78" in page
 
 
-def test_resume_after_a_crash_recomputes_nothing_finished(uncut, tmp_path, monkeypatch):
+def test_resume_after_a_crash_recomputes_nothing_finished(uncut, tmp_path, monkeypatch, capsys):
     out = tmp_path / "cut"
     real, calls = length_eval.run_heldout, []
 
@@ -70,8 +70,13 @@ def test_resume_after_a_crash_recomputes_nothing_finished(uncut, tmp_path, monke
     calls.clear()
     monkeypatch.setattr(length_eval, "run_heldout", lambda *a, **kw: (calls.append(kw["first_trajectory"]),
                                                                        real(*a, **kw))[1])
+    capsys.readouterr()
     assert evaluate.main(_args(out)) == 0
     assert calls == [4, 0, 2, 4]   # N=8: only items 4-5; N=12800: all three batches
+    console = capsys.readouterr().out
+    left = 2 * length_eval.turns_per_rollout(8, 300) + 6 * length_eval.turns_per_rollout(12800, 300)
+    assert f"cost: 2 length(s), 12 question(s) x 1 rollout(s): about {left:,} model turns" in console, console
+    assert "N=12800: items 6/6 done (" in console and "0s left at its " in console, console
     assert _finals(out) == _finals(uncut)
     res = json.loads((out / "results.json").read_text())
     assert res["complete"] and [r["samples"] for r in res["rows"]] == [6, 6]
