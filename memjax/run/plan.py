@@ -3,53 +3,16 @@
 Owns `plan(cfg, devices, hbm_gib)` -> dict, `check(cfg, devices, hbm_gib)` (raises PlanError with a one-line
 reason; a training run calls it at start-up), the engine placement of a run (`place_run`, `resolve`) and `table`;
 the command, `python -m memjax.plan`, is memjax/cli/plan.py (exit 1 with the reason when it does not fit).
-Rows, per device:
-- params: the trained policy's weights in the model's param_dtype (fp32 master weights), sharded by
-  memjax.parallel.param_shardings over the config's mesh (MeshConfig; default every device on fsdp);
-- optimizer: AdamW state (two moments like the params, sharded alike);
-- reference: the frozen reference policy in UpdateConfig.ref_dtype, only when LossConfig.kl_coef > 0;
-- train_temporaries: XLA's `memory_analysis().temp_size_in_bytes` of the REAL mini-batch update program
-  (memjax/rl/update_programs.py) compiled ahead of time for abstract inputs (ShapeDtypeStructs: no weights are
-  allocated) at the largest row bucket: gradient accumulators, gathered layer weights, saved activations,
-  attention and log-prob temporaries (the max with the log-prob program's temporaries), plus the step's
-  input arrays (`tt_buffers`: HLO values of both programs with a [..., T, T] shape, T the row length:
-  0 with memory-efficient attention);
-- critic_params / critic_optimizer / critic_temporaries: the PPO critic (advantage.estimator="gae";
-  memjax/rl/critic.py): the policy's backbone without its LM head + a scalar head, fp32 master sharded like the
-  policy, AdamW state alike, and the temporaries of its compiled value-loss update / values programs
-  (memjax/rl/value_step.py) at the policy's row layout (max with the values program, plus input arrays);
-- answer_agent_weights / answer_agent_kv (and judge_*): every frozen model the system serves on its own
-  single-device engine (AgentSection.held_models: Memory-R1's frozen answer agent while the manager trains,
-  Memory-R2's policy_copy answer agent): the policy architecture in its compute dtype on one device, plus that
-  engine's KV pool (freed through the update when engine_sleep); a judge served remotely or by rule is
-  recorded in `holds` and takes no device memory;
-- rollout_weights: the engine's own full copy in EngineConfig.weight_dtype (replicated on every device of a
-  data-parallel engine; split over its tensor_parallel devices by the shardings it applies, not counted here);
-- kv_cache: EngineConfig.kv_cache_gib / kv_cache_bytes when set (a total over the engine's devices: / (D x
-  tensor_parallel) per device, D = data_parallel, -1 = all devices / tensor_parallel), else 90% of what the
-  rollout phase leaves (the engine's default takes 90% of the free memory when it is built).
-Two phases, per device (the worst device: single-device engines sit on device 0): resident = params +
-optimizer + reference + critic params/optimizer + held models' weights; rollout = resident + rollout_weights
-+ held models' KV + kv_cache; update = resident + max(train_temporaries, critic_temporaries) (the two
-programs run one after the other). With TrainConfig.engine_sleep (default) the engines free their pools (and
-the run's engine its weights) through the update, so the peak is the larger phase; without it the phases
-coexist and every row is summed.
-Rows vs devices: a micro-batch's rows are sharded over data x fsdp; UpdateConfig.micro_rows rounds up to a
-multiple of that (memjax.parallel.micro_rows_for: rows per device is the unit); the plan reports the rows it
-compiled (`micro_rows_effective`, `rows_per_device`) and `rounding_padding` = 1 - micro_rows / effective, the
-padding of a micro-batch when only micro_rows real rows fill it (the trainer reports the real `pad_fraction` of
-each step). A config that cannot shard at all (mesh vs devices, engine groups, tensor parallel vs heads) is a
-one-line PlanError naming the fields and values that would work (`shard_check`).
-Fits when the peak <= HBM and the KV cache >= min_kv_gib (default 16) per device.
-Hosts (`--hosts H`, `--devices` per host): the update and log-prob programs are compiled for the trainer's
-global mesh over H x devices (MeshConfig.across_hosts="data": fsdp/tensor inside a host, data x H across hosts;
-device i on host i // devices), each engine on one host; `traffic` reports, from the compiled HLO's collectives
-(memjax/parallel/collectives.py, ring model), the bytes each device sends per update inside a host and between
-hosts (the micro-batch loop counted `micro_batches` times), beside `analytic_traffic`: the weights' least bytes
-(gradient all-reduce between hosts; one gather + one reduce-scatter inside a host) and the ZeRO-3 reference.
-The program is compiled for the devices this process sees when there are exactly `devices` of them;
-otherwise in a child process on `devices` simulated CPU devices (XLA:CPU temporaries: no GPU fusion, so
-the GPU program's are expected smaller; bf16 matmuls may be kept in f32 on CPU).
+Rows per device: the trained policy's fp32 master weights and AdamW state sharded over the config's mesh, the
+frozen reference (kl_coef > 0), the critic's weights, state and temporaries (GAE), every held model's weights and
+KV, the engine's weights and KV pool, and the train temporaries: XLA's memory analysis of the real update and
+log-prob programs compiled ahead of time for abstract inputs at the largest row bucket (nothing allocated).
+Two phases: rollout = resident + engine weights + KV; update = resident + temporaries; with engine_sleep the peak
+is the larger phase, else their sum. Fits when the peak <= HBM and the KV cache >= min_kv_gib per device.
+A config that cannot shard is a one-line PlanError naming the fields and values that would work (`shard_check`).
+The programs compile for this process's devices when there are exactly `devices` of them, else in a child process
+on simulated CPU devices or, deviceless, for a GPU node's topology (XLA:GPU, the CUDA plugin of `make venv`);
+`--hosts` adds the collectives' bytes per device inside and between hosts. docs/trainer.md, "The memory plan".
 """
 
 from __future__ import annotations

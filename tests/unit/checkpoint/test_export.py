@@ -105,3 +105,42 @@ def test_live_transformers_parity(exports, tmp_path):
     pytest.importorskip("transformers")
     root, _ = exports
     assert check(root, tmp_path / "parity.json") == 0
+
+
+def _vllm_qwen2_names(cfg: dict) -> set[str]:
+    """The tensor names vLLM's Qwen2ForCausalLM loader consumes (Hugging Face's names: it stacks q/k/v_proj into
+    qkv_proj and gate/up_proj into gate_up_proj itself, and skips lm_head.weight when the embeddings are tied)."""
+    names = {"model.embed_tokens.weight", "model.norm.weight"}
+    if not cfg.get("tie_word_embeddings", False):
+        names.add("lm_head.weight")
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        names |= {p + f"self_attn.{m}_proj.{w}" for m in "qkv" for w in ("weight", "bias")}
+        names |= {p + "self_attn.o_proj.weight", p + "input_layernorm.weight", p + "post_attention_layernorm.weight"}
+        names |= {p + f"mlp.{m}_proj.weight" for m in ("gate", "up", "down")}
+    return names
+
+
+def test_export_has_the_files_and_names_vllms_loader_reads(exports, tmp_path):
+    """What vLLM's loader reads, as far as it can be checked without a GPU or vLLM: config.json names a registered
+    architecture, the safetensors hold exactly Qwen2's Hugging Face tensor names, and a sharded export's index maps
+    every tensor to a file that holds it."""
+    from safetensors import safe_open
+
+    from memjax.checkpoint.export import export_hf
+    from memjax.model import init_model, presets
+
+    root, _ = exports
+    cfg = json.loads((root / "qwen_vocab" / "config.json").read_text())
+    assert cfg["architectures"] == ["Qwen2ForCausalLM"] and cfg["model_type"] == "qwen2" and cfg["torch_dtype"]
+    with safe_open(root / "qwen_vocab" / "model.safetensors", framework="numpy") as f:
+        assert set(f.keys()) == _vllm_qwen2_names(cfg)
+    model = init_model(presets.get("tiny-qwen-vocab"), 0)  # fp32: the 39 MB embedding alone fills a 20 MB shard
+    out = export_hf(model, tmp_path / "sharded", tokenizer=Tokenizer.default(), max_shard_bytes=20_000_000)
+    index = json.loads((out / "model.safetensors.index.json").read_text())["weight_map"]
+    held = {}
+    for shard in sorted(set(index.values())):
+        with safe_open(out / shard, framework="numpy") as f:
+            held.update({k: shard for k in f.keys()})
+    assert len(set(index.values())) > 1 and held == index
+    assert set(index) == _vllm_qwen2_names(json.loads((out / "config.json").read_text()))

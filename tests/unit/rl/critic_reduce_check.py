@@ -17,7 +17,7 @@ from memjax.model import presets  # noqa: E402
 from memjax.model.qwen2 import init_model  # noqa: E402
 from memjax.parallel import MeshConfig  # noqa: E402
 from memjax.parallel.collectives import collectives, summary  # noqa: E402
-from memjax.rl import Conversation, build_batch, train_step  # noqa: E402
+from memjax.rl import Conversation, build_batch, update_programs  # noqa: E402
 from memjax.rl.critic import Critic, CriticTrainer  # noqa: E402
 from memjax.rl.trainer import OptimConfig, UpdateConfig  # noqa: E402
 
@@ -50,7 +50,7 @@ def cross_data(txt, trips):
 
 
 def run(once: bool):
-    train_step.reduces_once_per_update = (lambda mesh, ls: False) if not once else ORIGINAL
+    update_programs.reduces_once_per_update = (lambda mesh, ls: False) if not once else ORIGINAL
     tr = CriticTrainer(Critic.from_policy(init_model(CFG, seed=3)), OptimConfig(lr=1e-2, warmup_steps=0),
                        clip_value=0.5, mesh=MeshConfig(data=2, fsdp=4).make(), update=UPD)
     abstract = jax.eval_shape(lambda: nnx.state(tr.critic, nnx.Param))
@@ -69,10 +69,10 @@ def run(once: bool):
 
 
 if __name__ == "__main__":
-    ORIGINAL = train_step.reduces_once_per_update
+    ORIGINAL = update_programs.reduces_once_per_update
     new, pn = run(True)
     old, po = run(False)
-    train_step.reduces_once_per_update = ORIGINAL
+    update_programs.reduces_once_per_update = ORIGINAL
     diff = max(float(np.abs(a - b).max()) for a, b in zip(pn, po))
     moved = max(float(np.abs(a - b).max()) for a, b in zip(pn, [np.asarray(x) for x in jax.tree.leaves(nnx.state(
         Critic.from_policy(init_model(CFG, seed=3)), nnx.Param))]))
