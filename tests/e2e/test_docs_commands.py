@@ -178,6 +178,8 @@ COMMANDS = {
     "python -m memjax.evaluate ...": "--set agent.eval_samples=1 " + CHECK,
     "python -m memjax.convert ...": "",
     "python -m memjax.evaluate configs/memagent/tiny_eval.py": "--set agent.eval_samples=1 --set out_dir={tmp}/tiny_eval",
+    # tests/e2e/systems/memagent/test_eval_cpu.py runs it to the end (about a minute)
+    "python -m memjax.evaluate configs/memagent/eval_cpu.py": CHECK,
     "python -m memjax.evaluate configs/memagent/tiny_eval.py --set policy=out/tiny/hf": CHECK,
     "python -m memjax.evaluate configs/memagent/tiny_eval.py --set policy=out/demo/tiny/hf": CHECK,
     "python -m memjax.evaluate configs/memagent/tiny_eval.py --set agent.eval_lengths=3,6,12,24,48,96": CHECK,
