@@ -57,7 +57,7 @@ def measure(a) -> dict:
     import jax
     import numpy as np
 
-    from memjax.engine import EngineConfig, SamplingParams
+    from memjax.engine import EngineConfig, KVCacheOptions, SamplingParams
     from memjax.model import init_model, presets
 
     assert jax.device_count() == 8, jax.devices()
@@ -67,10 +67,11 @@ def measure(a) -> dict:
     params = [SamplingParams(temperature=0.0, max_tokens=int(k)) for k in r.integers(16, 49, a.requests)]
     base = dict(page_size=8, window=128, prefill_chunk=32, rounds_per_sync=32, progress=False)
     s, pages = a.slots, a.slots * 16 + 1  # every slot's full window + the null page, per group
-    one, out1 = _run_engine(model, EngineConfig(max_slots=s, prefill_slots=s // 4, num_pages=pages, **base),
+    one, out1 = _run_engine(model, EngineConfig(max_slots=s, prefill_slots=s // 4, **base,
+                                                kv=KVCacheOptions(num_pages=pages)),
                             prompts, params)
-    dp, out8 = _run_engine(model, EngineConfig(max_slots=8 * s, prefill_slots=2 * s, num_pages=8 * pages,
-                                               data_parallel=8, **base), prompts, params)
+    dp, out8 = _run_engine(model, EngineConfig(max_slots=8 * s, prefill_slots=2 * s, data_parallel=8, **base,
+                                               kv=KVCacheOptions(num_pages=8 * pages)), prompts, params)
     same = all(x.token_ids == y.token_ids for x, y in zip(out1, out8))
     lp = max(float(np.abs(np.subtract(x.logprobs, y.logprobs)).max()) for x, y in zip(out1, out8))
     return dict(preset=a.preset, requests=a.requests, seed=a.seed, device=str(jax.devices()[0]), one_device=one,

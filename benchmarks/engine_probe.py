@@ -102,7 +102,7 @@ def run_case(case: Case) -> None:
     import jax
     import numpy as np
 
-    from memjax.engine import Engine, EngineConfig, SamplingParams
+    from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, SamplingParams
     from memjax.engine import loop
     from memjax.engine import paged_kv as pa
     from memjax.model import init_model, presets
@@ -117,8 +117,9 @@ def run_case(case: Case) -> None:
     model = init_model(cfg, seed=0)
     ecfg = EngineConfig(max_slots=case.n_prompts, page_size=case.page_size, window=case.window,
                         prefill_slots=min(case.prefill_slots, case.n_prompts), prefill_chunk=case.prefill_chunk,
-                        schedule=case.schedule, attention=case.attention, progress=False,
-                        num_pages=case.n_prompts * (case.window // case.page_size) + 2)
+                        schedule=case.schedule, progress=False,
+                        kv=KVCacheOptions(num_pages=case.n_prompts * (case.window // case.page_size) + 2),
+                        kernels=KernelOptions(attention=case.attention))
     eng = Engine(model, ecfg)
     emit(event="built", seconds=time.perf_counter() - t0, device=jax.devices()[0].device_kind,
          schedule=eng.config.schedule, num_pages=eng.num_pages)

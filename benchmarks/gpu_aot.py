@@ -58,7 +58,7 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
     from flax import nnx
 
     from benchmarks.hlo_facts import round_syncs
-    from memjax.engine.config import EngineConfig
+    from memjax.engine.config import EngineConfig, KVCacheOptions, KernelOptions
     from memjax.engine.loop import make_run
     from memjax.engine.live_request import pack_queue
     from memjax.engine.state import init_pool, init_ring, init_slots
@@ -69,15 +69,16 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
     spec = lambda t: jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), t)
     cfg = presets.get(preset, param_dtype=dtype, dtype=dtype)
     ecfg = EngineConfig(max_slots=slots, page_size=page_size, window=window, prefill_slots=min(prefill_slots, slots),
-                        prefill_chunk=min(prefill_chunk, window), schedule=schedule, attention=attention,
-                        progress=False, num_pages=slots * (window // page_size) + 2, kv_dtype=kv_dtype)
+                        prefill_chunk=min(prefill_chunk, window), schedule=schedule, progress=False,
+                        kv=KVCacheOptions(num_pages=slots * (window // page_size) + 2, kv_dtype=kv_dtype),
+                        kernels=KernelOptions(attention=attention))
     model = nnx.eval_shape(lambda: init_model(cfg, 0))
     attend = None
     if attention == "pallas":
         from memjax.kernels import engine_attend
         attend = engine_attend(impl="pallas", num_splits=4, interpret=False)  # the kernel, not its interpretation
     run = make_run(nnx.graphdef(model), cfg, ecfg, attend=attend, truncate=False)  # calls without top-p / top-k
-    pool = spec(jax.eval_shape(lambda: init_pool(cfg, ecfg, ecfg.num_pages)))
+    pool = spec(jax.eval_shape(lambda: init_pool(cfg, ecfg, ecfg.kv.num_pages)))
     queue = spec(jax.tree.map(lambda a: a[0], pack_queue([[]], ecfg, ecfg.queue_len)))
     i32 = jax.ShapeDtypeStruct((), jnp.int32, sharding=sh)
     t0 = time.perf_counter()
@@ -173,7 +174,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--schedule", default="split", choices=["split", "mixed"])
     ap.add_argument("--attention", default="reference", choices=["reference", "pallas"])
     ap.add_argument("--kv-dtype", default="compute", choices=["compute", "float8_e4m3fn"],
-                    help="the KV pool's dtype (EngineConfig.kv_dtype)")
+                    help="the KV pool's dtype (EngineConfig.kv.kv_dtype)")
     ap.add_argument("--train-step", action="store_true", help="compile the recipe's mini-batch update instead "
                     "(configs/memagent/train.py; --slots = rows per micro-batch, --window = row length)")
     ap.add_argument("--cpu", action="store_true", help="with --train-step: compile for this machine's CPU instead "

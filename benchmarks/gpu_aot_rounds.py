@@ -5,7 +5,7 @@
       [--variants base,unrolled,unrolled+fused] [--rounds decode,prefill] [--truncate none|top_p|both] [--json FILE]
 
 Needs the CUDA PJRT plugin matching jax (benchmarks/gpu_aot.py) but no GPU. For each engine variant (base = the
-defaults: scanned layers, five projection GEMMs, one prefill shape; `unrolled` = EngineConfig.layers="unrolled";
+defaults: scanned layers, five projection GEMMs, one prefill shape; `unrolled` = EngineConfig.kernels.layers="unrolled";
 `fused` = fuse_projections=True; `buckets` = prefill_buckets=8; `rope_kv` = fuse_rope_kv=True; `merge` =
 fuse_split_combine=True) it compiles `make_rounds(...).decode` and
 `.prefill` for `gpu_aot.gpu_device()` with the loop's compiler options and the Pallas paged attention the engine
@@ -103,7 +103,7 @@ def compile_round(preset: str, kind: str, variant: dict, *, layers: int | None =
 
     from benchmarks.gpu_aot import gpu_device
     from benchmarks.hlo_facts import program_facts
-    from memjax.engine.config import EngineConfig
+    from memjax.engine.config import EngineConfig, KVCacheOptions, KernelOptions
     from memjax.engine.engine import decode_splits_auto
     from memjax.engine.loop import LOOP_COMPILER_OPTIONS, make_rounds
     from memjax.engine.state import init_counters, init_pool, init_ring, init_slots
@@ -117,8 +117,9 @@ def compile_round(preset: str, kind: str, variant: dict, *, layers: int | None =
     over = dict(param_dtype="bfloat16", dtype="bfloat16") | ({"num_layers": layers} if layers else {})
     cfg = presets.get(preset, **over)
     ecfg = EngineConfig(max_slots=slots, page_size=page_size, window=window, prefill_slots=prefill_slots,
-                        prefill_chunk=min(prefill_chunk, window), schedule="split", attention="pallas",
-                        progress=False, num_pages=slots * (window // page_size) + 2, **variant)
+                        prefill_chunk=min(prefill_chunk, window), schedule="split", progress=False,
+                        kv=KVCacheOptions(num_pages=slots * (window // page_size) + 2),
+                        kernels=KernelOptions(attention="pallas", **variant))
     model = nnx.eval_shape(lambda: init_model(cfg, 0))
     params = nnx.state(model, nnx.Param)
     if uses_layout(ecfg):
@@ -128,7 +129,8 @@ def compile_round(preset: str, kind: str, variant: dict, *, layers: int | None =
                                                                                   interpret=False),
                          truncate=TRUNCATIONS[truncate])
     fn = jax.jit(getattr(rounds, kind), donate_argnums=(1, 2, 3), compiler_options=LOOP_COMPILER_OPTIONS)
-    args = (params, jax.eval_shape(lambda: init_slots(ecfg)), jax.eval_shape(lambda: init_pool(cfg, ecfg, ecfg.num_pages)),
+    args = (params, jax.eval_shape(lambda: init_slots(ecfg)),
+            jax.eval_shape(lambda: init_pool(cfg, ecfg, ecfg.kv.num_pages)),
             jax.eval_shape(lambda: init_ring(ecfg)), jax.eval_shape(init_counters))
     t0 = time.perf_counter()
     with jax.default_device(dev):  # the Pallas Triton lowering reads the target GPU from the default device
@@ -139,9 +141,8 @@ def compile_round(preset: str, kind: str, variant: dict, *, layers: int | None =
                  prefill_chunk=ecfg.prefill_chunk, prefill_lengths=list(ecfg.prefill_lengths), page_size=page_size,
                  window=window, decode_splits=splits, truncate=truncate, device=dev.device_kind,
                  compile_s=round(secs, 1),
-                 **{k: v for k, v in dataclasses.asdict(ecfg).items() if k in ("layers", "fuse_projections",
-                                                                             "prefill_buckets", "fuse_rope_kv",
-                                                                             "fuse_split_combine")},
+                 **{k: v for k, v in dataclasses.asdict(ecfg.kernels).items()
+                    if k in ("layers", "fuse_projections", "prefill_buckets", "fuse_rope_kv", "fuse_split_combine")},
                  **program_facts(txt, cfg.num_layers))
     return facts, txt
 
@@ -182,7 +183,7 @@ def main(argv=None) -> list[dict]:
     if a.markdown:
         print(markdown(json.loads(a.markdown.read_text())))
         return []
-    from memjax.engine.config import EngineConfig
+    from memjax.engine.config import EngineConfig, KernelOptions
     from memjax.model import presets
 
     rows = []
@@ -199,7 +200,7 @@ def main(argv=None) -> list[dict]:
             if kind == "prefill":
                 ecfg = EngineConfig(max_slots=a.slots, prefill_slots=a.prefill_slots, window=a.window,
                                     page_size=a.page_size, prefill_chunk=min(a.prefill_chunk, a.window),
-                                    prefill_buckets=VARIANTS[name].get("prefill_buckets", 0))
+                                    kernels=KernelOptions(prefill_buckets=VARIANTS[name].get("prefill_buckets", 0)))
                 pad = prefill_padding([a.prompt_len] * a.prompts, ecfg)
                 per_tok = layer_gemm_flops(presets.get(a.preset))
                 facts["workload"] = dict(prompts=a.prompts, prompt_len=a.prompt_len, **pad,

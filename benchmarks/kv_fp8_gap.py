@@ -4,7 +4,7 @@
                                   [--prompt-len T] [--max-tokens M] [--temperature X] [--out FILE.json]
 
 RL reads the engine's log-probs against the trainer's: the ratio's old log-probs when they are not recomputed, and
-the `logp_mismatch_*` metric always. This script measures what a float8_e4m3fn pool (EngineConfig.kv_dtype) does to
+the `logp_mismatch_*` metric always. This script measures what a float8_e4m3fn pool (EngineConfig.kv.kv_dtype) does to
 that gap. Prompts are real text: HotpotQA distractor paragraphs (the RULER-HotpotQA documents MemAgent trains on)
 tokenised with the Qwen2.5 tokenizer and cut to --prompt-len tokens (the first file found of HOTPOT_CANDIDATES,
 or --data). For each KV setting the engine samples
@@ -69,7 +69,7 @@ def measure(model, prompts, *, kv_dtype: str = "compute", k_scale: float = 1.0, 
     import jax.numpy as jnp
     import numpy as np
 
-    from memjax.engine import Engine, EngineConfig, SamplingParams
+    from memjax.engine import Engine, EngineConfig, KVCacheOptions, SamplingParams
     from memjax.rl.logprobs import token_logprobs
 
     longest = max(map(len, prompts)) + max_tokens
@@ -78,7 +78,7 @@ def measure(model, prompts, *, kv_dtype: str = "compute", k_scale: float = 1.0, 
     kw = dict(max_slots=len(prompts), window=window, page_size=page, prefill_slots=min(4, len(prompts)),
               prefill_chunk=min(256, window), progress=False)
     kw.update(engine_kw or {})
-    eng = Engine(model, EngineConfig(**kw, kv_dtype=kv_dtype, k_scale=k_scale, v_scale=v_scale))
+    eng = Engine(model, EngineConfig(**kw, kv=KVCacheOptions(kv_dtype=kv_dtype, k_scale=k_scale, v_scale=v_scale)))
     t0 = time.perf_counter()
     outs = eng.generate(prompts, [SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=i)
                                   for i in range(len(prompts))])

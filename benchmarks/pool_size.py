@@ -25,7 +25,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KVCacheOptions, SamplingParams
 from memjax.model import init_model, presets
 
 from .forward_throughput import device_slug
@@ -56,8 +56,8 @@ def main(argv=None) -> int:
     engines = {}
     for name, pages in (("small", small), ("large", args.large_pages)):
         engines[name] = Engine(model, EngineConfig(max_slots=args.slots, page_size=16, window=args.window,
-                                                   prefill_slots=4, prefill_chunk=64, num_pages=pages,
-                                                   progress=False))
+                                                   prefill_slots=4, prefill_chunk=64, progress=False,
+                                                   kv=KVCacheOptions(num_pages=pages)))
     outs, times = {}, {"small": [], "large": []}
     for name, eng in engines.items():  # compile + warm up
         outs[name] = eng.generate(prompts, params)

@@ -35,10 +35,10 @@ from rich.console import Console
 from rich.table import Table
 
 from memjax import flops
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, SamplingParams
 from memjax.engine.state import kv_bytes_per_page
 
-from .engine_options import add_engine_option, engine_overrides
+from .engine_options import add_engine_option, engine_overrides, with_overrides
 from .forward_throughput import build, device_slug
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -191,9 +191,9 @@ def sweep(args) -> dict:
     for b in args.batches:
         ecfg = EngineConfig(max_slots=b, page_size=args.page_size, window=args.window, prefill_slots=min(8, b),
                             prefill_chunk=min(2048, args.window), rounds_per_sync=256, progress=False,
-                            attention=args.attention, decode_splits=args.decode_splits,
-                            num_pages=b * (args.window // args.page_size) + 2,  # one window per sequence
-                            **engine_overrides(args.engine))
+                            kv=KVCacheOptions(num_pages=b * (args.window // args.page_size) + 2),  # one window each
+                            kernels=KernelOptions(attention=args.attention, decode_splits=args.decode_splits))
+        ecfg = with_overrides(ecfg, engine_overrides(args.engine))
         eng = None  # the previous batch's engine (and its KV pool) is freed before the next one is built
         gc.collect()
         eng = Engine(model, ecfg)
@@ -261,8 +261,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--arrive-every", type=int, default=16, help="token_budget: decoder tokens between arrivals")
     ap.add_argument("--budgets", type=int, nargs="+", default=[0], help="token_budget: mixed budgets (0 = auto)")
     ap.add_argument("--attention", default="reference", choices=["reference", "pallas", "auto"],
-                    help="sweep: EngineConfig.attention")
-    ap.add_argument("--decode-splits", type=int, default=0, help="sweep: EngineConfig.decode_splits (0 = auto)")
+                    help="sweep: EngineConfig.kernels.attention")
+    ap.add_argument("--decode-splits", type=int, default=0, help="sweep: EngineConfig.kernels.decode_splits (0 = auto)")
     ap.add_argument("--page-size", type=int, default=64, help="sweep: EngineConfig.page_size")
     ap.add_argument("--temperature", type=float, default=1.0, help="sweep: the timed runs' sampling temperature")
     ap.add_argument("--top-p", type=float, default=1.0, help="sweep: the timed runs' top-p (< 1 compiles the "

@@ -22,9 +22,10 @@ _LAZY = {
     **names(".checkpoint", "CheckpointError", "load_hf", "save_hf"),
     **names(".model", "ModelConfig", "Qwen2", "count_params"),
     **names(".tokenizer", "TokenIds", "Tokenizer"),
-    **names(".engine", "Completion", "Engine", "EngineConfig", "SamplingParams"),
+    **names(".engine", "Completion", "Engine", "EngineConfig", "KVCacheOptions", "KernelOptions", "SamplingParams"),
 }
 __all__ = ["agents", "checkpoint", "data", "flops", "model", "parallel", "rewards", "rl", "CheckpointError", "load_hf", "save_hf", "ModelConfig", "Qwen2",
-           "count_params", "TokenIds", "Tokenizer", "Completion", "Engine", "EngineConfig", "SamplingParams",
+           "count_params", "TokenIds", "Tokenizer", "Completion", "Engine", "EngineConfig", "KVCacheOptions",
+           "KernelOptions", "SamplingParams",
            "__version__"]
 __getattr__, __dir__ = exports(globals(), _LAZY)

@@ -31,7 +31,7 @@ else
   SWEEP="--mode sweep --dtype $DT --prompt-len 1024 --window 2048 --decode-tokens 128 --attention auto"
   M28K="--preset qwen2.5-1.5b --dtype $DT --lengths 28672 --baseline-lengths --batch 64 --repeats 1 --chunk 5000 --memory-tokens 1024 --final-tokens 256 --window 8192 --prefill-chunk 2048"
 fi
-NEW="--engine layers=unrolled --engine fuse_projections=true"
+NEW="--engine kernels.layers=unrolled --engine kernels.fuse_projections=true"
 O="$OUT/part$PART"
 mkdir -p "$O"
 { echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown) part $PART dry=${I47_DRY:-0}"
@@ -54,7 +54,7 @@ if [ "$PART" = 1 ]; then
   run sweep_new 90 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE $NEW --tag _new \
       --out-dir "$O/new"
   run sweep_rope_kv 130 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
-      --engine fuse_rope_kv=true --tag _rope_kv --profile "$O/profile_rope_kv" --profile-batches $B_SMALL $B_LARGE \
+      --engine kernels.fuse_rope_kv=true --tag _rope_kv --profile "$O/profile_rope_kv" --profile-batches $B_SMALL $B_LARGE \
       --out-dir "$O/new"
   for b in $B_SMALL $B_LARGE; do
     match greedy_new_b$b "$O/old/greedy_${P15}_old_b$b.npy" "$O/new/greedy_${P15}_new_b$b.npy"
@@ -67,25 +67,25 @@ elif [ "$PART" = 2 ]; then
   run sweep_old 60 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE --tag _old --out-dir "$O/old"
   run sweep_mixed 90 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE \
       --engine schedule=mixed --tag _mixed --out-dir "$O/mixed"
-  run sweep_buckets 60 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_LARGE --engine prefill_buckets=8 \
+  run sweep_buckets 60 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_LARGE --engine kernels.prefill_buckets=8 \
       --tag _buckets --out-dir "$O/buckets"
   for b in $B_SMALL $B_LARGE; do
     match greedy_mixed_b$b "$O/old/greedy_${P15}_old_b$b.npy" "$O/mixed/greedy_${P15}_mixed_b$b.npy"
   done
   match greedy_buckets_b$B_LARGE "$O/old/greedy_${P15}_old_b$B_LARGE.npy" "$O/buckets/greedy_${P15}_buckets_b$B_LARGE.npy"
   run memagent_28k_mixed 150 $PY -m benchmarks.memagent.linearity $M28K --engine schedule=mixed --out-dir "$O/mixed"
-  run sweep_fp8 60 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_LARGE --engine kv_dtype=float8_e4m3fn \
+  run sweep_fp8 60 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_LARGE --engine kv.kv_dtype=float8_e4m3fn \
       --tag _fp8 --out-dir "$O/fp8"
-  run sweep_7b_fp8 90 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P7 --batches $B_LARGE --engine kv_dtype=float8_e4m3fn \
+  run sweep_7b_fp8 90 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P7 --batches $B_LARGE --engine kv.kv_dtype=float8_e4m3fn \
       --tag _fp8 --out-dir "$O/fp8"
 elif [ "$PART" = 3 ]; then
   # correctness where programs really race (on CPU: interpret mode at small shapes, MEMJAX_GPU_TIER_ANYWHERE=1)
   run kernel_test 150 env MEMJAX_GPU_TIER_ANYWHERE=${I47_DRY:-0} $PY -m pytest -q -p no:cacheprovider \
       tests/unit/kernels/test_kernels_gpu.py -k "decode_merged or rope_kv"
   run sweep_rope_kv 130 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
-      --engine fuse_rope_kv=true --tag _rope_kv --out-dir "$O/new"
+      --engine kernels.fuse_rope_kv=true --tag _rope_kv --out-dir "$O/new"
   run sweep_merge 130 $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
-      --engine fuse_rope_kv=true --engine fuse_split_combine=true --tag _merge --profile "$O/profile_merge" \
+      --engine kernels.fuse_rope_kv=true --engine kernels.fuse_split_combine=true --tag _merge --profile "$O/profile_merge" \
       --profile-batches $B_SMALL $B_LARGE --out-dir "$O/new"
   for b in $B_SMALL $B_LARGE; do
     match greedy_merge_b$b "$O/new/greedy_${P15}_rope_kv_b$b.npy" "$O/new/greedy_${P15}_merge_b$b.npy"
@@ -100,7 +100,7 @@ elif [ "$PART" = 4 ]; then
   run sweep_cb 90 env XLA_FLAGS="$CB" $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 \
       --batches $B_SMALL $B_LARGE --tag _cb --profile "$O/profile_cb" --profile-batches $B_SMALL --out-dir "$O/cb"
   run sweep_rope_kv_cb 130 env XLA_FLAGS="$CB" $PY -m benchmarks.rollout_throughput $SWEEP $G --preset $P15 \
-      --batches $B_SMALL $B_LARGE $NEW --engine fuse_rope_kv=true --tag _rope_kv_cb --out-dir "$O/cb"
+      --batches $B_SMALL $B_LARGE $NEW --engine kernels.fuse_rope_kv=true --tag _rope_kv_cb --out-dir "$O/cb"
   for b in $B_SMALL $B_LARGE; do
     match greedy_cb_b$b "$O/cb/greedy_${P15}_default_b$b.npy" "$O/cb/greedy_${P15}_cb_b$b.npy"
   done
@@ -111,9 +111,9 @@ elif [ "$PART" = 5 ]; then
   run sampler_tests 90 $PY -m pytest -q -p no:cacheprovider tests/unit/engine/test_sampler.py
   run sampler 150 $PY -m benchmarks.sampler_truncation --batches $B_SMALL $B_LARGE --json "$O/sampler_truncation.json"
   run sweep_plain 110 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
-      --engine fuse_rope_kv=true --tag _plain --out-dir "$O/eval"
+      --engine kernels.fuse_rope_kv=true --tag _plain --out-dir "$O/eval"
   run sweep_top_p 150 $PY -m benchmarks.rollout_throughput $SWEEP --preset $P15 --batches $B_SMALL $B_LARGE $NEW \
-      --engine fuse_rope_kv=true --temperature 0.7 --top-p 0.95 --tag _top_p --profile "$O/profile_top_p" \
+      --engine kernels.fuse_rope_kv=true --temperature 0.7 --top-p 0.95 --tag _top_p --profile "$O/profile_top_p" \
       --profile-batches $B_SMALL --out-dir "$O/eval"
 else
   echo "scripts/gpu_block_47.sh: PART must be 1, 2, 3, 4 or 5, got $PART" >&2

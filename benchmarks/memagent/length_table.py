@@ -93,7 +93,7 @@ def child(root: Path, n: int, questions: int, out: Path) -> dict:
 
     cfg = load_config_file(REPO / "configs" / "memagent" / "eval.py")
     sets = [*SETS, f"data_path={root}", f"num_docs={n}", f"num_samples={questions}", f"out_dir={out}",
-            f"engine.compilation_cache_dir={root.parent / 'xla_cache'}"]  # one compile for all the lengths
+            f"engine.kernels.compilation_cache_dir={root.parent / 'xla_cache'}"]  # one compile for all the lengths
     if (root / "docs.json").is_file():
         sets.append(f"docs_path={root / 'docs.json'}")
     cfg = apply_overrides(cfg, sets)

@@ -34,7 +34,7 @@ from memjax import flops  # noqa: E402
 from memjax.systems.memagent.workflow import MemAgent, MemAgentConfig  # noqa: E402
 from memjax.engine import Engine, EngineConfig, SamplingParams  # noqa: E402
 
-from benchmarks.engine_options import add_engine_option, engine_overrides  # noqa: E402
+from benchmarks.engine_options import add_engine_option, engine_overrides, with_overrides  # noqa: E402
 from benchmarks.forward_throughput import device_slug  # noqa: E402
 from benchmarks.rollout_throughput import make_model  # noqa: E402
 
@@ -45,9 +45,9 @@ def run(args) -> dict:
     tok = memjax.Tokenizer.default()
     model = make_model(args.preset, args.dtype)
     window = args.window
-    ecfg = EngineConfig(max_slots=args.batch, page_size=64, window=window, prefill_slots=args.batch,
-                        prefill_chunk=args.prefill_chunk, rounds_per_sync=256, progress=False,
-                        **engine_overrides(args.engine))
+    ecfg = with_overrides(EngineConfig(max_slots=args.batch, page_size=64, window=window, prefill_slots=args.batch,
+                                       prefill_chunk=args.prefill_chunk, rounds_per_sync=256, progress=False),
+                          engine_overrides(args.engine))
     eng = Engine(model, ecfg)
     cfg = MemAgentConfig(chunk_tokens=args.chunk, max_query_tokens=64, max_memory_tokens=args.memory_tokens,
                          max_final_tokens=args.final_tokens, group_size=1, temperature=1.0)
@@ -81,9 +81,9 @@ def run(args) -> dict:
     if args.baseline_lengths:
         bwin = max(args.baseline_lengths) + 128
         bwin = -(-bwin // 64) * 64
-        beng = Engine(model, EngineConfig(max_slots=args.batch, page_size=64, window=bwin, prefill_slots=args.batch,
-                                          prefill_chunk=args.prefill_chunk, rounds_per_sync=256, progress=False,
-                                          **engine_overrides(args.engine)))
+        bcfg = EngineConfig(max_slots=args.batch, page_size=64, window=bwin, prefill_slots=args.batch,
+                            prefill_chunk=args.prefill_chunk, rounds_per_sync=256, progress=False)
+        beng = Engine(model, with_overrides(bcfg, engine_overrides(args.engine)))
         sp = SamplingParams(temperature=1.0, max_tokens=args.final_tokens)
         beng.generate([rng.integers(0, 150_000, args.chunk).tolist()] * args.batch, sp)  # warm-up
         bbest: dict[int, float] = {}

@@ -48,7 +48,7 @@ import numpy as np
 from flax import nnx
 
 from memjax import save_hf
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KVCacheOptions, SamplingParams
 from memjax.model import init_model
 from memjax.model.config import ModelConfig
 
@@ -107,8 +107,9 @@ def _prompts(n: int, length: int, seed: int) -> list[list[int]]:
 
 def _engine(model, batch: int, prompt_len: int, new: int) -> Engine:
     window = prompt_len + new  # a pool that holds every sequence's whole window (the peer's static cache does)
-    return Engine(model, EngineConfig(max_slots=batch, page_size=16, window=window, num_pages=batch * -(-window // 16) + 2,
-                                      prefill_slots=min(batch, 8), prefill_chunk=prompt_len, progress=False))
+    return Engine(model, EngineConfig(max_slots=batch, page_size=16, window=window, prefill_slots=min(batch, 8),
+                                      prefill_chunk=prompt_len, progress=False,
+                                      kv=KVCacheOptions(num_pages=batch * -(-window // 16) + 2)))
 
 
 def full_forward_logprobs(model, seqs: list[list[int]]) -> np.ndarray:

@@ -44,7 +44,7 @@ import numpy as np
 from flax import nnx
 
 from memjax import save_hf
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KVCacheOptions, SamplingParams
 from memjax.model import init_model
 from memjax.model.config import ModelConfig
 from memjax.rl.advantages import AdvantageConfig, grpo_advantages, with_advantages
@@ -105,9 +105,9 @@ class MemjaxGRPO:
         self.model, self.s = model, s
         self.rows = [p for p in prompts for _ in range(s.group)]  # prompt i's group: rows i*G .. i*G+G-1
         n, window = len(self.rows), s.prompt_len + s.new
-        self.engine = Engine(model, EngineConfig(max_slots=n, page_size=16, window=window,
-                                                 num_pages=n * -(-window // 16) + 2, prefill_slots=min(n, 8),
-                                                 prefill_chunk=s.prompt_len, progress=False))
+        self.engine = Engine(model, EngineConfig(max_slots=n, page_size=16, window=window, prefill_slots=min(n, 8),
+                                                 prefill_chunk=s.prompt_len, progress=False,
+                                                 kv=KVCacheOptions(num_pages=n * -(-window // 16) + 2)))
         self.trainer = Trainer(
             model, OptimConfig(lr=s.lr, warmup_steps=0, weight_decay=s.weight_decay, grad_clip=s.grad_clip),
             LossConfig(clip_low=s.clip, clip_high=s.clip, agg="token-mean", kl_coef=0.0),

@@ -9,7 +9,7 @@ the curriculum stage restart (stages of 1 and 2 sessions, one step each).
   python -m memjax.train configs/memory_r2/smoke.py --set agent.locomo_path=/path/to/locomo10.json
 """
 
-from memjax.engine import EngineConfig
+from memjax.engine import EngineConfig, KVCacheOptions
 from memjax.modelsource import ModelSource
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems import MemoryR2Section
@@ -17,8 +17,8 @@ from memjax.run.train_config import TrainConfig
 
 config = TrainConfig(
     model=ModelSource(preset="tiny-qwen-vocab"),
-    engine=EngineConfig(max_slots=8, page_size=16, window=4096, prefill_slots=4, prefill_chunk=512,
-                        kv_cache_bytes=128 << 20, progress=False),
+    engine=EngineConfig(max_slots=8, page_size=16, window=4096, prefill_slots=4, prefill_chunk=512, progress=False,
+                        kv=KVCacheOptions(kv_cache_bytes=128 << 20)),
     agent=MemoryR2Section(
         locomo_path="../shared/data/locomo/locomo10.json", train_conversations=("conv-43",), eval_part="validation",
         eval_max_sessions=1, curriculum_steps=(0, 1), curriculum_sessions=(1, 2), chunks_per_session=2,

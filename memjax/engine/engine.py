@@ -44,7 +44,7 @@ _absmax = jax.jit(lambda a: jnp.max(jnp.abs(a.astype(jnp.float32))))  # one fuse
 def default_num_pages(model: Qwen2, ecfg: EngineConfig, shards: int = 1) -> int:
     """Pages of one pool; shards = devices that split each page by KV heads (tensor_parallel)."""
     per = kv_bytes_per_page(model.cfg, ecfg)
-    budget = ecfg.kv_budget_bytes
+    budget = ecfg.kv.budget_bytes
     if budget is None:
         stats = jax.local_devices()[0].memory_stats() or {}
         if "bytes_limit" in stats:  # free memory of one device, on each of the pool's devices
@@ -59,7 +59,7 @@ def default_num_pages(model: Qwen2, ecfg: EngineConfig, shards: int = 1) -> int:
 
 
 def decode_splits_auto(max_slots: int, kv_heads: int) -> int:
-    """EngineConfig.decode_splits=0: split-K count of the Pallas decode kernel, from the H100 sweep in
+    """EngineConfig.kernels.decode_splits=0: split-K count of the Pallas decode kernel, from the H100 sweep in
     benchmarks/results/paged_attention_nvidia-h100-80gb-hbm3.json (2 at >= 256 sequence-heads, else 4)."""
     return 2 if max_slots * kv_heads >= 256 else 4
 
@@ -69,14 +69,14 @@ class Engine:
         """devices: those a data/tensor-parallel engine spans (default jax.local_devices(); D groups of T =
         tensor_parallel consecutive devices; data_parallel=-1 takes len(devices) // T groups, D > 1 the first
         D x T devices). Ignored when D x T = 1."""
-        ecfg = (config or EngineConfig()).resolve(jax.default_backend())  # the config that runs ("auto" decided)
+        ecfg = (config or EngineConfig()).resolve(jax.default_backend(), model.cfg.head_dim)  # "auto" decided
         self.config = ecfg
-        if ecfg.compilation_cache_dir:
-            jax.config.update("jax_compilation_cache_dir", ecfg.compilation_cache_dir)
+        if ecfg.kernels.compilation_cache_dir:
+            jax.config.update("jax_compilation_cache_dir", ecfg.kernels.compilation_cache_dir)
         self.model_config = mc = model.cfg
         self._graphdef, master = nnx.split(model, nnx.Param)
         master = process_local(master)  # a multi-process trainer's weights: this process's copy
-        wd = jnp.dtype(mc.dtype if ecfg.weight_dtype == "compute" else ecfg.weight_dtype)
+        wd = jnp.dtype(mc.dtype if ecfg.kernels.weight_dtype == "compute" else ecfg.kernels.weight_dtype)
         cast = lambda p: jax.tree.map(lambda a: a.astype(wd) if jnp.issubdtype(a.dtype, jnp.floating) else a, p)
         # the engine's own copy, in its layout (memjax/engine/weights.py: fused / per-layer when configured)
         self._cast = jax.jit((lambda p: engine_layout(cast(p), mc, ecfg)) if uses_layout(ecfg) else cast)
@@ -85,16 +85,16 @@ class Engine:
         self.data_parallel = d = place.size
         local, t = place.local, ecfg.tensor_parallel
         attend = None
-        if ecfg.attention != "reference":
+        if ecfg.kernels.attention != "reference":
             from ..kernels import engine_attend
             from ..kernels.paged_attention import resolve_impl
 
-            impl = resolve_impl(ecfg.attention, ecfg.page_size, mc.head_dim)
+            impl = resolve_impl(ecfg.kernels.attention, ecfg.page_size, mc.head_dim)
             if impl != "reference":  # "auto" off GPU keeps the engine's built-in reference path
-                splits = ecfg.decode_splits or decode_splits_auto(ecfg.max_slots, mc.num_kv_heads // t)
+                splits = ecfg.kernels.decode_splits or decode_splits_auto(ecfg.max_slots, mc.num_kv_heads // t)
                 attend = engine_attend(impl=impl, num_splits=splits)
         self._params = place.params(self._cast(master))  # the engine's own copy; the master is never kept
-        per_group = local.num_pages or default_num_pages(model, local, shards=t)
+        per_group = local.kv.num_pages or default_num_pages(model, local, shards=t)
         self.num_pages = d * per_group  # total over the groups (each has its own null page)
         self._new_pool = lambda: place.pool(mc, per_group)
         graphdef = nnx.graphdef(model)
@@ -146,7 +146,7 @@ class Engine:
     def update_weights(self, params) -> None:
         """Swap in new parameters (an nnx.State of Params, or a Qwen2 module) of identical structure and
         shapes, in any float dtype (e.g. the trainer's fp32 master): the engine keeps only its own copy in
-        EngineConfig.weight_dtype, made by one jitted cast compiled once (no recompilation on refresh)."""
+        EngineConfig.kernels.weight_dtype, made by one jitted cast compiled once (no recompilation on refresh)."""
         new = nnx.state(params, nnx.Param) if isinstance(params, nnx.Module) else params
         new_s = jax.tree.map(lambda a: a.shape, new)
         floats = all(jnp.issubdtype(a.dtype, jnp.floating) for a in jax.tree.leaves(new))
@@ -192,11 +192,12 @@ class Engine:
 
     def kv_absmax(self) -> tuple[float, float]:
         """(max |K|, max |V|) over the KV pool as stored, times its scales: the per-tensor calibration of a float8
-        pool (EngineConfig.k_scale = max |K| / 448 puts the largest cached value at the top of e4m3's range).
+        pool (EngineConfig.kv.k_scale = max |K| / 448 puts the largest cached value at the top of e4m3's range).
         Read after a representative generate() on a compute-dtype engine (unused pages hold zeros)."""
         if self._pool is None:
             raise RuntimeError("Engine.kv_absmax: the engine is asleep (no KV pool)")
-        return (float(_absmax(self._pool.k)) * self.config.k_scale, float(_absmax(self._pool.v)) * self.config.v_scale)
+        kv = self.config.kv
+        return float(_absmax(self._pool.k)) * kv.k_scale, float(_absmax(self._pool.v)) * kv.v_scale
 
     @property
     def asleep(self) -> bool:

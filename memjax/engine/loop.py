@@ -77,10 +77,10 @@ def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None,
     """The prefill, decode and mixed rounds over params in the engine's layout (memjax/engine/weights.py:
     the model's nnx.State by default)."""
     S, C, BP, W = ecfg.page_size, ecfg.prefill_chunk, ecfg.prefill_slots, ecfg.window
-    attn_kw = ({} if attend is None else {"attend": attend}) | {"k_scale": float(ecfg.k_scale),
-                                                                  "v_scale": float(ecfg.v_scale),
-                                                                  "fuse_rope_kv": ecfg.fuse_rope_kv,
-                                                                  "fuse_split_combine": ecfg.fuse_split_combine}
+    attn_kw = ({} if attend is None else {"attend": attend}) | {"k_scale": float(ecfg.kv.k_scale),
+                                                                  "v_scale": float(ecfg.kv.v_scale),
+                                                                  "fuse_rope_kv": ecfg.kernels.fuse_rope_kv,
+                                                                  "fuse_split_combine": ecfg.kernels.fuse_split_combine}
     own_layout = uses_layout(ecfg)
 
     def forward(params, ids, pos, page_table, start, n_valid, pool, ragged=None):
@@ -129,7 +129,7 @@ def make_rounds(graphdef, mcfg: ModelConfig, ecfg: EngineConfig, attend=None,
         if len(lengths) == 1:
             logits, pool = prefill_at(C, params, slots, rows, start, n, pool)
             executed = jnp.int32(BP * C)
-        else:  # the shortest compiled chunk length that holds every row's chunk (EngineConfig.prefill_buckets)
+        else:  # the shortest compiled chunk length that holds every row's chunk (EngineConfig.kernels.prefill_buckets)
             which = jnp.searchsorted(jnp.asarray(lengths, jnp.int32), n.max())
             logits, pool = jax.lax.switch(which, [partial(prefill_at, x) for x in lengths], params, slots, rows,
                                           start, n, pool)

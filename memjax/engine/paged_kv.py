@@ -9,7 +9,7 @@ the scatter, never written: `write_kv`), then every query attends to keys at pos
 online softmax (flash-decoding order), so memory is O(b * t * S) per page, never O(b * context); the
 page count is bucketed (powers of two) so the loop has a static trip count (see `paged_attention`).
 Each KV page is read once for all query heads of its group. Softmax statistics are in float32.
-A float8 pool (EngineConfig.kv_dtype) stores clip(x / scale, +-448); `PagedAttention` folds k_scale into the
+A float8 pool (EngineConfig.kv.kv_dtype) stores clip(x / scale, +-448); `PagedAttention` folds k_scale into the
 query and v_scale into the output, so the attention functions see only the stored values (and upcast them).
 The page loop itself (`paged_attention`, the reference the Pallas kernel must match) lives in
 memjax/kernels/reference.py (kernels are leaves) and is re-exported here.
@@ -71,10 +71,10 @@ class PagedAttention:
     take [B], start [B]) per sequence (memjax/kernels/ragged_paged_attention.py). When given and `attend` has a
     `ragged` function (engine_attend's Pallas back-end), attention reads each sequence's context once per block
     of its rows; otherwise every row attends as its own sequence (the reference: exact, and cheap on CPU).
-    fuse_rope_kv (EngineConfig.fuse_rope_kv): `fused_prologue` is then True (unless ragged), and the decoder hands
+    fuse_rope_kv (EngineConfig.kernels.fuse_rope_kv): `fused_prologue` is then True (unless ragged), and the decoder hands
     a decode step's (t = 1) raw projections to `prologue_attend`, which adds the bias, applies RoPE, writes K/V and
     lays out the query in one kernel (memjax/kernels/rope_kv.py), then attends from that layout.
-    fuse_split_combine (EngineConfig.fuse_split_combine): with a back-end that has `decode_merged` (engine_attend's
+    fuse_split_combine (EngineConfig.kernels.fuse_split_combine): with a back-end that has `decode_merged` (engine_attend's
     Pallas one), that attention merges its splits itself (memjax/kernels/decode_merged.py); its counters ride in
     the state: `open_state` adds them for a decode step, `close_state` drops them.
     """

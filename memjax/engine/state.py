@@ -5,7 +5,7 @@ Shapes (B slots, W window, C prefill chunk, MP pages per sequence, P pages, Q qu
   Slots.tokens int32 [B, W + C] (prompt then generated ids; C columns of slack so a prefill chunk slice
   never clamps), Slots.logprobs f32 [B, W + C], Slots.page_table int32 [B, MP] (0 = null page).
   Pool.k / Pool.v [L, KV, P, S, D] in `kv_dtype(mcfg, ecfg)` (the model's compute dtype, or float8_e4m3fn
-  holding x / EngineConfig.k_scale / v_scale); page 0 is the null page (never allocated,
+  holding x / EngineConfig.kv.k_scale / v_scale); page 0 is the null page (never allocated,
   refcount pinned at 0; padding writes land there and are never read as valid). Pool.free_stack[:n_free]
   holds the free page ids; refcount[p] = number of slots whose page table holds p.
 The loop donates Slots and Pool; Queue is an input; Ring collects finished/preempted rows for the host.
@@ -106,8 +106,8 @@ class Counters:
 
 
 def kv_dtype(mcfg: ModelConfig, ecfg: EngineConfig) -> jnp.dtype:
-    """The pool's dtype: EngineConfig.kv_dtype, "compute" meaning the model's compute dtype."""
-    return mcfg.jnp_dtype if ecfg.kv_dtype == "compute" else jnp.dtype(ecfg.kv_dtype)
+    """The pool's dtype: EngineConfig.kv.kv_dtype, "compute" meaning the model's compute dtype."""
+    return mcfg.jnp_dtype if ecfg.kv.kv_dtype == "compute" else jnp.dtype(ecfg.kv.kv_dtype)
 
 
 def kv_bytes_per_page(mcfg: ModelConfig, ecfg: EngineConfig) -> int:

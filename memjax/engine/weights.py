@@ -1,7 +1,7 @@
 """The rollout engine's own layout of its weight copy and the forward pass over it.
 
 Owns: `uses_layout(ecfg)`, `engine_layout(params, mcfg, ecfg)` (the model's nnx.State of Params, already in
-EngineConfig.weight_dtype -> the engine's dict of arrays) and `engine_forward` / `engine_logits` over it.
+EngineConfig.kernels.weight_dtype -> the engine's dict of arrays) and `engine_forward` / `engine_logits` over it.
 Two choices, each an EngineConfig field, so that one GPU run can time both paths (scripts/gpu_block_47.sh 1):
 - `layers="unrolled"`: every layer's weights are their own arrays (a tuple of L dicts) and the forward is a
   Python loop over layers. Nothing is sliced out of a stacked [L, ...] array at a loop-dependent offset, so
@@ -31,7 +31,7 @@ from .config import EngineConfig
 
 def uses_layout(ecfg: EngineConfig) -> bool:
     """True when the engine holds its weights in its own layout (not the model's nnx.State)."""
-    return ecfg.layers != "scan" or ecfg.fuse_projections
+    return ecfg.kernels.layers != "scan" or ecfg.kernels.fuse_projections
 
 
 def engine_layout(params, mcfg: ModelConfig, ecfg: EngineConfig) -> dict:
@@ -39,12 +39,12 @@ def engine_layout(params, mcfg: ModelConfig, ecfg: EngineConfig) -> dict:
     stacked [L, ...] arrays ("scan") or a tuple of L per-layer dicts ("unrolled"), fused when asked."""
     d = nnx.to_pure_dict(params)
     layers = dict(d["layers"])
-    if ecfg.fuse_projections:
+    if ecfg.kernels.fuse_projections:
         layers["qkv_w"] = jnp.concatenate([layers.pop("q_w"), layers.pop("k_w"), layers.pop("v_w")], axis=-1)
         if mcfg.attention_bias:
             layers["qkv_b"] = jnp.concatenate([layers.pop("q_b"), layers.pop("k_b"), layers.pop("v_b")], axis=-1)
         layers["gate_up_w"] = jnp.concatenate([layers.pop("gate_w"), layers.pop("up_w")], axis=-1)
-    if ecfg.layers == "unrolled":
+    if ecfg.kernels.layers == "unrolled":
         layers = tuple({k: v[i] for k, v in layers.items()} for i in range(mcfg.num_layers))
     return {**{k: v for k, v in d.items() if k != "layers"}, "layers": layers}
 

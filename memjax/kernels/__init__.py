@@ -14,10 +14,10 @@ card's layout exists while the import path stays unambiguous; a PyPI package nam
 * `ragged_paged_attention` (ragged_paged_attention): packed token rows of many sequences (the mixed schedule's
   round), each sequence's rows in blocks that read its context once, through the same Pallas kernel.
 * `rope_kv` (rope_kv): a decode step's q/k/v bias, RoPE, K/V page writes (pool aliased in place) and the query in
-  the paged-attention kernel's padded row layout, one Pallas kernel (EngineConfig.fuse_rope_kv); `rope_kv_ref` is
+  the paged-attention kernel's padded row layout, one Pallas kernel (EngineConfig.kernels.fuse_rope_kv); `rope_kv_ref` is
   its pure-JAX specification.
 * `decode_merged` (decode_merged): decode attention from that row layout whose split-K merge happens inside the
-  kernel (the last program of each sequence and kv head merges, counted by an atomic; EngineConfig.fuse_split_combine).
+  kernel (the last program of each sequence and kv head merges, counted by an atomic; EngineConfig.kernels.fuse_split_combine).
 * `kv_store`: how the paged KV pool stores values (`to_pool`, `store_rows`, a float8 pool's query dtype and
   scale), shared by the engine's writes and these kernels.
 * `paged_attention_mgpu`: the decode kernel in Pallas Mosaic GPU (Hopper+), impl="mosaic", the

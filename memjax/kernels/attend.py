@@ -39,9 +39,9 @@ def engine_attend(*, impl: str = "auto", num_splits: int = 1, prefill_num_splits
                                num_splits=splits, block_q=block_q, interpret=interpret)
 
     attend.block_q, attend.interpret = block_q, interpret  # also read by PagedAttention.prologue_attend
-    if impl == "pallas":  # decode from the row layout memjax/kernels/rope_kv.py writes (EngineConfig.fuse_rope_kv)
+    if impl == "pallas":  # decode from the row layout memjax/kernels/rope_kv.py writes (EngineConfig.kernels.fuse_rope_kv)
         attend.decode_rows = functools.partial(decode_from_rows, num_splits=num_splits, interpret=interpret)
-        # the same with the splits merged in the kernel (EngineConfig.fuse_split_combine)
+        # the same with the splits merged in the kernel (EngineConfig.kernels.fuse_split_combine)
         attend.decode_merged = functools.partial(decode_merged, num_splits=num_splits, interpret=interpret)
     if impl != "reference":  # the mixed round's packed rows (memjax/kernels/ragged_paged_attention.py)
         attend.ragged = functools.partial(ragged_paged_attention, impl="auto" if impl == "auto" else "pallas",

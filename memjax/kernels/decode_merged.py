@@ -1,5 +1,5 @@
 """Decode attention with the split-K merge inside the kernel: the last program of each (sequence, kv head) to finish
-merges the splits and writes the G real rows straight into the [b, H, D] output (EngineConfig.fuse_split_combine).
+merges the splits and writes the G real rows straight into the [b, H, D] output (EngineConfig.kernels.fuse_split_combine).
 
 Owns `decode_merged(q_rows, k_pages, v_pages, layer, page_table, q_pos, kv_len, sem, *, num_heads, num_splits,
 interpret) -> (out [b, 1, H, D] in q_rows' dtype, sem)` and `merge_semaphores(k_pages, b)`. Inputs as

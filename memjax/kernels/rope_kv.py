@@ -1,5 +1,5 @@
 """The decode step's attention prologue in one Pallas kernel: q/k/v bias, RoPE, the K/V page writes and the query
-laid out as the paged-attention kernel's padded row blocks (EngineConfig.fuse_rope_kv).
+laid out as the paged-attention kernel's padded row blocks (EngineConfig.kernels.fuse_rope_kv).
 
 Owns `rope_kv(q_src, k_src, v_src, cols, bias, cos, sin, k_pages, v_pages, layer, page, off, *, num_heads, rows,
 k_scale, v_scale, impl, interpret)` and its pure-JAX specification `rope_kv_ref` (same arguments, same results).

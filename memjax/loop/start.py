@@ -106,9 +106,10 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
     trainer = Trainer(model, cfg.optim, cfg.loss, update, ref_model=ref, mesh=mesh)
     credit = Credit(cfg.advantage, model, cfg.critic, seed=cfg.seed, mesh=mesh, update=update)
     try:
-        if planned and ecfg.kv_budget_bytes is None and ecfg.num_pages is None:  # the pool the plan counted
+        if planned and ecfg.kv.budget_bytes is None and ecfg.kv.num_pages is None:  # the pool the plan counted
             per_device = planned["bytes"]["kv_cache"]  # kv_cache_bytes is a total over the engine devices
-            ecfg = dataclasses.replace(ecfg, kv_cache_bytes=per_device * planned.get("engine_devices", 1))
+            kv = dataclasses.replace(ecfg.kv, kv_cache_bytes=per_device * planned.get("engine_devices", 1))
+            ecfg = dataclasses.replace(ecfg, kv=kv)
         engine = Engine(model, ecfg, devices=rollout_devices(mesh))
     except ValueError as e:
         raise ConfigError(f"engine: {e}") from None

@@ -186,7 +186,7 @@ def decoder_layer(cfg: ModelConfig, p: dict[str, jax.Array], x: jax.Array, cos: 
 
 
 def _fused_prologue_attention(cfg: ModelConfig, p, hn, cos, sin, attention, layer, st):
-    """A one-token step through a back-end with `fused_prologue` (the rollout engine's EngineConfig.fuse_rope_kv):
+    """A one-token step through a back-end with `fused_prologue` (the rollout engine's EngineConfig.kernels.fuse_rope_kv):
     it gets the projections' outputs before bias and RoPE, as (sources, first columns of q / k / v, biases)."""
     if "qkv_w" in p:
         y = hn @ p["qkv_w"]

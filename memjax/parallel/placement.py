@@ -24,8 +24,8 @@ import dataclasses
 import math
 
 MODES = ("all", "config")
-SINGLE_DEVICE_OPTIONS = (("layers", lambda e: e.layers != "scan"), ("fuse_projections", lambda e: e.fuse_projections),
-                         ("fuse_rope_kv", lambda e: e.fuse_rope_kv))
+SINGLE_DEVICE_OPTIONS = (("layers", lambda k: k.layers != "scan"), ("fuse_projections", lambda k: k.fuse_projections),
+                         ("fuse_rope_kv", lambda k: k.fuse_rope_kv))  # EngineConfig.kernels fields
 GIB = 1 << 30
 
 
@@ -80,10 +80,11 @@ def place(ecfg, devices: int, heads: int, *, mode: str = "all", weight_bytes: in
                 if d * t0 < devices else "")
         return Placement(d, t0, devices, how, warn)
     for field, on in SINGLE_DEVICE_OPTIONS:
-        if on(ecfg) and devices > 1:
-            return Placement(1, 1, devices, f"engine.{field}={getattr(ecfg, field)!r} runs on one device",
-                             f"the rollout spans 1 of the {devices} devices the run trains on (engine.{field}="
-                             f"{getattr(ecfg, field)!r} is single-device); unset it to roll out on all")
+        if on(ecfg.kernels) and devices > 1:
+            value = getattr(ecfg.kernels, field)
+            return Placement(1, 1, devices, f"engine.kernels.{field}={value!r} runs on one device",
+                             f"the rollout spans 1 of the {devices} devices the run trains on (engine.kernels.{field}="
+                             f"{value!r} is single-device); unset it to roll out on all")
     tried, first = [], None
     for t in _divisors(devices):
         if t < t0 or heads % t:

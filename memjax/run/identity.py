@@ -26,7 +26,7 @@ from ..config import ConfigError
 # is planned and where compiled programs are cached, never what a step computes (every other field changes the
 # results: the run refuses)
 RESUMABLE = ("steps", "resume", "out_dir", "eval_every", "checkpoint_every", "keep_checkpoints", "plan_hbm_gib",
-             "min_kv_gib", "engine_sleep", "engine.progress", "compile_cache", "engine.compilation_cache_dir")
+             "min_kv_gib", "engine_sleep", "engine.progress", "compile_cache", "engine.kernels.compilation_cache_dir")
 
 RUN_FILE = "run.json"
 

@@ -99,7 +99,7 @@ def placement(cfg, devices: int, hbm_gib: float | None = None, *, model_cfg=None
     resident = 3 * full + (as_dtype(cfg.update.ref_dtype) if cfg.loss.kl_coef else 0)
     if getattr(getattr(cfg, "advantage", None), "estimator", "") == "gae":
         resident += 3 * full  # the critic: the backbone, fp32 master + AdamW (its missing LM head is slack)
-    wd = mcfg.dtype if ecfg.weight_dtype == "compute" else ecfg.weight_dtype
+    wd = mcfg.dtype if ecfg.kernels.weight_dtype == "compute" else ecfg.kernels.weight_dtype
     held = sum(as_dtype(mcfg.dtype) + int(h.kv_cache_bytes) for h in _held(cfg))
     return place(ecfg, devices, heads_of(mcfg), mode=getattr(cfg, "rollout_devices", "all"),
                  weight_bytes=as_dtype(wd), resident_bytes=resident // (devices * hosts), held_bytes=held,
@@ -175,9 +175,9 @@ def shard_check(cfg, devices: int, model_cfg=None) -> tuple[int, int, int]:
     try:
         ecfg.per_device(groups)
     except ValueError as e:
-        fields = [k for k in ("max_slots", "prefill_slots", "num_pages", "queue_size", "token_budget")
-                  if getattr(ecfg, k) and getattr(ecfg, k) % groups]
-        fix = " ".join(f"engine.{k}={-(-getattr(ecfg, k) // groups) * groups}" for k in fields)
+        totals = {"max_slots": ecfg.max_slots, "prefill_slots": ecfg.prefill_slots, "kv.num_pages": ecfg.kv.num_pages,
+                  "queue_size": ecfg.queue_size, "token_budget": ecfg.token_budget}
+        fix = " ".join(f"engine.{k}={-(-v // groups) * groups}" for k, v in totals.items() if v and v % groups)
         raise PlanError(f"engine on {groups} device groups: {e}" + (f"; e.g. --set {fix}" if fix else "")) from None
     return d, f, t
 
@@ -313,7 +313,7 @@ def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batche
     if getattr(getattr(cfg, "advantage", None), "estimator", "") == "gae":
         crit, critic_info = _critic_rows(cfg, mcfg, mesh, u, micro_batches, row_len)
         out.update(crit)
-    wd = jnp.dtype(mcfg.dtype if cfg.engine.weight_dtype == "compute" else cfg.engine.weight_dtype)
+    wd = jnp.dtype(mcfg.dtype if cfg.engine.kernels.weight_dtype == "compute" else cfg.engine.kernels.weight_dtype)
     out["rollout_weights"] = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, wd), aparams))
     held = _held(cfg)
     for k in ("answer_agent_weights", "answer_agent_kv", "judge_weights", "judge_kv"):
@@ -329,7 +329,7 @@ def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batche
     hbm = int(hbm_gib * GIB)
     groups = engine_groups(cfg.engine, d, f, t)
     shards = groups * getattr(cfg.engine, "tensor_parallel", 1)  # the pool is split over every engine device
-    kv_total = cfg.engine.kv_budget_bytes
+    kv_total = cfg.engine.kv.budget_bytes
     sleep = bool(getattr(cfg, "engine_sleep", False))
     out["kv_cache"], phases = budget(out, hbm, sleep=sleep, kv_bytes=kv_total // shards if kv_total else None)
     used = phases["rollout"] - out["kv_cache"]

@@ -98,7 +98,7 @@ class TrainConfig:
         check_choices(self)
         if self.dynamic_sampling and self.filter_flat_groups:
             raise ValueError("TrainConfig: dynamic_sampling already drops flat groups; unset filter_flat_groups")
-        if self.engine.kv_dtype != "compute" and not self.update.recompute_old_logp:
-            raise ValueError(f"TrainConfig: engine.kv_dtype={self.engine.kv_dtype!r} makes the rollout's log-probs "
-                             "approximate (docs/engine.md, float8 KV cache): keep update.recompute_old_logp=true, so the ratio's "
+        if self.engine.kv.kv_dtype != "compute" and not self.update.recompute_old_logp:
+            raise ValueError(f"TrainConfig: engine.kv.kv_dtype={self.engine.kv.kv_dtype!r} makes the rollout's "
+                             "log-probs approximate (docs/engine.md, float8 KV cache): keep update.recompute_old_logp=true, so the ratio's "
                              "old log-probs come from the trainer")

@@ -9,7 +9,7 @@ retrains every warm start.
 
 from __future__ import annotations
 
-from ..engine import EngineConfig
+from ..engine import EngineConfig, KVCacheOptions, KernelOptions
 from ..model import ModelConfig, presets
 
 MODEL_VOCAB = 64  # model embedding rows (>= every tiny task's vocabulary, rounded up)
@@ -27,7 +27,7 @@ def model_config(hidden: int = 128, layers: int = 4, heads: int = 4, kv_heads: i
 
 def engine_config(max_slots: int = 64, window: int = WINDOW) -> EngineConfig:
     """The tiny tasks' engine (`window`: SUMER's task has its own, memjax/systems/sumer/tiny/task.py).
-    No small rounds (EngineConfig.small_rounds=0): each row bucket is one more full forward in the compiled loop,
+    No small rounds (EngineConfig.kernels.small_rounds=0): each row bucket is one more full forward in the compiled loop,
     and at these shapes the smaller rounds saved nothing measurable. configs/tiny.py, 6 steps on 2 CPU cores:
     rollout 1.80 s per step with the default 2 buckets and 1.79 s without them, the same samples and accuracies; the
     loop's cold compile 12.1 -> 6.9 CPU-s (every process that builds a tiny engine pays it); configs/sumer/tiny.py,
@@ -36,5 +36,6 @@ def engine_config(max_slots: int = 64, window: int = WINDOW) -> EngineConfig:
     max_slots / 4: a run with a handful of trajectories (the launch and fault tests' 8) keeps 64-row rounds. Without
     it, at 256 slots, such a run's rollout took 0.31 s per step instead of 0.18 s at 64 slots."""
     return EngineConfig(max_slots=max_slots, page_size=8, window=window, prefill_slots=min(16, max_slots),
-                        prefill_chunk=window, rounds_per_sync=64, progress=False, kv_cache_bytes=64 << 20,
-                        small_rounds=1 if max_slots >= 256 else 0)
+                        prefill_chunk=window, rounds_per_sync=64, progress=False,
+                        kv=KVCacheOptions(kv_cache_bytes=64 << 20),
+                        kernels=KernelOptions(small_rounds=1 if max_slots >= 256 else 0))

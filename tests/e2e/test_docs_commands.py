@@ -284,11 +284,11 @@ COMMANDS = {
     f"{SWEEP} --preset qwen2.5-1.5b {SHAPE} --batches 32 256 "
     "--greedy-tokens": PARSE,
     f"{SWEEP} --preset qwen2.5-1.5b {SHAPE} --batches 32 256 "
-    "--engine layers=unrolled --engine fuse_projections=true --engine fuse_rope_kv=true --greedy-tokens": PARSE,
+    "--engine kernels.layers=unrolled --engine kernels.fuse_projections=true --engine kernels.fuse_rope_kv=true --greedy-tokens": PARSE,
     f"{SWEEP} --preset qwen2.5-1.5b {SHAPE} --batches 32 256 "
     "--engine schedule=mixed --greedy-tokens": PARSE,
     f"{SWEEP} --preset qwen2.5-7b {SHAPE} --batches 256 "
-    "--engine kv_dtype=float8_e4m3fn": PARSE,
+    "--engine kv.kv_dtype=float8_e4m3fn": PARSE,
     f"{SWEEP} --preset qwen2.5-1.5b {SHAPE} --batches 32 256 "
     "--temperature 0.7 --top-p 0.95": PARSE,
     "python -m benchmarks.kernel_speed": PARSE,

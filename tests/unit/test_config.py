@@ -14,9 +14,9 @@ ROOT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 def test_overrides_parse_types_and_revalidate():
     cfg = apply_overrides(EvalConfig(), ["engine.max_slots=32", "memagent.temperature=0.5", "baseline=false",
-                                         "num_docs=5,10", "data_path=/x.json", "engine.num_pages=none"])
+                                         "num_docs=5,10", "data_path=/x.json", "engine.kv.num_pages=none"])
     assert cfg.engine.max_slots == 32 and cfg.memagent.temperature == 0.5 and cfg.baseline is False
-    assert cfg.num_docs == (5, 10) and cfg.data_path == "/x.json" and cfg.engine.num_pages is None
+    assert cfg.num_docs == (5, 10) and cfg.data_path == "/x.json" and cfg.engine.kv.num_pages is None
     assert dataclasses.is_dataclass(cfg) and EvalConfig().engine.max_slots == 16  # original untouched
     with pytest.raises(ConfigError, match="must be a positive int"):
         apply_overrides(EvalConfig(), ["engine.max_slots=0"])  # EngineConfig's own validation

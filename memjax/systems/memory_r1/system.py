@@ -38,7 +38,7 @@ from ...agents.heldout import run_heldout
 from .workflow import AnswerWorkflow, FrozenAnswerer, ManagerWorkflow, MemoryR1Config, construct
 from .data import (EMBEDDERS, MemoryIndex, answer_sample, make_embedder, manager_samples,
                                      qa_items)
-from ...engine import Engine, EngineConfig
+from ...engine import Engine, EngineConfig, KVCacheOptions
 from ...rewards.locomo import token_set_f1
 from ..base import AgentSection, CountingStream, HeldModel, System, frozen_copy, register
 
@@ -134,7 +134,8 @@ class _MemoryR1(System):
         window = -(-(c.max_prompt_tokens + c.max_response_tokens) // 64) * 64
         return Engine(frozen_model, EngineConfig(max_slots=c.frozen_max_slots, page_size=64, window=window,
                                                  prefill_slots=min(4, c.frozen_max_slots), prefill_chunk=1024,
-                                                 kv_cache_bytes=c.frozen_kv_cache_bytes, progress=False))
+                                                 progress=False,
+                                                 kv=KVCacheOptions(kv_cache_bytes=c.frozen_kv_cache_bytes)))
 
     def _parts(self):
         from ...data.locomo import load_locomo

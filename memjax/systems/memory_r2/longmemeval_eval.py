@@ -58,7 +58,7 @@ def memory_r2_lme_predictor(cfg, questions: Sequence[LmeQuestion]):
     section = MemoryR2Section(embedder="hashed" if cfg.embedder == "hashbow" else "wordllama",
                               max_prompt_tokens=cfg.max_prompt_tokens, max_response_tokens=cfg.max_response_tokens,
                               answer_max_tokens=min(cfg.max_response_tokens, 512),
-                              answer_kv_cache_bytes=cfg.engine.kv_cache_bytes or 4 << 30)
+                              answer_kv_cache_bytes=cfg.engine.kv.kv_cache_bytes or 4 << 30)
     system = MemoryR2System(section)
     model, tok = cfg.model.load()
     answer_model = ModelSource(hf_path=cfg.answer_hf_path, dtype=cfg.model.dtype).load()[0] if cfg.answer_hf_path \

@@ -256,8 +256,10 @@ class MemoryR2System(System):
             if self._engine_cfg is None:
                 raise ValueError("MemoryR2System: answer_agent='policy_copy' needs engine_config() first")
             c = self.cfg
-            ecfg = dataclasses.replace(self._engine_cfg, kv_cache_bytes=c.answer_kv_cache_bytes, kv_cache_gib=None,
-                                       num_pages=None, data_parallel=1, tensor_parallel=1)  # one device, own pool
+            kv = dataclasses.replace(self._engine_cfg.kv, kv_cache_bytes=c.answer_kv_cache_bytes, kv_cache_gib=None,
+                                     num_pages=None)
+            # one device, its own pool
+            ecfg = dataclasses.replace(self._engine_cfg, kv=kv, data_parallel=1, tensor_parallel=1)
             self.agent = EngineAnswerAgent(Engine(self._frozen, ecfg), self._tok, self.embedder,
                                            top_k=c.answer_top_k, threshold=c.answer_threshold,
                                            max_tokens=c.answer_max_tokens, parser=c.answer_parser)

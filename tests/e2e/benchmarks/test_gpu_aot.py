@@ -61,7 +61,7 @@ def test_gpu_loop_has_no_pool_copy_and_unique_kv_scatters(schedule, attention, t
 @pytest.mark.slow(seconds=30)
 @needs_plugin
 def test_gpu_loop_with_a_float8_pool_reads_it_in_place(tmp_path):
-    """EngineConfig.kv_dtype=float8_e4m3fn with the Pallas (Triton) kernel, compiled through PTX for an H100: the
+    """EngineConfig.kv.kv_dtype=float8_e4m3fn with the Pallas (Triton) kernel, compiled through PTX for an H100: the
     pool is 1 byte per value and is never upcast whole (no bf16 array of the pool's shape), copied or scattered
     with repeated indices; the kernel upcasts each page it loads."""
     facts, hlo = _compile(tmp_path, "--preset", "tiny", "--slots", "8", "--window", "256", "--page-size", "16",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.engine_options import engine_overrides
+from benchmarks.engine_options import engine_overrides, with_overrides
 from memjax.engine.config import EngineConfig
 
 pytestmark = pytest.mark.e2e
@@ -63,16 +63,17 @@ def test_each_part_runs_its_lines(tmp_path, dry):
                 continue
             assert (ROOT / (c[1].replace(".", "/") + ".py")).is_file(), c
             pairs = [c[i + 1] for i, a in enumerate(c) if a == "--engine"]
-            EngineConfig(**engine_overrides(pairs))
+            with_overrides(EngineConfig(), engine_overrides(pairs))
     engines = {part: [" ".join(a for i, a in enumerate(c) if i and c[i - 1] == "--engine") for c in cs]
                for part, cs in calls.items()}
-    new = "layers=unrolled fuse_projections=true"
-    assert engines["1"][:3] == ["", new, new + " fuse_rope_kv=true"] and engines["1"][-2:] == [new, new]
-    assert engines["2"][1] == engines["2"][6] == "schedule=mixed" and engines["2"][2] == "prefill_buckets=8"
-    assert engines["2"][7] == engines["2"][8] == "kv_dtype=float8_e4m3fn"
-    assert engines["3"][1:3] == [new + " fuse_rope_kv=true", new + " fuse_rope_kv=true fuse_split_combine=true"]
-    assert engines["4"][:3] == ["", "", new + " fuse_rope_kv=true"]
-    assert engines["5"] == ["", "", new + " fuse_rope_kv=true", new + " fuse_rope_kv=true"]
+    new = "kernels.layers=unrolled kernels.fuse_projections=true"
+    assert engines["1"][:3] == ["", new, new + " kernels.fuse_rope_kv=true"] and engines["1"][-2:] == [new, new]
+    assert engines["2"][1] == engines["2"][6] == "schedule=mixed" and engines["2"][2] == "kernels.prefill_buckets=8"
+    assert engines["2"][7] == engines["2"][8] == "kv.kv_dtype=float8_e4m3fn"
+    assert engines["3"][1:3] == [new + " kernels.fuse_rope_kv=true",
+                                 new + " kernels.fuse_rope_kv=true kernels.fuse_split_combine=true"]
+    assert engines["4"][:3] == ["", "", new + " kernels.fuse_rope_kv=true"]
+    assert engines["5"] == ["", "", new + " kernels.fuse_rope_kv=true", new + " kernels.fuse_rope_kv=true"]
     top_p = [c[c.index("--top-p") + 1] if "--top-p" in c else None for c in calls["5"]]
     assert top_p == [None, None, None, "0.95"]  # the plain sweep samples as the RL recipes do, the other as the eval
     flags = {part: [c[-1] for c in cs if c[-1].startswith("XLA_FLAGS=")] for part, cs in calls.items()}

@@ -44,7 +44,7 @@ def test_sweeps_save_greedy_tokens_that_match(tmp_path):
     common = ["-m", "benchmarks.rollout_throughput", "--mode", "sweep", "--preset", "tiny", "--dtype", "float32",
               "--batches", "3", "--prompt-len", "12", "--window", "64", "--page-size", "16", "--decode-tokens", "6",
               "--greedy-tokens", "--out-dir", str(tmp_path)]
-    for extra in (["--tag", "_old"], ["--tag", "_fused", "--engine", "fuse_rope_kv=true"]):
+    for extra in (["--tag", "_old"], ["--tag", "_fused", "--engine", "kernels.fuse_rope_kv=true"]):
         p = subprocess.run([sys.executable, *common, *extra], cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stderr[-2000:]
     old, fused = (np.load(tmp_path / f"greedy_tiny{t}_b3.npy") for t in ("_old", "_fused"))

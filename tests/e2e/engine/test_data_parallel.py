@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from memjax.engine import EngineConfig
+from memjax.engine import EngineConfig, KVCacheOptions
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +21,7 @@ import jax.numpy as jnp
 T0 = time.time()
 import numpy as np
 import jax
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KVCacheOptions, SamplingParams
 from memjax.model import init_model, presets
 from memjax.parallel import MeshConfig, param_shardings, rollout_devices
 from flax import nnx
@@ -153,7 +153,8 @@ def test_totals_must_split_over_the_groups():
     with pytest.raises(ValueError, match="max_slots=12 is a total over data_parallel=8"):
         EngineConfig(max_slots=12, prefill_slots=8, data_parallel=8)
     with pytest.raises(ValueError, match="num_pages=160 over 8 device groups leaves 20 pages"):
-        EngineConfig(max_slots=16, prefill_slots=8, window=512, page_size=16, num_pages=160, data_parallel=8)
+        EngineConfig(max_slots=16, prefill_slots=8, window=512, page_size=16, data_parallel=8,
+                     kv=KVCacheOptions(num_pages=160))
     with pytest.raises(ValueError, match="data_parallel must be >= 1 or -1"):
         EngineConfig(data_parallel=0)
     with pytest.raises(ValueError, match="tensor_parallel must be >= 1"):
@@ -163,8 +164,9 @@ def test_totals_must_split_over_the_groups():
 
     with pytest.raises(ValueError, match="tensor_parallel=2 needs more than the 1 device"):  # this process: 1 CPU
         Engine(init_model(presets.get("tiny")), EngineConfig(max_slots=2, prefill_slots=1, window=64, tensor_parallel=2))
-    cfg = EngineConfig(max_slots=16, prefill_slots=8, window=256, num_pages=800, queue_size=64, data_parallel=8).per_device(8)
-    assert (cfg.max_slots, cfg.prefill_slots, cfg.num_pages, cfg.queue_len, cfg.data_parallel) == (2, 1, 100, 8, 1)
+    cfg = EngineConfig(max_slots=16, prefill_slots=8, window=256, queue_size=64, data_parallel=8,
+                       kv=KVCacheOptions(num_pages=800)).per_device(8)
+    assert (cfg.max_slots, cfg.prefill_slots, cfg.kv.num_pages, cfg.queue_len, cfg.data_parallel) == (2, 1, 100, 8, 1)
 
 
 def test_weights_from_the_fsdp_layout_are_replicated_without_recompiling(res):

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from memjax import load_hf
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, SamplingParams
 from memjax.model import greedy_generate
 
 from conftest import GOLDEN_MODELS, golden_dir, golden_ref
@@ -79,7 +79,7 @@ def test_small_pool_preempts_and_matches_large_pool(model, engine):
     sp = [SamplingParams(temperature=1.0, top_p=0.9, max_tokens=int(k), seed=i)
           for i, k in enumerate(np.random.default_rng(7).integers(5, 40, 12))]
     ref = engine.generate(prompts, sp)
-    small = Engine(model, EngineConfig(**CFG, num_pages=18))
+    small = Engine(model, EngineConfig(**CFG, kv=KVCacheOptions(num_pages=18)))
     out = small.generate(prompts, sp)
     assert small.stats["preemptions"] > 0 and sum(o.preemptions for o in out) == small.stats["preemptions"]
     for a, b in zip(ref, out):
@@ -154,7 +154,7 @@ def test_bad_requests(engine):
     with pytest.raises(ValueError, match="window=60 must be a multiple"):
         EngineConfig(window=60, page_size=16)
     with pytest.raises(ValueError, match="num_pages=5"):
-        EngineConfig(window=64, page_size=4, num_pages=5)
+        EngineConfig(window=64, page_size=4, kv=KVCacheOptions(num_pages=5))
 
 
 def test_update_weights_without_recompile(model):
@@ -174,11 +174,12 @@ def test_update_weights_without_recompile(model):
 
 
 def test_pallas_attention_engine_matches_reference(model, engine):
-    """EngineConfig.attention="pallas" (interpret mode on CPU, split-K decode) gives the same tokens."""
+    """EngineConfig.kernels.attention="pallas" (interpret mode on CPU, split-K decode) gives the same tokens."""
     prompts = _prompts(3, seed=12)
     greedy = SamplingParams(temperature=0.0, max_tokens=6)
     ref = engine.generate(prompts, greedy)
-    pal = Engine(model, EngineConfig(**{**CFG, "page_size": 16, "window": 64}, attention="pallas", decode_splits=2))
+    pal = Engine(model, EngineConfig(**{**CFG, "page_size": 16, "window": 64},
+                                     kernels=KernelOptions(attention="pallas", decode_splits=2)))
     out = pal.generate(prompts, greedy)
     for a, b in zip(ref, out):
         assert a.token_ids == b.token_ids
@@ -211,10 +212,10 @@ def test_attention_default_is_auto_with_measured_split_k():
     from memjax.engine.engine import decode_splits_auto
 
     cfg = EngineConfig()
-    assert cfg.attention == "auto" and cfg.decode_splits == 0
+    assert cfg.kernels.attention == "auto" and cfg.kernels.decode_splits == 0
     assert decode_splits_auto(256, 2) == 2 and decode_splits_auto(128, 4) == 2 and decode_splits_auto(64, 2) == 4
     with pytest.raises(ValueError, match="decode_splits"):
-        EngineConfig(decode_splits=-1)
+        EngineConfig(kernels=KernelOptions(decode_splits=-1))
     if jax.default_backend() == "cpu":
         from memjax.engine.paged_kv import paged_attention
         from memjax.kernels.paged_attention import resolve_impl

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import on_gpu
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, SamplingParams
 from memjax.model import init_model, presets
 
 TIE = 0.1  # fp32 logit gap under which bf16 may pick the other token
@@ -64,10 +64,12 @@ def test_bf16_engine_greedy_agrees_with_fp32_tiny():
 def test_bf16_engine_greedy_agrees_with_fp32_gpu():
     if on_gpu():
         _check(_agreement("qwen2.5-0.5b", n_prompts=32, prompt_len=128, new_tokens=64,
-                          engine_cfg=dict(max_slots=32, page_size=16, window=256, prefill_chunk=128, kv_cache_gib=2.0,
-                                          attention="pallas")))
+                          engine_cfg=dict(max_slots=32, page_size=16, window=256, prefill_chunk=128,
+                                          kv=KVCacheOptions(kv_cache_gib=2.0),
+                                          kernels=KernelOptions(attention="pallas"))))
     else:  # the GPU tier on CPU (MEMJAX_GPU_TIER_ANYWHERE=1: the command runs on the image's packages): the 151,936
         # vocabulary at a quarter of the tokens (the fp32 scoring in float64 numpy was 21 s of the tier's 44 s)
         _check(_agreement("tiny-qwen-vocab", n_prompts=8, prompt_len=64, new_tokens=32,
-                          engine_cfg=dict(max_slots=8, page_size=16, window=128, prefill_chunk=64, kv_cache_gib=2.0,
-                                          attention="reference")))
+                          engine_cfg=dict(max_slots=8, page_size=16, window=128, prefill_chunk=64,
+                                          kv=KVCacheOptions(kv_cache_gib=2.0),
+                                          kernels=KernelOptions(attention="reference"))))

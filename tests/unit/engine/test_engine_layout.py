@@ -14,7 +14,7 @@ import jax.extend
 from flax import nnx
 
 from benchmarks.gpu_aot_rounds import mixed_padding, prefill_padding
-from memjax.engine.config import EngineConfig, SamplingParams
+from memjax.engine.config import EngineConfig, KernelOptions, SamplingParams
 from memjax.engine.engine import Engine
 from memjax.engine.loop import make_rounds
 from memjax.engine.state import init_counters, init_pool, init_ring, init_slots
@@ -38,7 +38,7 @@ def runs(model):
     prompts = [rng.integers(0, 512, size=n).tolist() for n in (5, 17, 40, 3, 70)]
     out = {}
     for name, extra in (("old", {}), ("new", NEW)):
-        eng = Engine(model, EngineConfig(**BASE, **extra))
+        eng = Engine(model, EngineConfig(**BASE, kernels=KernelOptions(**extra)))
         out[name] = (eng.generate(prompts, SamplingParams(temperature=0, max_tokens=10)), dict(eng.stats))
     return out
 
@@ -69,7 +69,7 @@ def _weight_gemms(jaxpr, shapes) -> tuple[int, int]:
 
 @pytest.mark.parametrize("extra,layer_scan,gemms", [({}, True, 7), (NEW, False, 4 * 3)])
 def test_decode_round_structure(model, extra, layer_scan, gemms):
-    cfg, ecfg = model.cfg, EngineConfig(**BASE, **extra)
+    cfg, ecfg = model.cfg, EngineConfig(**BASE, kernels=KernelOptions(**extra))
     h, i, q, kv = cfg.hidden_size, cfg.intermediate_size, cfg.q_size, cfg.kv_size
     shapes = {(h, q), (h, kv), (q, h), (h, i), (i, h), (h, q + 2 * kv), (h, 2 * i)}
     params = nnx.state(model, nnx.Param)
@@ -86,7 +86,7 @@ def test_decode_round_structure(model, extra, layer_scan, gemms):
 def test_bucketed_prefill_padding_on_the_sweep_workload():
     sweep = dict(max_slots=256, prefill_slots=8, window=2048, page_size=64, prefill_chunk=2048)
     old = prefill_padding([1024] * 256, EngineConfig(**sweep))
-    new = prefill_padding([1024] * 256, EngineConfig(**sweep, prefill_buckets=8))
+    new = prefill_padding([1024] * 256, EngineConfig(**sweep, kernels=KernelOptions(prefill_buckets=8)))
     assert old["padding"] == 0.5 and new["padding"] == 0.0 and new["useful_tokens"] == old["useful_tokens"]
     # uneven prompts (MemAgent-like 4.9-6.2K in 64 rows): lengths cut the padding from 32% to 11%; the rest is the
     # last round's ragged remainders, which one length per round cannot fit (BUILD.md, issue 47: ragged rows)
@@ -94,7 +94,7 @@ def test_bucketed_prefill_padding_on_the_sweep_workload():
     lens = rng.integers(4900, 6200, size=64).tolist()
     mem = dict(max_slots=64, prefill_slots=64, window=8192, page_size=64, prefill_chunk=2048)
     assert prefill_padding(lens, EngineConfig(**mem))["padding"] > 0.3
-    assert prefill_padding(lens, EngineConfig(**mem, prefill_buckets=16))["padding"] < 0.12
+    assert prefill_padding(lens, EngineConfig(**mem, kernels=KernelOptions(prefill_buckets=16)))["padding"] < 0.12
     # the mixed schedule (ragged rows; on a GPU through memjax/kernels/ragged_paged_attention.py): the round's unused
     # rows only, 0.02% here (tests/unit/engine/test_mixed.py checks this count against the engine's own stats)
     mixed = mixed_padding(lens, EngineConfig(**mem, schedule="mixed"))
@@ -110,11 +110,11 @@ ROPE_KV = {"scan, reference attention": dict(fuse_rope_kv=True),
 @pytest.mark.slow(seconds=20)
 @pytest.mark.parametrize("extra", list(ROPE_KV.values()), ids=list(ROPE_KV))
 def test_fused_rope_kv_decode_matches_default(model, runs, extra):
-    """EngineConfig.fuse_rope_kv (memjax/kernels/rope_kv.py, interpreted on CPU): the default's greedy tokens and
+    """EngineConfig.kernels.fuse_rope_kv (memjax/kernels/rope_kv.py, interpreted on CPU): the default's greedy tokens and
     log-probs (fp32), its decode rounds through the kernel (one per layer, no K/V scatter left in the round)."""
     rng = np.random.default_rng(0)
     prompts = [rng.integers(0, 512, size=n).tolist() for n in (5, 17, 40, 3, 70)]
-    eng = Engine(model, EngineConfig(**BASE, **extra))
+    eng = Engine(model, EngineConfig(**BASE, kernels=KernelOptions(**extra)))
     got = eng.generate(prompts, SamplingParams(temperature=0, max_tokens=10))
     old = runs["old"][0]
     assert [c.token_ids for c in got] == [c.token_ids for c in old]
@@ -122,16 +122,18 @@ def test_fused_rope_kv_decode_matches_default(model, runs, extra):
                                atol=1e-5, rtol=0)
     def decode_primitives(ecfg):
         params = nnx.state(model, nnx.Param)
-        if ecfg.layers != "scan":
+        if ecfg.kernels.layers != "scan":
             params = engine_layout(params, model.cfg, ecfg)
-        attend = engine_attend(impl="pallas", num_splits=2) if ecfg.attention == "pallas" else None  # as Engine's
+        pallas = ecfg.kernels.attention == "pallas"
+        attend = engine_attend(impl="pallas", num_splits=2) if pallas else None  # as Engine's
         jaxpr = jax.make_jaxpr(make_rounds(nnx.graphdef(model), model.cfg, ecfg, attend).decode)(
             params, init_slots(ecfg), init_pool(model.cfg, ecfg, 40), init_ring(ecfg), init_counters())
         return _primitives(jaxpr.jaxpr)
 
     layers = 1 if extra.get("layers") != "unrolled" else model.cfg.num_layers  # a scan body holds one layer
-    plain = decode_primitives(EngineConfig(**BASE, **{k: v for k, v in extra.items() if not k.startswith("fuse_")}))
-    fused = decode_primitives(EngineConfig(**BASE, **extra))
+    plain = decode_primitives(EngineConfig(**BASE, kernels=KernelOptions(**{k: v for k, v in extra.items()
+                                                                                 if not k.startswith("fuse_")})))
+    fused = decode_primitives(EngineConfig(**BASE, kernels=KernelOptions(**extra)))
     assert (plain.count("scatter:pool"), plain.count("pallas_call:rope_kv")) == (2 * layers, 0)  # K and V
     assert (fused.count("scatter:pool"), fused.count("pallas_call:rope_kv")) == (0, layers)
     # fuse_split_combine (memjax/kernels/decode_merged.py): each layer's attention merges its own splits
@@ -158,15 +160,15 @@ def _primitives(jaxpr) -> list[str]:
 
 def test_fused_rope_kv_validation(model):
     with pytest.raises(ValueError, match="fuse_rope_kv must be a bool"):
-        EngineConfig(fuse_rope_kv=1)
+        EngineConfig(kernels=KernelOptions(fuse_rope_kv=1))
     with pytest.raises(ValueError, match="single-device"):
-        EngineConfig(fuse_rope_kv=True, data_parallel=2)
+        EngineConfig(data_parallel=2, kernels=KernelOptions(fuse_rope_kv=True))
     with pytest.raises(ValueError, match="split schedule's decode rounds"):
-        EngineConfig(fuse_rope_kv=True, schedule="mixed")
+        EngineConfig(schedule="mixed", kernels=KernelOptions(fuse_rope_kv=True))
     with pytest.raises(ValueError, match="fuse_split_combine must be a bool"):
-        EngineConfig(fuse_rope_kv=True, fuse_split_combine="yes")
+        EngineConfig(kernels=KernelOptions(fuse_rope_kv=True, fuse_split_combine="yes"))
     with pytest.raises(ValueError, match="set fuse_rope_kv=True too"):
-        EngineConfig(fuse_split_combine=True)
+        EngineConfig(kernels=KernelOptions(fuse_split_combine=True))
     auto = dict(BASE, schedule="auto")
     assert Engine(model, EngineConfig(**auto)).config.schedule == ("mixed" if jax.default_backend() == "cpu" else "split")
-    assert Engine(model, EngineConfig(**auto, fuse_rope_kv=True)).config.schedule == "split"
+    assert Engine(model, EngineConfig(**auto, kernels=KernelOptions(fuse_rope_kv=True))).config.schedule == "split"

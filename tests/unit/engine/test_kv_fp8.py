@@ -1,4 +1,4 @@
-"""The float8 KV pool (EngineConfig.kv_dtype="float8_e4m3fn", issue 47 item 4).
+"""The float8 KV pool (EngineConfig.kv.kv_dtype="float8_e4m3fn", issue 47 item 4).
 
 - storing: out-of-range values saturate at +-448 instead of becoming NaN; a value is stored / scale;
 - the scales are applied: K and V of magnitude ~2,000 saturate with scales 1 (large error) and round-trip with
@@ -6,7 +6,7 @@
 - a pool page costs 1 byte per value (a quarter of the fp32 pool, half of bf16), so a budget holds 4x / 2x the pages;
 - validation: unknown dtypes, scales without a float8 pool, the Mosaic kernel with one, and memjax.train without the
   old log-prob recompute are refused with one line;
-- the fused decode prologue (EngineConfig.fuse_rope_kv) applies the same scales: `PagedAttention.prologue_attend`
+- the fused decode prologue (EngineConfig.kernels.fuse_rope_kv) applies the same scales: `PagedAttention.prologue_attend`
   on raw projections equals bias + RoPE + the plain call, through the reference and through the Pallas kernel's
   row layout, on a float8 pool with scales and on an fp32 pool;
 An engine with a float8 pool against the trainer (the log-prob gap): tests/e2e/benchmarks/test_kv_fp8_gap.py.
@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memjax.engine.config import FP8_E4M3_MAX, EngineConfig
+from memjax.engine.config import FP8_E4M3_MAX, EngineConfig, KVCacheOptions, KernelOptions
 from memjax.engine.paged_kv import PagedAttention, to_pool
 from memjax.engine.state import kv_bytes_per_page
 from memjax.model import presets
@@ -67,7 +67,7 @@ def test_paged_attention_applies_the_scales():
 def test_float8_pool_costs_one_byte_per_value():
     mcfg = presets.get("tiny")  # fp32 compute
     e = EngineConfig(window=64, page_size=16)
-    f8 = dataclasses.replace(e, kv_dtype="float8_e4m3fn")
+    f8 = dataclasses.replace(e, kv=KVCacheOptions(kv_dtype="float8_e4m3fn"))
     assert kv_bytes_per_page(mcfg, e) == 4 * kv_bytes_per_page(mcfg, f8)
     assert kv_bytes_per_page(mcfg, f8) == 2 * mcfg.num_layers * mcfg.num_kv_heads * 16 * mcfg.head_dim
     bf = presets.get("tiny", dtype="bfloat16")
@@ -76,13 +76,13 @@ def test_float8_pool_costs_one_byte_per_value():
 
 def test_validation():
     with pytest.raises(ValueError, match="kv_dtype must be one of"):
-        EngineConfig(kv_dtype="float8_e5m2")
+        EngineConfig(kv=KVCacheOptions(kv_dtype="float8_e5m2"))
     with pytest.raises(ValueError, match="scale a float8 pool only"):
-        EngineConfig(k_scale=2.0)
+        EngineConfig(kv=KVCacheOptions(k_scale=2.0))
     with pytest.raises(ValueError, match="k_scale must be a positive finite"):
-        EngineConfig(kv_dtype="float8_e4m3fn", k_scale=0.0)
+        EngineConfig(kv=KVCacheOptions(kv_dtype="float8_e4m3fn", k_scale=0.0))
     with pytest.raises(ValueError, match="Mosaic"):
-        EngineConfig(kv_dtype="float8_e4m3fn", attention="mosaic")
+        EngineConfig(kv=KVCacheOptions(kv_dtype="float8_e4m3fn"), kernels=KernelOptions(attention="mosaic"))
     from memjax.kernels.paged_attention import paged_attention
 
     pool = jnp.zeros((1, 1, 3, 16, 16), F8)
@@ -92,7 +92,7 @@ def test_validation():
     from memjax.rl.trainer import UpdateConfig
     from memjax.run.train_config import TrainConfig
 
-    eng = EngineConfig(window=1024, kv_dtype="float8_e4m3fn")
+    eng = EngineConfig(window=1024, kv=KVCacheOptions(kv_dtype="float8_e4m3fn"))
     TrainConfig(engine=eng)  # recompute on (the default): accepted
     with pytest.raises(ValueError, match="recompute_old_logp"):
         TrainConfig(engine=eng, update=UpdateConfig(recompute_old_logp=False))

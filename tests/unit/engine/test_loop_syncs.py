@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, SamplingParams
 from memjax.engine.config import FINISH_LENGTH
 from memjax.engine.loop import make_loop
 from memjax.engine.live_request import pack_queue
@@ -60,7 +60,7 @@ def test_three_branch_decisions_per_round(schedule, truncate):
     cfg = presets.get("tiny")
     model = nnx.eval_shape(lambda: init_model(cfg, 0))
     ecfg = EngineConfig(max_slots=4, window=64, page_size=16, prefill_slots=2, prefill_chunk=32, schedule=schedule,
-                        attention="pallas", progress=False, num_pages=20)
+                        progress=False, kv=KVCacheOptions(num_pages=20), kernels=KernelOptions(attention="pallas"))
     run = make_loop(nnx.graphdef(model), cfg, ecfg, attend=engine_attend(impl="pallas", num_splits=2),
                     truncate=truncate)
     queue = jax.tree.map(lambda a: a[0], pack_queue([[]], ecfg, ecfg.queue_len))
@@ -133,7 +133,7 @@ def states():
     """(slots, pool, queue, ring) after each of the first rounds of a run whose 12 requests (3 prompts x 4, so
     groups share their prompt pages) do not all fit in 4 slots and a 10-page pool: admissions wait, pages run out."""
     ecfg = EngineConfig(max_slots=4, window=32, page_size=4, prefill_slots=2, prefill_chunk=8, schedule="split",
-                        progress=False, num_pages=10, rounds_per_sync=1)
+                        progress=False, rounds_per_sync=1, kv=KVCacheOptions(num_pages=10))
     eng = Engine(init_model(presets.get("tiny"), seed=3), ecfg)
     rng = np.random.default_rng(0)
     for n in (9, 14, 6):

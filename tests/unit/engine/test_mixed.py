@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, SamplingParams
 from memjax.engine.mixed import plan_round
 from memjax.engine.state import init_slots
 from memjax.model import init_model, presets
@@ -21,7 +21,8 @@ def model():
 
 @pytest.fixture(scope="module")
 def engines(model):  # small pool: the mixed and split runs below both preempt
-    return {s: Engine(model, EngineConfig(**CFG, schedule=s, token_budget=12, num_pages=22)) for s in ("split", "mixed")}
+    return {s: Engine(model, EngineConfig(**CFG, schedule=s, token_budget=12, kv=KVCacheOptions(num_pages=22)))
+            for s in ("split", "mixed")}
 
 
 def _plan_ref(active, prompt_len, seq_len, n_gen, order, n_rows):
@@ -110,13 +111,14 @@ def test_schedule_config_errors():
     assert EngineConfig(**CFG).round_sizes == (4, 20) and EngineConfig(**CFG, token_budget=4).round_sizes == (4,)
     big = EngineConfig(max_slots=16, prefill_slots=4, prefill_chunk=64, window=512)
     assert big.round_sizes == (4, 16, 34, 272)
-    assert EngineConfig(max_slots=16, prefill_slots=4, prefill_chunk=64, window=512, small_rounds=0).round_sizes \
+    assert EngineConfig(max_slots=16, prefill_slots=4, prefill_chunk=64, window=512,
+                        kernels=KernelOptions(small_rounds=0)).round_sizes \
         == (16, 34, 272)
     memagent = EngineConfig(max_slots=256, page_size=64, window=8192, prefill_slots=16, prefill_chunk=2048)
     assert memagent.round_tokens == 256 + 8192 and memagent.round_sizes == (16, 64, 256, 1056, 8448)
-    assert EngineConfig(max_slots=256, small_rounds=1).round_sizes[:2] == (64, 256)
+    assert EngineConfig(max_slots=256, kernels=KernelOptions(small_rounds=1)).round_sizes[:2] == (64, 256)
     with pytest.raises(ValueError, match="small_rounds must be an int >= 0"):
-        EngineConfig(**CFG, small_rounds=-1)
+        EngineConfig(**CFG, kernels=KernelOptions(small_rounds=-1))
 
 
 def test_small_rounds_sample_the_same_tokens(model):
@@ -129,7 +131,8 @@ def test_small_rounds_sample_the_same_tokens(model):
                              max_tokens=24 if i >= 11 else 3, seed=i) for i in range(len(prompts))]  # long: last slots
     base = dict(max_slots=16, page_size=4, window=64, prefill_slots=4, prefill_chunk=8, progress=False)
     runs = {}
-    for name, kw in {"small": dict(schedule="mixed"), "none": dict(schedule="mixed", small_rounds=0)}.items():
+    kinds = {"small": dict(schedule="mixed"), "none": dict(schedule="mixed", kernels=KernelOptions(small_rounds=0))}
+    for name, kw in kinds.items():
         eng = Engine(model, EngineConfig(**base, **kw))
         runs[name] = eng.generate(prompts, params)
     assert EngineConfig(**base, schedule="mixed").round_sizes[0] == 4
@@ -178,7 +181,8 @@ def test_ragged_pallas_back_end_equals_the_per_row_reference(model, engines):
     ref = engines["mixed"].generate(prompts, params)
     PagedAttention.__call__ = spy
     try:
-        eng = Engine(model, EngineConfig(**CFG, schedule="mixed", token_budget=12, num_pages=22, attention="pallas"))
+        eng = Engine(model, EngineConfig(**CFG, schedule="mixed", token_budget=12, kv=KVCacheOptions(num_pages=22),
+                                         kernels=KernelOptions(attention="pallas")))
         got = eng.generate(prompts, params)
     finally:
         PagedAttention.__call__ = orig

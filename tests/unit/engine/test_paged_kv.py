@@ -64,7 +64,7 @@ def test_engine_kv_writes_are_unique(schedule, monkeypatch):
     """Every KV scatter of a run with preemption, prefix sharing and continuations writes each (page,
     offset) at most once and never a valid row to the null page: the engine's CPU results then do not
     depend on which duplicate wins (undefined on a GPU), and `unique_indices=True` in write_kv is true."""
-    from memjax.engine import Engine, EngineConfig, SamplingParams
+    from memjax.engine import Engine, EngineConfig, KVCacheOptions, SamplingParams
     from memjax.engine import paged_kv as pa
 
     found = []
@@ -82,8 +82,8 @@ def test_engine_kv_writes_are_unique(schedule, monkeypatch):
     monkeypatch.setattr(pa, "write_kv", checked)
     cfg = presets.get("tiny")
     eng = Engine(init_model(cfg, seed=0), EngineConfig(max_slots=4, page_size=4, window=48, prefill_slots=2,
-                                                       prefill_chunk=8, num_pages=14, schedule=schedule,
-                                                       progress=False))
+                                                       prefill_chunk=8, schedule=schedule, progress=False,
+                                                       kv=KVCacheOptions(num_pages=14)))
     r = np.random.default_rng(0)
     prompts = [r.integers(0, cfg.vocab_size, int(k)).tolist() for k in r.integers(3, 30, 6)]
     prompts += [prompts[0]] * 3  # a prefix-sharing group

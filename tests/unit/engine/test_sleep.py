@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KVCacheOptions, SamplingParams
 from memjax.model import init_model, presets
 
 CFG = dict(max_slots=4, page_size=4, window=64, prefill_slots=2, prefill_chunk=8, progress=False)
@@ -87,10 +87,10 @@ def test_sleep_drops_requests_aborted_on_the_device(model):
 
 def test_kv_cache_gib():
     model = init_model(presets.get("tiny"), seed=0)
-    a = Engine(model, EngineConfig(**CFG, kv_cache_gib=1 / 1024))
-    b = Engine(model, EngineConfig(**CFG, kv_cache_bytes=1 << 20))
+    a = Engine(model, EngineConfig(**CFG, kv=KVCacheOptions(kv_cache_gib=1 / 1024)))
+    b = Engine(model, EngineConfig(**CFG, kv=KVCacheOptions(kv_cache_bytes=1 << 20)))
     assert a.num_pages == b.num_pages > 0
     with pytest.raises(ValueError, match="not both"):
-        EngineConfig(**CFG, kv_cache_gib=1.0, kv_cache_bytes=1 << 20)
+        EngineConfig(**CFG, kv=KVCacheOptions(kv_cache_gib=1.0, kv_cache_bytes=1 << 20))
     with pytest.raises(ValueError, match="kv_cache_gib must be a positive number"):
-        EngineConfig(**CFG, kv_cache_gib=-1.0)
+        EngineConfig(**CFG, kv=KVCacheOptions(kv_cache_gib=-1.0))

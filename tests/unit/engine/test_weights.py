@@ -1,4 +1,4 @@
-"""memjax.engine rollout weights: the engine's own copy in EngineConfig.weight_dtype, refreshed without
+"""memjax.engine rollout weights: the engine's own copy in EngineConfig.kernels.weight_dtype, refreshed without
 recompiling, bit-identical to casting the master at use."""
 
 import jax
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from memjax.engine import Engine, EngineConfig, SamplingParams
+from memjax.engine import Engine, EngineConfig, KernelOptions, SamplingParams
 from memjax.model import init_model, presets
 
 CFG = dict(max_slots=4, page_size=4, window=64, prefill_slots=2, prefill_chunk=8, progress=False)
@@ -25,7 +25,8 @@ def test_bf16_copy_of_fp32_master_equals_cast_at_use_and_refreshes_without_recom
     params = [SamplingParams(temperature=1.0, max_tokens=8, seed=i) for i in range(3)]
     eng = Engine(master, EngineConfig(**CFG))  # weight_dtype="compute" -> bf16
     assert {a.dtype for a in jax.tree.leaves(eng._params)} == {jnp.dtype(jnp.bfloat16)}
-    at_use = Engine(master, EngineConfig(**CFG, weight_dtype="float32"))  # keeps fp32, casts in the forward
+    # keeps fp32, casts in the forward
+    at_use = Engine(master, EngineConfig(**CFG, kernels=KernelOptions(weight_dtype="float32")))
     a, b = eng.generate(prompts, params), at_use.generate(prompts, params)
     assert [o.token_ids for o in a] == [o.token_ids for o in b]
     assert [o.logprobs for o in a] == [o.logprobs for o in b]  # bit-identical
@@ -42,8 +43,8 @@ def test_bf16_copy_of_fp32_master_equals_cast_at_use_and_refreshes_without_recom
 
 
 def test_weight_dtype_validated():
-    with pytest.raises(ValueError, match="EngineConfig.weight_dtype"):
-        EngineConfig(weight_dtype="int8")
+    with pytest.raises(ValueError, match="KernelOptions.weight_dtype"):
+        EngineConfig(kernels=KernelOptions(weight_dtype="int8"))
 
 
 def test_committed_weights_compile_the_loop_once():

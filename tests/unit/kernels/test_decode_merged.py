@@ -1,5 +1,5 @@
 """memjax.kernels.decode_merged (Pallas, interpret mode on CPU): decode attention whose split-K merge and slice back to
-the G heads happen inside the kernel (EngineConfig.fuse_split_combine; issue 47).
+the G heads happen inside the kernel (EngineConfig.kernels.fuse_split_combine; issue 47).
 
 - = `decode_from_rows` (the kernel plus XLA's merge) for 1, 2, 3 and 5 splits, G = 3 and 7 (not powers of two),
   fp32 / bf16 pools and a float8 pool, ragged context lengths with an idle sequence (kv_len 0) and a split longer

@@ -112,7 +112,7 @@ def test_bf16_within_stated_tolerance(t, splits):
 
 @pytest.mark.parametrize("t,splits", [(1, 2), (4, 1)])
 def test_float8_pool_matches_reference(t, splits):
-    """A float8_e4m3fn pool (EngineConfig.kv_dtype): q stays bf16, the kernel upcasts each page; the reference
+    """A float8_e4m3fn pool (EngineConfig.kv.kv_dtype): q stays bf16, the kernel upcasts each page; the reference
     reads the same stored values in fp32 (tolerance as bf16: the kernel's dots run in bf16)."""
     q, k, v, pt, q_pos, kv_len = _problem(21 + t, b=4, t=t, h=6, kv=2, s=8, d=16, mp=4, kv_len=[30, 0, 9, 17],
                                           dtype=jnp.bfloat16)

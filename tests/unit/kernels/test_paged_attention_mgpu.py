@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from memjax.engine.config import EngineConfig
+from memjax.engine.config import EngineConfig, KernelOptions
 from memjax.engine.paged_kv import PagedAttention
 from memjax.kernels import engine_attend, paged_attention, paged_attention_ref
 from memjax.kernels.paged_attention import resolve_impl
@@ -140,7 +140,7 @@ def test_validation_and_impl_choice():
     on_gpu = jax.default_backend() == "gpu"
     assert resolve_impl("mosaic") == "mosaic"
     assert resolve_impl("auto", 16, 128) == ("pallas" if on_gpu else "reference")  # the default is unchanged
-    assert EngineConfig(attention="mosaic").attention == "mosaic"
+    assert EngineConfig(kernels=KernelOptions(attention="mosaic")).kernels.attention == "mosaic"
     assert mosaic_supported(16, 128, jnp.bfloat16, 7) and mosaic_supported(64, 128, jnp.float16)
     assert not mosaic_supported(16, 128, jnp.float32)       # fp32 wgmma would be TF32
     assert not mosaic_supported(16, 96, jnp.bfloat16)       # D not a multiple of 64
@@ -156,7 +156,7 @@ def test_validation_and_impl_choice():
     with pytest.raises(ValueError, match="block_k"):
         paged_attention_mosaic(q, k, v, 0, pt, q_pos, kv_len, block_k=0, interpret=True)
     with pytest.raises(ValueError, match=r"reference\|pallas\|mosaic\|auto"):
-        EngineConfig(attention="triton")
+        EngineConfig(kernels=KernelOptions(attention="triton"))
 
 
 @pytest.mark.gpu

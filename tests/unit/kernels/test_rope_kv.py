@@ -1,5 +1,5 @@
 """memjax.kernels.rope_kv (Pallas, interpret mode on CPU) against its pure-JAX specification and against what the
-decoder and the engine do without it (EngineConfig.fuse_rope_kv; issue 47).
+decoder and the engine do without it (EngineConfig.kernels.fuse_rope_kv; issue 47).
 
 - kernel = `rope_kv_ref` for one fused [b, q + 2kv] source (cols 0, q, q + kv) and for three separate ones, with and
   without bias, G = 3 and 7 (not powers of two, padded to 16 rows), fp32 / bf16 pools and a float8 pool with scales;

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memjax.engine import EngineConfig
+from memjax.engine import EngineConfig, KernelOptions
 from memjax.parallel.placement import place
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +53,7 @@ def test_config_mode_keeps_one_device_and_warns():
 
 def test_single_device_engine_options_are_warned():
     import dataclasses
-    p = place(dataclasses.replace(E, fuse_rope_kv=True), 8, heads=4)
+    p = place(dataclasses.replace(E, kernels=KernelOptions(fuse_rope_kv=True)), 8, heads=4)
     assert p.spans == 1 and "fuse_rope_kv" in p.warning
 
 

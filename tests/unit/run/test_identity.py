@@ -20,7 +20,7 @@ def _old_run(tmp_path, cfg, drop=("compile_cache",), drop_engine=("fuse_split_co
     for k in drop:
         del saved[k]
     for k in drop_engine:
-        del saved["engine"][k]
+        del saved["engine"]["kernels"][k]
     (out / "run.json").write_text(json.dumps({"config": saved, "system": "memagent", "resumed": []}))
     return out
 
@@ -30,7 +30,7 @@ def test_fields_newer_than_the_record_count_as_their_defaults(tmp_path):
     out = _old_run(tmp_path, cfg)
     assert check_resume(out, cfg) is not None                                   # same run: resumes
     assert check_resume(out, apply_overrides(cfg, ["compile_cache=none", "steps=20"])) is not None
-    with pytest.raises(ConfigError, match=r"engine.fuse_rope_kv: false -> true"):
-        check_resume(out, apply_overrides(cfg, ["engine.fuse_rope_kv=true"]))
+    with pytest.raises(ConfigError, match=r"engine.kernels.fuse_rope_kv: false -> true"):
+        check_resume(out, apply_overrides(cfg, ["engine.kernels.fuse_rope_kv=true"]))
     with pytest.raises(ConfigError, match=r"seed: 0 -> 1"):
         check_resume(out, apply_overrides(cfg, ["seed=1"]))

@@ -77,7 +77,7 @@ def test_phases_with_and_without_engine_sleep():
     assert ph == {"rollout": 6 * gib + kv, "update": 13 * gib}
     kv, ph = budget(rows, 40 * gib, sleep=False, kv_bytes=None)
     assert kv == int(0.9 * (40 - 16) * gib) and ph["rollout"] == ph["update"] == 16 * gib + kv
-    kv, ph = budget(rows, 40 * gib, sleep=True, kv_bytes=5 * gib)  # engine.kv_cache_gib=5
+    kv, ph = budget(rows, 40 * gib, sleep=True, kv_bytes=5 * gib)  # engine.kv.kv_cache_gib=5
     assert kv == 5 * gib and ph == {"rollout": 11 * gib, "update": 13 * gib}
 
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from memjax.engine import EngineConfig, SamplingParams
+from memjax.engine import EngineConfig, KVCacheOptions, SamplingParams
 from memjax.engine.state import kv_bytes_per_page
 from memjax.model import init_model, presets
 from memjax.systems import MemoryR1AnswerSection, MemoryR1ManagerSection, MemoryR2Section, build
@@ -31,8 +31,8 @@ def test_memory_r2_answer_engine_is_a_compute_dtype_copy_with_its_own_pool():
     policy = init_model(cfg, seed=0)
     s = build(MemoryR2Section(embedder="hashed", answer_kv_cache_bytes=8 << 20))
     s.setup(policy, Tokenizer.from_dir(ASSETS))
-    ecfg = EngineConfig(max_slots=4, page_size=16, window=256, prefill_slots=2, prefill_chunk=64, kv_cache_gib=1.0,
-                        progress=False)
+    ecfg = EngineConfig(max_slots=4, page_size=16, window=256, prefill_slots=2, prefill_chunk=64, progress=False,
+                        kv=KVCacheOptions(kv_cache_gib=1.0))
     s.engine_config(ecfg)
     engine = s._answer_agent().engine
     assert s.frozen_engines() == [engine] and s._frozen is None

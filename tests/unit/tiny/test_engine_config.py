@@ -15,7 +15,7 @@ from memjax.tiny.model import engine_config, model_config
 
 def test_the_tiny_engine_compiles_no_small_round_buckets():
     cfg = engine_config()
-    assert cfg.small_rounds == 0
+    assert cfg.kernels.small_rounds == 0
     assert cfg.round_sizes == (cfg.max_slots, cfg.round_tokens) == (64, 64 + 16 * 48)
     assert min(engine_config(max_slots=8).round_sizes) == 8
 
@@ -25,14 +25,14 @@ def test_a_tiny_engine_of_256_slots_keeps_one_small_bucket():
     handful of trajectories (memjax/tiny/model.py engine_config: their rollout took 0.31 s per step at 256-row rounds,
     0.15 s with the bucket)."""
     cfg = engine_config(max_slots=TinySection().max_slots)
-    assert cfg.max_slots == 256 and cfg.small_rounds == 1 and sorted(cfg.round_sizes)[:2] == [64, 256]
+    assert cfg.max_slots == 256 and cfg.kernels.small_rounds == 1 and sorted(cfg.round_sizes)[:2] == [64, 256]
 
 
 def test_sumers_tiny_engine_compiles_no_small_round_buckets():
     cfg = sumer.engine_config()
-    assert cfg.small_rounds == 0 and min(cfg.round_sizes) == cfg.max_slots == 64
+    assert cfg.kernels.small_rounds == 0 and min(cfg.round_sizes) == cfg.max_slots == 64
 
 
 def test_the_full_context_engine_compiles_no_small_round_buckets():
     cfg = full_context.make_engine(init_model(model_config(), 0), TaskConfig(num_chunks=6), max_slots=8).config
-    assert cfg.small_rounds == 0 and min(cfg.round_sizes) == cfg.max_slots == 8
+    assert cfg.kernels.small_rounds == 0 and min(cfg.round_sizes) == cfg.max_slots == 8

@@ -37,7 +37,7 @@ import optax
 from flax import nnx
 
 from ....config import positive_int
-from ....engine import Engine, EngineConfig, SamplingParams
+from ....engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, SamplingParams
 from ....model import init_model
 from ....rewards import memagent_reward
 from ....tiny.model import model_config
@@ -101,7 +101,8 @@ def make_engine(model, task: TaskConfig, max_slots: int = 64) -> Engine:
     kv_per_token = c.num_layers * 2 * c.num_kv_heads * c.head_dim * 4  # fp32 K and V
     return Engine(model, EngineConfig(max_slots=max_slots, page_size=16, window=w, prefill_slots=min(16, max_slots),
                                       prefill_chunk=min(w, 256), rounds_per_sync=64, progress=False,
-                                      kv_cache_bytes=max(16 << 20, 2 * max_slots * w * kv_per_token), small_rounds=0))
+                                      kv=KVCacheOptions(kv_cache_bytes=max(16 << 20, 2 * max_slots * w * kv_per_token)),
+                                      kernels=KernelOptions(small_rounds=0)))
 
 
 def evaluate(model, task: TaskConfig, samples: list[dict], *, max_slots: int = 64, engine: Engine | None = None

@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 SMALL = ["embedder=hashbow", "model.preset=tiny-qwen-vocab", "model.dtype=float32", "engine.window=8192",
-         "max_prompt_tokens=6000", "max_response_tokens=1000", "engine.kv_cache_bytes=33554432"]
+         "max_prompt_tokens=6000", "max_response_tokens=1000", "engine.kv.kv_cache_bytes=33554432"]
 
 
 def policy(text):

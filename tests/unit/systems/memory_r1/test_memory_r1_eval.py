@@ -69,7 +69,7 @@ def _run_cli(tmp_path, extra=()):
     sets = [f"data_path={FIXTURE}", "part=validation", f"out_dir={out}", "embedder=hashbow", "distill=false",
             "max_prompt_tokens=1400", "engine.window=1536",
             "engine.max_slots=4", "engine.prefill_slots=2", "engine.prefill_chunk=512", "engine.page_size=64",
-            "engine.kv_cache_bytes=33554432", *extra]
+            "engine.kv.kv_cache_bytes=33554432", *extra]
     assert evaluate_main([cfg, *[a for s in sets for a in ("--set", s)]]) == 0
     res = json.loads((out / "results.json").read_text())
     assert res["table"]["overall"]["n"] == 2 and "no distillation" in res["title"]

@@ -11,7 +11,7 @@ from memjax.agents import run_workflow
 from memjax.systems.memory_r2.workflow import MemoryR2, MemoryR2Config, R2Sample
 from memjax.systems.memory_r2.reward import EngineAnswerAgent, OverlapAnswerAgent
 from memjax.data.locomo import Conversation, Session
-from memjax.engine import Engine, EngineConfig
+from memjax.engine import Engine, EngineConfig, KVCacheOptions
 from memjax.memory import HashedBowEmbedder, MemoryBank
 from memjax.model import Qwen2, presets
 
@@ -24,7 +24,7 @@ TOK = memjax.Tokenizer.default()
 def test_episode_and_answer_agent_on_the_engine():
     model = Qwen2(presets.get("tiny-qwen-vocab"), rngs=nnx.Rngs(0))
     engine = Engine(model, EngineConfig(max_slots=8, page_size=16, window=3072, prefill_slots=4, prefill_chunk=512,
-                                        progress=False, kv_cache_bytes=64 << 20))
+                                        progress=False, kv=KVCacheOptions(kv_cache_bytes=64 << 20)))
     conv = Conversation("conv-y", "Ann", "Bob", (Session(1, "1 May", CONV.sessions[0].turns[:4]),),
                         CONV.questions[:1])
     # prompt_revision f6d3e04: its shorter system prompts fit the 3k-token window sized for this CPU test
