@@ -75,7 +75,7 @@ def check_train(cfg) -> None:
     own = preflight._own_model(system)
     _finish([f"python -m memjax.train: system {system.name!r}, {cfg.steps} steps x {cfg.prompts_per_step} prompts, "
              f"estimator {cfg.advantage.estimator}, group size {system.group_size}",
-             f"model: the system's own (warm start, vocabulary; model.* does not apply)" if own
+             "model: the system's own (warm start, vocabulary; model.* does not apply)" if own
              else _model_line(cfg.model),
              "data: the training stream opens (its files parse)",
              f"mesh: data {data} x fsdp {fsdp} x tensor {tensor} on {jax.device_count()} {jax.default_backend()} "
@@ -90,16 +90,30 @@ def _engine_line(system, cfg) -> str:
         e = system.engine_config(cfg.engine)
     except ValueError as err:
         raise ConfigError(f"engine: {err}") from None
-    from ..run.plan import rollout_line  # where it rolls out (memjax/parallel/placement.py)
-    return f"engine: {e.max_slots} slots, window {e.window}\n" + rollout_line(cfg, e, __import__("jax").local_device_count())
+    import jax
+
+    from ..run.plan import (  # where it rolls out (memjax/parallel/placement.py)
+        model_config,
+        rollout_line,
+    )
+    try:
+        head_dim = model_config(cfg).head_dim
+    except (OSError, ValueError, KeyError):
+        head_dim = 128
+    r = e.resolve(jax.default_backend(), head_dim)  # what the engine runs here (Engine keeps it as .config)
+    k, kv = r.kernels, r.kv
+    pool = (f"{kv.num_pages} pages" if kv.num_pages else f"{kv.kv_cache_gib} GiB" if kv.kv_cache_gib
+            else f"{kv.kv_cache_bytes:,} bytes" if kv.kv_cache_bytes else "90% of free memory")
+    return (f"engine: {r.max_slots} slots, window {r.window}, schedule {r.schedule}, attention {k.attention}, "
+            f"layers {k.layers}, weights {k.weight_dtype}; KV pool {pool}, {kv.kv_dtype}\n"
+            + rollout_line(cfg, e, jax.local_device_count()))
 
 
 def check_evaluate(cfg) -> None:
-    from .eval_config import EvalConfig, SystemEvalConfig
     from ..evaluation.locomo import LocomoEvalConfig
     from ..evaluation.longmemeval import LongMemEvalConfig
-
     from ..runio import out_dir_writable
+    from .eval_config import EvalConfig, SystemEvalConfig
 
     out_dir_writable(cfg.out_dir)
     if isinstance(cfg, LongMemEvalConfig):

@@ -51,6 +51,23 @@ def differing(saved: dict, now: dict, allowed=RESUMABLE) -> list[str]:
     return [k for k in keys if k not in allowed and saved.get(k, "<absent>") != now.get(k, "<absent>")]
 
 
+# option groups a config class gained: a record written before the group holds `a.b.field` where the config now
+# has `a.b.<group>.field` (EngineConfig's KV-cache and kernel options)
+GROUPS = ("kv", "kernels")
+
+
+def regrouped(saved: dict, now: dict) -> dict:
+    """saved with every key the current config holds one group deeper (GROUPS) moved there, so a run recorded
+    before the grouping resumes under the same values; keys neither config has are kept (they differ)."""
+    out = {}
+    for k, v in saved.items():
+        head, _, last = k.rpartition(".")
+        moved = [f"{head}.{g}.{last}" if head else f"{g}.{last}" for g in GROUPS]
+        hit = [m for m in moved if k not in now and m in now and m not in saved]
+        out[hit[0] if hit else k] = v
+    return out
+
+
 def _defaults(cfg) -> dict:
     """The flat field defaults of cfg's config class (its system's agent section: that section's defaults)."""
     out: dict[str, Any] = {}
@@ -101,7 +118,8 @@ def check_resume(out: Path, cfg) -> dict | None:
     rec = recorded(out)
     if rec is None or not rec.get("config"):
         return rec
-    saved, now = flat(rec["config"]), flat(cfg)
+    now = flat(cfg)
+    saved = regrouped(flat(rec["config"]), now)
     defaults = _defaults(cfg)
     # a field the record lacks was added to memjax after the run started: the older code ran it at its default
     saved = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}

@@ -34,3 +34,28 @@ def test_fields_newer_than_the_record_count_as_their_defaults(tmp_path):
         check_resume(out, apply_overrides(cfg, ["engine.kernels.fuse_rope_kv=true"]))
     with pytest.raises(ConfigError, match=r"seed: 0 -> 1"):
         check_resume(out, apply_overrides(cfg, ["seed=1"]))
+
+
+def _flat_engine_run(tmp_path, cfg):
+    """A run.json written before EngineConfig grouped its KV-cache and kernel options: engine.kv_dtype, not
+    engine.kv.kv_dtype."""
+    out = tmp_path / "flat"
+    (out / "checkpoints" / "1").mkdir(parents=True)
+    saved = json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+    engine = saved["engine"]
+    for group in ("kv", "kernels"):
+        engine.update(engine.pop(group))
+    assert "kv_dtype" in engine and "layers" in engine and "kv" not in engine
+    (out / "run.json").write_text(json.dumps({"config": saved, "system": "memagent", "resumed": []}))
+    return out
+
+
+def test_a_run_recorded_before_the_engine_option_groups_resumes(tmp_path):
+    cfg = apply_overrides(TrainConfig(), [f"out_dir={tmp_path / 'flat'}", "engine.kv.num_pages=200",
+                                          "engine.kernels.layers=unrolled"])
+    out = _flat_engine_run(tmp_path, cfg)
+    assert check_resume(out, cfg) is not None                                   # same values, old layout: resumes
+    with pytest.raises(ConfigError, match=r"engine.kv.num_pages: 200 -> 201"):   # a moved field that changed: refused
+        check_resume(out, apply_overrides(cfg, ["engine.kv.num_pages=201"]))
+    with pytest.raises(ConfigError, match=r"engine.kernels.layers: \"unrolled\" -> \"scan\""):
+        check_resume(out, apply_overrides(cfg, ["engine.kernels.layers=scan"]))
