@@ -59,7 +59,7 @@ from flax import nnx
 from ..parallel import data_size, micro_rows_for
 from .assemble import RowLayout, RowShard, global_max, global_sum, take_local
 from .batch import RolloutBatch
-from .update_programs import UpdatePrograms
+from .update_programs import IS_METRICS, UpdatePrograms
 from .update_config import LossConfig, NonFiniteError, OptimConfig, UpdateConfig, lr_at
 
 
@@ -254,6 +254,8 @@ class Trainer:
         t_old = time.perf_counter()
         reuse = u.reuse_first_old_logp and plans[0][0] is not None  # the same on every process (global plans)
         todo = [pl for pl in (plans[0][1:] if reuse else plans[0]) if pl is not None] if u.recompute_old_logp else []
+        if lc.offpolicy.on:  # the engine's log-probs are the behaviour policy's; old_logp becomes pi_prox below
+            batch = batch.with_behaviour()
         if todo:
             batch = self._recompute_old(params, batch, todo, stats)
         t_ref = time.perf_counter()
@@ -266,6 +268,8 @@ class Trainer:
                    "adv": np.asarray(batch.advantages, np.float32), "tok_w": self._token_weights(batch, row_w)}
         if lc.kl_coef:
             fields_["ref_logp"] = batch.ref_logp
+        if lc.offpolicy.on:
+            fields_["behaviour_logp"] = batch.behaviour_logp
         flat = [pl for pls in plans for pl in pls if pl is not None]
         dens = self._denominators(batch, flat, row_w)
         totals: dict[str, float] = {}
@@ -299,6 +303,7 @@ class Trainer:
             keys = ["clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean", "grad_norm", "loss"]
             keys += ["kl_ref"] if lc.kl_coef else []
             keys += ["entropy"] if lc.entropy_coef else []
+            keys += list(IS_METRICS) if lc.offpolicy.on else []
             for key in keys:
                 totals[key] = totals.get(key, 0.0) + m[key]
         self.train_steps += 1

@@ -14,7 +14,7 @@ calls), not optimizer steps.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import jax.numpy as jnp
 
@@ -22,6 +22,7 @@ from ..config import RunError
 from ..kernels.reference import CLAMP_MODES
 from ..model.flash_attention import ATTENTION_KINDS
 from .losses import AGG_MODES, KL_ESTIMATORS
+from .offpolicy import OffPolicyConfig
 
 NONFINITE_POLICIES = ("stop", "skip")
 
@@ -81,6 +82,8 @@ class LossConfig:
     # kl_coef / entropy_coef terms are token means over the mini-batch)
     loss_scale_tokens: int | None = None  # Dr.GRPO constant L of agg="seq-mean-token-sum-norm": the configured
     # maximum response tokens (fixed, not the padded row length of a batch); required in that mode
+    offpolicy: OffPolicyConfig = field(default_factory=OffPolicyConfig)  # importance correction against the
+    # sampling policy (memjax/rl/offpolicy.py; docs/async.md): "off" is the PPO loss on old_logp unchanged
 
     def __post_init__(self):
         if self.dual_clip is not None and not math.isfinite(self.dual_clip):
@@ -104,6 +107,12 @@ class LossConfig:
             raise ValueError(f"LossConfig.loss_scale_tokens must be > 0 or None, got {self.loss_scale_tokens}")
         if self.clip_low < 0 or self.clip_high < 0 or (self.dual_clip is not None and self.dual_clip <= 1):
             raise ValueError(f"LossConfig: clips must be >= 0 and dual_clip > 1 (got {self})")
+        if self.offpolicy.on and self.level != "token":
+            raise ValueError(f"LossConfig.offpolicy.mode={self.offpolicy.mode!r} weights per-token ratios: it needs "
+                             f"level='token', got {self.level!r}")
+        if self.offpolicy.proximal != "recompute":
+            raise ValueError("LossConfig.offpolicy.proximal='loglinear' needs token versions from an asynchronous "
+                             "schedule, which the training loop does not run: use proximal='recompute'")
 
 
 @dataclass(frozen=True)

@@ -44,16 +44,20 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from ..kernels import step_ratio_loss, token_clip_surrogate
 from ..model.flash_attention import training_attention
 from ..parallel import DATA, FSDP, TENSOR, layer_sharding, param_shardings
 from .logprobs import token_logprobs
 from .losses import kl_penalty
+from .offpolicy import importance_weights
 
 _F32 = jnp.float32
-TOKEN_METRICS = ("clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean", "entropy", "kl_ref")
+IS_METRICS = ("is_weight_mean", "is_truncated_frac", "is_masked_frac", "logp_gap_mean")  # offpolicy on
+TOKEN_METRICS = ("clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean", "entropy", "kl_ref",
+                 *IS_METRICS)
 
 
 def core_transform(optim) -> optax.GradientTransformation:
@@ -156,9 +160,13 @@ class UpdatePrograms:
                                          log_ratio_clamp_mode=lc.log_ratio_clamp_mode)
         valid = mask != 0
         count = jnp.maximum(sm["num_tokens"], 1.0)
-        per_tok = pg
         metrics = {k: sm[k] for k in ("clipfrac", "clipfrac_high", "clipfrac_low", "approx_kl", "ratio_mean",
                                       "num_tokens")}
+        if lc.offpolicy.on:  # decoupled PPO: pg(pi_theta / pi_prox) weighted by pi_prox / pi_behave (no gradient)
+            w, ism = importance_weights(mb["old_logp"], mb["behaviour_logp"], mask, lc.offpolicy)
+            pg = pg * w
+            metrics.update({k: ism[k] for k in IS_METRICS})  # means over the mini-batch's tokens (sums only)
+        per_tok = pg
         if self.use_ref:
             kl = jnp.where(valid, kl_penalty(logp, mb["ref_logp"], lc.kl_estimator), 0.0)
             per_tok = per_tok + lc.kl_coef * kl
@@ -231,6 +239,8 @@ class UpdatePrograms:
                 "loss_mask": sd(_F32), "old_logp": sd(_F32), "adv": sd(_F32), "tok_w": sd(_F32)}
         if self.use_ref:
             data["ref_logp"] = sd(_F32)
+        if self.loss_cfg.offpolicy.on:
+            data["behaviour_logp"] = sd(_F32)
         if self.loss_cfg.level == "step":
             data["local"] = sd(jnp.int32)
         return data

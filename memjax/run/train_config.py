@@ -98,6 +98,13 @@ class TrainConfig:
         check_choices(self)
         if self.dynamic_sampling and self.filter_flat_groups:
             raise ValueError("TrainConfig: dynamic_sampling already drops flat groups; unset filter_flat_groups")
+        off = self.loss.offpolicy
+        if off.on and not self.update.recompute_old_logp:
+            raise ValueError(f"TrainConfig: loss.offpolicy.mode={off.mode!r} weights by pi_prox / pi_behave, the "
+                             "trainer's recomputed log-probs over the engine's: keep update.recompute_old_logp=true")
+        if off.on and off.level == "sequence" and self.update.pack:
+            raise ValueError("TrainConfig: loss.offpolicy.level='sequence' weights a row as one sequence; packed rows "
+                             "hold several: set update.pack=false or loss.offpolicy.level='token'")
         if self.engine.kv.kv_dtype != "compute" and not self.update.recompute_old_logp:
             raise ValueError(f"TrainConfig: engine.kv.kv_dtype={self.engine.kv.kv_dtype!r} makes the rollout's "
                              "log-probs approximate (docs/engine.md, float8 KV cache): keep update.recompute_old_logp=true, so the ratio's "
