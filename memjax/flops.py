@@ -1,35 +1,15 @@
 """FLOP accounting for Qwen2.5 decoders, MemAgent stage accounting, and MFU / roofline helpers.
 
-Owns: the one FLOP formula every throughput number in memjax is reported with, the per-device peak
-tables, and the arithmetic that turns (FLOPs, seconds) into MFU.
-
-The estimator is verl's Qwen2 estimator (`verl/utils/flops_counter.py`, `_estimate_qwen2_flops`), which
-the MemAgent paper (appendix A) uses for its linear-vs-quadratic cost comparison. With hidden size h,
-intermediate size I, L layers, vocabulary V, n_heads query heads, n_kv key/value heads of width hd
-(`cfg.head_dim`, which is h / n_heads for every Qwen2.5 size):
-
-    dense_N  = (3·h·I + h·(n_heads·hd + 2·n_kv·hd + n_heads·hd))·L + 2·V·h
-    training = 6·dense_N·Σs + 12·Σ(s²)·hd·n_heads·L       (forward + backward)
-    forward  = training / 3 = 2·dense_N·Σs + 4·Σ(s²)·hd·n_heads·L
-
-over the sequence lengths s of a batch (each sequence attends only to itself). What it deliberately
-counts or leaves out (so MFU figures compare with verl's and the paper's):
-  * 2·V·h "parameters" for embedding + LM head even when they are tied; the embedding is a gather
-    that executes no FLOPs, so the estimate exceeds the executed matmul FLOPs by 2·V·h per token
-    (forward) — see `matmul_flops` for the executed count.
-  * full s² attention (not the causal half): equal to what a dense masked attention executes, twice
-    what a causal-skipping (flash) kernel executes.
-  * no norms, softmax, rotary, SiLU, residual or bias FLOPs (elementwise; < 1% at Qwen2.5 sizes).
-
-MemAgent stage accounting (paper appendix A): with query budget q, output/memory budget o and chunk
-size N, reading a document of c tokens is an initial stage of q + 200 + o tokens, k = ceil(c / N)
-memory updates of q + 200 + N + o tokens, and a final stage of q + 100 + o tokens, each its own
-conversation (its own s); the full-context baseline is one sequence of q + c + o tokens.
-
-Invariants: every FLOP count is exact integer arithmetic converted to float once at the end;
-forward == training / 3 exactly; counts are additive over sequences. Peak tables hold dense (no
-sparsity) bf16 tensor-core TFLOP/s and HBM TB/s; `MEMJAX_PEAK_TFLOPS` / `MEMJAX_PEAK_HBM_TBPS` (or an
+Owns the one FLOP formula every throughput number in memjax is reported with (`estimate`: verl's Qwen2 estimator,
+`_estimate_qwen2_flops` in verl/utils/flops_counter.py, which the MemAgent paper's appendix A uses), the executed
+matmul count (`matmul_flops`), MemAgent's stage accounting, the per-device peak tables (`DEVICE_SPECS`) and the
+arithmetic that turns (FLOPs, seconds) into MFU.
+Invariants: every FLOP count is exact integer arithmetic converted to float once at the end; forward == training /
+3 exactly; counts are additive over sequences; the estimate keeps verl's conventions (2·V·h per token for embedding
++ LM head even when tied, full s² attention, no elementwise ops) so MFU figures compare with verl's and the paper's.
+Peak tables hold dense bf16 tensor-core TFLOP/s and HBM TB/s; `MEMJAX_PEAK_TFLOPS` / `MEMJAX_PEAK_HBM_TBPS` (or an
 explicit argument) override them; an unknown device (e.g. CPU) has no peak and its MFU is NaN.
+docs/performance.md, "How to read the FLOP-linearity results", has the formula and the stage accounting.
 """
 
 from __future__ import annotations

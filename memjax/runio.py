@@ -1,23 +1,13 @@
 """Output-directory safety for memjax's programs: nothing lost, nothing silent (docs/architecture.md, principle 6).
 
-Owns:
-- `prepare_out_dir(path, field)`: create an output directory or fail with a one-line ConfigError naming
-  the field when the path is a file or cannot be created / written.
-- `OutDirLock`: an exclusive, non-blocking `fcntl.flock` on `<out_dir>/.memjax.lock`, so two runs can
-  never write one directory; the second fails at once naming the holder's pid. The kernel drops the
-  lock when the process dies (also on SIGKILL), so a stale lock file never blocks a new run.
-- `claim_marked_dir(path, marker)`: a directory a program may empty and rewrite only when it created
-  it or it holds that program's marker file (so `--out .` can never wipe a user's files).
-- `claim_kind(path, kind, program)`: one output directory holds one kind of run ("training", "evaluation", "locomo",
-  "longmemeval"): the kind is read from the directory's `.memjax-kind` mark, or recognised from what such a run writes
-  (training: run.json with a code digest, checkpoints/, result.json; evaluation: run.json with a run_key, results.json
-  with metrics; LoCoMo / LongMemEval: predictions.jsonl by its id field); another kind's directory is refused in one
-  line; `mark=True` writes the mark (the process that writes).
-- `JsonlLog`: append-only JSON-lines logs, flushed and fsynced per record, and `truncate(max_step)` to
-  drop records after the checkpoint a resumed run restarts from (no repeated lines after a kill).
-- `write_atomic(path, text)`: write a results file through a temporary file and rename.
-- `nonfinite(metrics, keys)`: the keys whose values are NaN or infinite.
-- `tb_writer(logdir, resumed_step)`: TensorBoard writer that purges events past a resumed step.
+Owns `prepare_out_dir(path, field)` (create an output directory or fail naming the field), `OutDirLock` (an
+exclusive, non-blocking `fcntl.flock` on `<out_dir>/.memjax.lock`: a second run fails at once naming the holder's
+pid, and the kernel drops the lock when the process dies, so a stale lock file never blocks), `claim_marked_dir`
+(a directory a program may empty only when it created it or it holds the program's marker), `claim_kind` (one
+output directory holds one kind of run: training, evaluation, locomo, longmemeval; recognised from its
+`.memjax-kind` mark or from what such a run writes), `JsonlLog` (append-only JSON lines, fsynced per record, and
+`truncate(max_step)` for a resumed run), `write_atomic`, `nonfinite` and `tb_writer` (a TensorBoard writer that
+purges events past a resumed step).
 Invariants: every error is one line naming the path; nothing here deletes a file it did not write.
 """
 

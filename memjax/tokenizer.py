@@ -1,25 +1,17 @@
 """Qwen byte-level BPE tokenisation and the Qwen2.5 chat template, built at token-id level.
 
-Owns: loading `tokenizer.json` (+ `tokenizer_config.json`) through the `tokenizers` library (never
-`transformers`), the shipped Qwen2.5 assets (`memjax/assets/qwen2.5-tokenizer/`, see NOTICE.md there), and
-the Qwen2.5-Instruct chat template reimplemented in Python.
-
+Owns loading `tokenizer.json` (+ `tokenizer_config.json`) through the `tokenizers` library (never `transformers`),
+the shipped Qwen2.5 assets (`memjax/assets/qwen2.5-tokenizer/`, see NOTICE.md there) and the Qwen2.5-Instruct
+chat template reimplemented in Python (tools, tool_calls and tool responses included).
 Invariants:
-- `encode` adds no special tokens (like transformers' `encode(..., add_special_tokens=False)`), but special
-  token strings inside the text are recognised as single ids (`split_special_tokens=False`, as transformers).
-- `apply_chat_template(msgs)` returns exactly the ids of transformers'
-  `apply_chat_template(msgs, tokenize=True)` for string content. It never renders the whole prompt to a
-  string: template special tokens are emitted as ids, and each maximal run of text between two ids is
-  encoded as one string. This is equivalent because the tokenizer splits added tokens out of the text
-  before normalisation, pre-tokenisation and BPE, so no token spans a special token (tests check it).
-- Message `content` may be a list of parts: `str` parts are text, `TokenIds` / int sequences / integer
-  `np.ndarray` parts are spliced verbatim (never re-tokenised). An id part (even empty) is a hard boundary: text on
-  each side of it is encoded separately, so a result can differ from encoding the concatenated text at part
-  boundaries. This is intended (principle 1: text is never re-tokenised between turns). Adjacent text
-  (template text and `str` parts) is merged before encoding, so str-only parts equal their concatenation.
-- Only the Qwen2.5 template (tools, tool_calls, tool responses included) is implemented; a tokenizer_config.json
-  with another chat_template loads for encode/decode but `apply_chat_template` raises. The normaliser is NFC,
-  so `decode(encode(t)) == unicodedata.normalize("NFC", t)`.
+- `encode` adds no special tokens but recognises special-token strings in the text as single ids, as transformers.
+- `apply_chat_template(msgs)` returns exactly transformers' `apply_chat_template(msgs, tokenize=True)` ids for string
+  content, without rendering the prompt to a string: template special tokens are emitted as ids and each run of text
+  between them is encoded as one string (equivalent, since added tokens are split out before BPE).
+- Content parts that are token ids are spliced verbatim and are hard boundaries (principle 1: text is never
+  re-tokenised between turns); adjacent text parts are merged before encoding.
+- A tokenizer_config.json with another chat_template loads for encode / decode, but `apply_chat_template` raises.
+  The normaliser is NFC, so `decode(encode(t)) == unicodedata.normalize("NFC", t)`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """A servable Hugging Face model directory: the weights and config of `save_hf`, plus everything a consumer
 (transformers' AutoTokenizer / AutoModelForCausalLM, vLLM's loader) and a reader need beside them.
 
-Owns `export_hf(model, out_dir, tokenizer=..., run=...)`, which writes
-- config.json + safetensors (save_hf: sharded above max_shard_bytes, gathered to process 0);
-- the tokenizer files: for a memjax Qwen `Tokenizer`, the files of the directory it was loaded from
-  (tokenizer.json, tokenizer_config.json with its chat template, and vocab.json / merges.txt /
-  special_tokens_map.json / chat_template.jinja / added_tokens.json when present), or the shipped Qwen2.5
-  tokenizer's; for a tiny system's word tokenizer (anything with a `words` tuple), a `tokenizers` WordLevel
-  tokenizer.json whose ids equal the tiny ids and a tokenizer_config.json whose Jinja chat template renders
-  `<role> content <end>` per message (`"memjax_tokenizer": "tiny-words"` marks it);
-- generation_config.json: the run's sampling defaults (temperature, top_p, do_sample) and its eos / pad ids;
-- README.md, the model card: system, paper, recipe config, data, steps, held-out results before / after,
-  code version and the base model's licence (from the base directory's README front matter or LICENSE);
-- memjax.json: the system name and agent section, so `python -m memjax.run_agent` can run the policy as trained.
-Invariants: every process calls it (save_hf gathers); only process 0 writes; the extra files are written after
-the weights, so a directory with README.md is complete. `run` is result.json's dict (memjax/loop/result.py's
-`result()`), or None for a bare conversion (then the card names only the model and tokenizer).
+Owns `export_hf(model, out_dir, tokenizer=..., run=...)`, which writes config.json + safetensors (save_hf), the
+tokenizer files (a Qwen `Tokenizer`'s own directory's files or the shipped Qwen2.5 tokenizer's; for a tiny system's
+word tokenizer a `tokenizers` WordLevel tokenizer.json with the tiny ids and a `<role> content <end>` chat
+template, marked `"memjax_tokenizer": "tiny-words"`), generation_config.json (the run's sampling defaults, eos and
+pad ids), README.md (the model card: system, recipe, data, results before / after, code version, the base model's
+licence) and memjax.json (system name and agent section, for `python -m memjax.run_agent`).
+Invariants: every process calls it (save_hf gathers) and only process 0 writes; the extra files are written after
+the weights, so a directory with README.md is complete. `run` is result.json's dict (memjax/loop/result.py), or
+None for a bare conversion (then the card names only the model and tokenizer).
 """
 
 from __future__ import annotations

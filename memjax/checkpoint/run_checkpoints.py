@@ -1,22 +1,17 @@
 """Train-state checkpoints of a run: save, verify, restore the newest good one, quarantine corrupt ones.
 
-Owns `RunCheckpoints`, a thin layer over orbax's CheckpointManager (which writes each step into a
-temporary directory and commits it by rename, so a step directory is all-or-nothing). Invariants:
-- A save that orbax declines (it returns False, e.g. for a step at or below an existing one) is an
-  error, never ignored: the run stops rather than go on without checkpoints.
-- Every save is verified once it has finished (before the next save starts and in `finish()`): the step
-  is listed, its directory holds both items, and its metadata restores with the step it claims.
-  An asynchronous write that failed (disk full, read-only directory) surfaces as one CheckpointError line.
-- orbax's background-thread error logs are cut to one line each (`quiet_orbax_logs`).
-- `restore_latest(fn)` tries steps newest first; one that fails to restore is moved aside into
-  `<dir>_corrupt/<step>[.N]` (never deleted) with a one-line warning, so the run falls back to the previous
-  step and can save the steps it retrains; retention never deletes a good step because of a corrupt one.
-  A ConfigError raised by the restore function (a checkpoint of another model) is not corruption: it
-  propagates and nothing is moved.
-- `on_commit(step)` is told each step once it is verified (the run's ledger of committed checkpoints).
-- `placed_like(restored, like)`: restored arrays placed as the live ones (no recompilation after a restore).
-- `keep=None` keeps every step (no retention); the owner removes steps itself with `delete(step)` (the
-  per-stage best store, memjax.checkpoint.stage_best).
+Owns `RunCheckpoints`, a thin layer over orbax's CheckpointManager (each step written to a temporary directory and
+committed by rename, so a step directory is all-or-nothing), `quiet_orbax_logs` and `placed_like(restored, like)`
+(restored arrays placed as the live ones, so a restore does not recompile).
+Invariants:
+- A save orbax declines is an error, never ignored; every save is verified once finished (listed, both items
+  present, its metadata restores with its step), so a failed asynchronous write surfaces as one CheckpointError.
+- `restore_latest(fn)` tries steps newest first; one that fails is moved aside into `<dir>_corrupt/<step>[.N]`
+  (never deleted) with a one-line warning and the previous step is used; retention never deletes a good step
+  because of a corrupt one. A ConfigError from the restore function (another model's checkpoint) is not
+  corruption: it propagates and nothing is moved.
+- `on_commit(step)` hears of each step once verified; `keep=None` keeps every step and the owner deletes steps
+  itself (memjax.checkpoint.stage_best). docs/reliability.md has the fault matrix.
 """
 
 from __future__ import annotations

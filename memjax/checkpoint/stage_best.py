@@ -1,26 +1,15 @@
 """The best evaluated policy of each curriculum stage: which step it was, and its weights on disk.
 
-Owns `StageBest`, which the training loop (memjax/loop/run.py) uses to start each curriculum stage from the
-previous stage's best validation checkpoint (Memory-R2's 8 -> 16 -> 32 sessions; any System whose `stage`
-hook has more than one stage), and to keep each stage's best policy for later use.
-Selection:
-- An evaluation row (System.evaluate's scalars) is scored by `metric`, one of its keys; mode "max": higher is
-  better, "min": lower. Candidates of stage k are the evaluations made after its training steps (every
-  `eval_every` steps and the forced one at its end); the weights it started from are not a candidate.
-- Ties keep the earlier step. A non-finite value never wins; a stage whose every value is non-finite gets its
-  stage-end step as best (value None), so every finished stage has a best to start the next one from.
-Storage: the best parameters of each stage in `directory/<step>` (orbax, RunCheckpoints with no retention),
-items `state` = {"model": the Params as a pure dict} and `meta` = {step, stage, value, metric}. The
-bookkeeping (`state()`: metric, mode, per stage {step, value}) travels in every train-state checkpoint's
-metadata, so a run resumed after a kill knows the bests as of the checkpoint it resumes from.
-Invariants on disk:
-- a best is written (and verified, `flush()`) before the train-state checkpoint that records it is started,
-  so a recorded best is always on disk;
-- `load(state, step)` on resume deletes stored steps past `step` (the replayed steps write them again, the
-  same bytes) and missing recorded bests are an error;
-- a superseded best (a later evaluation of its stage did better) is deleted by `prune(oldest)` only once the
-  oldest retained train-state checkpoint is at or past the superseding step, i.e. records the newer best,
-  so falling back to an older checkpoint (a corrupt latest one) never misses its best.
+Owns `StageBest`, which the training loop uses to start each curriculum stage from the previous stage's best
+validation checkpoint (memjax/run/curriculum.py) and to keep each stage's best policy. An evaluation row is scored
+by `metric` (mode "max" or "min"); candidates of a stage are its evaluations after its training steps; ties keep
+the earlier step; a non-finite value never wins, and a stage with no finite value gets its stage-end step as best.
+Storage: `directory/<step>` (orbax, RunCheckpoints without retention) holds `state` = {"model": Params} and `meta`;
+the bookkeeping (`state()`) travels in every train-state checkpoint's metadata.
+Invariants: a best is written and verified before the train-state checkpoint that records it starts, so a recorded
+best is always on disk; `load(state, step)` on resume deletes stored steps past `step` and a missing recorded best
+is an error; a superseded best is pruned only once the oldest retained train-state checkpoint records the newer
+one, so falling back to an older checkpoint never misses its best. `StageBest`'s docstring has the details.
 """
 
 from __future__ import annotations
@@ -40,6 +29,22 @@ MODES = ("max", "min")
 
 
 class StageBest:
+    """Each curriculum stage's best evaluated policy, on disk and in the run's metadata.
+
+    Selection: an evaluation row (System.evaluate's scalars) is scored by `metric`, one of its keys; mode "max": higher
+    is better, "min": lower. Candidates of stage k are the evaluations made after its training steps (every
+    `eval_every` steps and the forced one at its end); the weights it started from are not a candidate. Ties keep the
+    earlier step. A non-finite value never wins; a stage whose every value is non-finite gets its stage-end step as
+    best (value None), so every finished stage has a best to start the next one from.
+    Storage: the best parameters of each stage in `directory/<step>`, items `state` = {"model": the Params as a pure
+    dict} and `meta` = {step, stage, value, metric}. The bookkeeping (`state()`: metric, mode, per stage {step, value})
+    travels in every train-state checkpoint's metadata, so a run resumed after a kill knows the bests as of the
+    checkpoint it resumes from.
+    On disk: a best is written and verified (`flush()`) before the train-state checkpoint that records it is started;
+    `load(state, step)` on resume deletes stored steps past `step` (the replayed steps write them again, the same
+    bytes) and a missing recorded best is an error; a superseded best is deleted by `prune(oldest)` only once the
+    oldest retained train-state checkpoint is at or past the superseding step, i.e. records the newer best.
+    """
     def __init__(self, directory: str | Path, metric: str, mode: str = "max", warn: Callable[[str], None] = print):
         if not metric:
             raise ValueError("StageBest: metric must be a key of the evaluation's metrics")

@@ -5,13 +5,12 @@
   hf2hf SRC DST        re-write an HF dir (change dtype, re-shard)
   random PRESET DST    random-weight HF dir of a preset (for benchmarks and tests; --seed)
   export RUN_DIR DST   re-export a training run's policy (RUN_DIR/hf) as a complete, servable HF dir
-Every HF output is servable (memjax/checkpoint/export.py): weights, config, the tokenizer files and chat template
-(--tokenizer DIR; default: the source's own, a run's model, or the shipped Qwen2.5 tokenizer when the vocabulary
-fits), generation_config.json and a README.md model card (a run's: from RUN_DIR/result.json).
-Options: --dtype {float32,bfloat16,float16}, --max-shard-gb (HF outputs), --tokenizer, --replace. Errors print one
-line, exit 2. A non-empty destination, or a destination that is the source, is refused unless --replace: then the new
-files are written into a temporary sibling directory which takes the destination's place once complete (the old
-files, stale shards included, are removed; a failed conversion leaves the destination as it was).
+Every HF output is servable (memjax/checkpoint/export.py): weights, config, tokenizer files and chat template
+(--tokenizer DIR; default: the source's own, a run's model, or the shipped Qwen2.5 tokenizer when it fits),
+generation_config.json and a README.md model card. Options: --dtype, --max-shard-gb, --tokenizer, --replace.
+Errors print one line, exit 2. A non-empty destination, or one that is the source, is refused unless --replace:
+the new files then go to a temporary sibling that takes the destination's place once complete (a failed
+conversion leaves the destination as it was).
 Invariant: the command line and the destination are checked before jax, flax or orbax are imported.
 """
 

@@ -1,18 +1,14 @@
 """`python -m memjax.demo` (what `make demo` runs): the embedded default, end to end on any machine.
 
-Part 1 (seconds), the foundation for real, with no download: a Qwen2.5-architecture
-model (tiny depth/width, real 151,936-token vocabulary, random weights) is written as a sharded Hugging
-Face checkpoint, converted HF -> orbax -> HF with the converter, loaded back (logits checked bit-exact
-against the original), and asked a question through the real Qwen2.5 tokenizer and chat template;
-greedy generation runs on it and is decoded. Random weights produce noise text: the point is that every
-stage runs and agrees. Output goes to ./out/demo (override with --out): a directory the demo created
-(it holds the marker file .memjax-demo) is emptied and rewritten; any other non-empty directory is refused.
-
-Part 2 (a few minutes on CPU), the embedded RL default `configs/tiny.py` (memjax.tiny): a tiny memory agent
-trained by Multi-Conv GRPO from the shipped supervised warm start with the MemAgent workflow; prints the
-reward sparkline, held-out accuracy before/after and example memory traces, and writes the reward curve
-PNG to <out>/tiny/reward_curve.png and the run's page to <out>/tiny/report.html (memjax.report). `--rl-steps 0`
-skips it.
+Part 1 (seconds, no download): a Qwen2.5-architecture model (tiny depth / width, real 151,936-token vocabulary,
+random weights) is written as a sharded Hugging Face checkpoint, converted HF -> orbax -> HF, loaded back (logits
+checked bit-exact), asked a question through the real Qwen2.5 tokenizer and chat template, and decoded greedily.
+Random weights produce noise text: the point is that every stage runs and agrees.
+Part 2 (a few minutes on CPU): the embedded RL default `configs/tiny.py` trains a tiny memory agent by Multi-Conv
+GRPO from the shipped warm start; prints the reward sparkline, held-out accuracy before / after and example memory
+traces, and writes <out>/tiny/reward_curve.png and <out>/tiny/report.html. `--rl-steps 0` skips it.
+Output goes to ./out/demo (--out): a directory the demo created (it holds .memjax-demo) is emptied and rewritten;
+any other non-empty directory is refused.
 Invariant: the command line and --out are checked before jax, flax or orbax are imported.
 """
 

@@ -1,26 +1,17 @@
-"""`python -m memjax.evaluate [CONFIG.py] [--set key=value ...]`: MemAgent accuracy vs document length;
-given a `SystemEvalConfig`, any registered system's held-out evaluation (System.evaluate, the same one
-`memjax.train` runs before/during/after training) of a trained policy (`policy`: an HF directory such as
-<train out_dir>/hf, or the system's initial model) -> results.json, traces.jsonl; or, given a `LocomoEvalConfig` (configs/locomo_<system>.py), a LoCoMo evaluation (memjax/evaluation/locomo.py:
-F1 / BLEU-1 / J / M-Fail per category, predictions JSONL written as they finish, table and chart); or, given a
-`LongMemEvalConfig` (configs/<paper>/longmemeval.py), a LongMemEval evaluation (memjax/evaluation/longmemeval.py).
+r"""`python -m memjax.evaluate [CONFIG.py] [--set key=value ...]`: held-out evaluation of a policy, by config type.
 
-Owns: the evaluation program (its configs live in memjax/cli/eval_config.py). For each N in `num_docs` it synthesises RULER-HotpotQA
-contexts (memjax.data.hotpotqa) for the first `num_samples` questions, runs the MemAgent workflow, and
-scores the last \\boxed{} answer with SQuAD sub-EM (the paper's accuracy; EM and F1 too). When
-`baseline` is on and a context fits the engine window, the same model also answers from the full
-context in one prompt (FULL_CONTEXT_TEMPLATE below, our wording) for comparison.
-Writes to out_dir: results.json, results.md (score table like the paper's Table 2), accuracy.png,
-traces.jsonl (memory after every chunk, final answer, scores). Results are written after every length
-(results.json / results.md atomically, traces appended), so a failure at a later length loses nothing
-finished; out_dir is locked for the run and the config is checked before the model loads. The CLI ends every
-kind of evaluation by writing out_dir/report.html (memjax.report) and printing its path.
-Several processes (`python -m memjax.launch --nproc N -- memjax.evaluate CONFIG`, or the JAX / SLURM / Open MPI
-variables): every kind splits its held-out items over the processes (memjax/agents/heldout.py for workflows,
-blocks of each length's questions and of the baseline prompts, LoCoMo by conversation), every process gets the
-gathered one-process result, and process 0 alone takes the out_dir lock and writes the files and the report.
-Nothing is downloaded: the model is an
-HF directory (model.hf_path) or random weights of a preset, the data a HotpotQA JSON file (data_path).
+- MemAgent accuracy vs document length (the default): for each N in `num_docs`, RULER-HotpotQA contexts
+  (memjax.data.hotpotqa) through the MemAgent workflow, scored by SQuAD sub-EM on the last \boxed{} answer (EM and
+  F1 too); with `baseline`, the same model answers from the full context when it fits (FULL_CONTEXT_TEMPLATE).
+  Writes results.json, results.md, accuracy.png and traces.jsonl after every length.
+- `SystemEvalConfig`: any registered system's held-out evaluation (System.evaluate, as `memjax.train` runs it) of
+  `policy` (an HF directory such as <train out_dir>/hf) -> results.json, traces.jsonl.
+- `LocomoEvalConfig` (configs/locomo_<system>.py): LoCoMo, memjax/evaluation/locomo.py; `LongMemEvalConfig`
+  (configs/<paper>/longmemeval.py): LongMemEval, memjax/evaluation/longmemeval.py.
+Configs live in memjax/cli/eval_config.py. Every kind ends by writing out_dir/report.html and printing its path.
+Invariants: the config is checked and out_dir locked before the model loads; finished work is written as it
+completes, so a failure loses nothing finished; with several processes (memjax.launch) the held-out items are split,
+every process gets the gathered result and process 0 alone writes. Nothing is downloaded. docs/evaluation.md.
 """
 
 from __future__ import annotations

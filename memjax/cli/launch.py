@@ -2,17 +2,13 @@
 
 Owns the one-node launcher of a multi-process run (and of the CPU multi-process tests): it starts
 `python -m <module> <args>` N times with the coordinator variables memjax.parallel.initialize reads
-(JAX_COORDINATOR_ADDRESS=127.0.0.1:P, JAX_NUM_PROCESSES=N, JAX_PROCESS_ID=i), and with --devices-per-proc K
-either K forced host devices each (CPU: XLA_FLAGS --xla_force_host_platform_device_count=K) or, on GPUs,
-K visible GPUs each (CUDA_VISIBLE_DEVICES, consecutive). Every output line of process i is forwarded prefixed
-with "[i] ".
-Invariants: the launcher's exit status is 0 only when every process exits 0; when one fails, the others are
-killed at once (SIGTERM, then SIGKILL after --grace seconds) and one line names the first process that
-failed and how; a SIGTERM or Ctrl-C to the launcher (or a process that stopped on a signal itself, exit 143 /
-130) is a stop request: every process gets SIGTERM, reaches the same step, commits a checkpoint and exits 143
-(memjax.parallel.preempt), and only after --stop-timeout seconds is any still running killed; the launcher then
-exits 143 (130 on Ctrl-C); the coordinator binds only to 127.0.0.1 (one node). On clusters use the JAX variables or
-SLURM / Open MPI instead (docs/multihost.md).
+(JAX_COORDINATOR_ADDRESS=127.0.0.1:P, JAX_NUM_PROCESSES, JAX_PROCESS_ID) and, with --devices-per-proc K, K forced
+host devices (CPU) or K consecutive visible GPUs each; process i's output lines are prefixed "[i] ".
+Invariants: the exit status is 0 only when every process exits 0; when one fails the others are killed at once
+(SIGTERM, SIGKILL after --grace) and one line names it; a SIGTERM or Ctrl-C to the launcher is a stop request
+(every process reaches the same step, commits a checkpoint and exits 143; still running after --stop-timeout:
+killed), and the launcher exits 143 (130 on Ctrl-C); the coordinator binds only to 127.0.0.1 (one node). On
+clusters use the JAX variables or SLURM / Open MPI instead (docs/multihost.md).
 """
 
 from __future__ import annotations

@@ -7,16 +7,10 @@ or `tiny` (the tiny system's shipped policy, on any CPU).
                                                                build the memory over a conversation (LoCoMo's layout,
                                                                or a JSON list of sessions of {speaker, text, date})
                                                                and answer; a LoCoMo file's own questions when no -q
-Writes to --out (default out/agent): record.json (every turn: MemAgent's memory after each chunk, the systems'
-searches / memory operations as their workflows trace them) and agent.html (the report's trace view, offline).
-
-Owns the command line and the two paths. Each system runs its own code through the engine: MemAgent's workflow
-(memjax/systems/memagent/workflow.py; the tiny system's with its compact templates), and for the conversation systems
-the LongMemEval adapters each paper registers (memjax/systems/<paper>/longmemeval_eval.py, tiny/longmemeval_tiny.py),
-whose workflow traces memjax.agents.workflow.collect_traces gathers. No prompt is written here.
-Invariants: input and model directory are checked before jax loads (one line, exit 2: empty file, binary file, a
-document over --max-doc-chars, a conversation with no turns, a model directory without a tokenizer); --out is a
-new or empty directory or one this command wrote (it holds .memjax-agent), never anything else.
+Writes to --out (default out/agent): record.json (every turn, as the systems' workflows trace it) and agent.html.
+Each system runs its own workflow through the engine (MemAgent's, or the LongMemEval adapters each paper registers);
+no prompt is written here. Invariants: input and model directory are checked before jax loads (one line, exit 2);
+--out is a new or empty directory or one this command wrote (it holds .memjax-agent), never anything else.
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """RULER-HotpotQA: long-document QA synthesised from a HotpotQA (distractor) JSON file, as MemAgent builds it.
 
-Owns: loading and validating a HotpotQA file (`load_hotpotqa`), the document pool, the per-question synthesis of an
-N-document context (`synthesize`), and the no-context filter hook used when building training sets
-(`filter_no_context`).
-
-The recipe (MemAgent `taskutils/memory_data/processing.py`, reimplemented):
-- document pool = every unique `f"{title}\\n{''.join(sentences)}"` over the whole file, sorted (Python string order);
-- a question keeps its own paragraphs (10 in the distractor setting) plus `N - len(own)` paragraphs sampled without
-  replacement from the rest of the pool (its own paragraphs excluded), and the N documents are shuffled;
-- the context is `"Document {i}:\\n{doc}"` (i from 1) joined by `"\\n\\n"`; the answers are `[answer]`.
-
+Owns loading and validating a HotpotQA file (`load_hotpotqa`), the document pool, the per-question synthesis of an
+N-document context (`synthesize`; the recipe of MemAgent's `taskutils/memory_data/processing.py`, reimplemented,
+is in its docstring) and the no-context filter hook used when building training sets (`filter_no_context`).
 Invariants:
-- Deterministic: sample `index` under `seed` draws from `numpy.random.default_rng([seed, index])` only, so it does not
-  depend on worker processes, iteration order or other samples (the reference sampled with the global `random` in
-  worker processes, so its sets are not reproducible; ours are, but are not the same draws).
-- Exactly N documents, all distinct, both (all) gold paragraphs present; `gold_doc_indices` are their 1-based
+- Deterministic: sample `index` under `seed` draws from `numpy.random.default_rng([seed, index])` only, so it does
+  not depend on worker processes, iteration order or other samples (the reference's sets are not reproducible;
+  ours are, but are not the same draws).
+- Exactly N documents, all distinct, every gold paragraph present; `gold_doc_indices` are their 1-based
   `Document {i}` numbers in the context.
-- N must satisfy `len(own) <= N <= pool size`; a larger N needs a larger file (the first 100 dev records give ~1,000
-  paragraphs; N = 6400 needs the full dev set) and raises a `ValueError` saying so.
+- `len(own) <= N <= pool size`, else a `ValueError` saying so (the first 100 dev records give ~1,000 paragraphs;
+  N = 6400 needs the full dev set).
 - Bad input raises a one-line error naming the file, the record index and the field.
 """
 
@@ -199,7 +192,14 @@ def choose_documents(corpus: HotpotQACorpus, index: int, config: RulerHotpotQACo
 
 
 def synthesize(corpus: HotpotQACorpus, index: int, config: RulerHotpotQAConfig) -> RulerHotpotQASample:
-    """Sample `index` of RULER-HotpotQA with `config.num_docs` documents."""
+    r"""Sample `index` of RULER-HotpotQA with `config.num_docs` documents.
+
+    The recipe (MemAgent's `taskutils/memory_data/processing.py`, reimplemented):
+    - document pool = every unique `f"{title}\n{''.join(sentences)}"` over the whole file, sorted (Python string order);
+    - a question keeps its own paragraphs (10 in the distractor setting) plus `N - len(own)` paragraphs sampled without
+      replacement from the rest of the pool (its own paragraphs excluded), and the N documents are shuffled;
+    - the context is `"Document {i}:\n{doc}"` (i from 1) joined by `"\n\n"`; the answers are `[answer]`.
+    """
     ids = choose_documents(corpus, index, config)
     q = corpus.questions[index]
     pos = {int(d): i + 1 for i, d in enumerate(ids)}

@@ -1,23 +1,13 @@
 """LoCoMo (snap-research/LoCoMo `locomo10.json` layout): loader, quirk accounting and the `stats` CLI.
 
-Owns: typed frozen records (`Conversation`, `Session`, `Turn`, `Question`) and `load_locomo(path)`. The named splits
+Owns typed frozen records (`Conversation`, `Session`, `Turn`, `Question`) and `load_locomo(path)`. The named splits
 are memjax/data/locomo_splits.py's, the `stats` command memjax/data/locomo_stats.py's (this module imports neither).
-
 LoCoMo is CC BY-NC 4.0 and is never shipped with memjax: the user passes the path of their copy.
-
-Quirks, each handled and counted in `LoadReport` (nothing is silently dropped):
-- sessions are the `session_N` lists; `session_N_date_time` keys without a `session_N` list (conv-26 has 35 date
-  keys for 19 sessions) are ignored and counted (`orphan_date_keys`);
-- category-5 (adversarial) questions carry `adversarial_answer` and usually no `answer` (`answer` is then None);
-- non-string answers (e.g. the integer 2022) are converted with `str()` (`non_string_answers`);
-- evidence strings holding several ids ("D8:6; D9:17", "D9:1 D4:4") are split (`evidence_split`); ids with a stray
-  colon ("D:11:26") or leading zeros ("D30:05") are repaired to `D<s>:<t>` (`evidence_repaired`); strings with no
-  recoverable id ("D") are dropped (`evidence_unparseable`); well-formed ids that name no turn of the conversation
-  are dropped (`evidence_unknown`). The original strings stay in `Question.evidence_raw`;
-- questions with no evidence are kept with `evidence == ()` (`questions_without_evidence`);
-- turns whose speaker is neither speaker_a nor speaker_b are kept and counted (`turns_unknown_speaker`);
-- turns with images keep `image_caption` (`blip_caption`), `image_query` and `image_urls` (`turns_with_image`).
-Invariants: dia_ids are unique within a conversation; turn order is file order; sessions sorted by number.
+Invariants: every quirk of the file (orphan date keys, adversarial questions without `answer`, non-string answers,
+malformed or unknown evidence ids, questions without evidence, unknown speakers, image turns) is handled and counted
+in `LoadReport`, whose docstring lists them: nothing is silently dropped, and the original evidence strings stay in
+`Question.evidence_raw`. dia_ids are unique within a conversation; turn order is file order; sessions are sorted by
+number; a bad file raises `LocomoError` in one line naming the file and field.
 """
 
 from __future__ import annotations
@@ -103,7 +93,20 @@ class Conversation:
 
 @dataclass
 class LoadReport:
-    """Counts of every quirk met while loading (see the module docstring)."""
+    """Counts of every quirk met while loading; each is handled, nothing is silently dropped.
+
+    - sessions are the `session_N` lists; `session_N_date_time` keys without a `session_N` list (conv-26 has 35 date
+      keys for 19 sessions) are ignored and counted (`orphan_date_keys`);
+    - category-5 (adversarial) questions carry `adversarial_answer` and usually no `answer` (`answer` is then None);
+    - non-string answers (e.g. the integer 2022) are converted with `str()` (`non_string_answers`);
+    - evidence strings holding several ids ("D8:6; D9:17", "D9:1 D4:4") are split (`evidence_split`); ids with a
+      stray colon ("D:11:26") or leading zeros ("D30:05") are repaired to `D<s>:<t>` (`evidence_repaired`); strings
+      with no recoverable id ("D") are dropped (`evidence_unparseable`); well-formed ids that name no turn of the
+      conversation are dropped (`evidence_unknown`). The original strings stay in `Question.evidence_raw`;
+    - questions with no evidence are kept with `evidence == ()` (`questions_without_evidence`);
+    - turns whose speaker is neither speaker_a nor speaker_b are kept and counted (`turns_unknown_speaker`);
+    - turns with images keep `image_caption` (`blip_caption`), `image_query` and `image_urls` (`turns_with_image`).
+    """
 
     orphan_date_keys: int = 0
     sessions_without_date: int = 0

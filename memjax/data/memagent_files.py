@@ -2,25 +2,14 @@
 evaluation files, and a plain JSONL of {context, question, answers}, beside raw HotpotQA (which
 memjax.data.hotpotqa synthesises from).
 
-Owns: `detect_layout(path)` (by content, never by file name), `QAFile` (the records of one such file, validated, as
-a random-access source of plain dicts for grain and the MemAgent workflow) and `load_qa_file`.
-
-Layouts (facts read from BytedTsinghua-SIA/MemAgent @76b7a65; no code of it is used):
-- `parquet` (the file starts with the parquet magic `PAR1`; taskutils/memory_data/processing.py writes it): one row
-  per question with `prompt` = [{role, content}] (the question is prompt[0].content, as convert_to_eval.py reads
-  it), `context` (the document text), `reward_model.ground_truth` (the list of answers), `extra_info.num_docs` and
-  `extra_info.index`; `data_source` and the other columns are carried but not needed.
-- `eval_json` (a JSON array whose records have `input`; convert_to_eval.py and different_docs_eval.py write it):
-  `context`, `input` (the question), `answers`, `num_docs`, `index`. For N > 10,000 documents the official files
-  hold `context` as a list of document numbers into the sorted unique paragraph pool of the HotpotQA dev file
-  (memjax.data.hotpotqa's pool is that pool); they need `docs_path` and their text is built only when a record is
-  read ("Document {i}:\\n{doc}" joined by blank lines, as the official over-1M script does), so a file of
-  128 x 3.5M-token contexts is never held as text.
-- `jsonl` (one JSON object a line): `context`, `question`, `answers` (a string or a list of strings); optional `id`.
-- `hotpotqa` (a JSON array of raw HotpotQA records: `supporting_facts`): not read here (load_hotpotqa).
+Owns `detect_layout(path)` (by content, never by file name; its docstring describes each layout, from
+BytedTsinghua-SIA/MemAgent @76b7a65, no code of which is used), `QAFile` (the records of one such file, validated,
+as a random-access source of plain dicts for grain and the MemAgent workflow) and `load_qa_file`.
 Invariants: every record is validated when the file is loaded; a bad one raises ValueError in one line naming the
-file, the row (0-based) and the field, and what is expected. Records come out as dicts with `id`, `question`,
-`answers` (list of str), `context` (str), `num_docs` (int, 0 when the file does not say) and `index`.
+file, the row (0-based), the field and what is expected. Records come out as dicts with `id`, `question`,
+`answers` (list of str), `context` (str), `num_docs` (int, 0 when the file does not say) and `index`. Official
+files over 10,000 documents hold `context` as document numbers into the HotpotQA dev pool: they need `docs_path`,
+and their text is built only when a record is read, so a 3.5M-token context is never held for the whole file.
 """
 
 from __future__ import annotations
@@ -38,7 +27,22 @@ PARQUET_MAGIC = b"PAR1"
 
 
 def detect_layout(path: str | Path) -> str:
-    """Which of LAYOUTS the file at `path` holds, from its content; ValueError naming the file otherwise."""
+    r"""Which of LAYOUTS the file at `path` holds, from its content; ValueError naming the file otherwise.
+
+    Layouts (facts read from BytedTsinghua-SIA/MemAgent @76b7a65):
+    - `parquet` (the file starts with the parquet magic `PAR1`; taskutils/memory_data/processing.py writes it): one row
+      per question with `prompt` = [{role, content}] (the question is prompt[0].content, as convert_to_eval.py reads
+      it), `context` (the document text), `reward_model.ground_truth` (the list of answers), `extra_info.num_docs` and
+      `extra_info.index`; `data_source` and the other columns are carried but not needed.
+    - `eval_json` (a JSON array whose records have `input`; convert_to_eval.py and different_docs_eval.py write it):
+      `context`, `input` (the question), `answers`, `num_docs`, `index`. For N > 10,000 documents the official files
+      hold `context` as a list of document numbers into the sorted unique paragraph pool of the HotpotQA dev file
+      (memjax.data.hotpotqa's pool is that pool); they need `docs_path` and their text is built only when a record is
+      read ("Document {i}:\n{doc}" joined by blank lines, as the official over-1M script does), so a file of
+      128 x 3.5M-token contexts is never held as text.
+    - `jsonl` (one JSON object a line): `context`, `question`, `answers` (a string or a list of strings); optional `id`.
+    - `hotpotqa` (a JSON array of raw HotpotQA records: `supporting_facts`): not read here (load_hotpotqa).
+    """
     p = Path(path)
     with p.open("rb") as f:
         head = f.read(4)

@@ -1,23 +1,17 @@
 """RULER synthetic long-context tasks, generated offline and fitted to a target token count with our tokenizer.
 
-Owns: `RulerGenerator`, which renders sample `index` of a task (niah_single_1..3, niah_multikey_1..3,
+Owns `RulerGenerator`, which renders sample `index` of a task (niah_single_1..3, niah_multikey_1..3,
 niah_multivalue, niah_multiquery, vt, cwe, fwe, qa_1 (SQuAD), qa_2 (HotpotQA)). What each task is (specs, presets,
 query templates, the sample record) lives in `memjax.data.ruler_tasks` and is re-exported here.
-
 Invariants:
 - Deterministic: sample `index` of task `name` draws only from generators seeded with
-  `(seed, crc32(name), index, stream)`; it depends on nothing else (not on other samples, workers or order).
-- Length: `target_tokens` counts the CONTEXT only (`len(tokenizer.encode(context))`). Each task has a size unit
-  (noise sentence / essay word / haystack needle / list word / coded word / document); `memjax.data.length.fit_units`
-  picks the largest unit count whose context has `<= target_tokens` tokens, so
-  `target - tokens < tokens of one more unit` (one unit is ~4-25 tokens, a QA document ~100-800). When a finite unit
-  supply (CWE's word list, a QA document pool) runs out first, fewer than `min_fill * target` tokens is an error.
-- Answers are recoverable from the context (tests check each task); metric is RULER's: `string_match_all` for all
-  tasks but QA, which uses `string_match_part`.
-- The essay haystack (niah_single_2/3, niah_multikey_1, niah_multivalue, niah_multiquery in RULER) needs an essay
-  text from the user (e.g. Paul Graham's essays; not shipped). Without one these tasks raise; `without_essay(TASKS)`
-  gives the same tasks on the noise haystack, explicitly.
-- Word keys / CWE words come from wonderwords' lists (memjax/assets/wordlists, MIT, see NOTICE.md there), as RULER.
+  `(seed, crc32(name), index, stream)`.
+- `target_tokens` counts the CONTEXT only; `memjax.data.length.fit_units` picks the largest count of the task's
+  size unit whose context fits, so the shortfall is less than one unit; a finite unit supply that runs out below
+  `min_fill * target` tokens is an error.
+- Answers are recoverable from the context; the metric is RULER's (`string_match_all`; QA `string_match_part`).
+- Essay-haystack tasks need a user-given essay text (not shipped) and raise without one; `without_essay(TASKS)`
+  gives them on the noise haystack. Word lists come from wonderwords (memjax/assets/wordlists, MIT).
 """
 
 from __future__ import annotations
@@ -84,7 +78,14 @@ def _insert_at_depths(items: list[str], inserts: Sequence[str], depths: np.ndarr
 
 class RulerGenerator:
     """Renders RULER samples. `tokenizer` defaults to the shipped Qwen2.5 tokenizer; `squad` / `hotpotqa` corpora
-    are needed only for qa_1 / qa_2, `essay` only for essay-haystack tasks."""
+    are needed only for qa_1 / qa_2, `essay` only for essay-haystack tasks.
+
+    Each task has a size unit (noise sentence / essay word / haystack needle / list word / coded word / document; one
+    unit is ~4-25 tokens, a QA document ~100-800), and a sample's context has `<= target_tokens` tokens with
+    `target - tokens < tokens of one more unit`. The essay haystack (niah_single_2/3, niah_multikey_1, niah_multivalue,
+    niah_multiquery in RULER) needs an essay text from the user (e.g. Paul Graham's essays). Word keys and CWE words
+    come from wonderwords' lists, as in RULER.
+    """
 
     def __init__(self, config: RulerConfig, *, tokenizer: Encoder | None = None,
                  tasks: Mapping[str, TaskSpec] = TASKS, essay: str | None = None, squad: SquadCorpus | None = None,

@@ -1,29 +1,16 @@
 """Data-parallel slot groups (x tensor parallel over heads): one engine over D x T devices.
 
-Owns: `DataParallel(devices, tensor=T)`, the device side of an engine with EngineConfig.data_parallel = D
-and tensor_parallel = T, D x T > 1:
-- a mesh [D, T] over the devices, axes ("data", "tensor"): consecutive runs of T devices form one group;
-- the engine state (Slots, Pool, Ring; the per-call Queue and Counters) stacked on a leading device-group
-  axis of size D and sharded on "data": group d's slots, its 1/D of the KV pool (pages 0..P/D-1 of its
-  own, page 0 its null page: page ids are local to a group), its queue rows and its ring live on group d's
-  device(s) only. Pool.k / Pool.v are [D, L, KV, P/D, S, Dh], also sharded on "tensor" over the KV heads: every
-  device's addressable shard is [1, L, KV/T, P/D, S, Dh]. Everything else is replicated over "tensor".
-- `compile(loop)`: `jax.shard_map` of the unjitted single-device loop (memjax/engine/loop.py `make_loop`,
-  compiled for `EngineConfig.per_device(D)`) over "data", jitted with Slots, Pool and Ring donated.
-  Each device runs its own admit / prefill / decode rounds on its own requests, with its own while-loop
-  trip count (no collective crosses groups; the call returns when the last group stops). The map is manual
-  over "data" only: inside a group, XLA partitions the forward over "tensor" from the shardings (Megatron
-  style: q/k/v/gate/up columns and o/down rows split by memjax.parallel's rules, one all-reduce after o and
-  one after down per layer; attention reads only the device's KV heads; the LM head, norms and the
-  scheduler are replicated, so every tensor shard samples the same tokens). `params` places the
-  weights (from any layout, e.g. the trainer's FSDP shards); the counters come back per group ([D] each).
-- `release_row`: drop one retained sequence's page references in its own group's pool.
-The host (memjax/engine/engine.py) assigns each request to a group, so tokens, log-probs and seeds are
-those of a 1-device engine given the same requests: sampling depends only on (seed, position).
-Invariants: D divides max_slots, prefill_slots, num_pages and queue_size (EngineConfig.per_device); T divides
-the model's query and KV heads and the MLP width (checked by the Engine).
-Limitations: idle_return (chained turns) is per group, and the call returns when every group has stopped;
-one host only (the host reads every group's ring, so every device must be addressable by this process).
+Owns `DataParallel(devices, tensor=T)`, the device side of an engine with EngineConfig.data_parallel = D and
+tensor_parallel = T (D x T > 1), with the interface of memjax/engine/placement.py. A mesh [D, T] ("data",
+"tensor") holds the engine state stacked on a leading group axis sharded over "data": group d's slots, its 1/D of
+the KV pool (page ids local to the group, page 0 its null page), queue rows and ring live on its devices only;
+Pool.k / Pool.v [D, L, KV, P/D, S, Dh] are also split over "tensor" by KV head. `compile(loop)` runs the
+single-device loop (memjax/engine/loop.py `make_loop`) per group under `jax.shard_map` over "data", Slots, Pool
+and Ring donated; no collective crosses groups, and inside a group XLA partitions the forward over "tensor".
+Invariants: D divides max_slots, prefill_slots, num_pages and queue_size (EngineConfig.per_device); T divides the
+query and KV heads and the MLP width; tokens, log-probs and seeds equal a 1-device engine's, since sampling depends
+only on (seed, position). One host only: every device must be addressable by this process.
+docs/engine.md, "Several devices", has the layout and its limitations.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """`memjax.Engine`: batched generation on the paged KV cache, driven from the host.
 
-Owns the device state (weights, slots, ring, KV pool) and its placement, the page-pool size, weight swaps, and the
-public API: `generate(prompts, params)` (one Completion per prompt, in input order) and the streaming form for agent
-workflows, `rid = submit(prompt, params)` then `step()` (one device call of up to `rounds_per_sync` rounds; returns
-the Completions that finished in it, so a caller submits follow-up turns before the next call; `idle_return=n`
-comes back as soon as a turn finished and n slots sit idle). It holds a `RequestBook` (request_book.py: validation,
-ids, prefix-sharing groups, continuations with `retain` / `parent`, `abort`, `release`) and a placement
-(placement.py: one device, or data-parallel groups of tensor-parallel devices), so the host code has one path.
-Rounds follow `EngineConfig.schedule` as resolved for the backend (mixed.py); a request preempted by memory pressure
-is requeued with what it generated and, since sampling keys depend only on (seed, position), ends as it would have
-unpreempted. `update_weights` swaps in new weights without recompiling (the engine keeps only its own copy, in
-`weight_dtype`); `sleep()` frees the pool and the rollout weights while the trainer updates. The loop without a
-truncation pass serves calls where no live request samples with top-p / top-k; one with it is compiled on first need.
-Invariants: prompts are non-empty lists of ints < vocab; `stats` are Python ints summed from per-call device counters
-(`device_stats[d]` per group; `wall_rounds` counts the slowest group's rounds), so nothing overflows in a long run.
+Owns the device state (weights, slots, ring, KV pool) and its placement, the page-pool size, weight swaps and the
+public API: `generate(prompts, params)` (one Completion per prompt, in input order) and the streaming form for
+agent workflows, `rid = submit(prompt, params)` then `step()` (one device call; returns the Completions that
+finished in it). Requests live in a `RequestBook` (request_book.py) and the device side in a placement
+(placement.py: one device, or data-parallel groups), so the host code has one path. A request preempted by memory
+pressure is requeued and, since sampling keys depend only on (seed, position), ends as it would have unpreempted.
+`update_weights` swaps weights without recompiling; `sleep()` frees the pool and rollout weights during updates.
+Invariants: prompts are non-empty lists of ints < vocab; `stats` are Python ints summed from per-call device
+counters, so nothing overflows in a long run. docs/engine.md describes the loop, sampler and options.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
 """The jitted generation loop: many prefill/decode rounds per host sync, in one `lax.while_loop`.
 
 Owns `make_run(graphdef, mcfg, ecfg)` -> jitted run(params, slots, pool, queue, ring, max_rounds, idle_return) ->
-(slots, pool, queue, ring, counters), and `make_loop`, the same function unjitted (data_parallel.py runs it per
-device group inside `jax.shard_map`). A call admits once, then loops rounds: forward (EngineConfig.schedule: "mixed"
-= one token-budget round of decode tokens and prefill chunks, memjax/engine/mixed.py; "split" = a prefill round while
-a running sequence has uncached prompt tokens, else a decode round), then release the finished and admit the next
-(scheduler.release_and_admit). A preemption round replaces a forward when the pool lacks pages: the most recently
-admitted sequences go back to the host (LIFO). The loop stops at `max_rounds`, a full ring, nothing admissible, or
-(idle_return > 0) once enough slots are idle for the host's follow-up turns. A sequence stops at a stop id (kept),
-max_tokens or the window.
-Invariants: Slots, Pool and Ring are donated (the KV pool is updated in place); each round decides its kind once, so
-XLA:GPU reads back 3 predicates per forward round (tests/unit/engine/test_loop_syncs.py); the Counters are this call's only,
-so int32 cannot overflow. `LOOP_COMPILER_OPTIONS` stop XLA:GPU from copying the pool at each branch root and from
-copying every weight slice before its GEMM (docs/engine.md has the measured effect).
+(slots, pool, queue, ring, counters), `make_loop` (the same, unjitted, for data_parallel.py's `shard_map`) and
+`LOOP_COMPILER_OPTIONS`. A call admits once, then loops rounds (forward or preemption, then
+scheduler.release_and_admit) until `max_rounds`, a full ring, nothing admissible, or enough idle slots for the
+host's follow-up turns (idle_return > 0).
+Invariants: Slots, Pool and Ring are donated (the KV pool is updated in place); each round decides its kind once,
+so XLA:GPU reads back 3 predicates per forward round (tests/unit/engine/test_loop_syncs.py); the Counters are this
+call's only, so int32 cannot overflow. docs/engine.md, "The loop", has the round kinds, the host syncs and what the
+compiler options remove.
 """
 
 from __future__ import annotations

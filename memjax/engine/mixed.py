@@ -2,17 +2,13 @@
 sequence's decode token plus prefill chunks of pending prompts, as vLLM's and SGLang's schedulers do.
 
 Owns `plan_round(slots, n_rows)` (which token of which sequence goes in which row) and
-`make_mixed_round(forward, emit, ecfg)` (the round the generation loop runs instead of split prefill / decode rounds).
-Plan: slots rank decoding first (a pending prefill never pauses decoding), then prefilling ones in admission order;
-the ranked needs are cut at the round's token budget (chunked prefill, no [prefill_slots, prefill_chunk] padding).
-A slot whose take completes its known tokens samples from its last row at position prompt_len + n_gen, the split
-schedule's position, so both schedules return the same tokens. Layout: a [n_rows, 1] forward, one token per row with
-its slot's page table; a round runs at the smallest of `EngineConfig.round_sizes` that holds its need (one
-`lax.switch`). The Pallas back-end gets the plan as `PagedAttention(ragged=...)` so a chunk reads its context once
-(memjax/kernels/ragged_paged_attention.py); the reference back-end keeps the per-row layout (docs/engine.md).
-Invariants: token_budget >= max_slots (every decoding sequence fits and a pending prompt gets >= 1 token); rows are
-contiguous per slot and in position order; slots with take = 0 are untouched; decoding sequences get their pages
-first, and a short pool makes the round the split schedule's preemption round (the same `lax.switch`).
+`make_mixed_round(forward, emit, ecfg)` (the round the loop runs instead of split prefill / decode rounds).
+Decoding slots rank first, then prefilling ones in admission order, cut at the round's token budget; a round runs
+at the smallest of `EngineConfig.round_sizes` that holds its need (one `lax.switch`). A slot completing its
+prompt samples at position prompt_len + n_gen, as the split schedule does, so both schedules return the same
+tokens. The Pallas back-end gets the plan as `PagedAttention(ragged=...)` (docs/engine.md, "Ragged prefill").
+Invariants: token_budget >= max_slots; rows are contiguous per slot and in position order; slots with take = 0 are
+untouched; a short pool makes the round the split schedule's preemption round (the same `lax.switch`).
 """
 
 from __future__ import annotations

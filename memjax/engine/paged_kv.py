@@ -3,16 +3,12 @@
 Cache layout (GQA-native, one array per K and V for all layers):
   k_pages, v_pages: [L, KV, P, S, D]   L layers, KV heads, P pages (page 0 = null page), S = page size
   page_table:       int32 [B, MP]       page ids of each sequence's positions [j*S, (j+1)*S); 0 = none
-A step processes t new tokens for each of b sequences: their K/V are first scattered into the pages at
-positions start[b] + i (i < n_valid[b]; the others, and rows whose page is the null page, are dropped by
-the scatter, never written: `write_kv`), then every query attends to keys at positions <= its own. Keys are visited page by page with an
-online softmax (flash-decoding order), so memory is O(b * t * S) per page, never O(b * context); the
-page count is bucketed (powers of two) so the loop has a static trip count (see `paged_attention`).
-Each KV page is read once for all query heads of its group. Softmax statistics are in float32.
-A float8 pool (EngineConfig.kv.kv_dtype) stores clip(x / scale, +-448); `PagedAttention` folds k_scale into the
-query and v_scale into the output, so the attention functions see only the stored values (and upcast them).
-The page loop itself (`paged_attention`, the reference the Pallas kernel must match) lives in
-memjax/kernels/reference.py (kernels are leaves) and is re-exported here.
+A step scatters its new K/V into the pages (`write_kv`: rows past n_valid or on the null page are dropped, never
+written), then every query attends to keys at positions <= its own, page by page with an online softmax in
+float32, each page read once for all query heads of its group. A float8 pool stores clip(x / scale, +-448);
+`PagedAttention` folds k_scale into the query and v_scale into the output (docs/engine.md, "A float8 KV cache").
+The page loop itself (`paged_attention`) lives in memjax/kernels/reference.py (kernels are leaves) and is
+re-exported here.
 """
 
 from __future__ import annotations

@@ -1,31 +1,17 @@
 """Token sampling for the engine: greedy, temperature, top-k and top-p, with no vocabulary sort and no
 [b, V] random draw.
 
-Owns: `sample(logits, temperature, top_p, top_k, seeds, positions, processed, truncate)` for a batch of rows, the
-truncation set (`allowed_threshold` / `allowed_mask`, `Truncation`, `search_ways`) and `processed_logprob` the
-trainer recomputes with (memjax.rl.logprobs).
+Owns `sample(...)` for a batch of rows, the truncation set (`allowed_threshold` / `allowed_mask`, `Truncation`,
+`search_ways`) and `processed_logprob`, which the trainer recomputes with (memjax.rl.logprobs).
 Invariants:
-- Work over the vocabulary is a few streaming reductions of the [b, V] logits viewed as [b, nb, blk] blocks
-  (`vocab_blocks`: blk a divisor of V near sqrt(V); -inf padding only when V has none), never a sort, a
-  [b, V] variadic argmax reduction or a [b, V] noise draw: on XLA:CPU `jnp.argmax` over [64, 151936] takes
-  ~30x a max reduction, and a Gumbel draw over it as long again (benchmarks/peers/generation.py profile).
-- Greedy rows take the first maximum of the raw logits (jnp.argmax's tie rule: first block holding the
-  maximum, then the first index in it).
-- Temperature > 0 samples by inversion of the categorical CDF: one uniform u per row, the block whose
-  cumulative mass of exp(logits / T - max) first exceeds u * Z, then the token inside that block (its
-  exp recomputed for blk entries). Exact in distribution up to f32 rounding of the block sums.
-- top-k and top-p are one threshold per row, found by a search that narrows a bracket 2**32-fold, and the allowed
-  set is {logit / T >= threshold}: top-k keeps the tokens whose logit is >= the k-th largest (ties may keep a few
-  more); top-p keeps the smallest set of most-probable tokens whose mass reaches p (ties at the threshold are
-  kept, so the kept mass is >= p). Each read of the [b, V] values tries `ways` thresholds at once (`search_ways`:
-  15 on a GPU, 8 reads per search instead of 32 halvings; 1 on a CPU), and a search no row needs is left out
-  (`Truncation`, chosen by the engine per device call).
-- The uniform of a sampled token comes from fold_in(key(seed), position): a request's sample depends only on
-  its own seed, position and logits, not on its batch neighbours, and is reproduced exactly after preemption.
-- The returned log-prob is log_softmax(logits / T)[token] over the full vocabulary, before top-k/top-p
-  truncation (T = 1 when greedy), as verl does; rows with processed=True instead get the log-prob under
-  the truncated, renormalised distribution sampled from: logits/T [token] - logsumexp over the allowed
-  set (`processed_logprob`; greedy rows ignore truncation, so theirs is the raw value).
+- Work over the vocabulary is a few streaming reductions of the [b, V] logits viewed as [b, nb, blk] blocks,
+  never a sort, a [b, V] argmax or a [b, V] noise draw; greedy takes the first maximum (jnp.argmax's tie rule).
+- A sampled token's uniform comes from fold_in(key(seed), position): it depends on nothing but its own seed,
+  position and logits, and is reproduced exactly after preemption.
+- top-k / top-p are one logit threshold per row; ties at the threshold are kept.
+- The returned log-prob is log_softmax(logits / T)[token] before truncation (as verl); rows with processed=True
+  get it under the truncated, renormalised distribution instead (`processed_logprob`).
+docs/engine.md, "The sampler", has the algorithm and its measured speed.
 """
 
 from __future__ import annotations

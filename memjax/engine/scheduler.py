@@ -1,27 +1,17 @@
 """On-device scheduling: admit queued requests into free slots, release finished slots, preempt.
 
-Owns the pure functions the generation loop calls each round; all are vectorised over slots/queue.
+Owns the pure functions the generation loop calls each round, all vectorised over slots / queue.
 Invariants:
-- Admission takes ready queue rows in queue order into free slots while the pool keeps, after the
-  prompt pages are taken, one free page per running sequence (a watermark for decode growth); it stops at
-  the first row that does not fit (no overtaking, so long prompts are not starved).
-- Prefix sharing: a row of a group (identical prompts) maps the first `shared_pages` pages of any
-  running group member that has filled them into its own page table (refcount + 1) and prefills only
-  the rest. With no filled member, it waits while a member is prefilling or an earlier-submitted member
-  is queued (waits only point to earlier requests or running ones, so they cannot cycle), else runs
-  unshared and becomes a source itself. Shared pages are full pages strictly before the last prompt
-  token, so nobody ever writes into a shared page.
-- Continuation: a row with n_prefix > 0 maps the first n_prefix (full) pages of its retained parent
-  (queue.prefix_table, refcount + 1) and prefills only the rest; like shared pages they are never written.
-- Release copies a finished or preempted slot's row into the ring (a finished `retain` slot keeps its page
-  references: they pass to the host through the ring), drops its page references and
-  resets its scalars (seq_len = prompt_len = n_gen = 0, finish = req = group = -1): a free slot never
-  widens max(kv_len) or looks like a prefix-sharing source.
-- `order` (LIFO preemption rank) restarts every device call: `rebase_order` maps running slots to
-  -B..-1 (same relative order) and admissions in round r get r * B + rank, so it stays bounded.
-- Branch decisions (each a host round trip on XLA:GPU): `release_and_admit` ends a round with one; the
-  preemption loop (`preempt_while_short`) runs only when `pages_short` said so, in a round of its own, and
-  `grant_decode_pages` then has no branch.
+- Admission takes ready rows in queue order while the pool keeps one free page per running sequence, and stops
+  at the first row that does not fit (no overtaking).
+- Prefix sharing and continuations map full pages strictly before the last prompt token (refcount + 1); nobody
+  ever writes into a shared page. A group row waits only for earlier or running members, so waits cannot cycle.
+- Release copies a slot's row into the ring, drops its page references (a finished `retain` slot hands them to
+  the host) and resets its scalars, so a free slot never widens max(kv_len) or looks like a sharing source.
+- `order` (LIFO preemption rank) restarts every device call (`rebase_order`), so it stays bounded.
+- Each branch decision is a host round trip on XLA:GPU: `release_and_admit` ends a round with one, and the
+  preemption loop runs only when `pages_short` said so, in a round of its own.
+docs/engine.md, "The loop", describes admission, sharing and preemption.
 """
 
 from __future__ import annotations

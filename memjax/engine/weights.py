@@ -1,20 +1,14 @@
 """The rollout engine's own layout of its weight copy and the forward pass over it.
 
-Owns: `uses_layout(ecfg)`, `engine_layout(params, mcfg, ecfg)` (the model's nnx.State of Params, already in
+Owns `uses_layout(ecfg)`, `engine_layout(params, mcfg, ecfg)` (the model's nnx.State of Params, already in
 EngineConfig.kernels.weight_dtype -> the engine's dict of arrays) and `engine_forward` / `engine_logits` over it.
-Two choices, each an EngineConfig field, so that one GPU run can time both paths (scripts/gpu_block_47.sh 1):
-- `layers="unrolled"`: every layer's weights are their own arrays (a tuple of L dicts) and the forward is a
-  Python loop over layers. Nothing is sliced out of a stacked [L, ...] array at a loop-dependent offset, so
-  each GEMM reads a fixed address: XLA:GPU can record a round's command buffer once instead of updating it
-  before each of the L scan iterations (an H200 trace showed 3,705 updates for 3,584 layer launches), and the scan's loop-carry copies and counter disappear. Costs compile time (L copies of
-  the layer in the program). "scan" (default) is the model's own stacked layout and scan.
-- `fuse_projections=True`: q/k/v kernels (and biases) concatenated into one `qkv_w` [h, q + 2kv], gate/up
-  into `gate_up_w` [h, 2I], made once per weight update (not by XLA's dot merger every round): two GEMMs
-  instead of five per layer. The outputs are split after the GEMM; in fp32 the tokens and log-probs equal the
-  unfused path's (tests/unit/engine/test_engine_layout.py).
-Invariants: the default (scan, unfused) never comes here: the engine keeps the model's nnx.State and merges
-it, bit for bit the path before these options existed. The layout is single-device only (EngineConfig
-validation: tensor parallelism splits the unfused kernels by name).
+Two EngineConfig.kernels options select it:
+- `layers="unrolled"`: every layer's weights are their own arrays and the forward is a Python loop, so each GEMM
+  reads a fixed address and XLA:GPU need not update a command buffer per scanned layer (costs compile time).
+- `fuse_projections=True`: q/k/v concatenated into `qkv_w` [h, q + 2kv] and gate/up into `gate_up_w` [h, 2I],
+  once per weight update; in fp32 tokens and log-probs equal the unfused path's.
+Invariants: the default (scan, unfused) never comes here (the engine keeps and merges the model's nnx.State); the
+layout is single-device only. docs/engine.md, "Engine options", has both options and why.
 """
 
 from __future__ import annotations

@@ -1,31 +1,16 @@
-"""Fused kernels for the trainer, each beside a pure-JAX reference (docs/architecture.md, principle 4).
+"""Fused kernels for the trainer and the engine, each beside a pure-JAX reference (docs/architecture.md, principle 4).
 
-Owns the package `memjax.kernels` (the repo's top-level `kernels/` is a symlink to this folder, so the
-card's layout exists while the import path stays unambiguous; a PyPI package named `kernels` exists):
-
-* `token_logprob_entropy` (fused_logprob): masked per-token log p(target) + entropy over a vocabulary-tiled
-  LM head, custom VJP, [N, V] logits never materialised. impl "pallas" | "chunked" | "reference" | "auto".
-* `step_ratio_loss` / `token_clip_surrogate` (step_ratio_loss): Memory-R2 length-normalised step-level
-  dual-clip ratio loss and the DAPO token-level clip-higher surrogate, with custom VJPs and metrics.
-* `paged_attention` (paged_attention): the engine's paged attention (decode, chunked prefill, split-K)
-  as a portable Pallas kernel with the engine's signature; `engine_attend(...)` (attend) binds its options for
-  `PagedAttention(attend=...)`; `paged_attention_ref` is the engine's pure-JAX reference. impl "pallas" |
-  "mosaic" | "reference" | "auto" (pallas on GPU for supported page/head sizes). Output in q's dtype.
-* `ragged_paged_attention` (ragged_paged_attention): packed token rows of many sequences (the mixed schedule's
-  round), each sequence's rows in blocks that read its context once, through the same Pallas kernel.
-* `rope_kv` (rope_kv): a decode step's q/k/v bias, RoPE, K/V page writes (pool aliased in place) and the query in
-  the paged-attention kernel's padded row layout, one Pallas kernel (EngineConfig.kernels.fuse_rope_kv); `rope_kv_ref` is
-  its pure-JAX specification.
-* `decode_merged` (decode_merged): decode attention from that row layout whose split-K merge happens inside the
-  kernel (the last program of each sequence and kv head merges, counted by an atomic; EngineConfig.kernels.fuse_split_combine).
-* `kv_store`: how the paged KV pool stores values (`to_pool`, `store_rows`, a float8 pool's query dtype and
-  scale), shared by the engine's writes and these kernels.
-* `paged_attention_mgpu`: the decode kernel in Pallas Mosaic GPU (Hopper+), impl="mosaic", the
-  Triton backend's successor (docs/engine.md, "Pallas backend").
-* `reference`: the dense pure-JAX definitions the kernels are tested against.
-
-Every public function validates its shapes with a one-line ValueError naming the tensor, never donates
-its inputs, and returns float32 results.
+Owns the package `memjax.kernels` (the repo's top-level `kernels/` is a symlink to this folder; the import path
+stays `memjax.kernels` because a PyPI package named `kernels` exists). Modules: fused_logprob
+(`token_logprob_entropy`), step_ratio_loss (`step_ratio_loss`, `token_clip_surrogate`), paged_attention (the
+engine's paged attention; `attend.engine_attend` binds its options), ragged_paged_attention (the mixed schedule's
+packed rows), rope_kv (the fused decode prologue), decode_merged (split-K merge in the kernel),
+paged_attention_mgpu (Mosaic GPU decode), kv_store (how the KV pool stores values) and reference (the dense
+definitions every kernel is tested against).
+Invariants: every public function validates its shapes with a one-line ValueError naming the tensor and never
+donates its inputs (the in-place KV writers alias the pool and return it); loss kernels return float32, attention
+returns q's dtype. docs/engine.md, "Kernels and their defaults" and "Kernel design", has the defaults, their
+measurements and each kernel's layout.
 """
 
 from . import reference

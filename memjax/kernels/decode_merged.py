@@ -1,27 +1,15 @@
-"""Decode attention with the split-K merge inside the kernel: the last program of each (sequence, kv head) to finish
-merges the splits and writes the G real rows straight into the [b, H, D] output (EngineConfig.kernels.fuse_split_combine).
+"""Decode attention with the split-K merge inside the kernel (EngineConfig.kernels.fuse_split_combine).
 
 Owns `decode_merged(q_rows, k_pages, v_pages, layer, page_table, q_pos, kv_len, sem, *, num_heads, num_splits,
-interpret) -> (out [b, 1, H, D] in q_rows' dtype, sem)` and `merge_semaphores(k_pages, b)`. Inputs as
-`memjax.kernels.paged_attention.decode_from_rows` takes them (q_rows [b, KV, R, D] from memjax/kernels/rope_kv.py,
-q_pos [b, 1]); the result equals `decode_from_rows` (the same page loop, `attend_pages`, and `combine_splits`'
-arithmetic) up to fp32 summation order.
-
-Why: `decode_from_rows` with n > 1 splits writes fp32 partials and leaves the merge, and the slice of the 16-row
-block back to G heads, to an XLA fusion after the kernel: one more kernel per layer and decode step (with n = 1 the
-slice alone). Here, grid (b, KV, n): each program stores its (m, l, acc) in the partial buffers, then (after a CTA
-barrier) adds 1 to its (layer, sequence, kv head) counter with an acquire-release atomic at GPU scope. The program
-that reads n - 1 back is the last: every other split's partials are visible to it, so it loads them (volatile
-loads, which bypass L1; jax 0.11.2's lowering rejects the `.cg` modifier), merges them as `combine_splits` does and
-stores the G rows of its heads. Nobody waits, so no schedule can deadlock; the merge costs the last program n
-partial loads of [R, D] fp32. With n = 1 the program writes its rows directly and the counters are not touched.
-
-sem: int32 [L, b, KV] counters, zero when a forward starts (`merge_semaphores`, one memset per round), aliased in
-place through every layer (input_output_aliases) and each layer using its own row, so nothing is reset between
-layers. The partial buffers are the kernel's scratch outputs (never read outside it). The memory-order argument
-above holds on NVIDIA GPUs (the PTX model: barrier, then release by one thread; acquire, then barrier); interpret
-mode runs programs in order, so only a GPU run (tests/unit/kernels/test_kernels_gpu.py, the GPU block's greedy match)
-checks it. Triton needs D a power of two >= 16 and R >= 16 (its dots).
+interpret) -> (out [b, 1, H, D] in q_rows' dtype, sem)` and `merge_semaphores(k_pages, b)`. Inputs are those of
+`memjax.kernels.paged_attention.decode_from_rows` (q_rows [b, KV, R, D] from rope_kv.py, q_pos [b, 1]), and the
+result equals it up to fp32 summation order. Grid (b, KV, n): each program stores its split's (m, l, acc), then
+bumps its (layer, sequence, kv head) counter with an acquire-release atomic; the program that reads n - 1 merges
+every split as `combine_splits` does and writes the G real rows. Nobody waits, so no schedule can deadlock.
+Invariants: sem is int32 [L, b, KV], zero when a forward starts (one memset per round), aliased in place through
+every layer, one row per layer; the partial buffers are kernel scratch. The memory order holds only on a real GPU
+(interpret mode runs programs in order), so only the GPU tier checks it. Triton needs D a power of two >= 16 and
+R >= 16. docs/engine.md, "Kernel design", has the merge protocol.
 """
 
 from __future__ import annotations

@@ -1,34 +1,15 @@
 """Fused masked token log-prob + entropy over a vocabulary-tiled LM head: [N, V] logits never exist.
 
-Owns `token_logprob_entropy(hidden [..., D], w [D, V], targets [...], mask [...])` -> (logp, entropy),
-float32 shaped like `targets`, under softmax(h·W / T); tokens with mask == 0 return 0 and get zero
-gradient. Reference: `memjax.kernels.reference.token_logprob_entropy_ref` (dense [N, V] logits).
-
-Forward: online logsumexp over vocab tiles keeping per row the running max m, s = Σe^{z-m},
-t = Σe^{z-m}(z-m) and z[target]: logp = z_t - m - log s, entropy = log s - t/s (t relative to m, so big
-logits do not cancel). Backward (custom VJP, nothing [N, V] saved): tiles are recomputed from
-(h, W, lse, entropy); dz = g_lp·(onehot - p) - g_ent·p·(log p + H); dh = dz·Wᵀ/T, dW = hᵀ·dz/T.
-
-impl: "pallas" = portable `pl.pallas_call` kernels (forward and dh gridded over row blocks, dW over vocab
-tiles, reductions looped inside), written for jax 0.11.2's default GPU lowering (Triton): loads in
-bounds, power-of-two tiles, no scratch, no cross-program accumulation; interpret=True on CPU.
-"chunked" = pure JAX lax.map/lax.scan over the same tiles with the same VJP (CPU default, portable
-fallback). "reference" = dense autodiff. "auto" = "chunked" until a GPU measurement shows the Pallas kernel wins.
-
-Masked rows (documented choice): compact=True (default) stably permutes valid tokens first (one gather
-of h [N, D] and of the outputs); row blocks with no valid row skip all LM-head work (pl.when /
-lax.cond), so cost follows the number of valid tokens. The chunked path's row block is the largest of 256 and the
-power of two that cuts N into at least 8 blocks, capped at 2,048: a short call (one micro-batch of two 1,024-token
-rows with 30 response tokens) computes one block of 256 rows instead of all 2,048; long calls keep 2,048-row blocks.
-
-Ragged sizes: N is padded to the row block (padded rows masked). The last vocab tile starts at V - bv,
-overlapping its neighbour, with already-covered columns masked: W is never padded or copied and no load
-leaves the array; the pallas dW kernel writes that tile to a separate [D, bv] buffer that is stitched in
-(no write races). The pallas path loops D in chunks bd = largest power of two <= block_d dividing D.
-
-Dtypes: h is cast to W's dtype; matmuls accumulate in fp32 (dz is rounded to W's dtype first); dh, dW
-come back in h's and W's dtypes (pallas dW accumulates in an fp32 [D, V] buffer first). Nothing is
-donated. Targets of valid tokens must lie in [0, V); masked tokens may hold anything.
+Owns `token_logprob_entropy(hidden [..., D], w [D, V], targets [...], mask [...])` -> (logp, entropy), float32
+shaped like `targets`, under softmax(h·W / T); tokens with mask == 0 return 0 and get zero gradient. Reference:
+`memjax.kernels.reference.token_logprob_entropy_ref`. The forward is an online logsumexp over vocab tiles; the
+custom VJP saves nothing [N, V] and recomputes the tiles. impl "pallas" (portable `pl.pallas_call`), "chunked"
+(pure JAX over the same tiles, the default), "reference" (dense autodiff), "auto" (= chunked).
+Invariants: compact=True (default) permutes valid tokens first so cost follows the valid token count; W is never
+padded or copied (the last vocab tile overlaps its neighbour, covered columns masked); matmuls accumulate in fp32
+and dh, dW come back in h's and W's dtypes; targets of valid tokens lie in [0, V). Nothing is donated.
+docs/engine.md, "Kernel design", has the formulas, tiling and row-block rule; "Kernels and their defaults" the
+measurements behind "auto".
 """
 
 from __future__ import annotations

@@ -1,47 +1,16 @@
 """Paged attention for the rollout engine as a portable Pallas kernel (decode, chunked prefill, split-K).
 
-Owns `paged_attention(q, k_pages, v_pages, layer, page_table, q_pos, kv_len, *, impl, num_splits,
-block_q, interpret)` with exactly the engine's signature and semantics (reference:
-`memjax.kernels.reference.paged_attention_ref`, re-exported here):
-q [b, t, H, D] at absolute positions q_pos int32 [b, t]; k_pages / v_pages [L, KV, P, S, D] (all layers
-stacked, page 0 = null page); `layer` a (traced) int32 scalar; page_table int32 [b, MP]; kv_len int32
-[b]. Query row (i, t) sees the keys at positions p < kv_len[i] and p <= q_pos[i, t]; rows with no
-visible key return zeros. GQA: query head h uses kv head h // G (H = KV * G). Output in q's dtype.
-`memjax.kernels.attend.engine_attend(...)` binds its options for `PagedAttention(attend=..)`;
-`suggest_num_splits` is a starting heuristic for decode split-K.
-
-Kernel layout. The G query heads of a kv head and the t queries of a chunk are flattened into rows
-(row = t_idx * G + g) and padded to a power-of-two row block bq >= 16 (padded rows get q_pos = -1:
-no visible key). Grid = (b, KV, row blocks, num_splits); each program loads its [bq, D] query block
-once and loops over the pages of its sequence with an online softmax in fp32, so each KV page is read
-once for all G heads (and, in prefill, for all bq query rows of the block). Pages visited: j <
-min(ceil(kv_len / S), max(q_pos in block) // S + 1, MP) — decode never touches pages past kv_len and
-prefill row blocks skip pages that lie wholly in their causal future. With num_splits = n those pages
-are cut into n contiguous ranges of ceil(pages / n) (per sequence, from its own kv_len), each program
-writes unnormalised (m, l, acc) and a pure-JAX combine rescales by exp(m_s - max m); num_splits = 1
-writes the normalised output directly. Scores: dot(q, k) in the input dtype with fp32 accumulation,
-times 1/sqrt(D) (q is cast to the pool's dtype; fp32 pools use precision HIGHEST, i.e. IEEE rather
-than TF32 dots on GPU); p is cast to v's dtype for the PV dot (the usual flash rounding in bf16). A float8
-pool (1-byte dtype) is the exception: q keeps its dtype and each loaded page is upcast to it in the kernel,
-so the pool is read at 1 byte per value and the dots run in q's dtype (the scales live in PagedAttention).
-
-Page table / layer (GPU lowering choice). jax 0.11.2's default Pallas GPU lowering is Triton, which
-rejects scalar prefetch ("not implemented in the Triton backend"), so BlockSpec index maps cannot read
-page ids. Instead page_table, kv_len and `layer` (as int32 [1]) are passed as whole-array inputs and
-read as scalars inside the kernel; k_pages / v_pages are passed whole and indexed k[layer, h, page]
-with those traced scalars (a dynamic-offset [S, D] load). This interprets on CPU and lowers to Triton
-(checked for an abstract H100 in the tests); the page loop is a fori_loop with traced bounds, which
-the Triton lowering turns into scf.for (pipelined by num_stages). Slicing k_pages[layer] outside the
-kernel instead would make XLA materialise the whole layer of the pool ([KV, P, S, D] for K and for V)
-every layer of every step — more HBM traffic than the attention itself — so it is not done. Pools
-over 4 GB get 64-bit pointer offsets from the lowering (checked on a 3.8e9-element abstract pool).
-The Triton backend is deprecated in jax 0.11 (a DeprecationWarning at lowering); its successor for
-decode on Hopper+ is the Mosaic GPU kernel in paged_attention_mgpu.py (impl="mosaic", chosen by name
-only until measured on a GPU; docs/engine.md "Pallas backend").
-
-GPU constraints (only when not interpreting): S and D must be powers of two >= 16 (Triton loads and
-dots). impl="auto" picks "pallas" on GPU when they hold, else the reference; on CPU it picks the
-reference (interpret mode is for tests, not speed). Nothing is donated; inputs are never written.
+Owns `paged_attention(q, k_pages, v_pages, layer, page_table, q_pos, kv_len, *, impl, num_splits, block_q,
+interpret)` with the engine's signature and semantics (reference: `memjax.kernels.reference.paged_attention_ref`,
+re-exported here): q [b, t, H, D] at positions q_pos int32 [b, t]; pools [L, KV, P, S, D] (page 0 = null page);
+`layer` a traced int32 scalar; page_table int32 [b, MP]; kv_len int32 [b]. Row (i, t) sees keys p < kv_len[i]
+and p <= q_pos[i, t]; rows with no visible key return zeros. GQA: query head h uses kv head h // G. Output in q's
+dtype; softmax statistics in fp32; a float8 pool is upcast page by page in the kernel. `suggest_num_splits` is a
+starting heuristic for decode split-K.
+Invariants: page ids, kv_len and the layer are read as scalars inside the kernel and the pools are indexed there,
+never sliced outside it (that would copy a whole layer of the pool every step). On GPU S and D must be powers of
+two >= 16; impl="auto" picks "pallas" on GPU when they hold, else the reference. Nothing is donated.
+docs/engine.md, "Kernel design", has the grid, page visiting and split-K layout.
 """
 
 from __future__ import annotations

@@ -1,40 +1,15 @@
 """Paged-attention DECODE (t = 1) as a Pallas Mosaic GPU kernel (Hopper sm90+), the Triton kernel's successor.
 
-Owns `paged_attention_mosaic(q, k_pages, v_pages, layer, page_table, q_pos, kv_len, *, num_splits,
-block_k, interpret)`: the signature and semantics of `memjax.kernels.paged_attention.paged_attention` restricted
-to t = 1 (one query token per sequence): q [b, 1, H, D] at q_pos int32 [b, 1]; pools [L, KV, P, S, D]
-(page 0 = null page); `layer` an int32 scalar (may be traced); page_table int32 [b, MP]; kv_len int32
-[b]. Sequence i sees the keys p < min(kv_len[i], q_pos[i] + 1); no visible key -> zeros. GQA: query
-head h uses kv head h // G. Output in q's dtype. Why this exists: jax 0.11 deprecates the Pallas
-Triton backend (memjax/kernels/paged_attention.py) in favour of Mosaic GPU (docs/engine.md, "Pallas backend").
-
-Why `plgpu.kernel` and not `pl.pallas_call(compiler_params=plgpu.CompilerParams())`: in jax 0.11.2
-pallas_call has no Mosaic GPU lowering rule registered (only Triton's; lowering asserts) and GPU
-interpret mode rejects non-trivial BlockSpecs, so the kernel takes whole GMEM refs and moves data with
-explicit TMA copies (`copy_gmem_to_smem` + barriers), which is also what page gathering needs.
-
-Kernel layout. Grid (b, KV, num_splits), one warpgroup per program. The wrapper packs per-sequence
-scalars into meta int32 [b, W / 64, 64] = (layer, kv_len, q_pos, page ids..., zeros past MP; rows of
-64 because a TMA box spans at most 256 elements per dimension), copied to SMEM once and read as
-scalars. The G query heads of a kv head are the rows of a [64, D] block (wgmma's M = 64; rows past G
-are zeros and dropped). Keys go in blocks of ppb = max(1, block_k // S) pages (bk = ppb * S keys, the
-N of the QK^T wgmma and the K of the PV one). Visible keys: [0, lim) with lim = max(min(kv_len,
-q_pos + 1), 0); pages n = min(ceil(lim / S), MP), blocks ceil(n / ppb); split sp takes blocks
-[sp * per, min(sp * per + per, blocks)), per = ceil(blocks / num_splits). K and V blocks are
-double-buffered in swizzled SMEM: the ppb pages of block j + 1 are TMA-gathered
-(`k_pages.at[layer, h, page_table[i, p]]`, one barrier arrival each) while block j is used; ids past
-MP are the null page 0 and keys past lim are masked, so every copy reads a real page and no stale
-SMEM reaches a result. scores = wgmma(q, k^T) [64, bk] in fp32 times 1/sqrt(D), masked to key < lim,
-online softmax in fp32, p cast to the pool dtype and stored to SMEM, acc += wgmma(p, v).
-num_splits = 1 writes acc / l; otherwise (m, l, acc) in fp32 go to `combine_splits` (shared with the
-Triton kernel). Nothing is donated; inputs are never written.
-
-Compiled constraints (`mosaic_supported`): pool dtype bf16 or f16 (fp32 wgmma would be TF32), S a
-multiple of 8, bk a multiple of 64 (128-byte swizzle), D a multiple of 64, G <= 64, MP <= 16381.
-Interpret mode (CPU, `plgpu.InterpretGPUParams`, for tests) also runs fp32 and smaller blocks (S a
-multiple of 8, bk and D rows a multiple of 32 bytes: the smallest swizzle). Checked without a GPU:
-interpret-mode results vs the reference, and lowering to the Mosaic GPU custom call (layout
-inference included) for an abstract H100; PTX compilation, a run and speed need a GPU.
+Owns `paged_attention_mosaic(q, k_pages, v_pages, layer, page_table, q_pos, kv_len, *, num_splits, block_k,
+interpret)` and `mosaic_supported`: the signature and semantics of `memjax.kernels.paged_attention.paged_attention`
+restricted to one query token per sequence (sequence i sees keys p < min(kv_len[i], q_pos[i] + 1); none -> zeros;
+output in q's dtype). It exists because jax 0.11 deprecates the Pallas Triton backend (docs/engine.md, "Pallas
+backend"), and uses `plgpu.kernel` with explicit TMA page gathers because jax 0.11.2's `pallas_call` has no Mosaic
+GPU lowering rule.
+Invariants: pool bf16 or f16 when compiled, S a multiple of 8, D a multiple of 64, G <= 64, MP <= 16381; every TMA
+copy reads a real page (ids past MP are the null page, keys past the limit masked), so no stale SMEM reaches a
+result; split-K partials go to the shared `combine_splits`. Nothing is donated. Without a GPU it is checked in
+interpret mode and by lowering for an abstract H100; docs/engine.md, "Kernel design", has its layout.
 """
 
 from __future__ import annotations

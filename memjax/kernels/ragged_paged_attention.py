@@ -2,24 +2,14 @@
 rows (the mixed schedule's attention on a GPU; memjax/engine/mixed.py).
 
 Owns `ragged_paged_attention(q, k_pages, v_pages, layer, page_table, row_start, take, start, *, impl, block_q,
-interpret)`:
-q [N, H, D] packed rows; sequence s < B owns rows [row_start[s], row_start[s] + take[s]) (contiguous, in position
-order) at positions start[s] + i; its keys are the positions < start[s] + take[s] of its pages page_table[s]
-(this round's K/V already written); each row sees its causal prefix. Rows owned by no sequence return zeros.
-Returns [N, H, D] in q's dtype. k_pages / v_pages [L, KV, P, S, D] as `paged_attention` (a float8 pool is read
-the same way); nothing is donated.
-
-How. The rows are re-blocked: each sequence's run is cut into blocks of bt = block_q // G tokens (G = H / KV query
-heads per kv head, so a block is bt * G <= block_q kernel rows), the blocks of all sequences are laid out one
-after another (NB = ceil(N / bt) + B blocks at most: a static shape), and every block becomes one "sequence" of
-the existing paged-attention kernel (memjax/kernels/paged_attention.py) with its owner's page table and kv_len and
-its rows' positions (padding rows: position -1, no visible key). So a prefill chunk of c tokens over n cached
-pages reads those pages ceil(c / bt) times (once per block, as the split schedule's prefill round does), where
-the per-row layout (each row its own t = 1 sequence) read them c times; a decode token is a block of its own
-(G rows, as the decode kernel pads them). Gathers of q rows into blocks and the scatter of the outputs back are
-[N, H, D]-sized (no pool-sized copy). The blocks go through `paged_attention` itself (impl "pallas", "auto" or
-"reference": the same blocks through the pure-JAX reference, the specification the kernel is tested against);
-both equal the per-row reference.
+interpret)`: q [N, H, D] packed rows; sequence s owns rows [row_start[s], row_start[s] + take[s]) (contiguous, in
+position order) at positions start[s] + i and attends causally to its pages (this round's K/V already written);
+rows owned by no sequence return zeros. Returns [N, H, D] in q's dtype; pools as `paged_attention`.
+Each sequence's run is cut into blocks of block_q // G tokens, and every block becomes one "sequence" of the paged
+kernel (memjax/kernels/paged_attention.py) with its owner's page table, so a prefill chunk reads its cached pages
+once per block, not once per row. The block count has a static bound (ceil(N / bt) + B); the gathers into blocks
+and back are [N, H, D]-sized (no pool-sized copy). Nothing is donated.
+docs/engine.md, "Ragged prefill", has the measured effect.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """Pure-JAX references for the kernels in `memjax.kernels` (the specification the kernels are tested against).
 
-Owns the dense, autodiff-only definitions:
-
-* `token_logprob_entropy_ref(hidden, w, targets, mask, *, temperature)`: materialises the full [N, V]
-  float32 logits `(h·W) / T` (h cast to W's dtype, fp32 accumulation) and returns per-token
-  `log p(target)` and entropy, float32, shaped like `targets`; tokens with `mask == 0` return 0.
-* `dual_clip_surrogate(rho, adv, *, clip_low, clip_high, dual_clip)`: verl's `compute_policy_loss`
-  formula (elementwise): max(-A·rho, -A·clip(rho, 1-eps_l, 1+eps_h)), and where A < 0 and a dual clip c
-  is given, min(that, -A·c).
-* `step_ratio_loss_ref(...)`: Memory-R2 length-normalised step-level ratio loss via `jax.ops.segment_sum`:
-  per step u, rho_u = exp(clip(mean_{t in u} (logp - old_logp), ±log_ratio_clamp)), A_u = mean_{t in u} A,
-  loss = mean over steps with at least one valid token of the surrogate. `log_ratio_clamp_mode`: "both"
-  (the clip above) or "upper" (min(., log_ratio_clamp), no lower bound: Memory-R2's official
-  compute_policy_loss, ahmedehabb/Memory-R2 @357b4ec src/verl/verl/rema_trainer/ppo/core_algos.py).
-* `token_clip_surrogate_ref(...)`: per-token clipped surrogate (DAPO clip-higher), masked tokens 0.
-* `paged_attention_ref(q, k_pages, v_pages, layer, page_table, q_pos, kv_len)`: the engine's attention
-  over a paged KV cache (layout in memjax/engine/paged_kv.py), page by page with an online softmax
-  (float32 statistics); query rows with no visible key return zeros. The engine runs it by default.
-
-Invariants: inputs are never donated or modified; masks are validity masks (nonzero = valid), not
-weights; segment ids < 0 or >= num_segments belong to no step.
+Owns the dense, autodiff-only definitions: `token_logprob_entropy_ref` (full [N, V] float32 logits),
+`dual_clip_surrogate` (verl's `compute_policy_loss` formula), `clamp_log_ratio`, `step_ratio_loss_ref` (Memory-R2's
+length-normalised step-level ratio loss via `jax.ops.segment_sum`), `token_clip_surrogate_ref` (DAPO clip-higher
+per token) and `paged_attention_ref` (the engine's attention over a paged KV cache, page by page with an online
+softmax; layout in memjax/engine/paged_kv.py; the engine runs it by default off GPU). docs/trainer.md, "Losses",
+has the loss formulas with their sources.
+Invariants: inputs are never donated or modified; masks are validity masks (nonzero = valid), not weights;
+segment ids < 0 or >= num_segments belong to no step; query rows with no visible key return zeros.
 """
 
 from __future__ import annotations
@@ -50,7 +38,11 @@ def token_logprob_entropy_ref(hidden, w, targets, mask, *, temperature: float = 
 
 
 def dual_clip_surrogate(rho, adv, *, clip_low: float, clip_high: float, dual_clip: float | None):
-    """verl's dual-clip PPO surrogate, elementwise (loss to minimise)."""
+    """verl's dual-clip PPO surrogate, elementwise (loss to minimise).
+
+    max(-A·rho, -A·clip(rho, 1 - clip_low, 1 + clip_high)), and where A < 0 with a dual clip c given,
+    min(that, -A·c).
+    """
     pg1 = -adv * rho
     pg2 = -adv * jnp.clip(rho, 1.0 - clip_low, 1.0 + clip_high)
     clip1 = jnp.maximum(pg1, pg2)
@@ -69,7 +61,11 @@ def clamp_log_ratio(x, clamp: float, mode: str = "both"):
 def step_ratio_loss_ref(logp, old_logp, advantages, mask, segment_ids, *, num_segments: int,
                         clip_low: float, clip_high: float, dual_clip: float | None = None,
                         log_ratio_clamp: float = 20.0, log_ratio_clamp_mode: str = "both"):
-    """Scalar loss: mean over valid steps of the dual-clip surrogate on length-normalised ratios."""
+    """Scalar loss: mean over valid steps of the dual-clip surrogate on length-normalised ratios.
+
+    Per step u: rho_u = exp(clamp(mean_{t in u} (logp - old_logp))), A_u = mean_{t in u} A; the loss is the
+    mean of `dual_clip_surrogate(rho_u, A_u)` over steps with at least one valid token (0 if none).
+    """
     seg = segment_ids.reshape(-1).astype(jnp.int32)
     valid = (mask.reshape(-1) != 0) & (seg >= 0) & (seg < num_segments)
     seg = jnp.where(valid, seg, num_segments)

@@ -2,30 +2,14 @@
 laid out as the paged-attention kernel's padded row blocks (EngineConfig.kernels.fuse_rope_kv).
 
 Owns `rope_kv(q_src, k_src, v_src, cols, bias, cos, sin, k_pages, v_pages, layer, page, off, *, num_heads, rows,
-k_scale, v_scale, impl, interpret)` and its pure-JAX specification `rope_kv_ref` (same arguments, same results).
-
-One new token per sequence (a decode round, t = 1), b sequences:
-  q_src / k_src / v_src [b, n]: the projections' outputs before bias and RoPE; head j of q is columns
-    cols[0] + j*D ... + D of q_src (k and v the same with cols[1], cols[2]). Fused projections pass one [b, q + 2kv]
-    array three times with cols (0, q, q + kv); separate ones pass three arrays with cols (0, 0, 0). No slice of
-    the fused output is ever materialised.
-  bias: None or (bq, bk, bv) [n] indexed by the same columns (qkv_b three times, or q_b, k_b, v_b).
-  cos / sin [b, D] (the rotate-half layout of memjax/model/layers.py: out = x * cos + rotate_half(x) * sin).
-  k_pages / v_pages [L, KV, P, S, D] (the engine's pool); layer a (traced) int32 scalar; page / off int32 [b]: the
-    page and offset of each sequence's new K/V (`memjax.engine.paged_kv.write_indices`); page >= P drops the
-    row (nothing written).
-Returns (q_rows [b, KV, rows, D], k_pages, v_pages): q_rows row g < G of kv head h is query head h*G + g, biased,
-rotated and multiplied by k_scale; rows G.. are zeros (the attention kernel's padding to 16 rows). q_rows has the
-pool's dtype (q_src's dtype for a 1-byte pool, as `paged_attention` casts q). K/V are stored as the engine's
-`to_pool` (memjax/kernels/kv_store.py) stores them: a cast, or for a float8 pool clip(x / scale, +-448).
-
-Pallas: grid (b, KV), one program per (sequence, kv head): it loads the sequence's cos/sin once, writes its K and V
-rows into their page (the pools are aliased in place: input_output_aliases, so nothing pool-sized is copied) and
-its G query heads as one [rows, D] block. Halves of D are loaded and stored separately (rotate-half needs them,
-and the Triton lowering has no register slicing); G is unrolled. This replaces, per layer and decode step, the
-three slices of the fused q/k/v output, the two K/V scatters (each fused with its bias and RoPE) and the query's
-bias + RoPE + pad fusion (six kernels) with one (benchmarks/gpu_aot_rounds.py; docs/performance.md). Triton needs D
-a power of two >= 32; `interpret` defaults to True off GPU. Nothing is donated: the pools come back as outputs.
+k_scale, v_scale, impl, interpret)` and its pure-JAX specification `rope_kv_ref` (same arguments and results),
+for one new token per sequence. Head j of q is columns cols[0] + j*D ... + D of q_src (k, v likewise), so fused
+projections pass one [b, q + 2kv] array three times and no slice of it is materialised. Returns (q_rows
+[b, KV, rows, D], k_pages, v_pages): row g < G of kv head h is query head h*G + g, biased, rotated and scaled by
+k_scale; rows G.. are zeros. K/V are stored as kv_store.py's `to_pool` stores them; page >= P drops the row.
+Invariants: the pools are aliased in place (input_output_aliases: nothing pool-sized is copied) and come back as
+outputs; q_rows has the pool's dtype (q_src's for a 1-byte pool); Triton needs D a power of two >= 32; `interpret`
+defaults to True off GPU. docs/engine.md, "Kernel design", has the grid and what it replaces.
 """
 
 from __future__ import annotations

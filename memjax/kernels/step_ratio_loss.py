@@ -1,32 +1,16 @@
 """Policy-gradient surrogates with fused masking and custom VJPs: Memory-R2 step-level, DAPO token-level.
 
-Owns
-* `step_ratio_loss(logp, old_logp, advantages, mask, segment_ids, *, num_segments, clip_low, clip_high,
-  dual_clip=None, log_ratio_clamp=20.0, log_ratio_clamp_mode="both", impl="auto")` -> (loss, metrics).
-  Memory-R2's length-normalised step-level ratio: tokens are grouped into generation steps by `segment_ids`
-  (step id per token; < 0, >= num_segments or mask == 0: no step). Per step u with n_u valid tokens:
-  rho_u = exp(clip(mean_{t in u}(logp - old_logp), ±log_ratio_clamp)), A_u = mean_{t in u} A, and the
-  dual-clip surrogate L_u (verl's compute_policy_loss: max(-A·rho, -A·clip(rho, 1-eps_l, 1+eps_h)),
-  then for A < 0 and dual_clip c > 1: min(that, -A·c)); loss = mean of L_u over steps with n_u > 0
-  (0 if there are none). log_ratio_clamp_mode="upper" clamps only from above, min(mean log-ratio, clamp),
-  as Memory-R2's official compute_policy_loss (@357b4ec core_algos.py; reference.clamp_log_ratio); a
-  clamped step gets no gradient through rho in either mode. One pass over the tokens: a single segment
-  reduction of the stacked [valid, valid·(logp-old), valid·A] gives every per-step statistic. Custom VJP:
-  the forward saves one coefficient per step; the backward is one gather, d loss/d logp_t = valid_t ·
-  coef[seg_t].
-* `token_clip_surrogate(logp, old_logp, advantages, mask, *, clip_low, clip_high, dual_clip=None,
-  log_ratio_clamp=20.0, log_ratio_clamp_mode="both")` -> (per_token_loss, indicators, metrics): the same
-  surrogate per token (DAPO clip-higher: clip_high > clip_low), masked tokens 0; aggregation (token-mean over group,
-  conversation, token) is the caller's. Custom VJP saving one coefficient per token.
-
-Segment reduction impls: "xla" (jax.ops.segment_sum / gather; the default, "auto"), "pallas" (portable
-`pl.pallas_call` one-hot tile kernels: a grid over segment blocks that loops over token blocks, skipping
-token blocks whose [min, max] step id misses the segment block, so sorted ids cost ~linear work; and
-the matching gather for the backward), "reference" (memjax.kernels.reference, autodiff).
-
-Invariants: all inputs share one shape (any rank, flattened internally); logp / old_logp / advantages
-are cast to float32; only logp is differentiated (old_logp and advantages get zero cotangent); metrics
-and indicators carry no gradient. mask is a validity mask (nonzero = valid), not a weight. Nothing is
+Owns `step_ratio_loss(logp, old_logp, advantages, mask, segment_ids, *, num_segments, clip_low, clip_high,
+dual_clip, log_ratio_clamp, log_ratio_clamp_mode, impl)` -> (loss, metrics): tokens grouped into steps by
+`segment_ids`, one length-normalised ratio and mean advantage per step, the dual-clip surrogate per step, the mean
+over steps with a valid token; and `token_clip_surrogate(...)` -> (per_token_loss, indicators, metrics): the same
+surrogate per token (DAPO clip-higher), aggregation left to the caller (memjax/rl/losses.py). Each custom VJP
+saves one coefficient per step or token. Formulas and sources: docs/trainer.md, "Losses".
+Segment reductions: "xla" (segment_sum / gather; the default and "auto"), "pallas" (one-hot tile kernels that skip
+token blocks whose step-id range misses the segment block), "reference" (memjax.kernels.reference, autodiff).
+Invariants: all inputs share one shape (any rank); logp / old_logp / advantages are cast to float32; only logp is
+differentiated and a clamped step gets no gradient through its ratio; metrics and indicators carry no gradient;
+mask is a validity mask, not a weight; segment ids < 0, >= num_segments or masked belong to no step. Nothing is
 donated.
 """
 

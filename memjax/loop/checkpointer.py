@@ -1,20 +1,15 @@
 """`Checkpointer`: a training run's train-state checkpoints, and its resume from the latest good one.
 
-Owns the run's `RunCheckpoints` (orbax, asynchronous, committed by rename, each save verified before the next):
-- `save(state)`: one checkpoint of `state.step`: the state -- model parameters, optimizer state, the critic's with
-  GAE, placed on the mesh -- and the JSON meta -- the RunState (step, evaluations, history, evaluation traces),
-  seed, every process's data-stream state, optimizer steps, the ablation generator's state, the config and the
-  curriculum's bests.
-- `resume()`: with `resume`, the RunState of the latest checkpoint that restores (one that does not is moved aside
-  by RunCheckpoints and the previous one used), its arrays and streams put back into the model, trainer, critic,
-  data stream, ablation generator and engine; without it, an out_dir holding checkpoints is refused; a fresh
-  RunState when there is nothing to resume.
-- a ledger, out_dir/checkpoints.json, of the newest committed step: a run whose committed checkpoint has vanished
-  (deleted, or checkpoints/ replaced) refuses with one line before anything is read or cut back.
-Invariants: a restored run has the uninterrupted run's parameters, optimizer state, data stream, ablation generator
-and RunState, and the engine its weights, so it continues bit for bit. A checkpoint of another model
-(model.hf_path / preset / dtype) or one that does not fit this config is a ConfigError naming out_dir, never taken
-for corruption.
+Owns the run's `RunCheckpoints` (orbax, asynchronous, committed by rename, each save verified): `save(state)` (the
+model parameters, optimizer state, the critic's with GAE, and a JSON meta of the RunState, seed, every process's
+data-stream state, optimizer steps, the ablation generator's state, the config and the curriculum's bests),
+`resume()` (the latest checkpoint that restores, put back into model, trainer, critic, data stream, ablation
+generator and engine; without `resume`, an out_dir holding checkpoints is refused) and a ledger,
+out_dir/checkpoints.json, of the newest committed step.
+Invariants: a restored run has the uninterrupted run's state and continues bit for bit; a run whose committed
+checkpoint vanished refuses with one line before anything is read or cut back; a checkpoint of another model or
+one that does not fit this config is a ConfigError naming out_dir, never taken for corruption.
+docs/reliability.md, "What a run is, and what a resume may change".
 """
 
 from __future__ import annotations

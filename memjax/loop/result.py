@@ -1,18 +1,11 @@
 """What a finished training run leaves in out_dir: the policy as a Hugging Face checkpoint (hf/), result.json,
 reward_curve.png, report.html, and the console lines that name them.
 
-Owns:
-- `summary(cfg, system, state, curriculum, code, model_run, seconds)`: result.json's dict -- config, system, the
-  evaluations before / after / on the way, the per-step history, seconds, the curriculum's bests, code digest, the
-  model run, the first and last evaluations' traces, the held-out samples (the last evaluation's), the warm
-  start's info (without its history).
-- `write(out, primary, model, tokenizer, make_summary)`: hf/ (gathered to process 0; a servable Hugging Face
-  directory with the tokenizer files, chat template, generation_config.json and a model card made from the
-  summary: memjax/checkpoint/export.py), result.json (atomically, merged with what an
-  extended run's previous result.json held: memjax/run/identity.py) and the reward curve (when there is anything
-  to draw) by process 0; returns the summary written.
-- `announce(out, primary, console, trackers)`: the line naming metrics, TensorBoard, checkpoints and policy, then
-  report.html, written and named by process 0 and given to the experiment trackers as an artifact.
+Owns `summary(...)` (result.json's dict: config, system, evaluations, per-step history, seconds, the curriculum's
+bests, code digest, traces, held-out samples, the warm start's info), `write(out, primary, model, tokenizer,
+make_summary)` (hf/ as a servable directory, memjax/checkpoint/export.py; result.json written atomically and merged
+with an extended run's previous one, memjax/run/identity.py; the reward curve) and `announce(...)` (the line naming
+metrics, TensorBoard, checkpoints and policy, then report.html, also handed to the experiment trackers).
 Invariants: only process 0 writes result.json, reward_curve.png and report.html; nothing here runs before the last
 checkpoint is committed (the Run finishes its checkpointer first).
 """

@@ -1,15 +1,12 @@
 """`Run`, one training run's life, and `train(cfg)`: what `python -m memjax.train` runs once its command line and
 launch environment have been checked.
 
-Owns the run's composition and its step loop. A Run holds, each with one owner of its state:
-- `parts` (loop/start.py `Parts`): mesh, model, tokenizer, trainer, credit, engine, data stream, ablation generator;
-- `state` (loop/run_state.py `RunState`): step, history, evaluations, the curriculum's recorded bests;
-- `ckpt` (loop/checkpointer.py `Checkpointer`): train-state checkpoints and the resume;
-- `log` (loop/run_log.py `RunLog`): metrics / traces / evals JSONL, TensorBoard, console lines;
-- `curriculum` (memjax/run/curriculum.py): stages, their bests and restarts.
-`next_step()` runs one training step (loop/step.py `run_step`), then what its number makes due, in this order: the
-history and the first four traces, the held-out evaluation at a stage end or every `eval_every` steps, the stage
-restart, the checkpoint at a stage end or every `checkpoint_every` steps, TensorBoard and metrics.jsonl.
+Owns the run's composition and its step loop. A Run holds, each with one owner of its state: `parts`
+(loop/start.py `Parts`: mesh, model, tokenizer, trainer, credit, engine, data stream, ablation generator), `state`
+(loop/run_state.py `RunState`), `ckpt` (loop/checkpointer.py), `log` (loop/run_log.py: JSONL, TensorBoard,
+console) and `curriculum` (memjax/run/curriculum.py). `next_step()` runs one training step (loop/step.py
+`run_step`), then what its number makes due, in this order: history and the first four traces, the held-out
+evaluation, the stage restart, the checkpoint, TensorBoard and metrics.jsonl.
 Invariants: `Run.__init__` joins the multi-process runtime before any backend call and validates everything that
 needs no model before one loads; metrics.jsonl gets a step's line after its checkpoint; `close()` always releases
 out_dir's lock.

@@ -1,18 +1,13 @@
 """A training run's start-up, before its first step: the checks that need the system but no model, then the
 parts the loop steps (mesh, model, trainer, credit, engine, this process's data stream).
 
-Owns:
-- `open_system(cfg)`: (the registered system of `agent.name`, its Curriculum), after every refusal that needs no
-  model: fewer prompts per step than processes, an unknown system or bad data paths, preflight.settings, the
-  curriculum's fields, an `update.temperature` other than the rollouts', GAE with step-level ratios.
-- `build(cfg, system, say)`: the `Parts`, in this order (each failure one ConfigError / PlanError line): the mesh
-  against the devices, the model, the engine config (`engine.data_parallel` / `tensor_parallel` applied on top of
-  a system's own), the plan's sharding and memory check (memjax.run.plan.check), the system's set-up, the Trainer (the
-  KL reference copied when `loss.kl_coef`), Credit, the Engine on the mesh's rollout devices (its KV pool the one
-  the plan counted, unless the config sizes it), then this process's block of every generation batch and its
-  data stream.
-Invariants: nothing here writes out_dir; with several processes each reads only its block [lo, hi) of a
-generation batch (whole groups), with one process the whole batch.
+Owns `open_system(cfg)` (the registered system of `agent.name` and its Curriculum, after every refusal that needs
+no model) and `build(cfg, system, say)` (the `Parts`, in order: mesh, model, engine config, the plan's sharding and
+memory check (memjax.run.plan.check), the system's set-up, Trainer, Credit, the Engine on the rollout devices with
+the planned KV pool, then this process's block of every generation batch and its data stream).
+Invariants: every failure is one ConfigError / PlanError line; nothing here writes out_dir; with several
+processes each reads only its block [lo, hi) of a generation batch (whole groups), with one process the whole
+batch.
 """
 
 from __future__ import annotations

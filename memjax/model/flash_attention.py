@@ -1,27 +1,16 @@
 """Memory-efficient training attention: blockwise (flash-style) causal GQA with segment ids, and cuDNN.
 
-Owns: `BlockwiseCausal`, a pure-JAX attention back-end with the `AttentionFn` signature of
-`memjax/model/attention.py`, numerically the same function as `DenseCausal` (same mask semantics:
-a token attends to earlier tokens of its own segment; segment 0 is padding that attends to itself only),
-but never materialising a [B, H, T, T] tensor, forward or backward:
-- forward: for each query block an online softmax over the key blocks at or before it (causal block
-  skipping: key blocks past the query block are never computed); saves only the output and the
-  log-sum-exp [B, KV, G, T] per query;
-- backward (`jax.custom_vjp`): recomputes each block's probabilities from the saved log-sum-exp
-  (FlashAttention-2's recipe), accumulating dK/dV per key block and dQ in one [B, T, H, D] f32 buffer.
-Peak temporaries are O(B * H * block_q * block_k) per step instead of O(B * H * T^2).
-Shapes: q [B, T, H, D], k/v [B, T, KV, D] (KV heads not repeated), segment ids int [B, T] or None.
-T is padded up to a multiple of the block sizes internally (padding is segment 0, never attended).
-Matmuls accumulate in float32; probabilities are cast to v's dtype before the PV product, as in the
-dense reference; the output is in q's dtype.
-
-`CudnnCausal` calls `jax.nn.dot_product_attention(implementation="cudnn", is_causal=True)`: the fused
-cuDNN kernel on NVIDIA GPUs; with segment ids it uses cuDNN's packed layout (`cudnn_packed_attention`:
-per-row segment lengths and offsets from `segment_offsets`, padding tokens output 0). `training_attention(kind)`
-picks a back-end by name: "dense" (reference), "blockwise", "cudnn", or "auto" (cudnn on GPU when no segment
-ids are given, blockwise otherwise). Measured on an H100 (benchmarks/results/train_step_qwen2.5-1.5b_*.json):
-the 1.5B packed train step with blockwise attention reaches 14.4% MFU; whether cuDNN's packed layout is
-correct and faster there has not been measured yet (tests/unit/model/test_flash_attention.py has the GPU check).
+Owns `BlockwiseCausal`, a pure-JAX back-end with the `AttentionFn` signature of memjax/model/attention.py and the
+same function as `DenseCausal` (a token attends to earlier tokens of its own segment; segment 0 is padding that
+attends to itself only), never materialising [B, H, T, T]: the forward is an online softmax over key blocks with
+causal block skipping, saving only the output and the log-sum-exp; the backward (`jax.custom_vjp`) recomputes each
+block's probabilities (FlashAttention-2's recipe). `CudnnCausal` calls cuDNN's fused kernel through
+`jax.nn.dot_product_attention`, with segment ids in cuDNN's packed layout (`cudnn_packed_attention`).
+`training_attention(kind)` picks "dense", "blockwise", "cudnn" or "auto".
+Invariants: q [B, T, H, D], k/v [B, T, KV, D] (KV heads not repeated), segment ids int [B, T] or None; T is padded
+to the block sizes internally (padding is segment 0); matmuls accumulate in float32, probabilities are cast to v's
+dtype before the PV product and the output is in q's dtype; peak temporaries are O(B * H * block_q * block_k).
+docs/engine.md, "Kernels and their defaults", has `auto`'s choice and the measured MFU.
 """
 
 from __future__ import annotations

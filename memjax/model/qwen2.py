@@ -1,19 +1,14 @@
 """The Qwen2.5 decoder in Flax NNX, shared by the rollout engine and the trainer.
 
-Owns: parameters and the forward pass. Layer weights are stacked along a leading [L] axis and the
-blocks run under `jax.lax.scan` (one compiled block, compile time independent of depth).
-Parameter layout (kernels are [in, out], i.e. the transpose of torch's Linear.weight):
-  embed [V, h]; layers/{input_norm, post_norm} [L, h]; layers/{q,k,v}_w [L, h, H*D | KV*D];
-  layers/{q,k,v}_b [L, H*D | KV*D]; layers/o_w [L, H*D, h]; layers/{gate,up}_w [L, h, I];
-  layers/down_w [L, I, h]; final_norm [h]; lm_head [h, V] (absent when tied to embed).
-Forward contract: `model(ids)` int32 [B, T] -> float32 logits [B, T, V], causal, positions 0..T-1.
-`model.forward(ids, positions, attention=..., state=...)` threads an attention back-end's state (e.g. a
-paged KV cache) through the layers and can return final hidden states instead of logits.
-`forward(..., sharding=S)` applies a `LayerSharding` inside the scanned block: `S.params(p)` to each
-layer's parameters before use (FSDP: all-gather that one layer, so its gradient is reduce-scattered) and
-`S.activations(x)` to the residual stream (rows stay sharded over the batch axes). The model itself
-names no mesh axis; `memjax/parallel/fsdp.py` builds S from a mesh.
-Weights are stored in cfg.param_dtype and cast to cfg.dtype for compute; logits come out in float32.
+Owns parameters and the forward pass. Layer weights are stacked along a leading [L] axis and the blocks run under
+`jax.lax.scan` (one compiled block, compile time independent of depth). Kernels are [in, out] (the transpose of
+torch's Linear.weight); `Qwen2`'s docstring lists the parameter layout.
+Forward contract: `model(ids)` int32 [B, T] -> float32 logits [B, T, V], causal, positions 0..T-1;
+`model.forward(ids, positions, attention=..., state=...)` threads an attention back-end's state (e.g. a paged KV
+cache) through the layers and can return final hidden states instead of logits. `forward(..., sharding=S)` applies
+a `LayerSharding` inside the scanned block (`S.params` to each layer's parameters, `S.activations` to the residual
+stream); the model names no mesh axis (memjax/parallel/fsdp.py builds S from a mesh).
+Invariants: weights are stored in cfg.param_dtype and cast to cfg.dtype for compute; logits are float32.
 """
 
 from __future__ import annotations
@@ -84,7 +79,12 @@ class Layers(nnx.Module):
 
 
 class Qwen2(nnx.Module):
-    """Qwen2.5 causal LM. Construct with `Qwen2(cfg, rngs=nnx.Rngs(seed))` (random N(0, 0.02) init)."""
+    """Qwen2.5 causal LM. Construct with `Qwen2(cfg, rngs=nnx.Rngs(seed))` (random N(0, 0.02) init).
+
+    Parameter layout (kernels are [in, out]): embed [V, h]; layers/{input_norm, post_norm} [L, h];
+    layers/{q,k,v}_w [L, h, H*D | KV*D]; layers/{q,k,v}_b [L, H*D | KV*D]; layers/o_w [L, H*D, h];
+    layers/{gate,up}_w [L, h, I]; layers/down_w [L, I, h]; final_norm [h]; lm_head [h, V] (absent when tied to embed).
+    """
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, init_std: float = 0.02):
         self.cfg = cfg

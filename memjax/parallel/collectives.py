@@ -1,28 +1,16 @@
 """Collective traffic of a compiled XLA program: which bytes each device sends, inside a host and between hosts.
 
 Owns `collectives(hlo_text) -> list[Collective]` (every all-gather, reduce-scatter, all-reduce, all-to-all and
-collective-permute of an optimised HLO module (`compiled.as_text()`), with its device groups and how many times
-one run of the program executes it) and `traffic(colls, host_of) -> dict` (bytes sent per device, split into
-intra-host and inter-host, under a ring model).
-
-Invariants and model:
-- Executions: a collective inside a while body runs `known_trip_count` times per run of the loop (XLA records it
-  in the while's backend_config); nested loops multiply. A loop without a known trip count (a fori_loop with a
-  traced bound) is counted once -- or `outer_trip_count` times when the caller knows it and the loop is called
-  from the ENTRY computation itself (the trainer's micro-batch loop: `outer_trip_count=micro-batch slots`).
-  Loops still counted once whose bodies hold collectives are listed in `unknown_trip_counts` (the figure is then
-  a lower bound, said so by the caller); loops without collectives are not listed (they change no byte).
-- Device groups: `replica_groups={{0,1},{2,3}}`, the iota form `[G,S]<=[dims]T(perm)` and the named-mesh form
-  `mesh['axis_0'=2,'axis_1'=4] {'axis_1'}` (the mesh's positions are the device ids in order: the mesh a caller
-  compiles for must list `jax.devices()` in order, as memjax.plan does). With use_global_device_ids the ids are
-  devices; a group of one sends nothing.
-- Ring model (NCCL's ring algorithm; the bandwidth-optimal schedule for one ring): in a group of n devices, each
-  sends to the next member of the group (in the group's order): all-gather of a B-byte result: (n-1)/n x B;
-  reduce-scatter of a B-byte result: (n-1) x B; all-reduce of B bytes: 2 (n-1)/n x B; all-to-all: (n-1)/n x B;
-  collective-permute: B from every source. A device's bytes are inter-host when its ring successor sits on
-  another host (`host_of(device)`), intra-host otherwise.
-- XLA:CPU (where the simulated multi-host plans compile) lowers a reduce-scatter as an all-reduce followed by a
-  slice; a GPU build emits reduce-scatter. `traffic` reports what the program does as compiled.
+collective-permute of an optimised HLO module, with its device groups and how many times one run executes it) and
+`traffic(colls, host_of) -> dict` (bytes sent per device, split into intra-host and inter-host, under NCCL's ring
+model: a device's bytes are inter-host when its ring successor sits on another host).
+Invariants: a collective in a while body runs the loop's `known_trip_count` times (nested loops multiply); a loop
+without one counts once, or `outer_trip_count` times when called from ENTRY, and loops still counted once that hold
+collectives are listed in `unknown_trip_counts` (the figure is then a lower bound); the replica-group forms
+(explicit, iota, named mesh) map positions to device ids in `jax.devices()` order, so a caller compiles for a mesh
+listing them in order (as memjax.plan does); a group of one sends nothing; `traffic` reports the program as
+compiled (XLA:CPU lowers a reduce-scatter as all-reduce + slice). docs/multihost.md, "Collective traffic", has the
+per-collective byte formulas.
 """
 
 from __future__ import annotations

@@ -1,27 +1,16 @@
 """Multi-process start-up and the few process-aware helpers every stage uses (jax.distributed).
 
-Owns:
-- `initialize()`: `jax.distributed.initialize()` when the process was started as one of several -- the JAX
-  variables (JAX_COORDINATOR_ADDRESS + JAX_NUM_PROCESSES + JAX_PROCESS_ID, what `python -m memjax.launch` sets),
-  an srun step with more than one task, or an Open MPI job of more than one rank -- before anything touches
-  the XLA backend; a no-op for one process and when already initialized. Before and around joining it runs the
-  start-up checks of memjax/parallel/startup.py (one line within MEMJAX_INIT_TIMEOUT_S, default 30 s) and, for a
-  training run (`out_dir`), sends the native logs to out_dir/logs (memjax/parallel/logtee.py). The coordination service's heartbeat
-  timeout is MEMJAX_HEARTBEAT_S seconds (default 10; jax's own default is 100): when a process dies, the others are terminated by the
-  runtime within about that time instead of waiting in a collective (measured in
-  tests/e2e/parallel/test_multiprocess.py). On CPU, cross-process collectives use gloo (jax 0.11's default
-  `jax_cpu_collectives_implementation`; "mpi" is the other choice).
-- `is_primary()`: process 0, the one that writes logs, result files and exports.
-- `agree(name, text)`: every process publishes a digest of `text` in the coordinator's key-value store and
-  reads all others'; a mismatch is a one-line `DistributedMismatch` naming the processes (different configs or
-  code versions refuse at start). `code_digest()` is the digest of the memjax package's sources.
-- `on_mesh(tree, mesh)`: with several processes, arrays held by one local device only (a step counter) become
-  replicated arrays of the global mesh, which orbax can save from every process; a no-op for one process.
-- `to_host(x)`: a numpy copy of an array, all-gathered from every process when it spans several (a collective).
-- `process_local(tree)`: a copy of (possibly multi-process) arrays on this process's first local device,
-  gathered by one all-gather (every process must call it at the same point); single-process arrays pass.
-Invariants: nothing here runs a collective unless every process calls it in the same order; with one process
-every helper is a cheap no-op.
+Owns `initialize()` (`jax.distributed.initialize()` when the process is one of several -- the JAX variables that
+`python -m memjax.launch` sets, an srun step of several tasks or an Open MPI job of several ranks -- after the
+start-up checks of memjax/parallel/startup.py; for a training run it sends the native logs to out_dir/logs),
+`is_primary()` (process 0, the one that writes), `agree(name, text)` / `code_digest()` (processes with different
+configs or code refuse at start, one `DistributedMismatch` line), `on_mesh(tree, mesh)`, `to_host(x)` and
+`process_local(tree)`.
+Invariants: `initialize` runs before anything touches the XLA backend and is a no-op for one process or when
+already initialized; the coordination heartbeat is MEMJAX_HEARTBEAT_S (default 10 s), so a dead process ends the
+others within about that time instead of a hang in a collective; on CPU, cross-process collectives use gloo.
+Nothing here runs a collective unless every process calls it in the same order; with one process every helper is a
+cheap no-op. docs/multihost.md, "Start-up, stopping and faults".
 """
 
 from __future__ import annotations

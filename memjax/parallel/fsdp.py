@@ -1,31 +1,16 @@
 """ZeRO-3 style FSDP inside the scanned layer loop: gather one layer's weights, keep rows sharded.
 
-Owns: `layer_sharding(mesh)` -> `FsdpLayerSharding`, the `LayerSharding` that `Qwen2.forward(...,
-sharding=...)` applies inside its scanned block (memjax/model/qwen2.py):
-- `params(p)`: each layer parameter (its per-layer slice, stacked axis removed) is constrained to its
-  `memjax/parallel/mesh.py` spec with the "fsdp" axis dropped (tensor sharding kept). Stored sharded over
-  fsdp, the slice is therefore all-gathered right before the layer uses it, and the transpose of that
-  all-gather in the backward pass is a reduce-scatter of the layer's gradient: parameters, gradients and
-  optimizer state stay 1/fsdp per device, and only one layer is ever whole at a time.
-- `activations(x)`: the residual stream [B, T, h] is constrained to rows over ("data", "fsdp"), hidden
-  replicated, so every device computes its own rows and no activation is all-reduced inside the loop
-  (without this, XLA splits the matmuls along the fsdp-sharded hidden dimension and all-reduces
-  activations in every layer).
-- `head(w)`: the LM head / tied embedding [h, V] with fsdp dropped (gathered once per step, vocabulary
-  kept on "tensor"), for the trainer's fused log-prob.
-- `table(e)`: the embedding table [V, h] gathered the same way before the token lookup, so the lookup of a
-  device's rows is local (without it XLA all-gathers every token id and embedding of the micro-batch over the
-  whole mesh, between hosts too).
-- `row_map(fn, n_rows)`: `fn(hidden, w, targets, mask)` (the fused log-prob: a custom VJP / Pallas call the
-  partitioner cannot split) run per device on its own rows under `jax.shard_map`, w replicated; without it XLA
-  gathers the hidden states of the whole micro-batch onto every device. Applies when the tensor axis is 1 and
-  the rows divide over data x fsdp; otherwise `fn` unchanged.
-- `local()`: the same sharding for code running inside `jax.shard_map(..., axis_names={"data"})` (the data axis
-  manual: the trainer's micro-batch loop on one data replica, memjax/rl/update_programs.py): rows over fsdp only, and
-  `row_map` returns `fn` unchanged (XLA gathers the log-prob rows inside the fsdp group, inside a host: a
-  shard_map nested there aborts XLA:CPU's compiler with bf16 compute, "Invalid binary instruction opcode copy",
-  jax 0.11).
-With a mesh whose fsdp and tensor axes are 1, every constraint is a no-op layout statement.
+Owns `layer_sharding(mesh)` -> `FsdpLayerSharding`, the `LayerSharding` that `Qwen2.forward(..., sharding=...)`
+applies inside its scanned block (memjax/model/qwen2.py): `params` (each layer's slice constrained to its spec
+with "fsdp" dropped, so it is all-gathered right before use and its gradient reduce-scattered), `activations` (the
+residual stream's rows over ("data", "fsdp"), hidden replicated, so no activation is all-reduced in the loop),
+`head` and `table` (the LM head and embedding gathered once per step, so token lookups stay local), `row_map`
+(the fused log-prob run per device on its own rows under `jax.shard_map`) and `local()` (the same for code inside
+`jax.shard_map(..., axis_names={"data"})`, the trainer's per-replica micro-batch loop).
+Invariants: parameters, gradients and optimizer state stay 1/fsdp per device and only one layer is ever whole at
+a time; `row_map` applies only when the tensor axis is 1 and the rows divide over data x fsdp; with fsdp and tensor
+axes of 1 every constraint is a no-op layout statement. `FsdpLayerSharding`'s docstring says what XLA does without
+each constraint.
 """
 
 from __future__ import annotations
@@ -46,6 +31,25 @@ def _drop_fsdp(axes) -> tuple:
 
 @dataclass(frozen=True)
 class FsdpLayerSharding:
+    """The FSDP `LayerSharding` of a mesh, and what each constraint prevents.
+
+    - `params(p)`: each layer parameter (its per-layer slice) constrained to its memjax/parallel/mesh.py spec with the
+      "fsdp" axis dropped (tensor sharding kept): stored sharded over fsdp, the slice is all-gathered right before the
+      layer uses it, and the transpose of that all-gather in the backward pass reduce-scatters the layer's gradient.
+    - `activations(x)`: the residual stream [B, T, h] constrained to rows over ("data", "fsdp"), hidden replicated;
+      without it XLA splits the matmuls along the fsdp-sharded hidden dimension and all-reduces activations in every
+      layer.
+    - `head(w)`: the LM head / tied embedding [h, V] with fsdp dropped (gathered once per step, vocabulary kept on
+      "tensor"), for the trainer's fused log-prob.
+    - `table(e)`: the embedding table [V, h] gathered the same way before the token lookup; without it XLA all-gathers
+      every token id and embedding of the micro-batch over the whole mesh, between hosts too.
+    - `row_map(fn, n_rows)`: `fn(hidden, w, targets, mask)` (a custom VJP / Pallas call the partitioner cannot split)
+      run per device on its own rows under `jax.shard_map`, w replicated; without it XLA gathers the whole
+      micro-batch's hidden states onto every device.
+    - `local()`: rows over fsdp only, and `row_map` returns `fn` unchanged: XLA gathers the log-prob rows inside the
+      fsdp group, inside a host, because a shard_map nested there aborts XLA:CPU's compiler with bf16 compute
+      ("Invalid binary instruction opcode copy", jax 0.11).
+    """
     mesh: Mesh
     data_manual: bool = False  # inside a shard_map over the data axis (local()): rows over fsdp only
 

@@ -1,22 +1,15 @@
 """What a training run uses of the process lifecycle: agreeing at start, a console for logs, stopping on request.
 
-Owns:
-- `agree_run(config)`: the processes of one run refuse to start unless their memjax sources and their configs
-  are equal; the one line names the differing source files or config fields (memjax.parallel.confdiff).
-- `run_console()`: the console of process 0; a line never wraps (piped or written to a file, a step line stays
-  one line; in a terminal the terminal wraps it).
-- `peer_loss(where)`: around the training loop of a multi-process run; an exception from a collective whose peer
-  went away (gloo's "Connection reset by peer", the coordination service's broken barrier or heartbeat, also
-  inside a checkpoint save's one-line error, whose cause chain is kept) is not the run's error: the process waits (up to the
-  heartbeat and 5 s) for the runtime's report of the lost process, which ends it with memjax.parallel.logtee's
-  one line; if none comes, a one-line `RunError` says a peer was lost and where to resume from.
-- `StopRequests` (memjax.parallel.preempt) with the CLI's second-signal unwinding, and `stop_line(stop, step,
-  where)`: the `Stopped` exception (memjax.config) whose message is the one line printed at exit 143 / 130.
-- `evaluation_stops()` and `stop_point(where)`: SIGTERM / SIGINT during `memjax.evaluate` is a stop request (never
-  an exception inside a compiled call or a collective): every evaluation loop calls `stop_point` before each question
-  batch, on every process the same number of times, and the first call after the request raises `Stopped` (exit 143 /
-  130) with one line; the batches already finished are on disk and a rerun of the command resumes after them.
-Invariants: `agree_run` is called by every process at the same point (it exchanges through the coordinator).
+Owns `agree_run(config)` (processes whose memjax sources or configs differ refuse to start; the one line names
+the differing files or fields, memjax.parallel.confdiff), `run_console()` (process 0's console; a line never
+wraps), `peer_loss(where)` (an exception from a collective whose peer went away is not the run's error: the
+process waits for the runtime's report of the lost process, else raises a one-line `RunError` saying where to
+resume from), `StopRequests` with `stop_line`, and `evaluation_stops()` / `stop_point(where)`.
+Invariants: a SIGTERM / SIGINT is a stop request, never an exception inside a compiled call or a collective: the
+loops call `stop_point` on every process the same number of times, and the first call after the request raises
+`Stopped` (exit 143 / 130) with one line; evaluation batches already finished are on disk, so a rerun resumes
+after them. `agree_run` is called by every process at the same point (it exchanges through the coordinator).
+docs/multihost.md, "Start-up, stopping and faults".
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
 """The device mesh and the shardings of training data and parameters.
 
-Owns: `make_mesh(data=-1, fsdp=1, tensor=1)` over the visible devices (multi-host: `initialize()` first),
-`param_specs(params)` and the shardings used by the trainer:
-- RolloutBatch token arrays [N, T] and per-row metadata: rows (conversations) sharded over
-  ("data", "fsdp") -- every device of the data/fsdp plane gets different rows.
-- Parameters (stacked layout of memjax.model.qwen2): FSDP shards the hidden dimension over "fsdp";
-  tensor parallelism (optional) shards q/k/v/gate/up outputs and o/down inputs over "tensor" (Megatron
-  style), the vocabulary of the LM head too. An axis is dropped from a dimension it does not divide, and
-  norms are replicated. Optimizer state follows the parameters. XLA inserts the collectives.
-Row counts given to the trainer are padded to a multiple of data x fsdp; `micro_rows_for` rounds a micro-batch's
-rows up to such a multiple (rows per device is the unit). `rollout_devices(mesh)`: the devices of a
-data-parallel rollout engine (all of them, tensor fastest).
-`MeshConfig(data, fsdp, tensor)` is the config section (`--set mesh.fsdp=8`): one axis may be -1 (all
-remaining devices); the default puts every device on fsdp (ZeRO-3), the right layout for 7B/14B on one node.
-Several processes (memjax.parallel.distributed): with `across_hosts="data"` (default) the sizes are those of
-one process's local devices and the data axis is multiplied by the process count -- a hybrid mesh, fsdp and
-tensor groups inside a host (fast links), only the data-parallel gradient reduction between hosts; with
-"flat" the sizes are over all global devices. Devices are ordered by (process, id), so a process owns whole
-consecutive mesh rows. `rollout_devices` are this process's devices only: rollouts never cross hosts.
+Owns `make_mesh(data=-1, fsdp=1, tensor=1)` over the visible devices, `MeshConfig` (the config section; one axis
+may be -1; the default puts every device on fsdp, ZeRO-3), `param_specs(params)`, `micro_rows_for` and
+`rollout_devices(mesh)`. RolloutBatch rows are sharded over ("data", "fsdp"); parameters (memjax.model.qwen2's
+stacked layout) shard the hidden dimension over "fsdp" and, Megatron style, q/k/v/gate/up outputs, o/down inputs
+and the LM head's vocabulary over "tensor"; optimizer state follows the parameters and XLA inserts the collectives.
+Invariants: an axis is dropped from a dimension it does not divide and norms are replicated; row counts are padded
+to a multiple of data x fsdp (rows per device is the unit); with several processes and `across_hosts="data"` the
+sizes are per host and the data axis is multiplied by the process count (only the gradient reduction crosses
+hosts), with "flat" they are over all devices; devices are ordered by (process, id), so a process owns whole
+consecutive mesh rows; `rollout_devices` are this process's only. docs/multihost.md, "What each process does".
 """
 
 from __future__ import annotations

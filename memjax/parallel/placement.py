@@ -1,20 +1,14 @@
 """Where a training run's rollout engine runs: by default every device of its process.
 
 Owns `Placement` (the engine's data_parallel D and tensor_parallel T on a process's N devices, why, and a one-line
-warning when the rollout spans fewer devices than the run trains on) and `place(...)`, the rule:
-- mode "all" (TrainConfig.rollout_devices, the default): D x T = N. T is the least tensor-parallel degree, from
-  engine.tensor_parallel up over the divisors of N that divide the model's heads, KV heads and MLP width, at which
-  one device holds the run's resident state (fp32 master weights, AdamW moments, the reference, the critic: sharded
-  over every device of the mesh), 1/T of the engine's weights, the frozen models of single-device engines (on the
-  first device) and at least `min_kv_bytes` of KV cache; D = N / T groups. Tensor parallelism is thus used only
-  where the weights or the KV need it. An engine.data_parallel set to anything but 1 (a count, or -1 = N / T with
-  engine.tensor_parallel as set) is kept as given.
-  Engine options that run on one device only (layers other than "scan", fuse_projections, fuse_rope_kv) keep
-  D = T = 1, with the warning naming the field.
-- mode "config": engine.data_parallel x engine.tensor_parallel exactly as set (-1 = N / T): `data_parallel=1`
-  rolls out on one device (warned when N > 1).
-Without a memory size (a CPU, no plan_hbm_gib) the least T that divides is taken and nothing is checked.
-Invariant: the result splits the engine's totals (EngineConfig.per_device) or is an error line; pure arithmetic
+warning when the rollout spans fewer devices than the run trains on) and `place(...)`. Mode "all"
+(TrainConfig.rollout_devices, the default): D x T = N with T the least tensor-parallel degree (a divisor of N that
+divides the heads, KV heads and MLP width) at which one device holds the run's resident state, 1/T of the engine's
+weights and at least `min_kv_bytes` of KV; an engine.data_parallel other than 1 is kept as given, and single-device
+engine options (unrolled layers, fuse_projections, fuse_rope_kv) keep D = T = 1 with a warning. Mode "config":
+engine.data_parallel x engine.tensor_parallel exactly as set. Without a memory size (CPU, no plan_hbm_gib) the
+least dividing T is taken and nothing is checked.
+Invariants: the result splits the engine's totals (EngineConfig.per_device) or is an error line; pure arithmetic
 on numbers the caller computed (memjax.plan), so `--check` runs it without compiling or loading anything.
 """
 

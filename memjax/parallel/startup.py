@@ -1,26 +1,15 @@
 """Start-up checks of a multi-process run: every mistake is one line naming the cause and the fix, within seconds.
 
-Owns, around `jax.distributed.initialize` (memjax.parallel.initialize calls them in this order):
-- `check_env()`: every check of the launch environment that needs no jax, in initialize's order (`jax_env()`; when
-  launched as several processes, MEMJAX_HEARTBEAT_S and MEMJAX_INIT_TIMEOUT_S); memjax.config.run_cli runs it
-  before a run's config (and so jax) is imported, initialize runs it again.
-- `jax_env()`: the JAX variables read before anything waits -- JAX_NUM_PROCESSES / JAX_PROCESS_ID without
-  JAX_COORDINATOR_ADDRESS (or the reverse), an address that is not host:port, a count < 1, an id outside
-  [0, count) -- raise `StartupError`.
-- `slurm_batch_tasks()`: a SLURM allocation of several tasks seen from its batch script (sbatch without srun):
-  check_env refuses it in one line naming what to run (`srun ...`), unless MEMJAX_SINGLE_PROCESS=1.
-- `launch_rank()`: (process, count) from the JAX variables, an srun step or mpirun: where the native log goes.
-- `probe(address, bind, process_id, timeout)`: process 0 must be able to bind the coordinator port (in use: a
-  second process 0, or another run); every other process must reach it within the timeout (nothing listens:
-  process 0 not started, or a wrong address).
-- `deadline(seconds, what)`: a watchdog around the joining itself (a process count larger than the processes
-  that come, a duplicated process id): when it has not returned within the timeout, one line on stderr and
-  os._exit(EXIT_STARTUP) -- jax's own timeout is set later than it, so its abort and C++ trace never print.
-- `exchange(name, value)` after joining: every process publishes a JSON value in the coordinator's key-value
-  store and reads every other's (the local device count; the flat config via memjax.parallel.confdiff).
-The timeout is MEMJAX_INIT_TIMEOUT_S seconds (default 30), the same for every wait here.
-Invariants: nothing here starts the XLA backend and nothing at module level imports jax (check_env runs before
-it is imported); with one process only check_env's variable checks run.
+Owns, around `jax.distributed.initialize` (memjax.parallel.initialize calls them in this order): `check_env()`
+(every launch-environment check that needs no jax; memjax.config.run_cli runs it before jax is imported),
+`jax_env()` (inconsistent JAX variables raise `StartupError`), `slurm_batch_tasks()` (sbatch without srun is
+refused, naming the `srun` to run, unless MEMJAX_SINGLE_PROCESS=1), `launch_rank()`, `probe(...)` (process 0 must
+bind the coordinator port, every other process reach it), `deadline(seconds, what)` (a watchdog around joining: one
+line and os._exit(EXIT_STARTUP) before jax's own timeout can abort with a C++ trace) and `exchange(name, value)`
+(a JSON value of every process through the coordinator's key-value store).
+Invariants: every wait uses MEMJAX_INIT_TIMEOUT_S seconds (default 30); nothing here starts the XLA backend and
+nothing at module level imports jax; with one process only check_env's variable checks run.
+docs/multihost.md, "Start-up, stopping and faults", lists the checks and their messages.
 """
 
 from __future__ import annotations

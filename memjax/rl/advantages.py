@@ -1,36 +1,15 @@
 """Advantage rules over the (group, conversation, token) layout of a RolloutBatch.
 
-Owns
-* `grpo_advantages(reward [S], sample_group [S], *, norm, eps) -> adv f32 [S]`: group-relative outcome
-  advantages, one per sample (trajectory). With g(s) the group of sample s and R_g its rewards:
-    norm="mean"     (Dr.GRPO, MemAgent's choice):  A_s = r_s - mean(R_g)
-    norm="mean_std" (GRPO, verl's default):        A_s = (r_s - mean(R_g)) / (std(R_g) + eps)
-  std has `ddof` 1 (unbiased sample std, torch.std in verl's compute_grpo_outcome_advantage; the default)
-  or 0 (population std, sqrt(mean((r - mean)^2)); SUMER's official code), chosen by
-  AdvantageConfig.std_ddof.
-  Groups of size 1 get A_s = 0 (no baseline exists; verl instead uses mean 0 / std 1, i.e. A_s = r_s).
-  A group whose rewards are all equal gets A = 0 in both modes. Group ids are arbitrary ints (need not be
-  contiguous); grouping uses an [S, S] id comparison (jit-friendly, fine for S up to ~10^4).
-* `broadcast_to_tokens(adv_sample [S], sample [N], loss_mask [N, T]) -> f32 [N, T]`: MemAgent's Multi-Conv
-  rule: every conversation (row) of sample s gets A_s on each of its valid tokens, 0 elsewhere.
-* `trajectory_row_weight(sample [N], num_samples, loss_mask=None) -> f32 [N]`: per-trajectory
-  normalisation, w_i = 1 / K_s with K_s the number of conversations of row i's sample (counting only rows
-  with >= 1 valid token when loss_mask is given; rows without valid tokens get w = 0). Pass it as
-  `row_weight` to `memjax.rl.losses`, where it multiplies each row's numerator and its denominator
-  contribution (n_i = valid tokens of row i, l_i,t = per-token loss, v_i = [n_i > 0], L = loss_scale_tokens):
-    token-mean               sum_i w_i sum_t l_i,t / sum_i w_i n_i   (each sample counts as the average
-                             of its conversations: 10 chunks weigh as much as 1 of the same length)
-    seq-mean-token-mean      sum_i w_i (sum_t l_i,t / n_i) / sum_i w_i v_i   (mean over samples of the
-                             mean over their conversations of the token-mean)
-    seq-mean-token-sum       sum_i w_i sum_t l_i,t / sum_i w_i v_i
-    seq-mean-token-sum-norm  sum_i w_i sum_t l_i,t / (L sum_i w_i v_i)
-  Weights are computed on the full batch, then sliced with the rows when splitting into micro-batches.
-* `AdvantageConfig` (frozen, validated) and `compute_advantages(batch, cfg) -> (adv [N, T], row_weight)`;
-  `with_advantages(batch, cfg) -> batch` stores them in the batch's `advantages` / `row_weight` fields,
-  which is what the trainer consumes (it never chooses an estimator itself).
-
-Invariants: outputs are float32 jax arrays; ids are integer arrays; inputs may be numpy or jax. Nothing here
-is differentiated (advantages are constants of the loss).
+Owns `grpo_advantages(reward [S], sample_group [S], *, norm, eps)` -> f32 [S] (group-relative outcome advantages:
+"mean" is Dr.GRPO, MemAgent's choice; "mean_std" GRPO, std ddof from AdvantageConfig.std_ddof),
+`broadcast_to_tokens` (MemAgent's Multi-Conv rule: every conversation of sample s gets A_s on its valid tokens),
+`trajectory_row_weight` (w_i = 1 / conversations of row i's sample, passed as `row_weight` to memjax.rl.losses),
+`AdvantageConfig` (frozen, validated), `compute_advantages(batch, cfg)` -> (adv [N, T], row_weight) and
+`with_advantages(batch, cfg)`, which stores them in the fields the trainer consumes (it never chooses an estimator).
+Invariants: a group of size 1 or with all-equal rewards gets A = 0; group ids are arbitrary ints (an [S, S] id
+comparison, jit-friendly); row weights are computed on the full batch and sliced with its rows; outputs are float32
+jax arrays, inputs numpy or jax; nothing here is differentiated (advantages are constants of the loss).
+docs/trainer.md, "Losses", has the formulas and how the row weight enters each aggregation.
 """
 
 from __future__ import annotations

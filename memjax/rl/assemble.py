@@ -1,33 +1,16 @@
 """The training arrays of several processes, assembled from process-local rows (nothing gathered on one host).
 
 Owns how the trainer turns THIS process's conversations into its slots of the global micro-batch arrays
-[M, m, L] (M micro-batches of m rows of L tokens, rows sharded over the mesh's (data, fsdp) plane):
-- `RowShard(samples, total)`: which samples of a training step's global batch this process's RolloutBatch
-  holds (their global indices) and how many the step has in all; `RowShard.whole(batch)` for one process
-  (or a batch that every process holds whole).
-- `local_slots(sharding, m)`: (first, count) of this process's contiguous block of the m rows of a
-  micro-batch (devices are ordered by process, so a process owns whole consecutive mesh rows).
-- `Slots`: the agreed shape of one mini-batch: row length L (from the longest conversation of ANY process,
-  rounded to a bucket), micro-batch count n_micro (the most any process needs) and cap (the compiled slot
-  count, a power of two); `agree_slots` gives them for every mini-batch of an update with one all-gather.
-- `local_block(packing, x, slots, m_local)`: this process's conversations packed (memjax/rl/packing.py) into
-  its block [cap, m_local, L]: packed row r goes to micro-batch r // m_local, slot r % m_local.
-- `put_local(block, sharding, global_shape)`: `jax.make_array_from_process_local_data`: each process gives
-  its block, the global array is assembled without any host exchange; `take_local(x)`: this process's
-  block of a global array read from its addressable shards (no collective).
-- `all_processes(v)` [P, ...]: a small host array of every process (one all-gather); `global_sum(v)` /
-  `global_max(v)`: summed / maxed over processes.
-- `reference_global(blocks)`: what a single process holding every process's rows builds: the blocks
-  concatenated along the rows axis in process order (tests compare the assembled array with it).
-- `RowLayout(update, data_sharding)`: the above for one program's arrays, shared by the policy's programs
-  (memjax/rl/trainer.py) and the critic's (memjax/rl/critic.py), so both see the same shapes: `plans(lengths,
-  parts)` gives each part's (rows, packing, Slots) with two small all-gathers (row length from the longest
-  conversation of any process, micro-batch count from the most packed rows), None for a part no process has
-  rows of; `build(plan, fields)` this process's rows of it as the global [cap, micro_rows, L] arrays.
-Invariants: every process calls `agree_slots`, `all_processes`, `global_sum` and `global_max` at the same points with arrays
-of the same shape (they are collectives); with one process each is a no-op, `local_slots` is (0, m) and the
-layout is the one-process layout row for row. A process may hold no rows of a mini-batch: its block is all
-padding (loss_mask 0), and it still takes part in the update.
+[M, m, L] (M micro-batches of m rows of L tokens, rows sharded over the mesh's (data, fsdp) plane): `RowShard`
+(which samples of the step's global batch this process holds), `local_slots`, `Slots` / `agree_slots` (the agreed
+row length, micro-batch count and compiled cap of a mini-batch), `local_block`, `put_local` / `take_local`
+(`jax.make_array_from_process_local_data`, no host exchange), the small host collectives `all_processes`,
+`global_sum`, `global_max`, `reference_global` (what one process holding every row builds, for tests) and
+`RowLayout`, shared by the policy's programs (memjax/rl/trainer.py) and the critic's (memjax/rl/critic.py).
+Invariants: every process calls the collectives (`agree_slots`, `all_processes`, `global_sum`, `global_max`,
+`RowLayout.plans`) at the same points with arrays of the same shape; with one process each is a no-op and the
+layout is the one-process layout row for row; a process holding no rows of a mini-batch gives an all-padding
+block (loss_mask 0) and still takes part in the update. docs/multihost.md describes the per-process flow.
 """
 
 from __future__ import annotations

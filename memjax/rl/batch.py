@@ -1,38 +1,16 @@
 """RolloutBatch: the (group, conversation, token) training layout shared by every algorithm.
 
-Owns: the container agent workflows fill and trainers consume, and its builder from per-conversation
-records. One row per conversation (a MemAgent memory update, a final answer turn, a tool-use turn...),
-left-aligned and right-padded to T tokens:
-  input_ids   int32 [N, T]  prompt ids then response ids, pad_id after
-  loss_mask   f32   [N, T]  1 on response tokens the policy generated (tool outputs / prompts: 0)
-  old_logp    f32   [N, T]  rollout log-prob of token t at position t (0 where loss_mask is 0)
-  ref_logp    f32   [N, T]  reference-model log-probs (filled by the trainer), or None
-  lengths     int32 [N]     valid tokens per row (prompt + response)
-  prompt_len  int32 [N]
-Per-conversation metadata (int32 [N]): sample (trajectory index), group (GRPO group: the question),
-turn (0-based turn within the trajectory), step (Memory-R2 step id; = turn by default), role
-(workflow-defined: e.g. 0 memory update, 1 final answer), is_final (bool).
-Per-sample (S trajectories): reward f32 [S], sample_group int32 [S].
-Optional fields (None unless an algorithm fills them): ref_logp, advantages f32 [N, T] (per-token),
-values f32 [N, T] (critic), returns f32 [N, T]; row_advantage f32 [N] (per-row, e.g. step-level losses),
-row_weight f32 [N] (loss weight of a row in the aggregation, e.g. 1 / conversations of its trajectory),
-policy int32 [N] (policy / role-model id), local_group int32 [N] (LoGo-GRPO local group, -1 = none),
-snapshot int32 [N] (memory-snapshot id a re-rollout started from, -1 = none), temperature f32 [N]
-(sampling temperature of the row), unit int32 [N] (credit unit within the row's sample: rows sharing
-(sample, unit) share one reward and one advantage, e.g. one role's calls in one Memory-R2 session; -1 =
-none), unit_reward f32 [N] (the reward of the row's unit, for per-row credit assignment). A workflow sets
-optional row fields through `Conversation.extra`; rows that leave a field out get its pad value.
-Policy versions (optional token fields, None unless a rollout recorded them): version int32 [N, T] is the policy
-version (count of updates applied to the sampling weights) that sampled token t, -1 on prompt, tool-output and
-padding tokens (loss_mask 0); behaviour_logp f32 [N, T] is the engine's log-prob of that token (0 where loss_mask
-is 0), kept when the trainer replaces old_logp with its recomputed (proximal) log-probs. A trajectory continued
-across an update carries several versions. Without them a batch is synchronous: every trained token is of the
-step's version and old_logp is the behaviour log-prob until it is recomputed (`token_versions`, `with_behaviour`).
-FIELDS is the one table of fields (name -> Field(kind, dtype, pad value, optional)); every operation on a
-batch (select_samples, concat_batches, pad_rows_tokens) walks it, so a new field is added in one place.
-Group-id fields (group, sample_group, local_group) are renumbered by concatenation.
-Token log-prob alignment: old_logp[i, t] scores input_ids[i, t] given input_ids[i, :t], so the
-trainer compares it with log_softmax(logits[i, t - 1])[input_ids[i, t]].
+Owns the container agent workflows fill and trainers consume, and its builder from per-conversation records. One
+row per conversation (a MemAgent memory update, a final answer turn, a tool-use turn...), left-aligned and
+right-padded to T tokens: token fields [N, T] (input_ids int32, loss_mask f32 ...), row fields [N] and sample
+fields [S] (S trajectories); `RolloutBatch`'s docstring describes every field.
+FIELDS is the one table of fields (name -> Field(kind, dtype, pad value, optional)); every operation on a batch
+(select_samples, concat_batches, pad_rows_tokens) walks it, so a new field is added in one place.
+Invariants: numpy only (workflows build it below the trainer's stage); optional fields are None unless an
+algorithm or rollout fills them, and rows that leave one out get its pad value; group-id fields (group,
+sample_group, local_group) are renumbered by concatenation; old_logp[i, t] scores input_ids[i, t] given
+input_ids[i, :t], so the trainer compares it with log_softmax(logits[i, t - 1])[input_ids[i, t]].
+docs/async.md has the policy-version fields (version, behaviour_logp).
 """
 
 from __future__ import annotations
@@ -106,6 +84,29 @@ class Conversation:
 
 @dataclass(frozen=True)
 class RolloutBatch:
+    """The training batch: one row per conversation, left-aligned and right-padded to T tokens.
+
+    Token fields [N, T]: input_ids int32 (prompt ids then response ids, pad_id after); loss_mask f32 (1 on response
+    tokens the policy generated; tool outputs and prompts 0); old_logp f32 (rollout log-prob of token t at position
+    t, 0 where loss_mask is 0); ref_logp f32 (reference-model log-probs, filled by the trainer) or None.
+    Row fields [N]: lengths int32 (valid tokens, prompt + response), prompt_len int32, and the per-conversation
+    metadata (int32): sample (trajectory index), group (GRPO group: the question), turn (0-based turn within the
+    trajectory), step (Memory-R2 step id; = turn by default), role (workflow-defined, e.g. 0 memory update, 1 final
+    answer), is_final (bool).
+    Sample fields [S]: reward f32, sample_group int32.
+    Optional fields (None unless an algorithm fills them): advantages f32 [N, T] (per token), values f32 [N, T]
+    (critic), returns f32 [N, T]; row_advantage f32 [N] (per row, e.g. step-level losses), row_weight f32 [N] (loss
+    weight of a row in the aggregation, e.g. 1 / conversations of its trajectory), policy int32 [N] (policy / role-model
+    id), local_group int32 [N] (LoGo-GRPO local group, -1 = none), snapshot int32 [N] (memory-snapshot id a re-rollout
+    started from, -1 = none), temperature f32 [N] (sampling temperature of the row), unit int32 [N] (credit unit within
+    the row's sample: rows sharing (sample, unit) share one reward and one advantage, e.g. one role's calls in one
+    Memory-R2 session; -1 = none), unit_reward f32 [N] (the reward of the row's unit). A workflow sets optional row
+    fields through `Conversation.extra`.
+    Policy versions (optional token fields, None unless a rollout recorded them): version int32 [N, T] is the policy
+    version (updates applied to the sampling weights) that sampled token t, -1 where loss_mask is 0; behaviour_logp
+    f32 [N, T] is the engine's log-prob of that token, kept when the trainer replaces old_logp with its recomputed
+    (proximal) log-probs. Without them a batch is synchronous (`token_versions`, `with_behaviour`).
+    """
     input_ids: np.ndarray
     loss_mask: np.ndarray
     old_logp: np.ndarray

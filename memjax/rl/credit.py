@@ -1,26 +1,17 @@
 """Credit assignment: a RolloutBatch with rewards -> the same batch with what the trainer consumes
 (`advantages` f32 [N, T], `row_weight` f32 [N] or None), by the estimator `AdvantageConfig.estimator` names.
 
-Owns `CriticConfig` and `Credit` (the estimator, plus the PPO critic and its optimizer when GAE is chosen).
-- "grpo": memjax/rl/advantages.py with_advantages (group-relative outcome advantages broadcast to every
-  conversation of a trajectory; `norm` mean or mean/std).
-- "gae": PPO. The critic (memjax/rl/critic.py, initialised from the policy) gives values [N, T]; each row
-  gets its trajectory's reward on its last trained token and 0 elsewhere, i.e. every conversation is an
-  episode ending with the trajectory's outcome (for one-conversation trajectories, as in Memory-R1, that
-  is plain outcome-reward PPO; for MemAgent-style trajectories it is the Multi-Conv rule with a learned
-  baseline); memjax/rl/estimators.py gae gives advantages and returns; with `whiten` the advantages are
-  standardised over the batch's trained tokens. The critic then takes `critic.epochs` clipped value-loss
-  steps on (values, returns). Metrics: value_loss, explained_variance = 1 - Var(R - V) / Var(R) over
-  trained tokens (of the rollout-time values, i.e. before this update), value_mean, return_mean.
-  The critic is sharded and micro-batched like the policy (`mesh`, `update`: the policy's mesh and UpdateConfig).
-The one place advantages are chosen: `assign(batch, own=system.advantages)` applies the system's own rule where it
-has one, else the estimator; the Trainer only consumes them.
-Several processes: `assign` gets THIS process's rows (every process calls it at the same point, also one
-holding no row: the critic's programs are collectives); values, GAE and advantages are of its own rows, and
-the whitening statistics and metrics are over every process's trained tokens (float64 sums and sums of squared
-deviations, a few scalars per process), so the result is the one-process result to fp32 rounding.
-Invariants: advantages are host numpy float32 and constants of the loss; the critic never shares arrays
-with the policy; the batch's rewards are not changed.
+Owns `CriticConfig` and `Credit` (the estimator, plus the PPO critic and its optimizer when GAE is chosen):
+- "grpo": memjax/rl/advantages.py `with_advantages`.
+- "gae": PPO. Each row gets its trajectory's reward on its last trained token (every conversation an episode
+  ending with the trajectory's outcome); memjax/rl/estimators.py `gae` gives advantages and returns from the
+  critic's values (memjax/rl/critic.py), optionally whitened over the trained tokens; the critic then takes
+  `critic.epochs` clipped value-loss steps. Metrics: value_loss, explained_variance, value_mean, return_mean.
+`assign(batch, own=system.advantages)` is the one place advantages are chosen: the system's own rule, else the
+estimator. Several processes: `assign` gets THIS process's rows and every process calls it at the same point
+(the critic's programs are collectives); whitening statistics and metrics are over every process's tokens.
+Invariants: advantages are host numpy float32 and constants of the loss; the critic never shares arrays with the
+policy; the batch's rewards are not changed.
 """
 
 from __future__ import annotations

@@ -1,27 +1,17 @@
 """The PPO critic: a Qwen2 backbone WITHOUT an LM head plus a scalar value head, its own parameters and optimizer.
 
-Owns `Critic` (nnx.Module), `Critic.from_policy(policy)` (backbone initialised as a copy of the policy's
-parameters except the LM head, value head zero so the first values are 0) and `CriticTrainer` (values of a batch,
-and the clipped value-loss update; the jitted programs are memjax/rl/value_step.py's ValueStep).
+Owns `Critic` (nnx.Module), `Critic.from_policy(policy)` (backbone copied from the policy except the LM head,
+value head zero so the first values are 0) and `CriticTrainer` (values of a batch and the clipped value-loss
+update; the jitted programs are memjax/rl/value_step.py's ValueStep).
 Invariants:
-- values f32 [N, T] are aligned like old_logp: values[i, t] is the head applied to the hidden state at
-  t - 1, i.e. the value of the context that token t is generated from; values[:, 0] = 0. GAE
-  (memjax/rl/estimators.py) consumes them on the loss mask.
-- The critic never shares arrays with the policy (from_policy copies), so updating one leaves the other.
-- No LM head: the backbone is built with `tie_word_embeddings=True` (its [h, V] output projection would be the
-  embedding, which the critic never applies), so a 7B critic holds 545M fewer parameters than the policy and no
-  gradient or AdamW state for them. Parameters stay in the model's param_dtype (fp32 master for the real
-  configs), the backbone computes in its dtype (bf16), the head in f32.
-- At scale it is trained like the policy (memjax/rl/trainer.py): the same mesh (ZeRO-3 over fsdp), the policy's
-  UpdateConfig row layout (micro_rows rounded up to a multiple of data x fsdp, packing, buckets, remat), one
-  jitted call per update with gradient accumulation over micro-batches and params / optimizer state donated,
-  and with data > 1, tensor = 1 the gradients reduced over data (between hosts) once per update, not per
-  micro-batch (memjax/rl/value_step.py).
-  One `update(batch)` is one optimizer step over the whole batch (its global token-mean denominator).
-- Several processes: `values(batch)` and `update(batch)` take THIS process's rows (every process calls them at
-  the same point, also one holding no row); each process lays its rows into its slots of the global arrays
-  (memjax/rl/assemble.py RowLayout, as the policy's update), values are read back from its own shards and the
-  update's denominator is summed over processes: no token array leaves its process.
+- values f32 [N, T] are aligned like old_logp: values[i, t] is the head on the hidden state at t - 1;
+  values[:, 0] = 0. GAE (memjax/rl/estimators.py) consumes them on the loss mask.
+- The critic never shares arrays with the policy (from_policy copies). No LM head: the backbone is built with `tie_word_embeddings=True`, so a 7B critic holds 545M fewer parameters
+  and no gradient or AdamW state for them. Parameters stay in param_dtype, the backbone computes in its dtype,
+  the head in f32.
+- It is trained like the policy (same mesh, ZeRO-3, the policy's UpdateConfig row layout, one jitted call per
+  update, params / optimizer state donated); one `update(batch)` is one optimizer step over the whole batch.
+  Several processes: each passes its own rows (memjax/rl/assemble.py RowLayout); no token array leaves it.
 """
 
 from __future__ import annotations

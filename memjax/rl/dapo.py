@@ -1,32 +1,15 @@
 """DAPO extras: dynamic sampling (group filtering + an accumulator over generation batches), RolloutBatch
 concatenation, and overlong reward shaping. Host-side numpy (these run between rollout and training).
 
-Owns
-* `filter_groups(reward [S], sample_group [S], *, keep_singletons=False) -> keep bool [S]`: DAPO dynamic
-  sampling keeps a sample iff its group's rewards are not all equal (max > min, exact comparison; verl
-  compares the group std with 0). Groups of one sample have all-equal rewards and are dropped (they carry
-  zero advantage under `memjax.rl.advantages.grpo_advantages`); keep_singletons=True keeps them, as verl does.
-* `concat_batches` (re-exported from memjax/rl/batch.py, which owns every batch operation).
-* `DynamicSampler(target_groups, max_gen_batches)`: `add(batch)` filters one generation batch and keeps
-  the informative groups; `done` once target_groups groups are kept or max_gen_batches batches were added;
-  `take()` returns (RolloutBatch trimmed to the first target_groups kept groups, or None if none were kept,
-  info) and resets. A batch that falls short of the target is returned as is and reported (info["filled"]
-  False + a logged warning); verl would raise instead.
-  `across_processes=True` (several processes, each adding its own block of every generation batch, whole
-  groups): the counts are global (one small all-gather per generation batch, memjax/rl/assemble.py), `done`
-  is the same everywhere, and `take()` returns THIS process's part of the global result: the first
-  target_groups kept groups in (generation batch, process, group id) order -- the order of the gathered
-  batch -- so the processes' parts together are what one process given every batch keeps, and
-  batch.info["global_samples"] / ["total_samples"] number each local sample in that one-process batch (the
-  trainer's RowShard, memjax.rl.shares.local_part). A process whose groups were all dropped or trimmed gets an
-  empty batch (0 samples), not None (None only when no process kept anything).
-* `overlong_penalty(response_len, max_len, buffer, penalty_factor=1.0) -> f32`: DAPO soft overlong
-  punishment, with L_exp = max_len - buffer:
-      0                                          if len <= L_exp
-      -penalty_factor * (len - L_exp) / buffer   if L_exp < len <= max_len
-      -penalty_factor                            if len > max_len
-  (paper's formula scaled by penalty_factor; equals verl's DAPO reward manager
-  min(-(len - L_exp) / buffer * factor, 0) for every len <= max_len; verl keeps decreasing past max_len).
+Owns `filter_groups` (keep a sample iff its group's rewards are not all equal; groups of one are dropped unless
+`keep_singletons`), `DynamicSampler` (accumulates informative groups over generation batches up to
+`target_groups` or `max_gen_batches`; a short batch is returned and reported, not refused), `overlong_penalty`
+(DAPO's soft overlong punishment) and `concat_batches` (re-exported from memjax/rl/batch.py).
+Invariants: with `across_processes=True` the sampler's counts are global (one small all-gather per generation
+batch), `done` is the same on every process, and each process's `take()` is its part of what one process given
+every batch keeps, numbered in that one-process batch (batch.info["global_samples"]); a process whose groups were
+all dropped gets an empty batch, and None comes back only when no process kept anything.
+docs/trainer.md, "Losses", has the formulas and where they differ from verl.
 """
 
 from __future__ import annotations

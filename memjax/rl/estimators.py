@@ -1,26 +1,16 @@
 """Advantage estimators beyond the MemAgent rule: group normalisation with every option, LoGo-GRPO, GAE.
 
 Owns (host-side numpy, float32 outputs; advantages are constants of the loss, never differentiated):
-* `group_normalise(x [K], groups [K], *, norm, ddof, eps, singleton) -> f32 [K]`: within each group g
-  (arbitrary int ids) with members X_g: norm="mean": x - mean(X_g); norm="mean_std": (x - mean(X_g)) /
-  (std(X_g) + eps), std with `ddof` 0 (population) or 1 (unbiased, torch.std / verl). A constant group gets 0
-  in both modes. A group of one member has no baseline; `singleton` names its rule:
-    "zero"   (memjax's default): A = 0, the sample carries no signal;
-    "reward" (Memory-R2's official code, ahmedehabb/Memory-R2 @357b4ec
-             src/verl/verl/rema_trainer/ppo/core_algos.py compute_grpo_outcome_advantage, which sets mean 0 and
-             std 1 for such a group): A = x / (1 + eps) with norm="mean_std", A = x with norm="mean".
-* `logo_grpo_advantages(reward [K], global_group [K], local_group [K], ...) -> f32 [K]`: Memory-R2's
-  LoGo-GRPO over steps (rows): a row with local_group >= 0 came from a local re-rollout (m re-rollouts of
-  one session from a restored memory snapshot) and is normalised within its local group only; a row with
-  local_group = -1 belongs to the global branch and is normalised within its global group (the n rollouts
-  of one (conversation, session, role)). The two branches never mix. Defaults: mean_std, ddof 1, eps 1e-6,
-  singleton "zero" (Memory-R2's recipes pick "reward", the official rule).
-* `gae(rewards [N, T], values [N, T], mask [N, T], *, gamma, lam) -> (advantages, returns) f32 [N, T]`:
-  generalised advantage estimation along each row over its valid tokens (mask != 0) only, in order;
-  masked positions (prompt, tool output, padding) are skipped as if absent and get 0. With valid tokens
-  t_1 < ... < t_k of a row: delta_j = r_{t_j} + gamma V_{t_{j+1}} - V_{t_j} (V after the last valid token
-  = 0: every row ends its episode), A_{t_j} = delta_j + gamma lam A_{t_{j+1}}, returns = A + V. A row with
-  an empty mask is all zeros.
+- `group_normalise(x [K], groups [K], *, norm, ddof, eps, singleton)`: mean or mean/std within each group; a
+  constant group gets 0; `singleton` names the rule for a group of one: "zero" (memjax's default) or "reward"
+  (Memory-R2's official code).
+- `logo_grpo_advantages(reward, global_group, local_group, ...)`: Memory-R2's LoGo-GRPO over steps (rows): a row
+  of a local re-rollout (local_group >= 0) is normalised within its local group, a global-branch row (-1) within
+  its global group; the branches never mix. Defaults: mean_std, ddof 1, eps 1e-6, singleton "zero".
+- `gae(rewards [N, T], values [N, T], mask [N, T], *, gamma, lam)` -> (advantages, returns): along each row over
+  its valid tokens only (masked positions are skipped and get 0; the value after the last valid token is 0, so
+  every row ends its episode); an empty row is all zeros.
+docs/trainer.md, "Losses", has the formulas and their sources.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 """Trainer-side per-token log-probs (and entropy) of a RolloutBatch under a model.
 
-Owns: `token_logprobs(model, input_ids, loss_mask, temperature, ...)` -> (logp, entropy), both f32 [N, T]
-aligned like RolloutBatch.old_logp: entry t scores input_ids[:, t] given input_ids[:, :t] (entry 0 is 0),
-and zero wherever loss_mask is 0. Uses the same `Qwen2.forward` as the engine (one model code path) and
-the vocabulary-tiled fused log-prob (memjax.kernels), so the [N, T, V] logits never exist. Positions are
-0..T-1 per row, exactly as the engine saw them (each conversation is its own sequence, right-padded);
-packed rows (memjax/rl/packing.py) pass `positions` (restarting per conversation), `segment_ids` (the
-attention back-end's state) and a training `attention` back-end; `sharding` is the FSDP LayerSharding.
-logprobs="processed" with top_p < 1 or top_k > 0 recomputes the engine's SamplingParams.logprobs=
-"processed" definition (log-prob under the top-k / top-p truncated, renormalised softmax(logits / T)) with
-the engine's own threshold and log-prob functions (memjax.engine.sampler), one conversation's [T, V] logits
-at a time; entropy stays that of the full tempered distribution.
-Masked tokens (prompts, tool outputs, padding) cost no LM-head work on one device: without a `sharding` the
-fused log-prob compacts the valid tokens first (`compact=True`: row blocks with no valid token are skipped), so the
-head's cost follows the response tokens, not the row length (1.7x faster GRPO update, CPU, 32 rows of
-32 prompt + 64 response tokens). With a `sharding` rows stay in place (a global permutation of sharded rows would
-gather them across devices).
+Owns `token_logprobs(model, input_ids, loss_mask, temperature, ...)` -> (logp, entropy), both f32 [N, T] aligned
+like RolloutBatch.old_logp (entry t scores input_ids[:, t] given input_ids[:, :t]; entry 0 is 0) and zero wherever
+loss_mask is 0. It runs the engine's `Qwen2.forward` (one model code path) and the vocabulary-tiled fused log-prob
+(memjax.kernels), so [N, T, V] logits never exist; packed rows (memjax/rl/packing.py) pass `positions`,
+`segment_ids` and a training `attention` back-end; `sharding` is the FSDP LayerSharding.
+logprobs="processed" with top_p < 1 or top_k > 0 recomputes the engine's truncated, renormalised log-prob with the
+engine's own threshold and log-prob functions (memjax.engine.sampler), one conversation's [T, V] logits at a time;
+entropy stays that of the full tempered distribution.
+Invariants: without a `sharding` the fused log-prob compacts the valid tokens first, so masked tokens cost no
+LM-head work; with one, rows stay in place (a global permutation would gather them across devices).
+docs/engine.md, "Kernels and their defaults", has the measured effect of compaction.
 """
 
 from __future__ import annotations

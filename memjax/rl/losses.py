@@ -1,55 +1,17 @@
 """Policy / value losses with aggregation over (group, conversation, token), as (numerator, denominator).
 
-Owns the public, aggregation-aware layer over `memjax.kernels.step_ratio_loss.token_clip_surrogate`
-(the per-token dual-clip surrogate with log-ratio clamp and custom VJP, reused here, not re-implemented).
-
-Layout: every per-token array is [..., T]; the leading dims are rows (conversations). `mask` is a validity
-mask (nonzero = token is trained on), `row_weight` (optional, f32 [...], e.g.
-`memjax.rl.advantages.trajectory_row_weight`) weights whole rows. With l_i,t the per-token loss, m the
-validity mask, n_i = sum_t m_i,t, v_i = [n_i > 0], w_i the row weight (1 if None) and L =
-loss_scale_tokens (default T = mask.shape[-1]), the aggregation modes (verl `agg_loss` names; verl's
-newest semantics: fully masked rows are excluded from the sequence count) are
-    token-mean               num = sum_i w_i sum_t m l          den = sum_i w_i n_i
-    seq-mean-token-mean      num = sum_i w_i sum_t m l / n_i    den = sum_i w_i v_i
-    seq-mean-token-sum       num = sum_i w_i sum_t m l          den = sum_i w_i v_i
-    seq-mean-token-sum-norm  num = sum_i w_i sum_t m l          den = L * sum_i w_i v_i   (Dr.GRPO)
-and loss = num / den (0 when den == 0). Denominators never depend on logp, so with micro-batches split
-along rows, sum_k num_k / sum_k den_k equals the full-batch loss exactly and its gradient is
-sum_k grad(num_k) / D with D = `agg_denominator` of the full batch (what a trainer accumulates). Two ways to
-use it: `*_parts` -> (num, den, metrics) and combine; or pass `denominator=D` (global, precomputed from the
-masks) to `policy_loss` / `value_loss` and sum the micro-batch losses and gradients. A fixed Dr.GRPO
-constant (e.g. max response length x rows per batch) is also just `denominator=`. For micro-batches padded
-to different T, pass the same `loss_scale_tokens` to every call in the -norm mode. (verl divides the
-seq-mean-token-mean row sum by n_i + 1e-8, here by n_i exactly; older verl's -norm mode was sum / L without
-the sequence count: use `denominator=L` for that.)
-
-Policy loss per token (verl `compute_policy_loss_vanilla` + actor): l = pg + kl_coef * KL(logp, ref)
-- entropy_coef * H, all three aggregated with the same mode, as in verl's dp_actor, where
-    pg = token_clip_surrogate: rho = exp(clip(logp - old, +-log_ratio_clamp)),
-         max(-A rho, -A clip(rho, 1 - clip_low, 1 + clip_high)); for A < 0 and dual_clip c: min(that, -A c)
-    KL "k1"/"kl": logp - ref;  "k2"/"mse": (logp - ref)^2 / 2;
-       "k3"/"low_var_kl": x = clip(ref - logp, +-20); clip(exp(x) - x - 1, -10, 10)
-Step-level policy loss (Memory-R2, `step_policy_loss`): every row is one step (one generation call); the
-surrogate is memjax.kernels.step_ratio_loss's (one length-normalised ratio per step, dual clip), summed over
-the call's steps and divided by `steps_denominator` (the mini-batch's step count), plus kl_coef * sum of the
-per-token KL and - entropy_coef * sum of the per-token entropy, both divided by `tokens_denominator` (the
-mini-batch's valid tokens): the paper's L = mean_steps l_u - c_H H_token + beta KL_token, exact across
-micro-batches when each call passes the full mini-batch's denominators.
-Value loss (verl `compute_value_loss`, PPO critic): l = 1/2 max((v - R)^2, (clip(v, v_old - c, v_old + c) - R)^2).
-
-Metrics (float32 scalars, no gradient, unweighted masked means over valid tokens, 0 when none are valid):
-pg_loss / kl_loss / entropy_loss (each term's num / den of this call), clipfrac, clipfrac_high (A > 0,
-rho > 1 + clip_high), clipfrac_low (A < 0, rho < 1 - clip_low), clipfrac_dual, approx_kl (mean of
-old - logp, verl's ppo_kl), ratio_mean / ratio_max / ratio_min, entropy, kl_ref, num_tokens, num_rows.
-Off-policy correction (`offpolicy=`, a memjax.rl.offpolicy.OffPolicyConfig; None or mode "off" runs the code
-above unchanged, bit for bit): with mode "decoupled" old_logp is the proximal policy (or is approximated from
-behaviour_logp, versions and the trainer `version` with proximal="loglinear"), pg above is multiplied per token by
-the stop-gradient importance weight w = pi_prox / pi_behave (token- or sequence-level, truncated: TIS, or masked:
-MIS), the KL and entropy terms are not weighted, the denominators are unchanged, and the metrics gain
-is_weight_mean / is_weight_max / is_truncated_frac / is_masked_frac / logp_gap_mean / logp_gap_max.
-Inputs are cast to float32; only logp (and entropy, values) carry gradients. Under jit, agg, clip_low,
-clip_high, dual_clip, kl_estimator and log_ratio_clamp are static Python values; coefficients,
-row_weight, loss_scale_tokens and denominator may be traced.
+Owns the public, aggregation-aware layer over `memjax.kernels.step_ratio_loss.token_clip_surrogate` (the
+per-token dual-clip surrogate, reused here, not re-implemented): `policy_loss`, `step_policy_loss`, `value_loss`,
+their `*_parts`, `agg_denominator` / `agg_parts` / `agg_loss` and `kl_penalty`.
+Layout: per-token arrays are [..., T], the leading dims rows (conversations); `mask` is a validity mask (nonzero =
+trained on) and `row_weight` f32 [...] weights whole rows (e.g. `memjax.rl.advantages.trajectory_row_weight`).
+Invariants: denominators never depend on logp, so micro-batch losses divided by the full batch's `agg_denominator`
+sum to the full-batch loss and gradient exactly; inputs are cast to float32 and only logp (and entropy, values)
+carry gradients; metrics are float32 scalars without gradient; `offpolicy=None` or mode "off" runs the synchronous
+loss bit for bit. Under jit, agg, clip_low, clip_high, dual_clip, kl_estimator and log_ratio_clamp are static;
+coefficients, row_weight, loss_scale_tokens and denominator may be traced.
+docs/trainer.md, "Losses", has the aggregation modes, the policy / step / value formulas with their verl and paper
+sources, and the metrics; docs/async.md the off-policy correction.
 """
 
 from __future__ import annotations

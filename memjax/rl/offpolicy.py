@@ -2,30 +2,16 @@
 the staleness metrics.
 
 Owns `OffPolicyConfig` (the named options; the default is off, and `memjax.rl.losses.policy_loss` then runs the
-synchronous loss unchanged), `loglinear_proximal`, `importance_weights` and the host-side `staleness_metrics`.
-
-Three policies (decoupled PPO, Hilton et al. 2021; AReaL): pi_behave sampled the tokens (the engine's log-probs,
-RolloutBatch.behaviour_logp, possibly of several versions in one trajectory); pi_prox is the trust-region anchor
-(the weights at the start of this update, version t: the trainer's recomputed old_logp); pi_theta is being
-optimised. With mode="decoupled" the policy-gradient term per token is
-    w * pg(logp, prox)    pg: the PPO clip surrogate on pi_theta / pi_prox (memjax.rl.losses),
-    w = stop_gradient(pi_prox / pi_behave), optionally corrected:
-      level "token":    w_t = exp(clip(prox_t - behave_t, +-log_clamp))
-      level "sequence": w_t = exp(clip(sum_{t' in seq} (prox - behave), +-log_clamp)) for every token of the seq
-                        (a sequence is a row [..., T], or the rows sharing `sequence_ids`)
-      truncate (TIS):   w <- min(w, truncate)
-      mask (MIS):       w <- 0 where w < mask_low or w > mask_high (the token, or the whole sequence)
-Masked tokens keep their place in the loss denominator, so micro-batch sums stay exact (memjax.rl.losses).
-
-proximal="loglinear" skips the proximal forward (AReaL's `compute_prox_logp_approximations`, areal/trainer/ppo/
-actor.py, docs/en/algorithms/prox_approx.md: alpha = (v_prox - v_behave) / (v_theta - v_behave), log pi_prox ~
-log pi_behave + alpha (log pi_theta - log pi_behave), alpha clipped to [0, 1] and 0 off generated tokens). AReaL's
-v_theta is its current version and v_prox = v_theta - 1; in memjax's numbering the update at trainer version t has
-v_prox = t and v_theta = t + 1, so alpha = (t - v) / (t + 1 - v): 0 for tokens of version t (prox = behave, exact),
-1/2 for version t - 1, and log pi_theta is stop_gradient(logp).
-
+synchronous loss unchanged), `loglinear_proximal` (AReaL's log-linear approximation of the proximal policy),
+`importance_weights` (decoupled PPO's w = stop_gradient(pi_prox / pi_behave), token- or sequence-level, truncated
+(TIS) or masked (MIS)) and the host-side `staleness_metrics`.
+Three policies: pi_behave sampled the tokens (RolloutBatch.behaviour_logp, possibly of several versions),
+pi_prox is the trust-region anchor (the weights at the start of this update: the trainer's old_logp), pi_theta is
+being optimised; the PPO clip acts on pi_theta / pi_prox and w multiplies the policy-gradient term.
 Invariants: every array is float32 [..., T] with the mask's shape; versions int [..., T] (-1 = not generated);
-weights never carry gradient; metrics are float32 scalars over valid tokens (0 when none).
+weights never carry gradient; masked tokens keep their place in the loss denominator, so micro-batch sums stay
+exact; metrics are float32 scalars over valid tokens (0 when none).
+docs/async.md, "Off-policy correction", has the formulas and the version arithmetic.
 """
 
 from __future__ import annotations

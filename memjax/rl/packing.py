@@ -1,20 +1,14 @@
 """Sequence packing: conversations of a RolloutBatch laid into fixed-length rows with segment ids.
 
-Owns the host-side layout the trainer's jitted steps consume (memjax/rl/update_programs.py):
-- `row_length(max_len, buckets, pad_tokens)`: the row length of a pack: the smallest of a small fixed set
-  of bucket lengths that holds the longest conversation (so a run compiles one program per bucket at
-  most); with no buckets, the longest conversation rounded up to a multiple of `pad_tokens`.
-- `pack(lengths, row_len, max_segments, packed)`: best-fit-decreasing placement of conversations into
-  rows of `row_len` tokens, at most `max_segments` conversations per row (`packed=False`: one per row).
-  Deterministic: ties keep batch order.
-- `Packing.tokens(x)` lays a per-conversation token array [N, T] into the rows [R, row_len];
-  `Packing.unpack(y)` is its inverse for per-token outputs (e.g. log-probs).
-- `Packing.segment_ids()` int32 [R, L]: 1, 2, ... per conversation in a row, 0 on padding (the attention
-  back-ends' convention: no attention across segments, padding attends to itself only);
-  `positions()`: 0.. restarting at every conversation (what the engine used); `local_index()`: the
-  conversation's index within its rows' micro-batch (for the step-level loss), -1 on padding.
-Invariants: a conversation is never split across rows; every token of it keeps its offset order, so
-causal attention within a segment is exactly the conversation's own attention.
+Owns the host-side layout the trainer's jitted programs consume (memjax/rl/update_programs.py): `row_length`
+(the smallest bucket length that holds the longest conversation, so a run compiles one program per bucket at
+most; without buckets, rounded up to `pad_tokens`), `pack` (best-fit-decreasing placement, at most `max_segments`
+conversations per row, ties in batch order) and `Packing`: `tokens(x)` [N, T] -> [R, row_len] and its inverse
+`unpack(y)`, `segment_ids()` (1, 2, ... per conversation, 0 on padding: the attention back-ends' convention),
+`positions()` (restarting at every conversation, as the engine saw them) and `local_index()` (a conversation's
+index within its micro-batch, for the step-level loss; -1 on padding).
+Invariants: deterministic; a conversation is never split across rows and keeps its token order, so causal
+attention within a segment is exactly the conversation's own attention.
 """
 
 from __future__ import annotations

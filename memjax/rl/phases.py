@@ -1,25 +1,14 @@
 """Cost per phase of one training step: seconds, tokens/s, MFU and device-seconds per trained sample.
 
 Owns `PHASES`, `PhaseClock` (named wall-clock intervals of one step) and `phase_metrics` (the keys the training
-loop adds to each metrics.jsonl line, the console and the report page show):
-  time_<phase>_s        seconds of each phase of PHASES this step (0.0 when it did not run);
-  time_other_s          the rest of the step (credit assignment, gathers, logging): step_s minus the phases;
-  step_s                the step's wall time, from the start of its rollout to its metrics line;
-  flops_<phase>         the phase's FLOPs (memjax.flops.estimate), for rates and scaling (benchmarks/scale_7b.py);
-  tokens_per_s_<phase>  tokens the phase processed per second (rollout: prompt + generated tokens of every
-                        generation batch; old_logp / ref_logp: the trained conversations' tokens; update: those
-                        tokens x ppo_epochs);
-  mfu_<phase>, mfu_step model FLOPs utilisation over every device of the run, with memjax.flops.estimate (verl's
-                        Qwen2 estimator; update = 3x forward per epoch, remat's recomputation not counted) and the
-                        device's dense bf16 peak (memjax.flops.DEVICE_SPECS: H100 989, H200 989 TFLOP/s). None
-                        where the peak is unknown (CPU): no peak is invented;
-  gpu_s_per_sample      step_s x devices / trained samples (a sample is one trajectory, as verl's anchor counts
-                        128 prompts x group 16 = 2,048 per step); `devices`, `device_kind` beside it.
-Invariants: the phases and time_other_s add up to step_s exactly; each phase ends at a host read of its result
-(rollout: the batch is numpy; log-probs are read back; the update's metrics are fetched per mini-batch; the
-weight hand-off is waited for), so device work is counted in the phase that launched it. The rollout's FLOPs are
-the trained conversations' forward FLOPs scaled by rollout tokens / trained tokens (with dynamic sampling the
-engine also generated groups that were dropped).
+loop adds to each metrics.jsonl line, the console and the report page): time_<phase>_s, time_other_s, step_s,
+flops_<phase>, tokens_per_s_<phase>, mfu_<phase> / mfu_step and gpu_s_per_sample, beside devices and device_kind.
+MFU uses memjax.flops.estimate (verl's Qwen2 estimator; update = 3x forward per epoch, remat not counted) against
+the device's dense bf16 peak, and is None where the peak is unknown (CPU): no peak is invented.
+Invariants: the phases and time_other_s add up to step_s exactly; each phase ends at a host read of its result, so
+device work is counted in the phase that launched it; the rollout's FLOPs are the trained conversations' forward
+FLOPs scaled by rollout tokens / trained tokens (dynamic sampling also generated dropped groups).
+docs/trainer.md, "What a training step writes", describes each key.
 """
 
 from __future__ import annotations

@@ -3,32 +3,13 @@ weight transfer and checkpoints, from measured phase costs. It predicts; it meas
 
 Owns `Rates` (phase costs), `Turn` / `Trajectory` (a rollout as a chain of conversations: MemAgent's chunk chain,
 SUMER's tool turns), `Schedule` and `simulate(...) -> SimResult` (seconds per step, GPU-seconds per sample,
-staleness, drops, busy fractions).
-
-Model:
-- The rollout devices are engine replicas (one per device, `Rates.devices_per_replica` devices each), each holding at
-  most `slots` trajectories. A replica serves its queue of prompt prefills first (FIFO, `prefill_tok_s`), then
-  decodes every running conversation one token per step; a step takes tau(n, C) = the measured step time at n
-  sequences (piecewise linear in n over `decode_batch` / `decode_step_s`, flat below the first point) plus the KV
-  reads beyond the measured context: max(C - n * decode_ctx, 0) * kv_bytes_per_token / attn_bytes_s (C = the running
-  conversations' summed context). A turn's tool time (and a trajectory's reward time) waits off the device.
-  A continued turn (SUMER) prefills only its new tokens while its KV is kept; a new conversation (MemAgent) prefills
-  its whole prompt.
-- Training on D devices: (update FLOPs + old / reference forward FLOPs of the batch's rows, memjax.flops's estimator)
-  / (train_flops_s * D); then weight_sync_s (same devices) or the push to the rollout group (push_bytes /
-  push_bytes_s); a checkpoint of checkpoint_s every checkpoint_every updates.
-- Schedules (memjax.rl.staleness.Pacer decides admission and the batch; a group of group_size trajectories is
-  admitted whole when the replicas have room):
-  sync             all devices roll out, the trainer takes the batch when its B groups are done (max_staleness 0:
-                   nothing else runs), generation and training alternate.
-  colocated_async  one device group; rollouts of later groups continue (up to max_staleness batches ahead) while
-                   the oldest batch finishes; during the update generation pauses (the same devices), then partial
-                   trajectories continue under the new weights, their KV recomputed (`resume="recompute"`: the
-                   engine's memory was given to the update) or kept (`"keep"`).
-  split_async      `rollout_devices` roll out without stopping, `train_devices` train; after each update the weights
-                   are pushed and the rollout group pauses for the push (resume as above).
+staleness, drops, busy fractions). Rollout devices are engine replicas that prefill their queue, then decode every
+running conversation one token per step at the measured step time plus the KV reads beyond the measured context;
+training takes the batch's FLOPs at a measured rate, then a weight sync or push. The schedules (sync,
+colocated_async, split_async) admit and batch through memjax.rl.staleness.Pacer.
 Invariants: deterministic for a seed; time advances only through events; every admitted trajectory is trained or
 (policy "drop") dropped; with max_staleness 0 colocated_async is sync.
+docs/async.md, "The step-time simulator", has the model's formulas and its predictions.
 """
 
 from __future__ import annotations

@@ -1,30 +1,15 @@
 """Rollouts of several processes: who runs which samples, and the one exchange after a generation batch.
 
-Owns:
-- `share(n)`: this process's contiguous block [lo, hi) of a generation batch's n samples (sizes differ by at
-  most one; a process may get none). A sample and its whole group of trajectories stay on one process, and
-  the blocks are in process order, so concatenating the processes' results gives the one-process order.
-- `gather_rollouts(batch, rewards, stats)`: (this process's own RolloutBatch, every process's per-trajectory
-  rewards in process order, the statistics combined over processes). No token array leaves its process: the
-  training batch is assembled from process-local rows (memjax/rl/assemble.py), and what needs the global batch
-  exchanges only scalars (reward ablations: memjax/rl/ablation.py; the critic's whitening and metrics:
-  memjax/rl/credit.py; dynamic sampling's kept-group counts: memjax/rl/dapo.py). The exchange is host arrays
-  through `allgather_ragged` (two small collectives per field); with one process it returns its inputs.
-- `local_part(batch)`: (this process's batch, its RowShard): the dynamic sampler's numbering when it set one,
-  else the whole step (one process) or `process_shard`.
-- `process_shard(num_samples)`: the RowShard of a process-local batch: its samples follow those of the
-  processes before it (one all-gather of the sample counts).
-- `gather_rows(a)`: a per-row host vector of every process, concatenated in process order (metrics);
-  `gather_records(per_batch)`: the data records every process read, per generation batch, in the one-process
-  order (generation batch, then process).
-- `gather_states(state)`: every process's JSON-able data-stream state, in process order (checkpoints record
-  them all); `own_state(meta)`: this process's state from a checkpoint's meta -- its own entry when the
-  checkpoint was written by as many processes, the common one when every recorded state is equal (streams
-  whose state is the global position resume on any process count), else a ValueError.
-Invariants: every process calls `gather_rollouts` once per generation batch, in the same order; the
-statistics' keys are the same on every process (one workflow); statistics keys
-ending in "seconds" or "_s" take the slowest process's value, "mean_*" the mean weighted by "trajectories",
-the others the sum.
+Owns `share(n)` (this process's contiguous block [lo, hi) of a generation batch; whole groups stay on one process
+and blocks are in process order, so concatenation gives the one-process order), `gather_rollouts(batch, rewards,
+stats)` (this process's own RolloutBatch, every process's rewards, the combined statistics), `local_part`,
+`process_shard`, `gather_rows`, `gather_records` and `gather_states` / `own_state` (every process's data-stream
+state for checkpoints, and this process's on resume; a common state resumes on any process count).
+No token array leaves its process: what needs the global batch exchanges only scalars (ablations, the critic's
+whitening, dynamic sampling's counts), through `allgather_ragged`; with one process every helper returns its input.
+Invariants: every process calls `gather_rollouts` once per generation batch, in the same order, with the same
+statistics keys; keys ending in "seconds" or "_s" take the slowest process's value, "mean_*" the mean weighted by
+"trajectories", the others the sum. docs/multihost.md, "What each process does", describes the flow.
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
 """Bounded staleness by pacing: which rollout groups may start, and which are trained at the next update.
 
-Owns `Pacer`, a host-side bookkeeping object (pure Python, no device, no clock) between the rollout side and the
-trainer of an asynchronous schedule. Its unit is a group (a GRPO group: the G trajectories of one prompt), admitted
-and trained whole. A group's version is the trainer version (updates applied) when it was admitted: the version of
-its first, oldest token. Trajectories of a group may continue across updates (their later tokens are newer); LoGo
-local branches spawned from an anchor join the anchor's group and version (`branch`).
-
-Rules, with B = groups per training batch, s = max_staleness and t = the trainer version:
-- admission (`admissible`, `admit`): oldest first (data order), while the outstanding groups (admitted, neither
-  trained, filtered nor dropped; a batch being trained counts until `update_done`) number fewer than (s + 1) * B. With s = 0 that is one batch at a time: the
-  synchronous schedule.
-- training (`take`): policy "pace" takes the B oldest kept groups in admission order and waits while one of them
-  is still running: nothing is dropped for being slow, and a group admitted at version v is trained at an update
-  t <= v + s (the admission rule bounds the groups ahead of it by (s + 1) * B - 1, and the trainer consumes B of
-  them per update). Policy "drop" (for comparison: the peers' rule that starves long trajectories) takes the B
-  oldest groups that are complete, skipping running ones, and `update_done` drops every group that the next
-  update would train beyond the bound (t + 1 - v > s).
-- dynamic sampling (`discard`): a completed group whose rewards are flat is discarded; it frees its place, so the
-  next `admissible` admits a refill.
-Invariants (checked, a violation raises PacingError): a trained group is complete and its staleness t - v <= s;
-batches are in admission order under "pace"; under "pace" nothing is dropped.
+Owns `Pacer`, host-side bookkeeping (pure Python, no device, no clock) between the rollout side and the trainer of
+an asynchronous schedule. Its unit is a GRPO group, admitted and trained whole; a group's version is the trainer
+version when it was admitted (that of its oldest token); LoGo local branches join their anchor's group (`branch`).
+With B groups per batch and s = max_staleness: admission is oldest first while fewer than (s + 1) * B groups are
+outstanding (s = 0 is the synchronous schedule); policy "pace" trains the B oldest kept groups and waits for a
+running one, so nothing is dropped for being slow and a group admitted at version v trains at t <= v + s; policy
+"drop" (for comparison) trains the oldest complete groups and drops those beyond the bound; `discard` frees the
+place of a flat-reward group for a refill.
+Invariants (a violation raises PacingError): a trained group is complete and its staleness t - v <= s; under
+"pace" batches are in admission order and nothing is dropped. docs/async.md, "Bounded staleness by pacing".
 """
 
 from __future__ import annotations

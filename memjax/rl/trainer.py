@@ -1,48 +1,17 @@
 """The policy update: PPO epochs x mini-batches x micro-batches over a RolloutBatch, AdamW.
 
-Owns `Trainer`: (re)computing old/reference log-probs and the update loop; its settings (OptimConfig, LossConfig,
-UpdateConfig, lr_at, NonFiniteError) are memjax/rl/update_config.py's, bound here too (config files import them
-from here); the jitted programs are memjax/rl/update_programs.py's, the row layout memjax/rl/packing.py's.
-Invariants:
-- Conversations are laid into rows of one bucket length per mini-batch (`UpdateConfig.pack`: several per
-  row with segment ids, positions restarting per conversation; otherwise one per row), rows grouped into
-  micro-batches of `micro_rows` (rounded up to a multiple of the mesh's data x fsdp devices: each device gets
-  whole rows, memjax.parallel.micro_rows_for) and the micro-batch count padded to a power of two >= min_micro_batches (a
-  traced trip count skips the padding): one update and one log-prob program per row bucket while mini-batches
-  need at most min_micro_batches micro-batches, one more per power of two beyond.
-- Each mini-batch is ONE jitted call: gradient accumulation over its micro-batches, clip, AdamW and the
-  non-finite guard on device, params and optimizer state donated; metrics are fetched once per mini-batch.
-  Every micro-batch loss is divided by the mini-batch's GLOBAL denominator (from the masks, before any
-  forward), so the accumulated gradient equals the full mini-batch gradient exactly, packed or not.
-- Parameters stay in the model's param_dtype (fp32 master weights when the model computes in bf16);
-  optimizer state follows the parameters. With a mesh (memjax.parallel.MeshConfig), ZeRO-3: parameters,
-  gradients and optimizer state sharded over fsdp (tensor over heads / MLP columns), weights gathered layer
-  by layer inside the scanned layer loop, rows sharded over (data, fsdp) so every device has its own rows.
-- Several processes: `update(batch, shard=RowShard)` gets THIS process's samples and which samples of the
-  step's global batch they are; mini-batches are drawn over the global sample numbering (the same on every
-  process), each process packs its own conversations into its block of every micro-batch's rows and the
-  global arrays are made with jax.make_array_from_process_local_data (memjax/rl/assemble.py); row length and
-  micro-batch count are agreed by a small all-gather, recomputed log-probs are read back from the process's
-  own shards, denominators and statistics are summed over processes. With one process the layout is the
-  one-process layout row for row.
-- The reference policy (only when LossConfig.kl_coef > 0) is kept as params in UpdateConfig.ref_dtype
-  (bf16 by default), sharded like the policy; with kl_coef == 0 nothing of it is allocated.
-- The learning rate schedule counts TRAINING steps: `update(batch, step=...)` (default: this trainer's
-  count of update calls), not optimizer steps.
-- A non-finite loss or gradient norm is caught on device before the optimizer applies it: by default
-  (`OptimConfig.on_nonfinite="stop"`) a NonFiniteError stops the run with the model untouched; "skip"
-  drops that optimizer step and counts it in the `skipped_steps` metric.
-- Old log-probs: by default recomputed by the trainer before the first update (the engine's rollout
-  log-probs are kept for the mismatch metric: mean/max |engine - trainer| over response tokens). With
-  `reuse_first_old_logp` the first mini-batch of the first epoch takes them from its own forward (the same
-  weights: exact) and only the other mini-batches are recomputed; the engine's log-probs are never taken as
-  equal (bf16 engine, paged attention: the mismatch metric measures how far they are).
-- Advantages are consumed, not chosen: `batch.advantages` [N, T] and `batch.row_weight` [N] (filled by
-  memjax/rl/credit.py's Credit.assign, or memjax.rl.advantages.with_advantages); a batch without them is refused.
-- Optimizer state: `trainer.opt_state` (optax pytree); `trainer.optimizer` holds it as an nnx Module, so
-  checkpoints use nnx.state(trainer.optimizer) / nnx.update(trainer.optimizer, ...) unchanged.
-  `reset_optimizer()` gives fresh state and `set_reference(params)` a new KL reference (curriculum stage
-  restarts in memjax/run/curriculum.py).
+Owns `Trainer`: (re)computing old / reference log-probs and the update loop. Its settings (OptimConfig,
+LossConfig, UpdateConfig, lr_at, NonFiniteError) are memjax/rl/update_config.py's, bound here too (config files
+import them from here); the jitted programs are memjax/rl/update_programs.py's, the row layout
+memjax/rl/packing.py's and memjax/rl/assemble.py's.
+Invariants: each mini-batch is ONE jitted call (accumulation, clip, AdamW, the non-finite guard; params and
+optimizer state donated; metrics fetched once); every micro-batch loss is divided by the mini-batch's GLOBAL
+denominator, so the accumulated gradient equals the full mini-batch gradient exactly, packed or not; parameters
+stay in param_dtype and are ZeRO-3 sharded with a mesh; the learning rate counts TRAINING steps; advantages are
+consumed (`batch.advantages`, `batch.row_weight`), never chosen, and a batch without them is refused; with several
+processes `update(batch, shard=RowShard)` gets THIS process's samples and gives the one-process result.
+`Trainer`'s docstring details rows, old log-probs, the reference and the optimizer state; docs/trainer.md, "The
+update", the program.
 """
 
 from __future__ import annotations
@@ -92,6 +61,32 @@ class OptimizerState(nnx.Module):
 
 
 class Trainer:
+    """The policy update over RolloutBatches.
+
+    - Rows: conversations are laid into rows of one bucket length per mini-batch (`UpdateConfig.pack`: several per
+      row with segment ids and positions restarting per conversation; otherwise one per row), grouped into
+      micro-batches of `micro_rows` (rounded up to a multiple of the mesh's data x fsdp devices,
+      memjax.parallel.micro_rows_for), and the micro-batch count padded to a power of two >= min_micro_batches (a
+      traced trip count skips the padding): one update and one log-prob program per row bucket while mini-batches need
+      at most min_micro_batches micro-batches, one more per power of two beyond.
+    - Several processes: mini-batches are drawn over the global sample numbering (the same on every process), each
+      process packs its own conversations into its block of every micro-batch's rows (memjax/rl/assemble.py), row
+      length and micro-batch count are agreed by a small all-gather, recomputed log-probs are read back from the
+      process's own shards, and denominators and statistics are summed over processes.
+    - The reference policy (only when LossConfig.kl_coef > 0) is kept in UpdateConfig.ref_dtype (bf16 by default),
+      sharded like the policy; with kl_coef == 0 nothing of it is allocated.
+    - The learning rate schedule counts training steps: `update(batch, step=...)` (default: this trainer's count of
+      update calls), not optimizer steps.
+    - A non-finite loss or gradient norm is caught on device before the optimizer applies it: with
+      `OptimConfig.on_nonfinite="stop"` (default) a NonFiniteError stops the run with the model untouched; "skip"
+      drops that optimizer step and counts it in `skipped_steps`.
+    - Old log-probs are recomputed by the trainer before the first update; the engine's are kept for the mismatch
+      metric (mean / max |engine - trainer| over response tokens), never taken as equal. With `reuse_first_old_logp`
+      the first mini-batch of the first epoch takes them from its own forward (the same weights: exact).
+    - Optimizer state: `trainer.opt_state` (optax pytree); `trainer.optimizer` holds it as an nnx Module, so
+      checkpoints use nnx.state(trainer.optimizer) / nnx.update(trainer.optimizer, ...). `reset_optimizer()` gives
+      fresh state and `set_reference(params)` a new KL reference (curriculum stage restarts, memjax/run/curriculum.py).
+    """
     def __init__(self, model, optim: OptimConfig = OptimConfig(), loss: LossConfig = LossConfig(),
                  update: UpdateConfig = UpdateConfig(), ref_model=None, mesh=None):
         if loss.kl_coef and ref_model is None:

@@ -1,41 +1,17 @@
 """The trainer's two jitted programs over packed rows: log-probs of a whole batch, and one mini-batch update.
 
-Owns `UpdatePrograms` (built from the model's graphdef, the mesh and the trainer configs of
-memjax/rl/trainer.py), functional over (params, opt_state):
-- `logprobs(params, data, n_micro)` -> f32 [M, m, L]: per-token log-probs of micro-batches 0..n_micro-1
-  of `data` (arrays [M, m, L]; micro-batches past n_micro are never computed: `fori_loop` with a traced
-  trip count, so the row count of a batch does not recompile). Used for the old and the reference policy
-  (the reference's params may be bf16: the forward casts to the compute dtype either way).
-- `update(params, opt_state, data, n_micro, denom, lr, self_old)` -> (params, opt_state, metrics): gradient
-  accumulation over the mini-batch's micro-batches inside ONE jitted function (`fori_loop`, f32
-  accumulators sharded like the parameters), the global-norm clip, AdamW (optax `scale_by_adam` +
-  decoupled weight decay; the learning rate `lr` is an argument, so the schedule counts whatever the
-  caller counts: training steps) and the non-finite guard (a NaN/inf loss or gradient norm leaves params
-  and optimizer state unchanged, `metrics["ok"] = 0`). params and opt_state are DONATED: the caller must
-  drop its references and use the returned ones. Metrics come back as one small dict of f32 scalars, so
-  the host syncs once per mini-batch. `self_old` > 0: the old log-probs are the update's own forward's
-  (stop_gradient), exact for the first mini-batch of the first epoch (UpdateConfig.reuse_first_old_logp).
-Loss over packed rows (any `LossConfig.agg`): every per-token loss term (surrogate + kl_coef KL -
-entropy_coef H) is multiplied by a host-computed per-token weight `tok_w` (w_i for token-mean and the
-seq-mean-token-sum modes, w_i / n_i for seq-mean-token-mean; w_i the conversation's row weight, n_i its
-valid tokens) and summed; dividing by the mini-batch's global denominator (agg_denominator of the
-unpacked conversations, computed on the host) gives exactly memjax.rl.losses.policy_loss of the unpacked
-rows, however the conversations were packed. level="step": one segment per conversation
-(`data["local"]`, its index within the micro-batch, -1 on padding), `num_segments` = micro_rows x
-max_segments (static).
-With a mesh: data arrays [M, m, L] are sharded P(None, (data, fsdp)) (each device its own rows), the
-forward uses memjax.parallel.layer_sharding (weights gathered layer by layer inside the scanned loop,
-gradients reduce-scattered), and accumulators, params and optimizer state are constrained to the
-parameter shardings (ZeRO-3: 1/fsdp per device). With data > 1 the micro-batch loop runs per data replica
-(`jax.shard_map` manual over "data" only, fsdp/tensor left to the partitioner; `layer_sharding(...).local()`:
-each replica accumulates the gradients of its own rows, reduced inside its fsdp group per micro-batch, and the
-replicas' sums (gradients and metric sums) are all-reduced over data once per update -- on the hybrid
-multi-host mesh the only gradient traffic between hosts; `accumulate_once_per_update`, shared with the critic's
-update in memjax/rl/value_step.py). Only with tensor = 1: with a tensor axis the gradients
-stay reduced over data x fsdp per micro-batch (XLA's SPMD partitioner aborts on that partial-manual program,
-jax 0.11: a check failure in spmd_partitioner_util.cc). Metric sums are exact for token means; a step-level
-metric (level="step") is a mean per replica weighted by its tokens, where one process per micro-batch weighted
-the micro-batch's.
+Owns `UpdatePrograms` (from the model's graphdef, the mesh and the trainer configs), functional over
+(params, opt_state): `logprobs(params, data, n_micro)` -> f32 [M, m, L] (old and reference policy; micro-batches
+past n_micro are never computed, a traced `fori_loop` trip count, so the row count does not recompile) and
+`update(params, opt_state, data, n_micro, denom, lr, self_old)` -> (params, opt_state, metrics) (gradient
+accumulation in ONE jitted call, global-norm clip, AdamW with `lr` an argument, the non-finite guard), and
+`accumulate_once_per_update`, shared with the critic (memjax/rl/value_step.py).
+Invariants: params and opt_state are DONATED (callers drop their references and use the returned ones); metrics
+are one small dict of f32 scalars, one host sync per mini-batch; per-token terms are weighted by a host-computed
+`tok_w` and divided by the mini-batch's global denominator, which gives exactly memjax.rl.losses.policy_loss of the
+unpacked rows for any aggregation; with a mesh, data arrays are sharded P(None, (data, fsdp)) and params, optimizer
+state and accumulators follow the ZeRO-3 parameter shardings. `UpdatePrograms`' docstring has the data-parallel
+gradient reduction and its tensor-axis exception; docs/trainer.md, "The update".
 """
 
 from __future__ import annotations
@@ -97,6 +73,24 @@ def accumulate_once_per_update(accumulate, mesh, layer_sharding, param_shardings
 
 
 class UpdatePrograms:
+    """The trainer's jitted log-prob and update programs.
+
+    Loss over packed rows: every per-token term (surrogate + kl_coef KL - entropy_coef H) is multiplied by `tok_w`
+    (w_i for token-mean and the seq-mean-token-sum modes, w_i / n_i for seq-mean-token-mean; w_i the conversation's
+    row weight, n_i its valid tokens) and summed; dividing by the mini-batch's global denominator (agg_denominator of
+    the unpacked conversations) gives exactly memjax.rl.losses.policy_loss of the unpacked rows. level="step": one
+    segment per conversation (`data["local"]`, its index within the micro-batch, -1 on padding), `num_segments` =
+    micro_rows x max_segments (static). `self_old` > 0: the old log-probs are the update's own forward's
+    (stop_gradient), exact for the first mini-batch of the first epoch.
+    With a mesh the forward uses memjax.parallel.layer_sharding (weights gathered layer by layer inside the scanned
+    loop, gradients reduce-scattered). With data > 1 and tensor = 1 the micro-batch loop runs per data replica
+    (`jax.shard_map` manual over "data" only; `layer_sharding(...).local()`): each replica accumulates its own rows'
+    gradients, reduced inside its fsdp group per micro-batch, and the replicas' gradient and metric sums are
+    all-reduced over data once per update (`accumulate_once_per_update`): on the hybrid multi-host mesh the only
+    gradient traffic between hosts. With a tensor axis the gradients stay reduced over data x fsdp per micro-batch
+    (XLA's SPMD partitioner aborts on that partial-manual program in jax 0.11). Metric sums are exact for token means;
+    a step-level metric is a mean per replica weighted by its tokens.
+    """
     def __init__(self, graphdef, abstract_params, mesh, optim, loss, update, *, temperature: float,
                  use_ref: bool, use_entropy: bool):
         self.graphdef, self.mesh = graphdef, mesh

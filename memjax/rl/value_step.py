@@ -1,24 +1,14 @@
 """The PPO critic's two jitted programs over packed rows: values of a batch, and one accumulated value-loss update.
 
-Owns `ValueStep` (built from the critic's graphdef, the mesh, its OptimConfig and the policy's UpdateConfig, so
-the critic sees the policy's row layout: micro_rows, row buckets, packing, remat, training attention),
-functional over (params, opt_state) like memjax/rl/update_programs.py's UpdatePrograms:
-- `values(params, data, n_micro)` -> f32 [M, m, L]: values of micro-batches 0..n_micro-1 (`fori_loop` with a
-  traced trip count), aligned as memjax/rl/critic.py says.
-- `update(params, opt_state, data, n_micro, denom, lr)` -> (params, opt_state, metrics): verl's clipped value
-  loss, gradient accumulation over the micro-batches in ONE jitted call (f32 accumulators sharded like the
-  parameters), global-norm clip + AdamW (`core_transform`), the non-finite guard (a NaN/inf loss or gradient
-  leaves both unchanged, metrics["ok"] = 0); params and opt_state are DONATED. Each micro-batch's sum of
-  per-token losses x `tok_w` is divided by the host's global denominator, so the accumulated gradient is the
-  whole batch's.
-With a mesh: FSDP exactly as the policy (parameters, gradients and AdamW state 1/fsdp per device through
-memjax.parallel.param_shardings; layer weights gathered inside the scanned loop; rows over (data, fsdp)), and
-the same gradient reduction (memjax/rl/update_programs.py `accumulate_once_per_update`): with data > 1 and
-tensor = 1 each data replica accumulates its own rows' gradients (reduced over fsdp per micro-batch) and the
-replicas' gradient and metric sums are all-reduced over data ONCE per update (between hosts on the hybrid
-multi-host mesh); with tensor > 1 they are reduced over data x fsdp per micro-batch.
-Compute is the model config's dtype (bf16 for the real configs), parameters stay in its param_dtype (fp32
-master); the value head is f32.
+Owns `ValueStep` (built from the critic's graphdef, the mesh, its OptimConfig and the policy's UpdateConfig, so the
+critic sees the policy's row layout), functional over (params, opt_state) like memjax/rl/update_programs.py's
+UpdatePrograms: `values(params, data, n_micro)` -> f32 [M, m, L] (aligned as memjax/rl/critic.py says) and
+`update(params, opt_state, data, n_micro, denom, lr)` -> (params, opt_state, metrics): verl's clipped value loss,
+accumulated over the micro-batches in ONE jitted call, global-norm clip + AdamW, the non-finite guard.
+Invariants: params and opt_state are DONATED; each micro-batch's weighted loss sum is divided by the host's global
+denominator, so the accumulated gradient is the whole batch's; with a mesh it shards and reduces exactly as the
+policy's update (`accumulate_once_per_update`); compute is the model's dtype, parameters stay in param_dtype
+(fp32 master) and the value head is f32.
 """
 
 from __future__ import annotations

@@ -1,32 +1,16 @@
-"""Curriculum stages in the one training loop (memjax/loop/run.py, started by `python -m memjax.train`): stage ends,
-best-checkpoint selection, and each stage starting from the previous stage's best validation checkpoint.
+"""Curriculum stages in the one training loop (memjax/loop/run.py): stage ends, best-checkpoint selection, and each
+stage starting from the previous stage's best validation checkpoint.
 
-Owns `Curriculum`. A System splits training into stages with its `stage(step)` hook (0, 1, ... by 0-based
-step, non-decreasing by at most 1 per step; default: one stage). Memory-R2's 8 -> 16 -> 32 sessions is one
-(paper section 3.4: "for each stage, we select the best validation checkpoint as the initialization for the
-next stage"); the mechanism is generic.
-- Every stage ends with a held-out evaluation (System.evaluate; also every `eval_every` steps) and a
-  train-state checkpoint.
-- With `select_metric` (a key of the evaluation, e.g. "f1/all" or "accuracy"; `select_mode` max | min) each
-  stage's best evaluated weights are kept in <out_dir>/checkpoints_best/ (memjax.checkpoint.stage_best:
-  candidates are the stage's evaluations after its training steps, ties keep the earlier step).
-- `stage_restart="best"` (needs select_metric when there are several stages): at a stage's last step the
-  weights become that stage's best (read back from checkpoints_best/ unless the last step is the best; with
-  `engine_sleep` the engine's pool is freed meanwhile), and the engine gets them (Engine.update_weights).
-  "none": training just continues.
-Paper-silent choices at a restart, config fields, defaults from the public code (its curriculum script starts
-each stage as a new launch from the Hugging Face export of the best checkpoint):
-- `stage_optimizer="reset"`: fresh AdamW state, and the learning-rate schedule counts from the stage's first
-  step (a warm-up runs again; the Memory-R2 recipe's lr is constant); "keep": both carry on.
-- `stage_reference="best"`: the KL reference policy becomes the restored weights; "initial": it stays the
-  initial policy.
-- The PPO critic (GAE) and its optimizer are kept: the selection judged the policy only, and a critic reset
-  mid-run would start untrained. The data stream is not rewound (a stage's data is a function of the step).
-Resume: the train-state checkpoint at a stage's last step holds the restarted state, and every checkpoint's
-metadata records the bests so far (`best`). A run resumed inside stage k reloads only the KL reference
-(stage k-1's best from checkpoints_best/: it is not part of the train state); one that crosses a stage end
-after resuming restores that stage's best from checkpoints_best/ as the uninterrupted run does, so both
-reach the same state.
+Owns `Curriculum`. A System splits training into stages with its `stage(step)` hook (0, 1, ... non-decreasing by
+at most 1 per step; default one stage); Memory-R2's 8 -> 16 -> 32 sessions is one, the mechanism generic. Every
+stage ends with a held-out evaluation and a train-state checkpoint; with `select_metric` each stage's best weights
+are kept in <out_dir>/checkpoints_best/ (memjax.checkpoint.stage_best); `stage_restart="best"` makes a stage's
+last step load that best into the trainer and the engine. `stage_optimizer` ("reset" / "keep") and
+`stage_reference` ("best" / "initial") choose what else restarts; the critic and the data stream carry on.
+Invariants: the checkpoint at a stage's last step holds the restarted state and every checkpoint records the bests
+so far, so a run resumed inside stage k reloads only the KL reference (stage k-1's best) and one crossing a stage
+end restores that stage's best as the uninterrupted run does: both reach the same state.
+docs/trainer.md, "Resume, curriculum, checkpoints", has the options and the paper-silent defaults.
 """
 
 from __future__ import annotations

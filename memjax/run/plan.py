@@ -1,18 +1,14 @@
 """Memory plan: per-device bytes of a training config on N devices of G GiB, and whether it fits.
 
 Owns `plan(cfg, devices, hbm_gib)` -> dict, `check(cfg, devices, hbm_gib)` (raises PlanError with a one-line
-reason; a training run calls it at start-up), the engine placement of a run (`place_run`, `resolve`) and `table`;
-the command, `python -m memjax.plan`, is memjax/cli/plan.py (exit 1 with the reason when it does not fit).
-Rows per device: the trained policy's fp32 master weights and AdamW state sharded over the config's mesh, the
-frozen reference (kl_coef > 0), the critic's weights, state and temporaries (GAE), every held model's weights and
-KV, the engine's weights and KV pool, and the train temporaries: XLA's memory analysis of the real update and
-log-prob programs compiled ahead of time for abstract inputs at the largest row bucket (nothing allocated).
-Two phases: rollout = resident + engine weights + KV; update = resident + temporaries; with engine_sleep the peak
-is the larger phase, else their sum. Fits when the peak <= HBM and the KV cache >= min_kv_gib per device.
-A config that cannot shard is a one-line PlanError naming the fields and values that would work (`shard_check`).
-The programs compile for this process's devices when there are exactly `devices` of them, else in a child process
-on simulated CPU devices or, deviceless, for a GPU node's topology (XLA:GPU, the CUDA plugin of `make venv`);
-`--hosts` adds the collectives' bytes per device inside and between hosts. docs/trainer.md, "The memory plan".
+reason; a training run calls it at start-up), the engine placement of a run (`place_run`, `resolve`), `table` and
+`shard_check` (a config that cannot shard is a PlanError naming the values that would work); the command is
+memjax/cli/plan.py. Rows per device: the policy's master weights and AdamW state, the reference, the critic, every
+held model's weights and KV, the engine's weights and KV pool, and the train temporaries from XLA's memory
+analysis of the real programs compiled ahead of time for abstract inputs (nothing allocated).
+Invariants: rollout = resident + engine weights + KV; update = resident + temporaries; the peak is the larger
+phase with engine_sleep, else their sum; a plan fits when the peak <= HBM and KV >= min_kv_gib per device.
+docs/trainer.md, "The memory plan", has how the programs are compiled and the shipped recipes' plans.
 """
 
 from __future__ import annotations
