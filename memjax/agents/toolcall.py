@@ -1,26 +1,16 @@
 """Function calling in Qwen2.5's own (Hermes-style) format, at token-id level: parse, check, respond.
 
-Owns: `ToolCall` / `CallError` (one parsed call or the reason it is unusable), `parse_tool_calls(text)`,
-`check_arguments(schema, args)` (JSON-schema subset: object / string / integer / enum / required / unknown
-keys), and `QwenToolFormat` (the prompt with tool schemas in the system turn, the assistant stop ids, and the
-`tool` turn appended after an assistant turn).
-
-The format is the one Qwen2.5's chat template renders (memjax/assets/qwen2.5-tokenizer, tokenizer_config.json;
-golden ids in tests/fixtures/golden/sumer_chat.json): tools as JSON lines inside `<tools></tools>` in the system
-turn, calls as `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>` in the assistant turn, results
-as consecutive `tool` messages, which the template merges into ONE user turn of `<tool_response>` blocks.
+Owns: `ToolCall` / `CallError` (one parsed call or why it is unusable), `parse_tool_calls(text)`,
+`check_arguments(schema, args)` (a JSON-schema subset) and `QwenToolFormat` (prompt, stop ids, tool turn).
+The format is what Qwen2.5's chat template renders (memjax/assets/qwen2.5-tokenizer; golden ids in
+tests/fixtures/golden/sumer_chat.json): tools as JSON lines in `<tools></tools>` in the system turn, calls as
+`<tool_call>` JSON blocks in the assistant turn, results as `tool` messages merged into ONE user turn.
 Invariants:
-- `parse_tool_calls` and `check_arguments` never raise on model output (fuzzed in tests): malformed JSON, a
-  non-object, a missing name, non-object arguments, an unknown tool, a missing / unknown / mistyped argument
-  each become a `CallError` whose message is what the model is shown as that call's tool result.
-- A `<tool_call>` block runs to its `</tool_call>`, or, when that is missing (generation cut short), to the
-  next `<tool_call>` or the end of the turn; such a block is still parsed (its JSON is usually incomplete).
-  `arguments` given as a JSON string holding an object is accepted (some checkpoints emit it so).
-- `QwenToolFormat.tool_turn(results, closed)` is exactly the ids the template gives for the tool messages
-  that follow an assistant turn, plus the next generation prompt: prompt + generated turn + tool_turn ...
-  equals `apply_chat_template` of the whole episode whenever the generated turn equals the template's
-  encoding of that assistant message (tests). `closed=False` (the turn was cut before `<|im_end|>`) first
-  appends `<|im_end|>`; appended ids are never trained (they are not the policy's tokens).
+- `parse_tool_calls` and `check_arguments` never raise on model output (fuzzed): every defect (bad JSON, unknown
+  tool, missing / unknown / mistyped argument, ...) is a `CallError` whose message is that call's tool result.
+- prompt + generated turn + `QwenToolFormat.tool_turn(results, closed)` ... equals `apply_chat_template` of the
+  whole episode whenever the generated turn equals the template's encoding (tests); `closed=False` first appends
+  the missing `<|im_end|>`; appended ids are never trained (they are not the policy's tokens).
 """
 
 from __future__ import annotations
@@ -79,7 +69,11 @@ def _parse_block(body: str) -> ToolCall | CallError:
 
 
 def parse_tool_calls(text: str) -> tuple[list[ToolCall | CallError], bool]:
-    """(calls in order, whether the text holds any `<tool_call>` tag). Never raises."""
+    """(calls in order, whether the text holds any `<tool_call>` tag). Never raises.
+
+    A block runs to its `</tool_call>`, or, when that is missing (generation cut short), to the next
+    `<tool_call>` or the end of the turn; such a block is still parsed (its JSON is usually incomplete).
+    `arguments` given as a JSON string holding an object is accepted (some checkpoints emit it so)."""
     if not isinstance(text, str) or OPEN not in text:
         return [], False
     return [_parse_block(m.group(1)) for m in _BLOCK.finditer(text)], True

@@ -1,34 +1,17 @@
 """The workflow interface and `run_workflow`: the one rollout driver every agent workflow runs on.
 
-Owns: the contract between an agent workflow (MemAgent, the tiny task, tool-use agents, ...) and the engine,
-and everything generic about driving it: submission, throttling (`max_active` trajectories in flight),
-sampling seeds, the progress bar, statistics, exception safety and `RolloutBatch` building.
-
-A workflow is a small state machine per trajectory:
-- `prepare(sample)` once per sample (e.g. tokenise the document; shared by the sample's G trajectories);
-- `start(traj, prepared)` fills `traj.state` and returns the trajectory's first `Request`s;
-- `react(traj, request, completion)` returns the next requests; a trajectory is finished when it has no
-  request in flight and `react` returned none; then `reward(traj)` scores it (the reward inputs are the
-  workflow's: e.g. the final answer text and the gold answers);
-- `conversations(traj)` turns the recorded (request, completion) turns into `Conversation` rows (default:
-  one row per turn, the whole response trained on; tool workflows override it to mask tool output);
-- `trace(traj)` is the readable record; `stats(trajs)` adds workflow-specific counters.
-`collect_traces()` hands a caller the traces of every run_workflow inside its block (memjax.run_agent shows what a
-system's own evaluation code made its agent do).
+Owns: the contract between an agent workflow (MemAgent, the tiny task, tool-use agents, ...) and the engine
+(`Workflow`: a state machine per trajectory, its protocol in the class docstring), and everything generic about
+driving it: submission, throttling (`max_active` trajectories in flight), sampling seeds, the progress bar,
+statistics, exception safety, `RolloutBatch` building and `collect_traces()` (the traces of every run inside a block).
 Invariants:
-- ONE seed formula: the k-th request of trajectory i (trajectories numbered sample-major, i = sample * G +
-  rollout) is sampled with seed (seed * 1_000_003 + i * 10_007 + k) mod (2^31 - 1), so results depend only
-  on (seed, sample order), not on scheduling or on `max_active`. `first_trajectory` offsets i, so a process
-  running samples k.. of a generation batch (several processes, each its share) samples exactly as one
-  process running them all.
+- ONE seed formula: request k of trajectory i (i = sample * G + rollout, offset by `first_trajectory`) is sampled
+  with seed (seed * 1_000_003 + i * 10_007 + k) mod (2^31 - 1), so results depend only on (seed, sample order), not
+  on scheduling, `max_active` or how samples are split over processes.
 - Requests are submitted in trajectory order, and follow-ups the moment their predecessor finishes.
-- On any exception the requests still in flight are aborted (`Engine.abort`) before it propagates, so
-  the engine stays usable for the next run.
-- Multi-turn continuation (the engine's submit(..., parent=, retain=)): a Request with retain=True keeps its
-  completion's KV pages; a later Request with parent=<that completion> holds only the new tokens and
-  continues the retained sequence; the driver releases the parent right after submitting its (single)
-  continuation, and releases every retained completion still held when its trajectory finishes or when
-  the run fails, so no pages leak.
+- On any exception the requests in flight are aborted (`Engine.abort`) before it propagates, and every retained
+  continuation (`Request(retain=True)`, see `run_workflow`) is released, so the engine stays usable and no KV
+  pages leak.
 """
 
 from __future__ import annotations
@@ -102,7 +85,16 @@ class WorkflowResult:
 
 
 class Workflow(abc.ABC):
-    """A multi-turn agent workflow (see the module docstring for the protocol)."""
+    """A multi-turn agent workflow: a small state machine per trajectory.
+
+    - `prepare(sample)` once per sample (e.g. tokenise the document; shared by the sample's G trajectories);
+    - `start(traj, prepared)` fills `traj.state` and returns the trajectory's first `Request`s;
+    - `react(traj, request, completion)` returns the next requests; a trajectory is finished when it has no
+      request in flight and `react` returned none; then `reward(traj)` scores it (the reward inputs are the
+      workflow's: e.g. the final answer text and the gold answers);
+    - `conversations(traj)` turns the recorded (request, completion) turns into `Conversation` rows (default:
+      one row per turn, the whole response trained on; tool workflows override it to mask tool output);
+    - `trace(traj)` is the readable record; `stats(trajs)` adds workflow-specific counters."""
 
     pad_id: int = 0
 
@@ -134,6 +126,11 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
                  max_active: int = 0, record: bool = True, progress: bool | None = None,
                  first_trajectory: int = 0) -> WorkflowResult:
     """Run `group_size` trajectories of every sample to the end on `engine` (see the module docstring).
+
+    Multi-turn continuation (the engine's submit(..., parent=, retain=)): a Request with retain=True keeps its
+    completion's KV pages; a later Request with parent=<that completion> holds only the new tokens and continues
+    the retained sequence; the driver releases the parent right after submitting its (single) continuation, and
+    releases every retained completion still held when its trajectory finishes or the run fails.
 
     max_active: trajectories in flight at once (0 = all). record=False keeps only rewards, traces and stats
     (no conversations, no batch). progress: show a bar (default: the engine config's `progress`)."""

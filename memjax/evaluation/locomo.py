@@ -1,18 +1,14 @@
-"""LoCoMo evaluation harness: predictions JSONL (incremental, resumable), the score table and a bar chart.
+"""LoCoMo evaluation harness: config, command line and system registry of the LoCoMo evaluation.
 
-Owns the LoCoMo evaluation's config and command line: `LocomoEvalConfig` (a named split part, the system whose
-answers are scored, the judge and the metric profiles), `run_locomo_eval(cfg)` (what `python -m memjax.evaluate
-configs/locomo_<system>.py` does for it), the registry of model systems (`LOCOMO_SYSTEMS`,
-`register_locomo_system`), the inputs' checks (`locomo_inputs`, `split_part`, `answers_predictor`, `make_judge`),
-and the CLI `python -m memjax.evaluation.locomo DATA.json --split sumer --part validation --answers ANSWERS.jsonl
---out DIR` that scores answers produced elsewhere (`--check`: the inputs checked, nothing written), with its exit
-status (`failure_exit`: 1 when items failed unless accepted). Registered systems (`LocomoEvalConfig.system`):
-"answers" (a predictions JSONL made elsewhere) and "memory_r1" (memjax/systems/memory_r1/locomo_eval.py: memory
-construction with the manager model, then the answer agent; `distill` switches memory distillation off for the
-ablation).
-The run itself (predictions.jsonl, results.json / results.md, paper_table.md, scores.png; resume; several
-processes) is memjax/evaluation/locomo_harness.py's `evaluate_locomo`; the table memjax/evaluation/locomo_table.py's
-`score_table`. The CLI also writes report.html (memjax.report).
+Owns: `LocomoEvalConfig` (a named split part, the system whose answers are scored, the judge and the metric
+profiles), `run_locomo_eval(cfg)` (what `python -m memjax.evaluate` runs for it), the registry of model systems
+(`LOCOMO_SYSTEMS`, `register_locomo_system`: "answers", a predictions JSONL made elsewhere, and "memory_r1",
+registered by memjax/systems/memory_r1/locomo_eval.py), the inputs' checks (`locomo_inputs`, `split_part`,
+`answers_predictor`, `make_judge`), and the CLI `python -m memjax.evaluation.locomo` that scores answers produced
+elsewhere (`--check`: inputs checked, nothing written; exit status `failure_exit`: 1 when items failed unless
+accepted; it also writes report.html). Commands: docs/evaluation.md, 'LoCoMo'.
+The run itself is memjax/evaluation/locomo_harness.py's `evaluate_locomo`; the table
+memjax/evaluation/locomo_table.py's `score_table`.
 Invariants: a config is checked whole when made (one ValueError line naming the field); the inputs are checked
 before anything is written; this module never imports a paper's folder (a paper registers its predictor).
 """

@@ -4,29 +4,13 @@ resumes; the table and chart at the end.
 Owns `evaluate_locomo(questions, predictor, judge, out_dir, ...)` with the predictor types `Predictor` and
 `BatchPredictor`, `RunCounts` (what the run counted) and `judge_id(judge)`. Systems (SUMER, Memory-R1, Memory-R2)
 call `evaluate_locomo` with their own predictor; memjax/evaluation/locomo.py's config and CLI build one.
-
-Per question the predictor returns the answer text, or a dict {"answer": str, "memory_dia_ids": [...]} (the
-dia_ids of the memory bank the answer was read from, for M-Fail), or None (no answer: scored 0, counted).
-A `batch_predictor` (list of questions -> outputs, called on chunks of `batch_size`) lets a system batch its engine
-calls; the judge is called once per chunk. A predictor exception is recorded on the affected lines (`error`),
-scored 0 and counted; the run goes on.
-
-Files in out_dir:
-- predictions.jsonl: one line per finished question (qid, conversation, category, question, gold, prediction,
-  f1, f1_set, b1, j, judge label/source, memory_dia_ids?, error?), flushed as each question (chunk) finishes.
-  A re-run skips the qids already there (resume; items that failed are judged, or predicted, again); a truncated
-  last line (crash mid-write) is dropped and counted; a resume under another judge is refused;
-- results.json / results.md: per category (papers' order: single-hop, multi-hop, open-domain, temporal) and
-  overall: count, F1 (token-set by default, as SUMER and Memory-R2's code; `f1="multiset"` for SQuAD F1), B1, J
-  and M-Fail where memory dia_ids were given; all in percent like the papers (memjax/evaluation/locomo_table.py);
-  paper_table.md (the paper's own layout, memjax/evaluation/paper_tables.py) where the profile has one;
-- scores.png: grouped bars of F1/B1/J per category.
-Several processes (`python -m memjax.launch --nproc N -- memjax.evaluate ...`): the conversations are dealt over
-the processes (memjax/parallel/split.py `deal_groups`: a conversation's questions, and its memory bank, stay on
-one process); each predicts and judges its share in chunks, the chunks' records are gathered after each round and
-process 0 alone writes predictions.jsonl, results.json / results.md and the chart. The table equals the
-one-process table (records in question order); predictions.jsonl lines are in round order.
-Invariants: category 5 is refused (never scored); a qid appears at most once in predictions.jsonl.
+A `batch_predictor` (questions -> outputs, called on chunks of `batch_size`) lets a system batch its engine calls;
+the judge is called once per chunk. The files it writes, what a predictor returns and how several processes
+share the run: docs/evaluation.md, 'Files'.
+Invariants: predictions.jsonl is flushed per chunk and a re-run resumes from it (a torn last line dropped and
+counted; a resume under another judge is refused); a predictor exception is recorded, scored 0 and counted, never
+raised; category 5 is refused (never scored); a qid appears at most once in predictions.jsonl; with several
+processes process 0 alone writes, and the table equals the one-process table (records in question order).
 """
 
 from __future__ import annotations

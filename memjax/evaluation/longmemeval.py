@@ -3,25 +3,15 @@ runs), the system registry, and `evaluate_longmemeval` (predictions JSONL writte
 official judge; per-type table, chart, results files).
 
 Owns: `LongMemEvalConfig`, `register_longmemeval_system`, `evaluate_longmemeval`, `run_longmemeval_eval`,
-`hypotheses_predictor` (the official hypothesis file: JSONL of {question_id, hypothesis}; a question without a line is
-judged as an empty response and counted as `no_answer`, where the official script would leave it out of the accuracy).
-Systems: "answers" (a hypothesis file made elsewhere) and the model systems registered by their paper's folder on
-import (memjax/systems/<paper>/longmemeval_eval.py: "memory_r1", "memory_r2", "sumer", "memagent"; and the tiny trained
-policies on a fixture in their vocabulary, memjax/systems/<paper>/tiny/longmemeval_tiny.py: "memagent_tiny",
-"sumer_tiny", "memory_r1_tiny", "memory_r2_tiny", whose policy is `policy` -- "" the shipped warm start, "random" its
-shape with random weights, else a directory such as a tiny training run's out_dir/hf). A factory takes
-(config, questions) and returns (batch predictor, title note); the predictor maps a list of `LmeQuestion` to one dict
-per question: {"answer": str | None, "retrieved": [dia_id, ...]?} ("retrieved": the memory bank's records ranked
-for the question by the system's own retriever, as LoCoMo dia_ids "D<session>:<turn>" of memjax.data.longmemeval_locomo,
-best first; it gives the evidence recall columns).
-
-Files in out_dir: predictions.jsonl (one line per judged question: question_id, question_type, abstention, question,
-gold, hypothesis, label (true / false / null = the judge call failed), judge_reply, judge_error?, error?,
-retrieved?, recall?); a re-run keeps the lines with a label and asks the judge again for the lines without one (the
-stored hypothesis, no new prediction); the last line of a question wins; a torn last line is dropped and counted.
-results.json ({"title", "judge", "table", "counts"}; table: memjax.evaluation.longmemeval_scores.qa_table),
-results.md (the paper's layout), scores.png. A predictor exception is recorded on the chunk's lines (`error`,
-hypothesis None, judged as an empty response) and counted; the run goes on. One process (no multi-process split).
+`hypotheses_predictor` (the official hypothesis file: JSONL of {question_id, hypothesis}).
+Systems: "answers" (a hypothesis file made elsewhere) and those a paper's folder registers on import
+(memjax/systems/<paper>/longmemeval_eval.py; the tiny trained policies, memjax/systems/<paper>/tiny/longmemeval_tiny.py,
+whose `policy` is "" the shipped warm start, "random", or a tiny training run's out_dir/hf). A factory takes
+(config, questions) and returns (batch predictor, title note); the predictor maps a list of `LmeQuestion` to one
+dict per question, {"answer": str | None, "retrieved": [dia_id, ...]?}.
+Invariants: a question is scored once its judge call gives a label; a re-run asks again only for the lines without
+one; a predictor exception is recorded and counted, never raised; one process (no multi-process split). Files and
+resume rules: docs/evaluation.md, LongMemEval, 'Files'.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """LongMemEval's judge protocol (xiaowu0162/LongMemEval `src/evaluation/evaluate_qa.py`, MIT): the prompts, the label
 rule, and the judges that ask it.
 
-Owns: `judge_prompt(question_type, question, answer, response, abstention)` -- one template per question type plus
-the abstention template, the texts of the official `get_anscheck_prompt` value for value (checked against a golden
-rendering of the official function, tests/fixtures/longmemeval/judge_prompts.json, with its commit) --, `label(reply)`
-(the official rule: correct iff "yes" occurs in the stripped, lower-cased reply), `LmeVerdict`, and three judges
-sharing `judge(items) -> list[LmeVerdict]` with items (question_type, question, answer, response, abstention):
-- `OpenAILmeJudge`: POST {url}/chat/completions with the official request (one user message, n=1, temperature 0,
-  max_tokens 10), stdlib HTTP, bounded timeout, `retries` re-sends with exponential back-off (the official script
-  retries rate-limit and API errors with `backoff.expo`), up to `workers` requests in flight;
-- `EngineLmeJudge`: the same prompt through a memjax Engine (chat template at token-id level), greedy, 10 tokens;
-- `RuleLmeJudge`: NOT an LLM, for tests and smoke runs only (token-set F1 >= 0.5; abstention: the response declines);
-- `ExactLmeJudge`: NOT an LLM, for the tiny-vocabulary fixture (tests/fixtures/data/longmemeval_tiny.json): yes iff the
-  SQuAD-normalised response equals the normalised gold answer, abstention questions included (their gold is `none`,
-  the tiny readers' word for no record; the tiny vocabularies cannot write a declining sentence).
+Owns: `judge_prompt(question_type, question, answer, response, abstention)` (one template per question type plus
+the abstention template, the official `get_anscheck_prompt` texts value for value, checked against a golden
+rendering in tests/fixtures/longmemeval/judge_prompts.json), `label(reply)` (the official rule: correct iff "yes"
+occurs in the stripped, lower-cased reply), `LmeVerdict`, and the judges sharing `judge(items) -> list[LmeVerdict]`
+with items (question_type, question, answer, response, abstention): `OpenAILmeJudge` (the official request),
+`EngineLmeJudge` (the same prompt on a memjax Engine, greedy, 10 tokens), and, NOT LLMs, `RuleLmeJudge` (tests and
+smoke runs) and `ExactLmeJudge` (the tiny-vocabulary fixture). The protocol: docs/evaluation.md, 'LongMemEval'.
 Invariant: a failed judge call (no reply after the retries) is a verdict with `label=None` and the error: it is
 counted and never scored (neither right nor wrong); the harness leaves the question unscored and asks again on
 resume. A reply, whatever it says, is a label (the official rule has no "unparseable" case).
@@ -86,7 +80,11 @@ class LmeVerdict:
 
 
 class OpenAILmeJudge:
-    """The official request to an OpenAI-compatible endpoint; see the module docstring."""
+    """The official request to an OpenAI-compatible endpoint.
+
+    POST {url}/chat/completions with one user message, n=1, temperature 0, max_tokens 10; stdlib HTTP, bounded
+    timeout, `retries` re-sends with exponential back-off (the official script retries rate-limit and API errors
+    with `backoff.expo`), up to `workers` requests in flight."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 60.0,
                  retries: int = 4, workers: int = 8, opener: Callable[..., object] = urllib.request.urlopen,
@@ -160,7 +158,8 @@ class RuleLmeJudge:
 
 class ExactLmeJudge:
     """Not an LLM judge (the tiny-vocabulary fixture): yes iff normalize_answer(response) == normalize_answer(gold),
-    for every question type and for abstention questions alike (see the module docstring)."""
+    for every question type and for abstention questions alike: their gold is `none`, the tiny readers' word for no
+    record (the tiny vocabularies cannot write a declining sentence); tests/fixtures/data/longmemeval_tiny.json."""
 
     name = "exact match (tiny vocabulary; not an LLM)"
 

@@ -2,18 +2,15 @@
 
 Owns: `word_tokenize_lower(text)` (= `nltk.word_tokenize(text.lower())`, the tokenisation of Mem0's BLEU-1),
 `sent_tokenize(text)` (nltk's Punkt sentence splitter, English model) and `porter_stem(word)` (nltk's default
-`PorterStemmer().stem`, the stemming of LoCoMo's F1). nltk is a pinned dependency (pyproject.toml: the release the
-official evaluations ran, 3.9.1); what it lacks offline is only the Punkt model, which `nltk.word_tokenize` looks up
-in nltk_data. Here the Punkt tokenizer is built from the parameters memjax ships (memjax/assets/punkt, NOTICE.md
-there): all abbreviation types and collocations of the English model and, of its orthographic context, the entries
-that can change a decision on lower-cased text (types seen lower-case at a sentence start and never upper-case; the
-sentence-starter list and the other entries are only read for tokens that begin upper-case, and lower-cased text has
-none of the table's types so). Word tokenisation is then what `nltk.word_tokenize` does: `NLTKWordTokenizer` on each
-Punkt sentence.
+`PorterStemmer().stem`, the stemming of LoCoMo's F1). nltk is a pinned dependency (pyproject.toml: 3.9.1, the
+release the official evaluations ran); offline it lacks only the Punkt model, which is built here from the
+parameters memjax ships (memjax/assets/punkt; `_punkt` says which). Word tokenisation is then what
+`nltk.word_tokenize` does: `NLTKWordTokenizer` on each Punkt sentence.
 nltk is imported on first use (`nltk_module()`), not with memjax.evaluation: the engine, trainer and GPU benchmarks
 import the paper registry, which imports the evaluation harness, and the GPU image has no nltk.
 Invariants: equal to nltk 3.9.1 with its full English Punkt model on lower-cased text (the Mem0 BLEU-1 and
-word-tokenize goldens in tests/fixtures); nothing is downloaded and nltk_data is never read.
+word-tokenize goldens in tests/fixtures; docs/metric_profiles.md, the `mem0` row); nothing is downloaded and
+nltk_data is never read.
 """
 
 from __future__ import annotations
@@ -38,6 +35,12 @@ def nltk_module():
 
 @lru_cache(maxsize=1)
 def _punkt():
+    """nltk's Punkt tokenizer built from the parameters memjax ships (memjax/assets/punkt, NOTICE.md there).
+
+    They are all abbreviation types and collocations of nltk's English model and, of its orthographic context,
+    the entries that can change a decision on lower-cased text (types seen lower-case at a sentence start and
+    never upper-case); the sentence-starter list and the other entries are only read for tokens that begin
+    upper-case, which lower-cased text does not have."""
     from_nltk = nltk_module().tokenize.punkt
     raw = json.loads(resources.files("memjax").joinpath(*_ASSET).read_text("utf-8"))
     params = from_nltk.PunktParameters()

@@ -4,14 +4,11 @@ Owns: `PAPER_TABLES` (per paper: its column order of question categories, its me
 the citation) and `paper_markdown(table, metrics)` (a LoCoMo score table, as memjax.evaluation.locomo.score_table
 gives it, laid out as the paper whose metric profile it was scored with lays out its Table 1, followed by the
 paper's rows). An evaluation writes it as `paper_table.md` beside results.md.
-Sources (each paper's Table 1; no page numbers are cited):
-- Memory-R2 ("Table 1: LoCoMo main results", backbone Qwen2.5-7B-Instruct): columns multi-hop,
-  open-domain, single-hop, temporal, overall; F1, B1, J. Metric profile `memory_r2`.
-- SUMER ("Table 1: main results on LoCoMo validation (9 held-out conversations)"): columns single-hop,
-  multi-hop, open-domain, temporal, overall; F1, B1, J. Metric profiles `sumer` and `mem0` (SUMER's numbers for
-  Mem0 / A-MEM came from that code's evaluation).
-Memory-R1's Table 1 values are not held here (only its layout is known), and
-LoCoMo's own evaluation (`locomo`) has no paper table of this family: no layout is written for them.
+Sources (each paper's Table 1): Memory-R2 ("LoCoMo main results", Qwen2.5-7B-Instruct; multi-hop, open-domain,
+single-hop, temporal, overall; F1, B1, J; profile `memory_r2`) and SUMER ("main results on LoCoMo validation",
+9 held-out conversations; single-hop, multi-hop, open-domain, temporal, overall; F1, B1, J; profiles `sumer` and
+`mem0`, as SUMER's Mem0 / A-MEM numbers came from that code's evaluation). Memory-R1's values are not held (only
+its layout is known), and LoCoMo's own evaluation (`locomo`) has no paper table: no layout is written for them.
 Invariants: the numbers are the papers', as printed (two-decimal percentages); nothing here is computed.
 """
 

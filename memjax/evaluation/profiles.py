@@ -1,39 +1,17 @@
-"""Metric profiles: each paper's answer metrics, reproduced value for value from its official code.
+r"""Metric profiles: each paper's answer metrics, reproduced value for value from its official code.
 
 Owns: `MetricProfile` (kind "answer": a named pair of free-text F1 and BLEU-1 functions, for LoCoMo-style tables),
-`BoxedProfile` (kind "boxed": scores a model's whole output with a `\\boxed{}` answer against the gold list, for the
+`BoxedProfile` (kind "boxed": scores a model's whole output with a `\boxed{}` answer against the gold list, for the
 RULER-HotpotQA evaluation), the registry `PROFILES` and `get_profile(name, kind)`; an evaluation config's `metrics`
 field names one (`--set metrics=<profile>`), and results name it.
-
-Profiles (this module grows one per paper; only those listed exist):
-- `memory_r2`: Memory-R2 (`ahmedehabb/Memory-R2` @357b4ec, src/verl/verl/workers/reward_manager/rema.py,
-  `compute_f1` / `compute_bleu`). Quirks kept on purpose: F1 divides the overlap of token *sets* by the token *list*
-  lengths (repeats lower the score); both sides empty scores 1, one side empty 0; BLEU-1 tokenises the SQuAD-normalised
-  text (lower-case, punctuation and a/an/the removed), has no smoothing, and its brevity penalty is 1 when the
-  prediction is at least as long as the gold (0 when the gold is empty).
-- `locomo`: LoCoMo's own evaluation (`snap-research/locomo` branch `code` @9228632, task_eval/evaluation.py):
-  `memjax.evaluation.metrics_locomo.locomo_qa_f1` — commas and a/an/the/and removed, Porter-stemmed multiset F1,
-  category-1 answers split on commas (mean over gold parts of the best predicted part), category-3 golds cut at ';'.
-  LoCoMo computes no BLEU: the profile has none (tables show B1 as missing).
-- `mem0`: Mem0's LoCoMo evaluation (`mem0ai/mem0` @373709f, evaluation/metrics/utils.py, as evaluation/evals.py
-  calls it; borrowed from A-Mem): `memjax.evaluation.metrics_mem0` — F1 over `simple_tokenize` token *sets* divided by
-  the set sizes (no article or punctuation removal beyond `. , ! ?`), BLEU-1 of `nltk.word_tokenize` tokens with
-  smoothing method1 (nltk 3.9.1 itself, Punkt from the shipped parameters: `memjax.evaluation.nltk_text`).
-- `sumer`: SUMER has no public code. Its F1 is "over token sets" and its Table 1 sets it beside Mem0 and A-MEM
-  numbers it produced by running those projects' code, whose evaluation is Mem0's `utils.py`; the `sumer` profile is
-  therefore the `mem0` functions (an inference from the paper, not checked against SUMER's own code). SUMER's set F1
-  over SQuAD-normalised tokens, memjax's earlier reading, is the `memjax` profile.
-- `memagent` (boxed): MemAgent (`BytedTsinghua-SIA/MemAgent` @76b7a65, taskutils/memory_eval/ruler_hqa.py with the
-  boxed extractor): `memjax.rewards.memagent_official.ruler_hqa_item` — answers[0] only, 2-decimal rounding, the
-  reference box reader (its crashes counted as `crashed`, scored 0).
-- `memagent_lenient` (boxed): memjax's earlier reader (`memjax.rewards.last_boxed`: the last box of any form) and
-  SQuAD EM/F1/sub-EM maximised over all golds; a named non-default choice.
-- `memjax`: memjax's earlier, more lenient pair (token-set F1 divided by set sizes, as SUMER's text defines it; BLEU-1
-  on raw word/punctuation tokens), kept as a named non-default choice.
-
+Profiles (one per paper, only those listed exist): `memory_r2` (Memory-R2's rema.py `compute_f1` / `compute_bleu`,
+here `memory_r2_f1` / `memory_r2_bleu1`), `locomo` (LoCoMo's task_eval/evaluation.py, memjax.evaluation.metrics_locomo;
+no BLEU), `mem0` (Mem0's evaluation/metrics/utils.py, memjax.evaluation.metrics_mem0), `sumer` (the `mem0` functions:
+an inference from SUMER's paper, which has no public code), `memagent` (boxed: MemAgent's ruler_hqa.py,
+memjax.rewards.memagent_official), and memjax's own lenient choices `memagent_lenient` (boxed) and `memjax`.
+Sources with commits, quirks kept on purpose, golden counts, how much a profile moves a score: docs/metric_profiles.md.
 Invariants: values are floats in [0, 1]; a non-str prediction scores 0.0. Checked against the official code's outputs
-on generated (prediction, gold) pairs in tests/fixtures/metric_goldens_<profile>.json (scripts/gen_metric_goldens.py,
-scripts/gen_locomo_mem0_goldens.py).
+in tests/fixtures/metric_goldens_<profile>.json (scripts/gen_metric_goldens.py, scripts/gen_locomo_mem0_goldens.py).
 """
 
 from __future__ import annotations
@@ -63,6 +41,8 @@ def squad_normalize(s: str) -> str:
 
 
 def memory_r2_f1(pred: object, gold: object, category: int | None = None) -> float:
+    """Memory-R2's `compute_f1` (rema.py): the overlap of token *sets* divided by the token *list* lengths (repeats
+    lower the score); both sides empty scores 1, one side empty 0."""
     if not isinstance(pred, str):
         return 0.0
     p, g = squad_normalize(pred).split(), squad_normalize(str(gold)).split()
@@ -76,6 +56,8 @@ def memory_r2_f1(pred: object, gold: object, category: int | None = None) -> flo
 
 
 def memory_r2_bleu1(pred: object, gold: object) -> float:
+    """Memory-R2's `compute_bleu` (rema.py): BLEU-1 of the SQuAD-normalised tokens, no smoothing; the brevity
+    penalty is 1 when the prediction is at least as long as the gold (0 when the gold is empty)."""
     if not isinstance(pred, str):
         return 0.0
     p, g = squad_normalize(pred).split(), squad_normalize(str(gold)).split()

@@ -1,14 +1,11 @@
 """What an evaluation scored, and the answers matched to the questions it scores.
 
 Owns:
-- `digest(path)`: a content digest of a file or a directory (sha256 over every file's relative name and content; a
-  file over 64 MiB is read at its size, first, middle and last 4 MiB so that a 7B policy is digested in seconds);
-  "" for an empty path, the word itself for a symbolic policy ("random").
+- `digest(path)`: a content digest of a file or a directory (large files sampled), or of a symbolic policy;
 - `scored_inputs(...)`: the record of what a run scores: policy (paths and digests), answers file, data file, judge
-  and metric profile; it goes into out_dir/inputs.json before anything is scored and into results.json.
-- `claim_scores(out, inputs, rescore, stored)`: a resume reuses the stored scores only when the recorded inputs equal
-  this run's; otherwise one ConfigError line naming the first difference, or (rescore) the stored files are removed and
-  everything is scored again.
+  and metric profile; it goes into out_dir/inputs.json before anything is scored and into results.json;
+- `claim_scores(out, inputs, rescore, stored)`: a resume reuses the stored scores only when the recorded inputs
+  equal this run's (else a refusal naming the first difference, or, with `rescore`, a fresh scoring);
 - `read_answers(path, id_key, answer_key)` and `match_answers(...)`: an answers file read into {id: record} with its
   duplicates counted (a duplicate id with two different answers is refused: the line order would decide the score),
   then matched to the questions: answered, missing, ids matching no question of the data file; more than
@@ -46,7 +43,10 @@ def _file_digest(p: Path, h) -> None:
 
 def digest(path: str | os.PathLike | None) -> str:
     """sha256 (first 16 hex digits) of a file's or a directory's content; "" for no path; a word that is not a path
-    (a symbolic policy such as "random") is its own digest."""
+    (a symbolic policy such as "random") is its own digest.
+
+    sha256 over every file's relative name and content; a file over 64 MiB is read at its size and its first,
+    middle and last 4 MiB, so that a 7B policy is digested in seconds."""
     if not path:
         return ""
     p = Path(path)
@@ -92,9 +92,11 @@ def _named(x: dict) -> str:
 
 def claim_scores(out: str | os.PathLike, inputs: dict, *, rescore: bool, stored: Iterable[str],
                  write: bool = True) -> bool:
-    """Check out_dir's stored scores against this run's inputs (see the module docstring); returns True when stored
-    scores are kept for a resume. `stored`: the out dir's files that hold scores. `write`: record inputs.json (the
-    process that writes)."""
+    """Check out_dir's stored scores against this run's inputs; returns True when stored scores are kept for a
+    resume. `stored`: the out dir's files that hold scores. `write`: record inputs.json (the process that writes).
+
+    A resume reuses the stored scores only when the recorded inputs equal this run's; otherwise one ConfigError line
+    names the first difference, or (`rescore`) the stored files are removed and everything is scored again."""
     out = Path(out)
     have = [f for f in stored if (out / f).exists()]
     rec = out / INPUTS_FILE

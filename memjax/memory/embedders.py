@@ -1,24 +1,12 @@
 """Text embedders for retrieval: one protocol, four offline backends, and an on-disk cache.
 
-Owns: `Embedder` (protocol: `id`, `dim`, `encode(texts) -> float32 [N, D]` with L2-normalised rows; an all-zero
-input vector, e.g. an empty text, stays zero), `HashedBowEmbedder`, `WordLlamaEmbedder`, `DecoderMeanPoolEmbedder`,
-`FileEmbedder`, `cached_encode`.
-
-Backends:
-- `HashedBowEmbedder`: deterministic hashed bag of words (blake2b of each lower-cased `\\w+` token, sign hashing,
-  log(1 + tf)); no model, for tests and as a lexical baseline.
-- `WordLlamaEmbedder`: the static embedding shipped inside the PyPI package `wordllama` (MIT licence; the wheel
-  bundles `weights/l2_supercat_256.safetensors`, a 256-d token embedding table distilled from LLM embeddings, and
-  its tokenizer). Chosen because it loads with downloads disabled (verified with sockets blocked), embeds thousands
-  of texts per second on one CPU core and needs no torch. The package's own default load path reaches for the
-  network, so we load from the package directory with `disable_download=True`.
-- `DecoderMeanPoolEmbedder`: masked mean of the final-norm hidden states of a memjax Qwen2 model (e.g. from
-  `memjax.load_hf`), right-padded to power-of-two lengths so few shapes compile (causal attention: padding after
-  a text cannot change its states).
-- `FileEmbedder`: precomputed vectors from `.npz` (arrays `keys` [N] str and `vectors` [N, D]) or `.npy` plus the
-  key list; a text with no vector is a one-line error naming the file.
-`cached_encode(embedder, texts, cache_dir)` stores `encode(texts)` as `<embedder id>-<sha256 of the texts>.npy`,
-so a conversation is embedded once per embedder.
+Owns: `Embedder` (protocol: `id`, `dim`, `encode(texts) -> float32 [N, D]`), the backends `HashedBowEmbedder`
+(model-free hashed bag of words), `WordLlamaEmbedder` (wordllama's bundled static embedding, offline),
+`DecoderMeanPoolEmbedder` (mean-pooled hidden states of a memjax Qwen2 model) and `FileEmbedder` (precomputed
+vectors), and `cached_encode`. Each backend's class docstring says how it embeds.
+Invariants: rows are L2-normalised float32; an all-zero input vector (e.g. an empty text) stays zero; nothing is
+downloaded. `cached_encode(embedder, texts, cache_dir)` stores `encode(texts)` as
+`<embedder id>-<sha256 of the texts>.npy`, so a conversation is embedded once per embedder.
 """
 
 from __future__ import annotations
@@ -60,6 +48,9 @@ def _tokens(text: str, stopwords: frozenset[str]) -> list[str]:
 
 
 class HashedBowEmbedder:
+    """Deterministic hashed bag of words (blake2b of each lower-cased `\\w+` token, sign hashing, log(1 + tf));
+    no model, for tests and as a lexical baseline."""
+
     def __init__(self, dim: int = 2048, *, stopwords: frozenset[str] = STOPWORDS):
         if dim <= 0:
             raise ValueError(f"HashedBowEmbedder.dim: must be positive, got {dim}")
@@ -80,7 +71,12 @@ class HashedBowEmbedder:
 
 
 class WordLlamaEmbedder:
-    """wordllama's bundled `l2_supercat` 256-d static embedding, loaded with downloads disabled."""
+    """wordllama's bundled `l2_supercat` 256-d static embedding, loaded with downloads disabled.
+
+    The PyPI package `wordllama` (MIT) bundles `weights/l2_supercat_256.safetensors` (a token embedding table
+    distilled from LLM embeddings) and its tokenizer. It loads with sockets blocked, embeds thousands of texts per
+    second on one CPU core and needs no torch. The package's default load path reaches for the network, so it is
+    loaded from the package directory with `disable_download=True`."""
 
     def __init__(self, dim: int = 256):
         try:
@@ -100,7 +96,10 @@ class WordLlamaEmbedder:
 
 
 class DecoderMeanPoolEmbedder:
-    """Masked mean of a memjax Qwen2 model's final hidden states; `tokenize` maps text -> token ids."""
+    """Masked mean of a memjax Qwen2 model's final hidden states; `tokenize` maps text -> token ids.
+
+    Texts are right-padded to power-of-two lengths so few shapes compile (causal attention: padding after a text
+    cannot change its states)."""
 
     def __init__(self, model, tokenize: Callable[[str], list[int]], *, name: str, max_len: int = 512,
                  batch_size: int = 16, pad_id: int = 0):
@@ -135,7 +134,10 @@ class DecoderMeanPoolEmbedder:
 
 
 class FileEmbedder:
-    """Vectors computed elsewhere (e.g. Qwen3-Embedding or OpenAI), looked up by exact text."""
+    """Vectors computed elsewhere (e.g. Qwen3-Embedding or OpenAI), looked up by exact text.
+
+    `.npz` (arrays `keys` [N] str and `vectors` [N, D]) or `.npy` plus the key list; a text with no vector is a
+    one-line error naming the file."""
 
     def __init__(self, path: str | os.PathLike, keys: Sequence[str] | None = None):
         path = Path(path)

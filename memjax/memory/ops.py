@@ -1,16 +1,9 @@
 """Memory operations in the two styles the papers use, applied to a `MemoryBank` with every failure counted.
 
 Owns: `parse_json_object` (first JSON object in model text, ``` fences allowed), `OpStats`, the prompt views
-`mem0_view` / `r2_view` (what a manager prompt lists) and `apply_mem0` / `apply_r2`.
-
-Mem0 / Memory-R1 style (the Memory-R1 paper, Fig. 9): the prompt lists memories with small integer ids ("0", "1",
-...); `id_map[i]` is the real id the prompt called `i`. Events: ADD (new record, fresh real id), UPDATE (same real
-id, new text, dia_ids appended), DELETE, NONE. An id that is not a prompt id is rejected and counted.
-
-Memory-R2 style (its public code's operation format): `{"operations": [INSERT{speaker, content, dia_id} | UPDATE{memory_id, content,
-dia_id} | DELETE{memory_id}]}` with 8-hex ids. INSERT of an existing (speaker, content) merges the dia_id into that
-record (counted as `merged`); UPDATE keeps the id, replaces the content and appends the dia_id; DELETE drops the
-record with its dia_ids; a missing/unknown id fails that one operation (counted); bad JSON means no operation.
+`mem0_view` / `r2_view` (what a manager prompt lists) and `apply_mem0` (Mem0 / Memory-R1 events over small
+integer prompt ids) / `apply_r2` (Memory-R2's INSERT / UPDATE / DELETE over 8-hex ids); each apply function's
+docstring gives its operation format and rules.
 
 Invariants: never raises on model output; a changed content drops the stale embedding; each operation is either
 applied or counted in exactly one reject bucket.
@@ -89,7 +82,12 @@ def r2_view(records: Sequence[MemoryRecord]) -> list[dict[str, Any]]:
 def apply_mem0(bank: MemoryBank, output: object, id_map: Sequence[str], *, speaker: str = "",
                conversation: str = "", session: int | None = None, session_time: str | None = None,
                dia_ids: Sequence[str] = (), stats: OpStats | None = None) -> OpStats:
-    """Apply `{"memory": [{"id", "text", "event", "old_memory"?}]}` (Mem0's update-memory output)."""
+    """Apply `{"memory": [{"id", "text", "event", "old_memory"?}]}` (Mem0's update-memory output).
+
+    Mem0 / Memory-R1 style (the Memory-R1 paper, Fig. 9): the prompt lists memories with small integer ids ("0",
+    "1", ...); `id_map[i]` is the real id the prompt called `i`. Events: ADD (new record, fresh real id), UPDATE
+    (same real id, new text, dia_ids appended), DELETE, NONE. An id that is not a prompt id is rejected and
+    counted."""
     stats = stats if stats is not None else OpStats()
     obj = parse_json_object(output)
     events = obj.get("memory") if obj is not None else None
@@ -137,7 +135,12 @@ def apply_mem0(bank: MemoryBank, output: object, id_map: Sequence[str], *, speak
 
 def apply_r2(bank: MemoryBank, output: object, *, conversation: str = "", session: int | None = None,
              session_time: str | None = None, stats: OpStats | None = None) -> OpStats:
-    """Apply Memory-R2's `{"operations": [...]}` (see the module docstring)."""
+    """Apply Memory-R2's `{"operations": [...]}` (its public code's operation format).
+
+    `{"operations": [INSERT{speaker, content, dia_id} | UPDATE{memory_id, content, dia_id} | DELETE{memory_id}]}`
+    with 8-hex ids. INSERT of an existing (speaker, content) merges the dia_id into that record (counted as
+    `merged`); UPDATE keeps the id, replaces the content and appends the dia_id; DELETE drops the record with its
+    dia_ids; a missing / unknown id fails that one operation (counted); bad JSON means no operation."""
     stats = stats if stats is not None else OpStats()
     obj = parse_json_object(output)
     ops = obj.get("operations") if obj is not None else None

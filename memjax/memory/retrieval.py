@@ -1,18 +1,16 @@
-"""Search over memory records: cosine top-k, keyword AND, BM25, ±k neighbours and reciprocal-rank fusion.
+r"""Search over memory records: cosine top-k, keyword AND, BM25, ±k neighbours and reciprocal-rank fusion.
 
 Owns: `conversation_records` (one record per LoCoMo turn, SUMER's store), `Retriever`, `Hit`, `rrf`.
 
 Invariants:
-- a `Retriever` is built over a fixed, ordered list of records (a bank's records or a conversation's turns); it
-  embeds them once (through `cached_encode` when `cache_dir` is given) and never mutates them;
-- filters (speaker: case-insensitive equality; session: equality) apply before ranking, so top-k is the best k among
-  the allowed records; ties keep record order;
-- `semantic` returns hits with cosine >= threshold, best first; `keyword` returns every record whose content or
-  metadata (speaker, session time, session number, dia_ids) contains ALL keywords (case-insensitive), in record
-  order; `bm25` ranks with the `bm25s` package (MIT) over lower-cased `\\w\\w+` tokens minus English stop words and
-  drops zero scores;
-- `neighbours(i, k)` is records i-k..i+k of the same conversation in record order, optionally only within i's
-  session; `with_context(hits, k)` gives each hit's window, merging windows that overlap or touch.
+- a `Retriever` is built over a fixed, ordered list of records; it embeds them once (through `cached_encode`
+  when `cache_dir` is given) and never mutates them;
+- filters (speaker: case-insensitive equality; session: equality) apply before ranking; ties keep record order;
+- `semantic`: cosine >= threshold, best first; `keyword`: records whose content or metadata contains ALL keywords
+  (case-insensitive), in record order; `bm25`: the `bm25s` package over lower-cased `\w\w+` tokens minus English
+  stop words, zero scores dropped;
+- `neighbours(i, k)` is records i-k..i+k in record order (optionally within i's session); `with_context(hits, k)`
+  gives each hit's window, merging windows that overlap or touch.
 """
 
 from __future__ import annotations

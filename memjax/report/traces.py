@@ -1,17 +1,10 @@
 """Memory traces as HTML for the report: one view per trace, grouped per conversation, searchable.
 
 Owns: `TraceView` and `trace_views(run)`, which turns what each system's workflow wrote (traces.jsonl, result.json's
-held-out traces, LoCoMo predictions.jsonl) into views, recognised by the keys a trace carries:
-- MemAgent (`memories`): the memory after each chunk beside the chunk (the chunk text when the trace or the held-out
-  sample has the document: split evenly by words into the trace's `chunks` parts; otherwise only the memory);
-- SUMER (`turn_texts`): each model turn (tool calls) with the tool results that followed it (`tool_texts`);
-- Memory-R1: the tiny manager (`prompt`, `output`, `op`: the bank, the fact, the emitted ADD/UPDATE/DELETE/NOOP event
-  beside the teacher's), the LoCoMo manager (`applied` op counts per event kind, `facts`), the answer agent;
-- Memory-R2: the tiny episodes (`sessions`, `outputs`, `banks`: per session the facts, the ops and the bank diff
-  against the previous session) and the LoCoMo episodes (`bank_diffs`: per session the records added, removed and
-  rewritten; questions, answers, per-session rewards);
-- LoCoMo predictions: question, gold, prediction, F1 / BLEU-1 / J;
-- anything else: its fields as a key/value table.
+held-out traces, LoCoMo predictions.jsonl) into views, recognised by the keys a trace carries: MemAgent
+(`memories`), SUMER (`turn_texts`), Memory-R1 (`op`, `applied`, ...), Memory-R2 (`banks`, `bank_diffs`), LoCoMo
+predictions; anything else is shown as a key/value table. What each view shows: docs/report.md, 'What the page
+shows'.
 Invariants: every string from a run goes through html.escape; `text` (what the search box matches) is the
 lower-cased JSON of the trace plus its group and title; at most MAX_TRACES views and MAX_BYTES of trace HTML and
 search text, in order (held-out traces first; the rest counted on the page, not shown).

@@ -1,24 +1,16 @@
-"""`\\boxed{}` answer extraction, the MATH-style `strip_string` normaliser, and MemAgent's training reward.
+r"""`\boxed{}` answer extraction, the MATH-style `strip_string` normaliser, and MemAgent's training reward.
 
 Owns: `last_boxed`, `strip_string`, `memagent_score` / `memagent_reward`, and `RewardStats` (the counter of
 missing answers every scorer in memjax.rewards can update).
 
-MemAgent's training reward (verl `reward_score/hotpotqa.py` in the MemAgent repo, reimplemented): keep the last 300
-characters of the response, lower-case them, take the last boxed answer, and score 1.0 if
-`strip_string(answer) == strip_string(ground_truth.lower())` for any ground truth, else 0.0. Its `strip_string` is
-the short variant: drop newlines, `\\!`, `\\left`, `\\right`, degree marks, `\\$`, `\\%`; `\\\\` -> `\\`;
-`tfrac`/`dfrac` -> `frac`; `" ."` -> `" 0."`, `"{."` -> `"{0."`; then remove every space.
+MemAgent's training reward (verl `reward_score/hotpotqa.py` in the MemAgent repo, reimplemented leniently; the
+exact reference is memjax/rewards/memagent_official.py): keep the last 300 characters of the response, lower-case
+them, take the last boxed answer, and score 1.0 if `strip_string(answer) == strip_string(ground_truth.lower())`
+for any ground truth, else 0.0. `last_boxed`'s docstring lists where it deliberately differs from the reference.
 
-Invariants:
-- Never raises on model output (any `str`, or a non-str, which scores as missing); a missing answer scores 0.0 and
-  is counted when a `RewardStats` is passed.
-- `last_boxed` returns the argument of the LAST `\\boxed` / `\\fbox` command in the text, nested braces kept: for
-  `\\boxed{...}` / `\\boxed {...}` / `\\fbox{...}` the brace-matched content, for the space form `\\boxed x` the text
-  after the spaces up to the first `$` or line end (stripped); None when that last command is unbalanced or
-  not followed by an argument (`\\boxed{}` gives ""). Deliberate differences from the reference extractor: the last
-  command wins (the reference preferred any `\\boxed ` space form over a later `\\boxed{}`), the space form stops at
-  a line end, and `\\fbox{}` answers are scored (the reference's `remove_boxed` asserted a `\\boxed{` prefix, so
-  they scored 0).
+Invariants: never raises on model output (any `str`, or a non-str, which scores as missing); a missing answer
+scores 0.0 and is counted when a `RewardStats` is passed; `last_boxed` returns the LAST box's argument with
+nested braces kept, None when there is none.
 """
 
 from __future__ import annotations
@@ -54,7 +46,15 @@ class RewardStats:
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` / `\\fbox{...}` / `\\boxed x` in `text`, or None (see module docstring)."""
+    """Content of the last `\\boxed{...}` / `\\fbox{...}` / `\\boxed x` in `text`, or None.
+
+    The argument of the LAST `\\boxed` / `\\fbox` command, nested braces kept: for `\\boxed{...}` /
+    `\\boxed {...}` / `\\fbox{...}` the brace-matched content, for the space form `\\boxed x` the text after the
+    spaces up to the first `$` or line end (stripped); None when that last command is unbalanced or not followed by
+    an argument (`\\boxed{}` gives ""). Deliberate differences from MemAgent's reference extractor
+    (memjax.rewards.memagent_official): the last command wins (the reference preferred any `\\boxed ` space form
+    over a later `\\boxed{}`), the space form stops at a line end, and `\\fbox{}` answers are scored (the
+    reference's `remove_boxed` asserted a `\\boxed{` prefix, so they scored 0)."""
     if not isinstance(text, str):
         return None
     match = max(_COMMAND.finditer(text), key=lambda m: m.start(), default=None)
@@ -81,7 +81,10 @@ def last_boxed(text: str) -> str | None:
 
 
 def strip_string(string: str) -> str:
-    """The MemAgent reward's normaliser (a short MATH `strip_string`; see module docstring)."""
+    """The MemAgent reward's normaliser (a short MATH `strip_string`).
+
+    Drop newlines, `\\!`, `\\left`, `\\right`, degree marks, `\\$`, `\\%`; `\\\\` -> `\\`;
+    `tfrac`/`dfrac` -> `frac`; `" ."` -> `" 0."`, `"{."` -> `"{0."`; then remove every space."""
     s = string.replace("\n", "").replace("\\!", "").replace("\\\\", "\\")
     s = s.replace("tfrac", "frac").replace("dfrac", "frac")
     s = s.replace("\\left", "").replace("\\right", "")

@@ -1,28 +1,14 @@
 """LLM-judge profiles: each paper's judge prompt, label parser and handling of unparseable replies.
 
-Owns: `JudgeProfile`, the registry `JUDGE_PROFILES` / `get_judge_profile(name)`, the prompts and parsers below.
+Owns: `JudgeProfile`, the registry `JUDGE_PROFILES` / `get_judge_profile(name)`, the prompts and parsers.
 A judge (`memjax.rewards.locomo.OpenAIJudge`, `memjax.evaluation.engine_judge.EngineJudge`) takes a profile: it
 renders `profile.prompt(question, gold, generated)` as one user message, asks at temperature 0 with
 `profile.max_tokens`, parses with `profile.parse(reply) -> (label | None, source)`, re-asks up to
 `profile.attempts` times while the reply has no label, and then scores a reply without a label per
 `profile.unparsed`: "wrong" (J = 0, counted) or "drop" (left out of the J mean, counted).
-
-Profiles:
-- `memory_r1` (default; memjax's earlier judge): Memory-R1 Fig. 12 verbatim (`JUDGE_PROMPT` below),
-  `parse_judge_label` (last `"label": X` pair, else last bare upper-case CORRECT/WRONG), unparseable = WRONG, 1
-  attempt. Memory-R1 has no public code; SUMER uses this prompt as its stand-in.
-- `memory_r2`: Memory-R2 (`ahmedehabb/Memory-R2` @357b4ec,
-  testing/pipeline_test_locomo_qa_dump/score_locomo_qa_dumps.py, the script that produced its J): its condensed
-  `ACCURACY_PROMPT` (filled with `str.format`), `extract_label_memory_r2` (the first `{...}` without nested braces
-  that contains `"label"`, read with `json.loads`, label upper-cased and stripped; if that gives no CORRECT/WRONG, the
-  *last* `\\bCORRECT\\b|\\bWRONG\\b` of the upper-cased reply — so a bare lower-case "correct" counts, "incorrect"
-  does not), max_tokens 256, up to 3 attempts, and a reply still without a label is dropped from J (llm_score None,
-  left out of the mean).
-- `mem0`: Mem0 (`mem0ai/mem0` @373709f, evaluation/metrics/llm_judge.py): its `ACCURACY_PROMPT` (`str.format`),
-  `json.loads(extract_json(reply))["label"]` (`mem0.memory.utils.extract_json`: a ``` fenced block, else first `{`
-  to last `}`) and 1 iff it equals "CORRECT"; the official script raises on a reply that is not such JSON (the run
-  stops); memjax scores it WRONG and counts it as unparseable. Its request has response_format json_object and
-  no max_tokens (`api_max_tokens=False`); OpenAIJudge sends the same, the engine judge cannot constrain to JSON.
+Profiles: `memory_r1` (default; Memory-R1 Fig. 12 verbatim, `JUDGE_PROMPT`, with `parse_judge_label`; SUMER's
+stand-in), `memory_r2` (Memory-R2 @357b4ec's scoring script) and `mem0` (Mem0 @373709f's llm_judge.py). Their
+sources, parsers, re-asks and requests: docs/metric_profiles.md, 'Judge profiles'.
 Invariants: parsers never raise; `extract_label_memory_r2` and `parse_label_mem0` equal the official functions on
 tests/fixtures/judge_label_goldens.json (scripts/gen_judge_label_goldens.py).
 """
@@ -123,7 +109,11 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 
 
 def extract_label_memory_r2(text: object) -> tuple[str | None, str]:
-    """Memory-R2's `extract_label`: (label, "json" | "text" | "none")."""
+    """Memory-R2's `extract_label`: (label, "json" | "text" | "none").
+
+    The first `{...}` without nested braces that contains `"label"`, read with `json.loads`, label upper-cased and
+    stripped; if that gives no CORRECT/WRONG, the *last* `\\bCORRECT\\b|\\bWRONG\\b` of the upper-cased reply (so a
+    bare lower-case "correct" counts, "incorrect" does not)."""
     if not isinstance(text, str):
         return None, "none"
     try:

@@ -1,18 +1,15 @@
-"""LoCoMo answer scoring: token-set F1, the Memory-R1 LLM judge (J) with its label parser, and M-Fail.
+"""LoCoMo answer scoring: token-set F1, the LLM judges (J) and M-Fail.
 
 Owns: `token_set_f1` (F1 over the *sets* of SQuAD-normalised tokens, as Memory-R2's code and SUMER compute it; the
-multiset version is `memjax.rewards.text.token_f1_multiset`), `judge_messages` (the prompt,
-memjax/rewards/judge_profiles.py `JUDGE_PROMPT`: Memory-R1 paper Fig. 12 verbatim), the judges and `m_fail`. BLEU-1 is
-`memjax.rewards.text.bleu1`; normalisation is `memjax.rewards.squad.normalize_answer` (no other normaliser here).
-
-Judges share one interface: `judge(items) -> list[Verdict]` with items (question, gold, generated). Each asks at
-temperature 0 and parses the reply with `parse_judge_label`:
-- `EngineJudge` (a model served by a memjax `Engine`) lives in memjax/evaluation/engine_judge.py, above the engine.
-- `OpenAIJudge`: an OpenAI-compatible `/v1/chat/completions` endpoint (what users run gpt-oss-120b behind), stdlib
-  HTTP only, up to `workers` concurrent requests, bounded timeout and retries; a failed request is a counted
-  WRONG, never an exception mid-evaluation;
-- `RuleBasedJudge`: NOT an LLM; for tests and smoke runs only: CORRECT iff the token-set F1 reaches a threshold.
-Invariants: `parse_judge_label` never raises (fuzzed; it lives in judge_profiles.py with the prompt); an unparseable reply is WRONG and counted.
+multiset version is `memjax.rewards.text.token_f1_multiset`), `judge_messages` (the Memory-R1 Fig. 12 prompt of
+memjax/rewards/judge_profiles.py), the judges and `m_fail`. BLEU-1 is `memjax.rewards.text.bleu1`; normalisation
+is `memjax.rewards.squad.normalize_answer` (no other normaliser here).
+Judges share `judge(items) -> list[Verdict]` with items (question, gold, generated), ask at temperature 0 and
+parse per their judge profile: `OpenAIJudge` (an OpenAI-compatible `/v1/chat/completions` endpoint, stdlib HTTP,
+up to `workers` concurrent requests, bounded timeout and retries) and `RuleBasedJudge` (NOT an LLM: token-set F1
+against a threshold, for tests and smoke runs); `EngineJudge` lives above the engine, memjax/evaluation/engine_judge.py.
+Invariants: a failed request or an unparseable reply is counted, never an exception mid-evaluation (WRONG, or
+left out of J where the profile drops it); parsers never raise (fuzzed).
 M-Fail (Memory-R2) = sum over questions of |evidence not in the bank's dia_ids| / sum of |evidence|.
 """
 

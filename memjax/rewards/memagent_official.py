@@ -3,19 +3,10 @@
 Owns: `official_last_boxed`, `memagent_reward_official` (MemAgent @76b7a65 verl/utils/reward_score/hotpotqa.py
 `compute_score`) and `ruler_hqa_item` / `ruler_hqa_summary` (taskutils/memory_eval/ruler_hqa.py with the boxed
 extractor of taskutils/memory_eval/utils/__init__.py). memjax's lenient reader (`memjax.rewards.boxed.memagent_score`)
-stays the non-default option; the two differ exactly where the reference extractor is brittle:
-- any `\\boxed ` (with a space) anywhere wins over a later `\\boxed{...}`, and its answer runs to the first `$` or the
-  end of the text (newlines included, removed later by `strip_string`);
-- otherwise the last `\\boxed` (else the last `\\fbox`) is brace-matched from its own position; the answer is read
-  only when the box text starts `\\boxed{` — `\\boxed {x}`, `\\boxed\\n{x}`, `\\fbox{x}` and `\\boxedx{..}` fail the
-  reference's assertion: the training reward catches it (0.0), the evaluation script does not (it stops), so
-  `ruler_hqa_item` reports such an item as `crashed` and scores it 0, counted;
-- evaluation: only `answers[0]` is scored; the boxed answer is read after the last `</think>` (if present and
-  non-empty after stripping; else from the whole response); an empty or missing answer scores 0 on every metric; an empty output
-  (before stripping) is left out of the means;
-  each item's metrics are rounded to 2 decimals; SQuAD F1 with the HotpotQA yes/no rule, and an empty normalised
-  prediction (e.g. "the") has F1 0 but sub-EM 1 (the empty string is a substring of every gold).
-Invariants: never raises on model output (a non-str response scores 0); empty gold lists raise ValueError.
+stays the non-default option; the two differ exactly where the reference extractor is brittle (`official_last_boxed`
+and `ruler_hqa_item` say how). Golden cases and mismatches: docs/metric_profiles.md, the `memagent` rows.
+Invariants: never raises on model output (a non-str response scores 0); a response on which the reference
+evaluation script would stop is reported as `crashed`, scored 0 and counted; empty gold lists raise ValueError.
 """
 
 from __future__ import annotations
@@ -35,7 +26,13 @@ _SPACE_BOX, _BRACE_BOX = "\\boxed ", "\\boxed{"
 
 
 def official_last_boxed(text: str) -> str | None:
-    """The reference `last_boxed_only_string`: the box text (command included) or None."""
+    """The reference `last_boxed_only_string`: the box text (command included) or None.
+
+    Any `\\boxed ` (with a space) anywhere wins over a later `\\boxed{...}`, and its answer runs to the first `$`
+    or the end of the text (newlines included, removed later by `strip_string`); otherwise the last `\\boxed`
+    (else the last `\\fbox`) is brace-matched from its own position. The answer is read (`_unbox`) only when the
+    box text starts `\\boxed{`: `\\boxed {x}`, `\\boxed\\n{x}`, `\\fbox{x}` and `\\boxedx{..}` fail the
+    reference's assertion: the training reward catches it (0.0), the evaluation script does not (it stops)."""
     if _SPACE_BOX in text:
         return _SPACE_BOX + text.split(_SPACE_BOX)[-1].split("$")[0]
     idx = text.rfind("\\boxed")
@@ -103,7 +100,13 @@ class RulerHqaItem:
 
 
 def ruler_hqa_item(output: object, answers: Sequence[object]) -> RulerHqaItem:
-    """One item as ruler_hqa.py (boxed API) scores it, against `answers[0]` only, each metric rounded to 2 decimals."""
+    """One item as ruler_hqa.py (boxed API) scores it, against `answers[0]` only, each metric rounded to 2 decimals.
+
+    The boxed answer is read after the last `</think>` (if present and non-empty after stripping; else from the
+    whole response); an empty or missing answer scores 0 on every metric; an empty output (before stripping) is
+    left out of the means; a response on which the reference raises is `crashed`, scored 0 and counted. SQuAD F1
+    with the HotpotQA yes/no rule; an empty normalised prediction (e.g. "the") has F1 0 but sub-EM 1 (the empty
+    string is a substring of every gold)."""
     gold = as_golds(answers, "ruler_hqa_item", "answers")[0]
     if not isinstance(output, str) or output == "":
         return RulerHqaItem(None, False, output == "", 0.0, 0.0, 0.0)

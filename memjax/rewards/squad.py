@@ -1,16 +1,10 @@
 """SQuAD-normalised EM / F1 / sub-EM, as MemAgent's evaluation computes them (its reported "accuracy" is sub-EM).
 
 Owns: `normalize_answer` (the official SQuAD normaliser: lower-case, drop ASCII punctuation, drop the articles
-a/an/the, collapse whitespace), the per-gold metrics, and `squad_scores` (max over golds).
-
-Definitions (MemAgent `taskutils/memory_eval/utils`, from the HotpotQA evaluation script):
-- em: normalised prediction == normalised gold;
-- f1: token F1 over the normalised tokens (multiset overlap). With `hotpot_yes_no=True` (default, as MemAgent /
-  HotpotQA), if either side normalises to "yes", "no" or "noanswer" and they differ, f1 is 0. When either token list
-  is empty, f1 = 1.0 if both are empty else 0.0 (official SQuAD rule);
-- sub_em: normalised gold in normalised prediction OR normalised prediction in normalised gold (MemAgent's
-  definition is two-sided). Guard added here: an empty normalised prediction or gold (e.g. "the") is a
-  substring of everything, so either scores sub_em = em instead of 1.
+a/an/the, collapse whitespace), the per-gold metrics `exact_match`, `squad_f1` (multiset token F1, HotpotQA's
+yes/no rule) and `sub_exact_match` (two-sided containment), and `squad_scores` (max over golds). Definitions
+follow MemAgent `taskutils/memory_eval/utils` (from the HotpotQA evaluation script); each function's docstring
+gives its edge cases.
 
 Invariants: every value is in [0, 1]; each metric is maximised over the golds independently; a missing prediction
 (None or not a str) scores 0 on all three and is counted in `stats`; never raises on model output.
@@ -42,7 +36,11 @@ def exact_match(pred: str, gold: str) -> float:
 
 
 def squad_f1(pred: str, gold: str, *, hotpot_yes_no: bool = True) -> float:
-    """SQuAD token F1 of one (prediction, gold) pair: multiset overlap of normalised tokens."""
+    """SQuAD token F1 of one (prediction, gold) pair: multiset overlap of normalised tokens.
+
+    With `hotpot_yes_no=True` (default, as MemAgent / HotpotQA), if either side normalises to "yes", "no" or
+    "noanswer" and they differ, f1 is 0. When either token list is empty, f1 = 1.0 if both are empty else 0.0
+    (official SQuAD rule)."""
     p, g = normalize_answer(pred), normalize_answer(gold)
     if hotpot_yes_no and (p in _YES_NO or g in _YES_NO) and p != g:
         return 0.0
@@ -57,6 +55,10 @@ def squad_f1(pred: str, gold: str, *, hotpot_yes_no: bool = True) -> float:
 
 
 def sub_exact_match(pred: str, gold: str) -> float:
+    """Normalised gold in normalised prediction OR prediction in gold (MemAgent's definition is two-sided).
+
+    Guard added here: an empty normalised prediction or gold (e.g. "the") is a substring of everything, so
+    either scores sub_em = em instead of 1."""
     p, g = normalize_answer(pred), normalize_answer(gold)
     if not p or not g:  # "" is in every string: only an exact (empty) match counts
         return float(p == g)

@@ -1,26 +1,17 @@
-"""The System interface and registry: what the one training loop (`python -m memjax.train`) needs to know
-about one agent system (MemAgent, the tiny task, SUMER, Memory-R1, Memory-R2, ...).
+"""The System interface and registry: what the one training loop (`python -m memjax.train`) needs to know about one
+agent system (MemAgent, the tiny task, SUMER, Memory-R1, Memory-R2, ...).
 
-Owns: `AgentSection` (base class of every system's config section, the `agent` field of TrainConfig),
-`System` (the per-system hooks), `register` / `get` / `names` (the registry keyed by `agent.name`).
-A system is a workflow (memjax/agents) plus its data stream, reward shaping, held-out evaluation and config
-section; everything else -- rollout driver, advantage estimators, losses, critic, optimizer, checkpoints,
-metrics, TensorBoard -- is shared and lives in memjax/rl and memjax/loop/ (the loop: memjax/loop/run.py; its CLI:
-memjax/cli/train.py).
+Owns: `AgentSection` (base class of every system's config section, TrainConfig's `agent`), `System` (the per-system
+hooks), `register` / `get` / `names` (the registry keyed by `agent.name`). A system is a workflow plus its data
+stream, reward shaping, held-out evaluation and config section; the rest is shared (memjax/rl, memjax/loop/).
 Invariants:
-- `agent.name` selects the system; `--set agent.name=X` swaps the section for X's default section
-  (memjax/config.py picks the AgentSection subclass whose default `name` is X), so every field is typed.
-- The sampling temperature has one source of truth: `System.temperature` (the section's `temperature`);
-  the trainer computes log-probs at that temperature.
-- `train_data` is a stateful stream: `next()` gives one generation batch (a list of samples),
-  `get_state()` a JSON-able state saved in every checkpoint, `set_state()` restores it; the stream depends
-  only on (section, seed), so a resumed run sees the same samples as an uninterrupted one. With several
-  processes the loop reads `shard_stream(stream, lo, hi)`: each process only its block of every generation
-  batch (CountingStream.shard reads nothing else; other streams are sliced, SlicedStream).
-- `stage(step)` splits training into curriculum stages (default one); a stage's data may depend on it (the
-  stream is a function of the position, so the system derives the step from it, as Memory-R2 does).
-- `workflow(...)` returns a fresh memjax.agents.Workflow; the loop runs it with
-  `run_workflow(engine, wf, samples, group_size=system.group_size, seed=<derived from (seed, step)>)`.
+- `agent.name` selects the system; `--set agent.name=X` swaps in X's default section, so every field is typed.
+- The sampling temperature has one source of truth, `System.temperature`; the trainer's log-probs use it.
+- `train_data` is a stateful stream (`next()` one generation batch, `get_state()` / `set_state()` saved in every
+  checkpoint) that depends only on (section, seed), so a resumed run sees the same samples; with several processes
+  the loop reads `shard_stream(stream, lo, hi)`, each process only its block of every batch.
+- `stage(step)` splits training into curriculum stages (default one); `workflow(...)` returns a fresh Workflow,
+  run with `run_workflow(engine, wf, samples, group_size=system.group_size, seed=<from (seed, step)>)`.
 """
 
 from __future__ import annotations

@@ -1,29 +1,17 @@
 """MemAgent accuracy vs document length (`python -m memjax.evaluate` with an EvalConfig): the paper's Table 2 run.
 
-Owns: where each length's questions come from (`length_sets`, `check_length_data`), the resumable run over them
-(`run_length_eval`), the per-length table with the paper's numbers beside it (results.json / results.md) and the
-accuracy-vs-length plot (accuracy.png).
-Data (`data_path`, one of):
-- a raw HotpotQA JSON: for each N in `num_docs`, RULER-HotpotQA contexts synthesised for the first `num_samples`
-  questions (memjax.data.hotpotqa);
-- a directory holding MemAgent's official `eval_{N}.json` files: for each N in `num_docs`, that file's first
-  `num_samples` records (the over-1M files, whose contexts are document numbers, need `docs_path`: the HotpotQA dev
-  JSON they index);
-- one file of ready questions (official parquet, one eval_{N}.json, or a plain JSONL; memjax/data/memagent_files.py):
-  its records grouped by their `num_docs` (0 when the file does not say), `num_docs` in the config unused.
+Owns: where each length's questions come from (`length_sets`, `check_length_data`: a raw HotpotQA JSON synthesised
+at each N of `num_docs`, a directory of MemAgent's official `eval_{N}.json` files, or one file of ready questions
+grouped by their `num_docs`; layouts in docs/memagent.md, 'Running'), the resumable run (`run_length_eval`), the
+per-length table with the paper's numbers (results.json / results.md) and the plot (accuracy.png).
 Invariants:
 - Scores are the `metrics` profile's (default `memagent`: the official ruler_hqa.py per-item rules).
-- Before the first batch one line estimates the cost (model turns and prompt tokens still to run, documents at the
-  official script's ~140 tokens); after each batch one line says what is done and the time left at its rate.
-- Items run in batches of `batch_items` questions; after each batch its traces are appended to traces.jsonl (one line
-  per trajectory: length, item number, id, scores, document tokens, seconds). A run that finds traces.jsonl and a
-  run.json with the same `run_key` (the config without out_dir) resumes: finished items are read back, never
-  recomputed; a different key starts afresh (the old files removed, said in one line). Each trajectory is sampled
-  with the seed it has in an uncut run (`first_trajectory`), so batching and resuming do not change results.
-- Only one batch of documents is held at a time: a 3.5M-token context costs its text and 4 bytes a token while its
-  batch runs (the engine's memory does not depend on the length: every prompt fits one window).
-- results.json / results.md are rewritten after every batch (`complete` false until the last length finishes);
-  the plot is drawn at the end. Several processes: each runs its share of every batch; process 0 writes.
+- Items run in batches of `batch_items`; each batch's traces are appended to traces.jsonl. A run that finds them with
+  the same `run_key` (the config without out_dir) resumes without recomputing finished items; another key starts
+  afresh (said in one line). Each trajectory keeps its uncut-run seed (`first_trajectory`), so batching and
+  resuming do not change results. One line estimates the cost up front, one per batch reports progress.
+- Only one batch of documents is held at a time (its text and 4 bytes a token); results are rewritten after every
+  batch (`complete` false until the last length), the plot at the end; with several processes process 0 writes.
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
-"""MemAgent on the one training loop: RULER-HotpotQA documents read chunk by chunk (memjax/systems/memagent/workflow.py).
+"""MemAgent on the one training loop: RULER-HotpotQA documents read chunk by chunk (memagent/workflow.py).
 
-`agent.data.path` is a raw HotpotQA JSON (RULER-HotpotQA synthesised at `data.num_docs` documents) or a file of
-ready questions, detected by content (memjax/data/memagent_files.py): MemAgent's official training parquet, an
-official eval_{N}.json, or a JSONL of {context, question, answers}; such a file is read as it is (`num_docs` does
-not apply), validated when the system is built (so `--check` names a bad row), and its last `eval_questions` records
-are the held-out set, never trained on.
-
-Owns `MemAgentSection` (the `agent` section: the workflow's MemAgentConfig, the HotpotQA data, DAPO's
-overlong shaping) and `MemAgentSystem`.
-Invariants: the training stream is grain's (memjax/data/sources.py make_pipeline over HotpotQASource, shuffled
-by `data.seed`, endless, drop_remainder, as a PipelineStream: with several processes each reads only its block
-of every batch) and its iterator state is what checkpoints save; the overlong
-penalty (DAPO) applies to the final-answer conversation's response length only (memory updates have a hard
-budget and no penalty); held-out evaluation is off unless `eval_questions` > 0 (greedy sub-EM on questions
-synthesised with a different data seed, so never trained on).
+Owns `MemAgentSection` (the `agent` section: the workflow's MemAgentConfig, the HotpotQA data, DAPO's overlong
+shaping) and `MemAgentSystem`. `agent.data.path` is a raw HotpotQA JSON (RULER-HotpotQA synthesised at
+`data.num_docs` documents) or a file of ready questions detected by content (memjax/data/memagent_files.py), read
+as it is, validated when the system is built (so `--check` names a bad row), its last `eval_questions` records held
+out and never trained on.
+Invariants: the training stream is grain's (make_pipeline over HotpotQASource, shuffled by `data.seed`, endless,
+drop_remainder, as a PipelineStream: each process reads only its block of every batch) and its iterator state is
+what checkpoints save; the overlong penalty (DAPO) applies to the final-answer conversation's response length only
+(memory updates have a hard budget and no penalty); held-out evaluation is off unless `eval_questions` > 0 (greedy
+sub-EM on questions synthesised with a different data seed, so never trained on).
 """
 
 from __future__ import annotations

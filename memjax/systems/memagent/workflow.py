@@ -1,29 +1,17 @@
 """The MemAgent workflow: read a document chunk by chunk, overwrite a token memory, answer from it.
 
-Owns: the reference prompt templates (verbatim), prompt assembly at token-id level, and the
-trajectory state machine, as a `Workflow` that `run_workflow` (memjax/agents/workflow.py) drives with every
-(sample x rollout) trajectory in flight.
+Owns: the reference prompt templates (verbatim), prompt assembly at token-id level, and the trajectory state
+machine, as a `Workflow` that `run_workflow` drives; its RolloutBatch rows have role 0 = memory update, 1 = answer.
 Invariants:
-- The document is tokenised once (`encode_document`: a text over `PIECE_CHARS` characters in pieces, cut after a
-  newline before an ASCII letter, ids equal to encoding it whole) and cut into chunks of `chunk_tokens` ids; the
-  question is tokenised once (first `max_query_tokens` ids kept); the memory is the previous turn's generated ids
-  with the trailing stop token removed (and ids in the model's vocabulary padding, which carry no text, dropped and
-  counted), spliced in as ids (never re-tokenised). Only template text is encoded.
-- A trajectory has ceil(doc_tokens / chunk_tokens) memory-update conversations then one final
-  conversation; turn t+1 is submitted the moment turn t finishes, so trajectories advance independently.
-- Sampling seeds depend only on (config seed, trajectory, turn) (the driver's formula): results do not
-  depend on scheduling.
-- The G rollouts of a sample share identical first-turn prompts, which the engine prefix-shares.
-- Every prompt fits the engine window with room for its generation budget (checked up front).
-- The reward is MemAgent's official training reward by default (`reward="official"`:
-  memjax.rewards.memagent_official.memagent_reward_official, the official `compute_score` value for value);
-  `reward="lenient"` names memjax's own reader (memjax.rewards.memagent_reward); a `reward_fn` given to the
-  constructor overrides both.
-- The document's ids are held as one int32 array (4 bytes a token; released when the trajectory ends), so a
-  trajectory's host memory is the document plus a constant. Encoding a text whole costs the tokenizer ~600 bytes a
-  token at its peak (4.2M tokens: 2.8 GB); in pieces, one piece's worth.
-Output: a RolloutBatch (one row per conversation; role 0 = memory update, 1 = final answer), per-sample
-rewards, and a readable trace (memory text after every chunk, final answer) per trajectory.
+- The document is tokenised once (`encode_document`: long texts in pieces, ids equal to encoding it whole) and cut
+  into chunks of `chunk_tokens` ids; the question once (first `max_query_tokens` ids); the memory is the previous
+  turn's generated ids minus the stop token (vocabulary-padding ids dropped and counted), spliced in as ids, never
+  re-tokenised. Only template text is encoded. The document's ids are one int32 array, released at the end.
+- A trajectory has ceil(doc_tokens / chunk_tokens) memory-update conversations then one final conversation; turn
+  t+1 is submitted when turn t finishes. The G rollouts of a sample share first-turn prompts (prefix-shared); every
+  prompt fits the engine window with its generation budget (checked up front).
+- The reward is MemAgent's official training reward by default (`reward="official"`); `reward="lenient"` names
+  memjax's reader; a `reward_fn` overrides both.
 """
 
 from __future__ import annotations

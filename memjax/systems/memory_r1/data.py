@@ -1,24 +1,15 @@
 """Memory-R1's inputs: dialogue turns, QA items, retrieval over a changing bank, and the training tuples.
 
-Owns:
-- `TurnInput`, `QA`, `ManagerSample` (one single-step manager tuple), `AnswerSample` (one question with its
-  retrieved memories), `turn_inputs(conv)`, `qa_items(questions)`;
-- `MemoryIndex`: cosine retrieval over a `MemoryBank` whose records change (embeddings are computed for records
-  that have none and stored on them, so an unchanged record is embedded once; `apply_mem0` drops the embedding of
-  an updated record, so its new text is re-embedded);
-- `manager_samples(...)`: Alg. 1's training tuples in the single-step form; `answer_sample(...)`: Alg. 2's.
-
-Choices where the paper is silent (memjax's own):
-- Per-speaker banks are one `MemoryBank` whose records carry the speaker of the turn they came from; retrieval
-  filters by speaker. A turn's facts go to its speaker's bank.
-- Related memories for the manager (Alg. 3's TopK(f, M), k n/g): as Mem0, the top `related_k` (default 5) of the
-  speaker's memories for each extracted fact, merged in retrieval order without duplicates.
-- Answer-agent memories: the top `answer_top_k` (30) of each speaker's memories by cosine to the question (60 in
-  all), best first, each with its session date.
-- A turn's tuple (Alg. 1): the bank is the construction pass's bank after the previous turn, restricted to the
-  records drawn from the previous `history_turns` turns (Alg. 1 says 50, Appendix B says 24; default 50), i.e.
-  records with a dia_id in that window. "QAs linked to turn t" = the questions whose evidence includes t's dia_id.
-  Turns with no extracted fact or no linked question give no tuple (the manager has nothing to decide or no reward).
+Owns: `TurnInput`, `QA`, `ManagerSample` (one single-step manager tuple), `AnswerSample` (one question with its
+retrieved memories), `turn_inputs(conv)`, `qa_items(questions)`; `MemoryIndex` (cosine retrieval over a changing
+`MemoryBank`: a record is embedded once, and again only after `apply_mem0` changed its text); `manager_samples`
+(Alg. 1's training tuples in the single-step form) and `answer_sample` (Alg. 2's).
+Choices where the paper is silent (memjax's own): one bank whose records carry their turn's speaker, retrieval
+filtering by speaker; the manager's related memories are, as in Mem0, the top `related_k` (5) of the speaker's
+memories per fact, merged in retrieval order; the answer agent gets the top `answer_top_k` (30) per speaker, best
+first, with session dates; a turn's tuple uses the bank after the previous turn restricted to records from the
+previous `history_turns` (50; Alg. 1 says 50, Appendix B 24) turns, "QAs linked to turn t" are those whose
+evidence includes t's dia_id, and a turn with no fact or no linked question gives no tuple.
 Invariants: snapshots are never mutated (a sample's bank is restored into a fresh MemoryBank per trajectory);
 retrieval ties keep bank order; everything is deterministic given the embedder.
 """

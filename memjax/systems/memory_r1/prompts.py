@@ -2,24 +2,14 @@
 
 Owns:
 - `MANAGER_PROMPT`: Fig. 9 (the Memory Manager; Mem0's update-memory instructions as the paper condenses them),
-  verbatim as printed, line breaks included (as `memjax.rewards.locomo.JUDGE_PROMPT` keeps Fig. 12's): a figure's
-  layout wraps cannot be told from real newlines, so every byte of the figure is kept.
-- `manager_prompt(old_memory, facts)`: Mem0's `get_update_memory_messages` wrapper around it (the paper gives no
-  wrapper; memjax takes Mem0's), byte for byte including its odd indentation; `old_memory` is the
-  `[{"id": "0", "text": ...}]` view of `memjax.memory.mem0_view` and both lists are rendered with Python's `repr`,
-  as Mem0's f-string renders them.
-- `ANSWER_INSTRUCTIONS` + `answer_prompt(...)`: Fig. 11 (the Answer Agent with memory distillation): the
-  instructions verbatim, then `Memories for user {A}:` with one `- {date}: {memory}` line per memory, the same for
-  B, a blank line and `Question: {q}`, exactly the figure's layout (its "... (In total 30 ...) ..." lines are
-  elisions, not text). A memory without a date is written `- {memory}` (our choice; LoCoMo sessions all have one).
-  `distill=False` is the "no memory distillation" ablation, whose prompt the paper does not print; our choice:
-  drop instruction 9 (select memories first) and approach step 8 (output the memories first) and renumber
-  instruction 10 to 9, everything else unchanged.
-- `EXTRACT_PROMPT` + `extract_messages`: fact extraction, an untrained call whose prompt the paper does not give;
-  we use Mem0's `FACT_RETRIEVAL_PROMPT` (system message) with `Input:\n{speaker}: {text}` as the user message.
-  Mem0 writes today's date into it; we write the session's LoCoMo date_time instead (deterministic).
-- `JUDGE_PROMPT` (Fig. 12): re-exported from memjax.rewards.locomo, where the judges use it.
-- Parsers that never raise: `parse_facts` (`{"facts": [...]}`), `parse_answer` (text after the last `**Answer:**`).
+  verbatim as printed, line breaks included: a figure's layout wraps cannot be told from real newlines, so every
+  byte of the figure is kept; `manager_prompt(old_memory, facts)` wraps it in Mem0's update-memory wrapper;
+- `ANSWER_INSTRUCTIONS` + `answer_prompt(...)`: Fig. 11 (the Answer Agent with memory distillation), and its
+  `distill=False` ablation;
+- `EXTRACT_PROMPT` + `extract_messages`: fact extraction, an untrained call (Mem0's `FACT_RETRIEVAL_PROMPT`);
+- `JUDGE_PROMPT` (Fig. 12): re-exported from memjax.rewards.locomo, where the judges use it;
+- parsers that never raise: `parse_facts` (`{"facts": [...]}`), `parse_answer` (text after the last `**Answer:**`).
+Where the paper is silent (wrapper, dates, the ablation's prompt), each function's docstring says memjax's choice.
 Invariants: prompts are pure functions of their arguments; parsers return a `source` naming the fallback they took
 so callers count malformed output instead of failing on it.
 """
@@ -199,7 +189,11 @@ _MANAGER_TAIL = """
 
 
 def manager_prompt(old_memory: Sequence[dict], facts: Sequence[str], *, instructions: str = MANAGER_PROMPT) -> str:
-    """The Memory Manager's user message: `instructions` (Fig. 9) in Mem0's update-memory wrapper."""
+    """The Memory Manager's user message: `instructions` (Fig. 9) in Mem0's update-memory wrapper.
+
+    The paper gives no wrapper; memjax takes Mem0's `get_update_memory_messages`, byte for byte including its odd
+    indentation. `old_memory` is the `[{"id": "0", "text": ...}]` view of `memjax.memory.mem0_view`; both lists are
+    rendered with Python's `repr`, as Mem0's f-string renders them."""
     part = _MANAGER_OLD.replace("{old}", repr(list(old_memory))) if old_memory else _MANAGER_EMPTY
     return f"{instructions}\n\n    {part}" + _MANAGER_TAIL.replace("{facts}", repr(list(facts)))
 
@@ -210,7 +204,13 @@ def _memory_lines(memories: Sequence[tuple[str | None, str]]) -> str:
 
 def answer_prompt(question: str, speaker_a: str, memories_a: Sequence[tuple[str | None, str]], speaker_b: str,
                   memories_b: Sequence[tuple[str | None, str]], *, distill: bool = True) -> str:
-    """Fig. 11's prompt; memories are (date_time or None, text) pairs, best first."""
+    """Fig. 11's prompt; memories are (date_time or None, text) pairs, best first.
+
+    The instructions verbatim, then `Memories for user {A}:` with one `- {date}: {memory}` line per memory, the same
+    for B, a blank line and `Question: {q}`, the figure's layout (its "... (In total 30 ...) ..." lines are
+    elisions, not text). A memory without a date is written `- {memory}` (our choice). `distill=False` is the "no
+    memory distillation" ablation, whose prompt the paper does not print; our choice: drop instruction 9 (select
+    memories first) and approach step 8 (output the memories first) and renumber instruction 10 to 9."""
     head = ANSWER_INSTRUCTIONS if distill else ANSWER_INSTRUCTIONS_NO_DISTILL
     return (f"{head}\nMemories for user {speaker_a}:\n{_memory_lines(memories_a)}"
             f"Memories for user {speaker_b}:\n{_memory_lines(memories_b)}\nQuestion: {question}")
@@ -266,7 +266,11 @@ You should detect the language of the user input and record the facts in the sam
 
 def extract_messages(speaker: str, text: str, date: str | None, *, instructions: str = EXTRACT_PROMPT
                      ) -> list[dict[str, str]]:
-    """Chat messages of the fact-extraction call for one dialogue turn."""
+    """Chat messages of the fact-extraction call for one dialogue turn.
+
+    The paper does not give this prompt; memjax uses Mem0's `FACT_RETRIEVAL_PROMPT` as the system message and
+    `Input:\n{speaker}: {text}` as the user message. Mem0 writes today's date into it; memjax writes the session's
+    LoCoMo date_time instead (deterministic)."""
     return [{"role": "system", "content": instructions.replace("{date}", date or "unknown")},
             {"role": "user", "content": f"Input:\n{speaker}: {text}"}]
 

@@ -1,27 +1,17 @@
 """Memory-R1 on the one training loop: `memory_r1_manager` (stage 1) and `memory_r1_answer` (stage 2).
 
 Owns the two config sections and Systems. Both train on the `memory_r1` LoCoMo split (train conv-26, held-out
-evaluation on its validation part conv-30), PPO (advantage.estimator="gae" with the critic) or GRPO
-(group_size > 1), as configs/memory_r1/train_manager.py and configs/memory_r1/train_answer.py choose.
-
+evaluation on conv-30), PPO (GAE with the critic) or GRPO (group_size > 1), as configs/memory_r1/ choose.
 Decisions (the paper leaves them open; memjax's own):
-- The frozen helper model: `setup` builds ONE frozen model, a copy of the initial policy's parameters in its
-  compute dtype (fresh buffers: the trainer may donate the policy's; systems.base.frozen_copy) or the HF checkpoint named by `frozen_hf_path`, on its own Engine
-  (`frozen_engine`: a bounded KV pool, so both engines fit one device). It plays every untrained part: the fact
-  extractor, the manager that builds the preceding-turns bank (the paper used GPT-4o-mini), and, in stage 1, the
-  frozen answer agent that scores the manager (`held_models`: memjax.plan's answer_agent_* rows; its pool sleeps
-  through the update). In stage 2 it is the fixed manager (pass the stage-1 checkpoint as `frozen_hf_path` to
-  answer from a trained manager's bank); it is freed once the banks are built, so training holds no second model.
-- Banks are built once in `setup` by a greedy construction pass over each conversation of the train and
-  evaluation parts (memjax.systems.memory_r1.workflow.construct), kept in memory.
-- Stage 1 samples are Alg. 1's single-step tuples (memjax.systems.memory_r1.data.manager_samples: bank from the
-  previous `history_turns` turns, linked questions = evidence includes the turn); reward = mean EM of the frozen
-  agent over the turn's linked questions after applying the sampled operations.
-- Stage 2 samples are the split part's questions with 30 + 30 memories retrieved from the final bank; reward = EM.
-- The training stream cycles through the samples in a fresh permutation per epoch drawn from (seed, epoch).
-- `evaluate` runs the same workflow greedily on the evaluation part (`eval_limit` samples at most, 0 = all):
-  stage 1 reports the frozen agent's EM after the manager's operations (`em`) and operation counts; stage 2 EM,
-  token-set F1 (`f1`) and unmarked answers.
+- ONE frozen helper model (`setup`: a copy of the initial policy in its compute dtype, fresh buffers since the trainer
+  may donate the policy's, or `frozen_hf_path`) on its own bounded-pool Engine plays every untrained part: the fact
+  extractor, the bank-building manager and, in stage 1, the frozen answer agent that scores the manager (its pool
+  sleeps through the update); in stage 2 it is the fixed manager, freed once the banks are built.
+- Banks are built once in `setup` by a greedy construction pass over each conversation, kept in memory.
+- Stage 1 samples are Alg. 1's single-step tuples, reward = the frozen agent's mean EM over the turn's linked
+  questions after the sampled operations; stage 2 samples are the questions with 30 + 30 retrieved memories,
+  reward = EM. The stream cycles through a fresh permutation per epoch drawn from (seed, epoch).
+- `evaluate` runs the workflow greedily on the evaluation part (stage 1: `em`, op counts; stage 2: EM, F1, unmarked).
 """
 
 from __future__ import annotations

@@ -1,28 +1,17 @@
 """Memory-R1 workflows: memory construction, the Memory Manager (single step, frozen-answer-agent reward) and the
 Answer Agent (memory distillation), on `run_workflow`.
 
-Owns `MemoryR1Config` and three Workflows:
-- `ConstructionWorkflow`: one trajectory per conversation (Alg. 3). Every turn's fact extraction is submitted at
-  the start (extraction does not depend on the bank); the manager then runs turn by turn, each call as soon as its
-  turn's facts and the previous turn's operations are in: related memories (MemoryIndex.related) -> Fig. 9 prompt
-  in Mem0's wrapper with small integer ids -> `apply_mem0` maps them back to real ids. Turns without facts skip the
-  manager. Trace: the final bank, the bank snapshot after every turn, the facts of every turn. Nothing is trained.
-- `ManagerWorkflow`: one manager call per ManagerSample (bank before the turn, the turn's extracted facts); its
-  operations are applied to a private copy of the bank and the frozen answer agent (`answer_fn`) answers the
-  turn's linked questions from it; reward = mean exact match over those questions (Alg. 1, single-step form:
-  a one-step bandit).
-- `AnswerWorkflow`: one answer call per AnswerSample (Fig. 11 prompt with 30 + 30 memories), reward = exact match
-  of the text after `**Answer:**`.
-`FrozenAnswerer` is the frozen answer agent: greedy generation on its own Engine (a copy of the initial policy
-or any checkpoint), called synchronously from `ManagerWorkflow.react` for one trajectory's questions.
-
-Conventions: exact match = SQuAD normalisation then equality (`memjax.rewards.squad.exact_match`; EM
-normalisation is n/g). Unparseable manager output applies nothing and is counted (`bad_json`), as are individual
-invalid events (`bad_id`, `malformed`); unparseable extraction gives no facts (`extract_unparsed`); answers
-without `**Answer:**` are counted (`answer_loose`, `answer_unmarked`). UPDATE replaces the record in place (Alg. 3's
-M \\ M_old U M_tmp reading). Prompts longer than `max_prompt_tokens` drop their lowest-ranked memories (counted in
-`memories_dropped`) until they fit. Loss mask: the prompt is masked, the whole generation trained (run_workflow's
-default conversations); construction and frozen-agent calls are never trained.
+Owns `MemoryR1Config`, `FrozenAnswerer` (greedy generation on its own Engine, called synchronously from
+`ManagerWorkflow.react`) and three Workflows:
+- `ConstructionWorkflow`: one trajectory per conversation (Alg. 3): all fact extractions submitted at the start,
+  then the manager turn by turn (related memories -> Fig. 9 prompt with small integer ids -> `apply_mem0`); traces
+  the bank after every turn. Nothing is trained.
+- `ManagerWorkflow`: one manager call per ManagerSample; its operations go to a private copy of the bank and the
+  frozen answer agent answers the turn's linked questions; reward = mean exact match (a one-step bandit).
+- `AnswerWorkflow`: one answer call per AnswerSample (Fig. 11, 30 + 30 memories), reward = exact match.
+Conventions: exact match = SQuAD normalisation then equality; malformed output applies nothing and is counted;
+UPDATE replaces in place; prompts over `max_prompt_tokens` drop their lowest-ranked memories (counted); the prompt
+is masked and the whole generation trained; construction and frozen-agent calls are never trained.
 """
 
 from __future__ import annotations

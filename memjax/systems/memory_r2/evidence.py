@@ -1,18 +1,16 @@
-"""How Memory-R2 reads a LoCoMo question's evidence list: the official reading (default) or memjax's repair.
+r"""How Memory-R2 reads a LoCoMo question's evidence list: the official reading (default) or memjax's repair.
 
 Owns: `EVIDENCE_READINGS`, `read_evidence_official(raw)` and `questions_as_read(questions, reading)`.
-- "official" (MemoryR2Section.evidence default): ahmedehabb/Memory-R2 @357b4ec data/locomo/data_preprocess.py reads
-  each evidence string with `parse_dia_id` (`re.match(r"D(\\d+):(\\d+)", s.strip())`, anchored at the start only)
-  and keeps the strings that give a (session, turn) pair (categorize_qas_by_recency, extract_evidence_per_session).
-  So a malformed string holding several ids yields only its FIRST id ("D8:6; D9:17" -> D8:6, "D9:1 D4:4 D4:6" ->
-  D9:1), "D:11:26" and "D" yield nothing, leading zeros are read as numbers ("D30:05" -> D30:5), text after the id
-  is ignored ("D2:4:6" -> D2:4), and ids naming no turn of the conversation are kept. A question whose evidence
-  reads as nothing is skipped (categorize_qas_by_recency's `if not evidence_tuples: continue`). Equal to the
-  official function on tests/fixtures/evidence_goldens_memory_r2.json (scripts/gen_evidence_goldens_memory_r2.py).
-- "repaired" (memjax's own reading, a named option): the LoCoMo loader's `Question.evidence` (memjax/data/locomo.py:
-  every id of a multi-id string, stray colons and leading zeros repaired, ids naming no turn dropped).
-In LoCoMo 10 the readings differ on six strings; one is in a Memory-R2 training conversation (conv-43: "D:11:26").
-The evidence sets a question's credited sessions, the local branch's Q_t and M-Fail (memjax/systems/memory_r2/).
+- "official" (MemoryR2Section.evidence default): ahmedehabb/Memory-R2 @357b4ec data/locomo/data_preprocess.py's
+  `parse_dia_id` (`re.match(r"D(\d+):(\d+)", s.strip())`, anchored at the start only): a malformed string holding
+  several ids yields only its FIRST id ("D8:6; D9:17" -> D8:6), "D:11:26" and "D" yield nothing, leading zeros are
+  read as numbers ("D30:05" -> D30:5), text after the id is ignored ("D2:4:6" -> D2:4), ids naming no turn are
+  kept, and a question whose evidence reads as nothing is skipped. Equal to the official function on
+  tests/fixtures/evidence_goldens_memory_r2.json (scripts/gen_evidence_goldens_memory_r2.py).
+- "repaired" (memjax's own reading, a named option): the LoCoMo loader's `Question.evidence` (every id of a
+  multi-id string, stray colons and leading zeros repaired, ids naming no turn dropped).
+Where the readings differ on LoCoMo 10: docs/metric_profiles.md (the evidence row). The evidence sets a question's
+credited sessions, the local branch's Q_t and M-Fail.
 """
 
 from __future__ import annotations

@@ -1,35 +1,17 @@
-"""Memory-R2 message building and model-output parsing: the turn view, extractor / manager / answer-agent
-messages, candidate memories for the manager, fact and answer parsing.
+"""Memory-R2 message building and model-output parsing: the turn view, extractor / manager / answer-agent messages,
+candidate memories for the manager, fact and answer parsing.
 
-Owns (pure functions over memjax.memory records; the texts are memory_r2_prompts.py's, unchanged):
-- `format_turns(turns)` -> [{"speaker", "text", "dia_id"}]: the public code's turn view, a blip caption
-  appended to the text as " [Sent an image showing <caption>]".
-- `extractor_message(turns, first)`: EXTRACTOR_USER with `{turns}` = Python `str()` of that list (not JSON:
-  the code formats the list object itself); chats' later messages (first=False) start with EXTRACTOR_PREFIX.
-- `parse_facts(text)` -> (facts, FactStats): the first JSON object of the text (``` fences allowed) must hold a
-  "facts" list; each item needs a non-empty string "fact" and a string "speaker"; "dia_id" must be a string
-  (anything else becomes "" and is counted). Never raises; a bad object is a counted no-op (no facts).
-- `select_candidates(...)`: per fact, the top `top_k` memories of the fact's speaker (same_speaker=True, as
-  the code's search(speaker=...)) with cosine >= threshold, best first; de-duplicated across facts in
-  first-seen order, at most `max_total` (25). Ties keep bank order.
-- `manager_payload(facts, related, bank_view)` / `manager_message(payload, first)`: MANAGER_TEMPLATE with
-  `{new_facts}` = json.dumps({"memories": [...], "facts": [...]}, indent=2) (json's defaults, ASCII escapes,
-  as the code), a fact carrying {"speaker", "dia_id", "fact", "related_memory_ids"}; later messages start
-  with MANAGER_PREFIX.
-- `qa_prompt(...)`: QA_TEMPLATE with each speaker's memories as json.dumps([{"session_time", "content"}],
-  indent=2), contents de-duplicated (first kept), in retrieval order.
-- `parse_answer(text)`: the text inside the last <answer>...</answer> (stripped), None when absent
-  (memjax's earlier reader; answer parser "last_tag").
-- `parse_answer_official(text)`: the answer as Memory-R2's official `extract_answer_from_text` reads it
-  (ahmedehabb/Memory-R2 @357b4ec src/verl/verl/rema_trainer/memory/utils/parse_response.py; answer parser
-  "official"), the first rule that matches, in order:
-    1. the FIRST <answer>...</answer>, tag names case-insensitive, content stripped;
-    2. `**Answer:**` then optional whitespace (newlines included): the rest of that line, not stripped;
-    3. `**Answer:` then optional whitespace: the shortest text up to the next `**`;
-    4. `Answer:` anywhere then optional whitespace: the rest of that line, not stripped.
-  Rules 2-4 are case-sensitive. None when no rule matches (the official code returns "", which is what
-  the answer agent then uses; None lets it count the miss). Non-strings: None.
+Owns pure functions over memjax.memory records; the texts are memory_r2/prompts.py's, unchanged, and each function
+fills them exactly as the public code does (its docstring says how):
+- `format_turns(turns)` -> [{"speaker", "text", "dia_id"}]: the public code's turn view, a blip caption appended
+  to the text as " [Sent an image showing <caption>]";
+- `extractor_message`, `manager_payload` / `manager_message`, `qa_prompt`: the three roles' user messages;
+- `select_candidates(...)`: per fact, the top memories of the fact's speaker, de-duplicated, at most 25 in all;
+- `parse_facts(text)` -> (facts, FactStats), `parse_answer` (answer parser "last_tag") and `parse_answer_official`
+  (answer parser "official", Memory-R2's `extract_answer_from_text`), `answer_parser(name)`;
 - `VectorCache`: embeddings of memory contents, each distinct text encoded once per cache.
+Invariants: parsers never raise on model output; a malformed fact or object is dropped and counted; ties keep bank
+order.
 """
 
 from __future__ import annotations
@@ -72,6 +54,8 @@ def format_turns(turns: Iterable[Any]) -> list[dict[str, str]]:
 
 
 def extractor_message(turns: Iterable[Any], *, first: bool) -> str:
+    """EXTRACTOR_USER with `{turns}` = Python `str()` of `format_turns(turns)` (not JSON: the public code formats the
+    list object itself); a chat's later messages (first=False) start with EXTRACTOR_PREFIX."""
     body = EXTRACTOR_USER.replace("{turns}", str(format_turns(turns)))
     return body if first else EXTRACTOR_PREFIX + body
 
@@ -92,6 +76,10 @@ class FactStats:
 
 
 def parse_facts(text: object, stats: FactStats | None = None) -> tuple[list[Fact], FactStats]:
+    """(facts, stats): the first JSON object of the text (``` fences allowed) must hold a "facts" list.
+
+    Each item needs a non-empty string "fact" and a string "speaker"; "dia_id" must be a string (anything else
+    becomes "" and is counted). Never raises; a bad object is a counted no-op (no facts)."""
     stats = stats if stats is not None else FactStats()
     obj = parse_json_object(text)
     items = obj.get("facts") if obj is not None else None
@@ -146,7 +134,11 @@ def top_memories(records: Sequence[MemoryRecord], vecs: np.ndarray, query: np.nd
 def select_candidates(records: Sequence[MemoryRecord], facts: Sequence[Fact], cache: VectorCache, *,
                       top_k: int = 5, threshold: float = 0.1, max_total: int = 25,
                       same_speaker: bool = True) -> tuple[list[MemoryRecord], list[list[str]]]:
-    """(candidate records, per-fact related memory ids); see the module docstring."""
+    """(candidate records, per-fact related memory ids).
+
+    Per fact, the top `top_k` memories of the fact's speaker (same_speaker=True, as the code's search(speaker=...))
+    with cosine >= threshold, best first; de-duplicated across facts in first-seen order, at most `max_total`.
+    Ties keep bank order."""
     related: list[list[str]] = [[] for _ in facts]
     if not records or not facts:
         return [], related
@@ -173,6 +165,9 @@ def manager_payload(facts: Sequence[Fact], related: Sequence[Sequence[str]],
 
 
 def manager_message(payload: dict[str, Any], *, first: bool) -> str:
+    """MANAGER_TEMPLATE with `{new_facts}` = json.dumps({"memories": [...], "facts": [...]}, indent=2) (json's defaults,
+    ASCII escapes, as the code); a fact carries {"speaker", "dia_id", "fact", "related_memory_ids"}
+    (`manager_payload`); later messages (first=False) start with MANAGER_PREFIX."""
     body = MANAGER_TEMPLATE.replace("{new_facts}", json.dumps(payload, indent=2))
     return body if first else MANAGER_PREFIX + body
 
@@ -188,6 +183,8 @@ def qa_memories(records: Sequence[MemoryRecord]) -> list[dict[str, Any]]:
 
 def qa_prompt(speaker_1: str, speaker_2: str, memories_1: Sequence[MemoryRecord],
               memories_2: Sequence[MemoryRecord], question: str) -> str:
+    """QA_TEMPLATE with each speaker's memories as json.dumps([{"session_time", "content"}], indent=2), contents
+    de-duplicated (first kept), in retrieval order."""
     return (QA_TEMPLATE.replace("{{speaker_1}}", speaker_1).replace("{{speaker_2}}", speaker_2)
             .replace("{{speaker_1_memories}}", json.dumps(qa_memories(memories_1), indent=2))
             .replace("{{speaker_2_memories}}", json.dumps(qa_memories(memories_2), indent=2))
@@ -195,6 +192,8 @@ def qa_prompt(speaker_1: str, speaker_2: str, memories_1: Sequence[MemoryRecord]
 
 
 def parse_answer(text: object) -> str | None:
+    """The text inside the last <answer>...</answer> (stripped), None when absent (memjax's earlier reader; answer
+    parser "last_tag")."""
     if not isinstance(text, str):
         return None
     found = _ANSWER.findall(text)
@@ -202,6 +201,14 @@ def parse_answer(text: object) -> str | None:
 
 
 def parse_answer_official(text: object) -> str | None:
+    """The answer as Memory-R2's official `extract_answer_from_text` reads it (@357b4ec
+    src/verl/verl/rema_trainer/memory/utils/parse_response.py; answer parser "official"): the first rule that matches,
+      1. the FIRST <answer>...</answer>, tag names case-insensitive, content stripped;
+      2. `**Answer:**` then optional whitespace (newlines included): the rest of that line, not stripped;
+      3. `**Answer:` then optional whitespace: the shortest text up to the next `**`;
+      4. `Answer:` anywhere then optional whitespace: the rest of that line, not stripped.
+    Rules 2-4 are case-sensitive. None when no rule matches (the official code returns "", which is what the answer
+    agent then uses; None lets it count the miss). Non-strings: None."""
     if not isinstance(text, str):
         return None
     for pattern, strip in _OFFICIAL_RULES:

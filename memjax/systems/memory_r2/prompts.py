@@ -1,29 +1,17 @@
 """Memory-R2's prompt texts, byte-exact from its public code (ahmedehabb/Memory-R2, Apache-2.0).
 
-Owns only text; memory_r2_messages.py fills and parses it. Sources (repository paths, the commit the text was
-read at; tests/fixtures/memory_r2/ holds the texts extracted from the source files, with the files' hashes, and
-tests/unit/systems/memory_r2/test_memory_r2_prompts.py checks these constants against them byte for byte):
-- `EXTRACTOR_SYSTEM` = MEMORY_REASONER_PROMPT and `MANAGER_SYSTEM` = MEMORY_EXECUTOR_PROMPT of
-  prompt/math/multi_turn_mamrp.py @ f6d3e049a0f14f9e04809bfd1cfe48777590c0a7 (both `.strip()`ed there, so
-  here too). An older revision of that file (@0470387) has shorter texts.
-- `EXTRACTOR_SYSTEM_85AEEB1` / `MANAGER_SYSTEM_85AEEB1`: the same two prompts @ 85aeeb1 (equal at 357b4ec, the
-  HEAD). They differ materially: facts from BOTH speakers (f6d3e04: "ONLY from user messages"), self-contained
-  third-person facts naming the speaker, a temporal rule; the manager reads each fact's `related_memory_ids`, is
-  told they may be noise, gets a decision order and new UPDATE / NO-OP examples. `PROMPT_REVISIONS` /
-  `system_prompts(revision)` select a pair: "85aeeb1" is the default (`MemoryR2Config.prompt_revision`), the
-  revision the official code has when the paper's LoGo runs were made; "f6d3e04" is memjax's earlier text.
+Owns only text, none of it memjax's own wording; memory_r2/messages.py fills and parses it. tests/fixtures/memory_r2/
+holds the texts extracted from the source files, with the files' hashes, and test_memory_r2_prompts.py checks these
+constants against them byte for byte. Sources (repository path @ the commit the text was read at):
+- `EXTRACTOR_SYSTEM` / `MANAGER_SYSTEM`: MEMORY_REASONER_PROMPT / MEMORY_EXECUTOR_PROMPT of
+  prompt/math/multi_turn_mamrp.py @ f6d3e049a0f14f9e04809bfd1cfe48777590c0a7 (`.strip()`ed there, so here too);
+  `EXTRACTOR_SYSTEM_85AEEB1` / `MANAGER_SYSTEM_85AEEB1`: the same two @ 85aeeb1 (equal at the HEAD 357b4ec), the
+  default; `PROMPT_REVISIONS` / `system_prompts(revision)` select a pair (how they differ: docs/metric_profiles.md,
+  'Memory-R2 prompt revision');
 - `MANAGER_TEMPLATE`: src/verl/verl/rema_trainer/memory/prompts/memory_v2.txt
-  @ bd60ebc169770f8c75753d3406ee739b6c629488, the revision whose `{new_facts}` is the JSON object
-  {"memories": [...], "facts": [... "related_memory_ids"]} (placeholder filled with str.replace, as there).
-- `QA_TEMPLATE`: src/verl/verl/rema_trainer/memory/prompts/qa.txt @ 70c7ec37b1a751f9e5b7da2b2b96be5f012f266a
-  (the answer agent; placeholders `{{speaker_1}}`, `{{speaker_2}}`, `{{speaker_1_memories}}`,
-  `{{speaker_2_memories}}`, `{{question}}`, filled with str.replace).
-- `EXTRACTOR_USER`, `EXTRACTOR_PREFIX`, `MANAGER_PREFIX`: string literals of
-  src/verl/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py (generate_fact_prompts and the multi-turn
-  chat builder): the extractor's user message (`{turns}` = Python `str()` of the formatted turn list, filled
-  with str.format there, so with a plain replace here), and the prefixes every chat's user message after its
-  first (chunks >= 2 of a session) starts with.
-Nothing here is memjax's own wording.
+  @ bd60ebc169770f8c75753d3406ee739b6c629488; `QA_TEMPLATE`: .../memory/prompts/qa.txt
+  @ 70c7ec37b1a751f9e5b7da2b2b96be5f012f266a (both filled with str.replace);
+- `EXTRACTOR_USER`, `EXTRACTOR_PREFIX`, `MANAGER_PREFIX`: literals of .../vllm_rollout/vllm_rollout_spmd.py.
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
-"""Memory-R2's reward: question crediting, the frozen answer agent, F1 minus the compression penalty.
+r"""Memory-R2's reward: question crediting, the frozen answer agent, F1 minus the compression penalty.
 
 Owns:
-- `word_count(text)`: Tok of the paper = the number of `\\b\\w+\\b` matches (the public code's count; a
-  memory's size is `MemoryBank.words()`, the same count over record contents). C_t, the dialogue size of
-  sessions 1..t, counts the turn texts only, as the public code's data_preprocess.py does
-  (`MemoryR2Config.dialogue_captions=True`: as the extractor sees them, image caption appended).
-  Words, not tokenizer tokens: the count does not depend on the policy's tokenizer.
-- `compression_penalty(memory_words, dialogue_words, lam, alpha)` = lam * max(0, Tok(M) - alpha C_t) / C_t
-  (0 when C_t = 0), and `session_reward(f1s, ...)` = mean(f1s) - penalty. A session with no credited question
-  (paper-silent) has F1 term 0, so its reward is the penalty alone.
-- `credit_sessions(questions, sessions)`: session index -> questions with any evidence id "D<s>:<t>" in that
-  session (the public code's global crediting: a question counts for EVERY session holding some of its
-  evidence); sessions outside `sessions` credit nothing.
-- Answer agents, `answer(bank, speakers, questions) -> list[str]`, frozen (never trained here):
-  `OverlapAnswerAgent` (NOT a model: answers with the single memory closest to the question; tests and smoke
-  runs) and `EngineAnswerAgent` (qa.txt on a memjax Engine at temperature 0, the answer read by `parser`:
-  "official" = Memory-R2's extract_answer_from_text, "last_tag" = the last <answer>...</answer>;
-  memjax/systems/memory_r2/messages.py; a reply the parser finds nothing in is a counted empty answer).
-  Both retrieve, per speaker, the top `top_k` (30) memories by cosine to the question with cosine >=
-  `threshold`.
+- `word_count(text)`: Tok of the paper = the number of `\b\w+\b` matches (the public code's count; a memory's size
+  is `MemoryBank.words()`); words, not tokenizer tokens, so the count does not depend on the policy's tokenizer.
+  C_t, the dialogue size of sessions 1..t, counts the turn texts only (docs/metric_profiles.md, 'Memory-R2 C_t').
+- `compression_penalty(memory_words, dialogue_words, lam, alpha)` = lam * max(0, Tok(M) - alpha C_t) / C_t (0 when
+  C_t = 0); `session_reward(f1s, ...)` = mean(f1s) - penalty (no credited question: the penalty alone).
+- `credit_sessions(questions, sessions)`: session index -> questions with any evidence id in that session (the
+  public code's global crediting: a question counts for EVERY session holding some of its evidence).
+- Frozen answer agents `answer(bank, speakers, questions) -> list[str]`, each retrieving per speaker the top
+  `top_k` (30) memories with cosine >= `threshold`: `OverlapAnswerAgent` (NOT a model; tests and smoke runs) and
+  `EngineAnswerAgent` (qa.txt on a memjax Engine at temperature 0, read by `parser`: "official" or "last_tag"; a
+  reply the parser finds nothing in is a counted empty answer).
 """
 
 from __future__ import annotations

@@ -1,33 +1,17 @@
-"""Memory-R2 on the one training loop: `MemoryR2Section` (agent.name = "memory_r2"), `MemoryR2System`, the
-LoGo-GRPO credit rule `logo_unit_advantages`, the session curriculum and the held-out evaluation.
+"""Memory-R2 on the one training loop: `MemoryR2Section` (agent.name = "memory_r2"), `MemoryR2System`, the LoGo-GRPO
+credit rule `logo_unit_advantages`, the session curriculum and the held-out evaluation.
 
-Credit (LoGo-GRPO, paper section on the global/local branches; the public code's eps 1e-6 and unbiased std):
-a credit unit is one role's calls in one session of one chain (`unit`, with its reward `unit_reward`, set by
-memjax/systems/memory_r2/workflow.py). Units, not rows, are standardised, so a rollout counts once per group however
-many chunks its session had: global units within (conversation, session, role) over the n rollouts, local
-units within their local group (the m re-rollouts of one session from one snapshot) and role. A constant group
-gets advantage 0; a group of one gets A = r / (1 + eps) (`adv_singleton="reward"`, the public code's mean 0 / std 1
-rule; "zero" gives it 0, memjax's earlier rule). Every row (= one extractor / manager call = one step) takes its
-unit's advantage: `row_advantage` [N], and `advantages` [N, T] = that value on the row's loss-mask tokens
-(the step-level loss averages it back to the same value; rows with an empty mask contribute nothing).
-With `loss.level = "step"` the trainer's step_ratio_loss gives every call one length-normalised ratio.
-Curriculum: training conversations are truncated to `curriculum_sessions[k]` sessions from 0-based step
-`curriculum_steps[k]` on (paper: 8 -> 16 -> 32); the stream derives the step from its position (no dynamic
-sampling: one generation batch per step), so a resumed run continues in the right stage. `stage(step)` gives
-the loop the same stages: it evaluates at each stage's end (`evaluate`, the validation conversation conv-44
-with all sessions) and, with TrainConfig.stage_restart="best" and select_metric (configs: "f1/all"), starts
-each stage from the previous stage's best validation checkpoint (memjax/run/curriculum.py).
-Questions and their evidence: the memory_r2 split's non-adversarial questions, their LoCoMo evidence read as the
-public code reads it (`evidence="official"`: only the first id of a malformed string; "repaired": memjax's loader
-repair; memjax/systems/memory_r2/evidence.py); the evidence credits questions to sessions and sets M-Fail.
-Answer agent (frozen, never trained): "policy_copy" = the initial policy's weights copied at setup (in the compute
-dtype) into a second single-device Engine with its own `answer_kv_cache_bytes` pool (memjax.plan's answer_agent_*
-rows; the pool sleeps through the update), prompted with qa.txt (the paper uses a separate served model); "overlap" = the rule-based
-OverlapAnswerAgent (not a model; tests and CPU runs).
-Evaluation: the `eval_part` conversations of the memory_r2 split, 1 greedy rollout, all sessions (unless
-eval_max_sessions), every question on the final bank: token-set F1, BLEU-1 and J (judge: "rule" =
-RuleBasedJudge, not an LLM; "openai" = an OpenAI-compatible endpoint) overall and per category, M-Fail,
-memory size in words (`\\b\\w+\\b`) and in policy tokenizer tokens.
+Credit: a unit is one role's calls in one session of one chain (`unit`, `unit_reward`, set by workflow.py). Units,
+not rows, are standardised (the public code's eps 1e-6 and unbiased std), so a rollout counts once per group however
+many chunks its session had: global units within (conversation, session, role) over the n rollouts, local units
+within their local group and role. A constant group gets 0; a group of one A = r / (1 + eps) (`adv_singleton=
+"reward"`, the public code's rule; "zero": 0). Every row takes its unit's advantage: `row_advantage` [N] and
+`advantages` [N, T] on the row's loss-mask tokens (the step-level loss averages it back to the same value).
+Curriculum: training conversations are truncated to `curriculum_sessions[k]` sessions from step `curriculum_steps[k]`
+on; the stream derives the step from its position, so a resumed run continues in the right stage, and `stage(step)`
+gives the loop the same stages (memjax/run/curriculum.py). The answer agent is frozen ("policy_copy" on a second
+Engine, or the rule-based "overlap"). Evaluation: `eval_part`, one greedy rollout, every question on the final
+bank: F1, BLEU-1, J, M-Fail, memory size. Long form: docs/memory_r2.md, 'How a step runs' and 'Curriculum'.
 """
 
 from __future__ import annotations

@@ -1,44 +1,17 @@
 """The Memory-R2 episode workflow: one policy in two roles builds a memory bank over a conversation's sessions;
 LoGo-GRPO's local branches re-roll single sessions from memory snapshots.
 
-Owns `MemoryR2Config`, `R2Sample`, `chunk_turns` and the `MemoryR2` Workflow (driven by `run_workflow`: one
-trajectory per (conversation, global rollout), n = group_size of them per conversation).
-Episode (global chain): sessions 1..T in order (T = min(sessions, max_sessions)), the bank persisting. Session
-t is cut into K chunks of ceil(turns/K) turns (trailing chunks may be empty; the extractor still sees "[]",
-as in the public code, unless skip_empty_chunks). Per chunk: an extractor call (its chat: system
-the extractor system prompt of `MemoryR2Config.prompt_revision` (memory_r2_prompts.system_prompts), then one
-user message per chunk, EXTRACTOR_PREFIX from the second on, with its earlier
-answers), then a manager call (its own chat likewise) whose message lists the parsed facts and their
-candidate memories; its operations are applied (`memjax.memory.apply_r2`; bad JSON / ids are counted no-ops).
-Both chats are reset at every session. Both roles are the same model (row `role`: 0 extractor, 1 manager).
-Every call is one row of the batch and one step of the step-level loss (prompt = the chat so far at token
-level, response = the generated ids, <|im_end|> included when generated).
-Chats continue on the engine (continue_chats): a call retains its KV pages when another call of its chat
-follows in the session, and that call submits only its new tokens with parent= the retained completion
-(when the retained sequence is a token prefix of the new prompt, else the whole prompt); the row's prompt
-is always the whole chat. Results are the same either way; only prefill work differs.
-Limits: a call whose prompt exceeds max_prompt_tokens is not made; its chain (the rollout, or a local branch)
-ends there and all its rewards are 0. Responses are capped at max_response_tokens.
-Local branch (sample.local): per session, with probability local_prob, an anchor rollout is drawn uniformly;
-when the anchor's global chain reaches that session, `local_rollouts` (m) chains restore its bank snapshot from
-before the session and re-run that session alone (fresh chats); their banks are discarded afterwards, so local
-samples never feed later sessions. Local decoding is sampled at the training temperature by default
-(local_decoding="sample"). The public code decodes them greedily: m greedy re-rollouts from one snapshot are
-the same deterministic continuation (up to numerical noise), so the local group has no variance, every local
-advantage is 0 and the branch spends rollouts without producing any gradient.
-Rewards (memory_r2_reward.py): a global chain's session t gets R(M_T, Q_t, T) from the final bank (the same
-answers, per-session question sets: questions with evidence in session t); a local chain gets R(M_t, Q_t, t) right
-after its session, Q_t per `local_questions` (default: every question whose last evidence is at or before t, as the
-public code). C_t (compression penalty) counts the turn texts of sessions 1..t (`dialogue_captions`: with
-captions). Question
-subsets (questions_global over all credited questions, questions_local per session; 0 = all) are drawn
-once per sample from `R2Sample.seed`, so every rollout is scored on the same questions. Local plan (chosen
-sessions, anchors) also depends only on `R2Sample.seed`.
-Row metadata (Conversation.extra): group = sample * SESSION_STRIDE + session position (the global GRPO group
-of (conversation, session); the advantage rule splits it by role); local_group = the same id on local rows,
--1 on global ones; snapshot = trajectory * SESSION_STRIDE + session position (the bank state the session
-started from; a local branch shares its anchor session's id); unit = credit unit (chain, session, role)
-within the trajectory; unit_reward = that unit's reward.
+Owns `MemoryR2Config`, `R2Sample`, `chunk_turns` and the `MemoryR2` Workflow (one trajectory per (conversation,
+global rollout)). A global chain runs sessions 1..T with the bank persisting; each session is cut into K chunks,
+and per chunk an extractor call then a manager call (each its own chat, reset every session; row `role` 0 / 1)
+whose operations `apply_r2` applies. A local branch restores an anchor's bank snapshot and re-runs one session in
+`local_rollouts` fresh chains, sampled (`local_decoding="sample"`: greedy re-rollouts would give the group no
+variance), banks discarded. Rewards and row metadata: `MemoryR2`'s docstring; docs/memory_r2.md, 'How a step runs'.
+Invariants:
+- every call is one row and one step of the step-level loss: prompt = the whole chat so far, response = the
+  generated ids; chats continue on the engine (`continue_chats`, retained KV pages) with identical results;
+- a call whose prompt exceeds `max_prompt_tokens` is not made: its chain ends with all rewards 0;
+- question subsets and the local plan depend only on `R2Sample.seed`: every rollout is scored on the same questions.
 """
 
 from __future__ import annotations
@@ -179,7 +152,16 @@ class R2State:
 
 
 class MemoryR2(Workflow):
-    """Workflow over `R2Sample`s (see the module docstring)."""
+    """Workflow over `R2Sample`s (see the module docstring).
+
+    Rewards: a global chain's session t gets R(M_T, Q_t, T) from its final bank; a local chain gets R(M_t, Q_t, t)
+    right after its session, Q_t per `local_questions` (default: every question whose last evidence is at or before
+    t, as the public code); C_t counts the turn texts of sessions 1..t (`dialogue_captions`: with captions).
+    Row metadata (Conversation.extra): group = sample * SESSION_STRIDE + session position (the global GRPO group of
+    (conversation, session); the advantage rule splits it by role); local_group = the same id on local rows, -1 on
+    global ones; snapshot = trajectory * SESSION_STRIDE + session position (the bank state the session started
+    from; a local branch shares its anchor session's id); unit = credit unit (chain, session, role) within the
+    trajectory; unit_reward = that unit's reward."""
 
     def __init__(self, tokenizer, config: MemoryR2Config, embedder, answer_agent: AnswerAgent, *,
                  stop_token_ids: Sequence[int] | None = None):

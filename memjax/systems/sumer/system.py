@@ -1,23 +1,16 @@
 """SUMER on the one training loop: `agent.name = "sumer"` (configs/sumer/train.py is the paper's 7B recipe).
 
 Owns: `SumerSection` (the system's config section) and `SumerSystem` (LoCoMo data stream of the `sumer` split's
-training questions, one `MemoryTools` per conversation, the SumerWorkflow on Qwen2.5 function calling, the
-judge, and the held-out evaluation: greedy, one episode per validation question).
-Choices where the paper is silent (each a field below, see also workflow.py and tools.py here):
-- `embedder`: the paper embeds with Qwen3-Embedding-0.6B (1,024-d) precomputed; nothing can be downloaded
-  here, so the default is the offline WordLlama static embedding (memjax/memory/embedders.py);
-  "file:PATH" takes precomputed vectors (e.g. the paper's) keyed by message content, "hashed" a
-  model-free bag of words, "none" disables semantic search (keyword only);
-- the user turn names the two speakers and the sessions' date range (the paper: n/g; temporal questions
-  need dates, which the tool results carry per session);
-- data order: the training questions are shuffled each epoch with a permutation drawn from (seed, epoch),
-  so the stream is a pure function of (seed, position) and resumes exactly;
-- the judge: "rule" (memjax.rewards.locomo.RuleBasedJudge: tests / smoke runs only) or "openai" (an
-  OpenAI-compatible endpoint serving the paper's gpt-oss-120b); evaluation asks the judge about EVERY
-  answer (J is reported even where F1 = 0), training only where F1 > 0 (the reward J x F1 is 0 otherwise).
-Evaluation metrics: reward, J, F1 (token-set), B1 per category and overall (percent, as the papers), mean
-turns and tool calls per question, how many episodes ended without an answer (scored as wrong) and the
-rollout wall time per question; `python -m memjax.evaluate configs/sumer/eval.py` runs it on a policy.
+training questions, one `MemoryTools` per conversation, the SumerWorkflow on Qwen2.5 function calling, the judge,
+and the held-out evaluation: greedy, one episode per validation question).
+Fields where the paper is silent (docs/sumer.md, 'Paper-silent choices'): `embedder` ("wordllama", the offline
+default; "file:PATH" precomputed vectors, e.g. the paper's, keyed by message content; "hashed"; "none": keyword
+search only), the user turn naming the speakers and the sessions' date range, and the judge ("rule":
+RuleBasedJudge, tests / smoke runs only; "openai": an OpenAI-compatible endpoint serving the paper's gpt-oss-120b).
+Invariants: the stream is a pure function of (seed, position) (a permutation per epoch), so it resumes exactly;
+evaluation asks the judge about EVERY answer, training only where F1 > 0. Evaluation metrics: reward, J, F1
+(token-set), B1 per category and overall (percent), mean turns and tool calls, episodes without an answer
+(scored wrong) and rollout wall time per question; `python -m memjax.evaluate configs/sumer/eval.py` runs it.
 """
 
 from __future__ import annotations

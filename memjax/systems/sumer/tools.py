@@ -1,25 +1,17 @@
 """SUMER's two tools over one conversation's memory: `search_memory` and `submit_answer`.
 
-Owns: the tool JSON schemas (`SEARCH_MEMORY`, `SUBMIT_ANSWER`, `SUMER_TOOLS`; the paper gives neither names
-nor schemas: these are our choice), `ToolsConfig`, `MemoryTools.execute`
-(a checked call -> `ToolResult`) and `render_windows` (the text the Qwen agent reads).
-
+Owns: the tool JSON schemas (`SEARCH_MEMORY`, `SUBMIT_ANSWER`, `SUMER_TOOLS`; memjax's choice, the paper gives
+neither names nor schemas), `ToolsConfig`, `MemoryTools.execute` (a checked call -> `ToolResult`) and
+`render_windows` (the text the Qwen agent reads).
 search_memory(query, mode="semantic"|"keyword", speaker=None, session=None):
-- semantic: the `semantic_k` records with the highest cosine to the query (memjax.memory.Retriever.semantic);
-- keyword: every record whose content or metadata contains ALL whitespace-separated keywords of the query
-  (case-insensitive substrings, Retriever.keyword); at most `keyword_max_hits` are shown, in conversation
-  order, and the result says how many more matched (the paper returns all; a bound keeps one call inside the
-  response budget -- a one-word query can match hundreds of LoCoMo messages);
-- speaker (case-insensitive) and session filters apply before ranking; an unknown speaker or session is an
-  error result naming the valid ones;
-- each hit comes with `context_turns` (2) messages before and after it, overlapping or touching windows
-  merged (Retriever.with_context). Windows do NOT cross session boundaries (`cross_sessions=False`): the
-  neighbour of a session's first message in the previous session was said days or weeks earlier, about
-  something else, and each window is shown under ONE session date, which would be wrong for a spliced-in
-  message. The paper is silent; `cross_sessions=True` gives the record-order window.
-submit_answer(answer): ends the episode with `answer`.
-Invariants: `execute` never raises for any ToolCall / CallError (errors become error results); results
-depend only on (records, embedder, call).
+- semantic: the `semantic_k` records with the highest cosine to the query (Retriever.semantic);
+- keyword: every record whose content or metadata contains ALL whitespace-separated keywords (case-insensitive,
+  Retriever.keyword); at most `keyword_max_hits` shown, in conversation order, with how many more matched;
+- speaker (case-insensitive) and session filters apply before ranking; an unknown one is an error result naming
+  the valid ones; each hit comes with `context_turns` messages each side, windows merged and, by default, not
+  crossing sessions (`cross_sessions`). Why these bounds: docs/sumer.md, 'Paper-silent choices'.
+submit_answer(answer): ends the episode with `answer`. Invariants: `execute` never raises for any ToolCall /
+CallError (errors become error results); results depend only on (records, embedder, call).
 """
 
 from __future__ import annotations

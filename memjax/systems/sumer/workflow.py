@@ -2,37 +2,16 @@
 engine's continuation, only the policy's tokens trained, reward J x F1 on submission and -1 otherwise.
 
 Owns: `SumerConfig` (episode limits and sampling), `SumerSample`, `SumerWorkflow` (the per-trajectory state
-machine on memjax.agents.workflow), `QwenSumerFormat` (Qwen2.5 function calling + the search-result text)
-and `DEFAULT_SYSTEM` (the paper prints no prompt: this one is ours).
-
-Episode (the SUMER paper, section 3.2): the prompt is the system turn with the tool schemas and a user
-turn with the question; each assistant turn may hold any text and `<tool_call>` blocks. Per turn:
-- no `<tool_call>` tag at all -> the episode ends ("no_tool_call"); malformed calls DO count as calls and get
-  error results, so the agent can repair them;
-- calls 1..`max_calls_per_turn` (5) are executed (independent of each other, so "in parallel"); a 6th and
-  later get an error result and are not executed (memjax's choice; the paper is silent);
-- the first `submit_answer` among them ends the episode ("submitted") with its answer;
-- otherwise the results are appended as one tool turn (the template merges consecutive tool messages into
-  one user turn) through `Request(parent=completion)`: the history is never prefilled again;
-- the episode also ends after `max_turns` (20) assistant turns ("max_turns"), and when the next turn would
-  not fit ("context_overflow": generation hit the engine window, or prompt + response would pass the
-  window or `max_response_tokens`, which counts policy AND tool tokens, as the paper's 24,576).
-Reward: J x F1 if an answer was submitted (F1 = token-set F1, memjax.rewards.locomo.token_set_f1; J in {0, 1}
-from the judge, asked only when F1 > 0 since the product is 0 otherwise), `no_answer_reward` (-1) if not.
-The judge is called per finished trajectory, from inside the rollout loop, with a cache on (question, gold,
-answer): use RuleBasedJudge / OpenAIJudge, or an EngineJudge on ANOTHER engine (stepping the policy's engine
-from inside its own rollout would steal its completions).
-Search metrics (`stats`, logged per training step as rollout_*): `mean_searches` (executed search calls per
-episode), `filtered_search_frac` (executed searches with a speaker or session filter, over executed searches),
-`records_per_search` (records shown per executed search, context included), and over the questions whose
-sample names its `evidence` records: `search_hit_rate` (executed
-searches whose shown records -- hits and their context windows -- include an evidence record, over all
-executed searches; 0 when none ran), `evidence_found` (fraction of episodes that showed an evidence record at
-least once) and `mean_evidence_searches`; absent when no sample names evidence.
-Training rows: one `Conversation` per trajectory: prompt = the first prompt; response = turn 1, tool turn 1,
-turn 2, ... with response_mask 1 on generated tokens and 0 on tool-turn ids (and their log-probs 0).
-Invariants: a trajectory's row is exactly the token sequence the engine attended to (continuation = splice);
-nothing here raises on model output.
+machine), `QwenSumerFormat` (Qwen2.5 function calling + the search-result text) and `DEFAULT_SYSTEM` (memjax's
+prompt: the paper prints none).
+Episode (the SUMER paper, section 3.2): system turn with the tool schemas, user turn with the question; per
+assistant turn the first `max_calls_per_turn` calls are executed, the first `submit_answer` ends the episode, else
+the results are appended as one tool turn through `Request(parent=completion)` (never prefilled again). It also
+ends without a tool call, after `max_turns`, or when the next turn would not fit (docs/sumer.md, 'Paper-silent
+choices'). Reward: J x F1 (token-set F1; the judge, cached, asked only when F1 > 0) if an answer was submitted, else
+`no_answer_reward` (-1); the judge must not step the policy's own engine. Search metrics: docs/sumer.md, 'Measures'.
+Training rows: one per trajectory, response = turns and tool turns with response_mask 0 (log-probs 0) on tool ids.
+Invariants: a row is exactly the token sequence the engine attended to; nothing here raises on model output.
 """
 
 from __future__ import annotations

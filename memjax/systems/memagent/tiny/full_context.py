@@ -1,24 +1,17 @@
-"""The tiny task's full-context baseline: the same model size reads the whole document in one prompt.
+r"""The tiny task's full-context baseline: the same model size reads the whole document in one prompt.
 
-Owns: the one-prompt layout (`question <query> chunk <whole document> answer`, the tiny chat template, the
-target `\\boxed{ P } <end>`), its supervised training (the warm start's `sft_step` on the warm start's
-training stream, fixed step count, from the MemAgent warm start's weights by default: the same starting point
-as the MemAgent policies, whose final turn `question Q memory M answer` is already this prompt's shape) and
-its greedy evaluation at any document length through the Engine. The shipped one is made by
-
-    python -m memjax.systems.memagent.tiny.full_context
-
-(300 steps at lr 5e-4; memjax/assets/tiny/full_context, full_context.json: steps, dev accuracy every 100
-steps, init). Measured on CPU (dev greedy accuracy, 128 questions at 3 chunks): from random init at lr 2e-3,
-0.07 / 0.13 / 0.20 after 200 / 400 / 600 steps; from the warm start at lr 2e-3, 0.24 / 0.31 / 0.20 / 0.16
-after 50 / 100 / 200 / 300 (it falls again: hence the lower lr).
-It is what MemAgent's length-extrapolation study compares against (benchmarks/memagent/length_extrapolation.py;
-the paper's full-context models): trained at the task's length, asked at longer ones.
-Invariants: the model is `memjax.tiny.model.model_config()` except `max_position_embeddings` (RoPE: no parameter depends
-on it, so the parameter count is the MemAgent model's, 600,192), set to the longest prompt asked plus the
-answer; the MemAgent model's own 48 positions do not fit even the 3-chunk task in one prompt (3 chunks =
-36 document tokens, 50 with the template and the answer). A prompt of a given task config always has the
-same length, so training batches need no padding. Deterministic for a seed on one device kind.
+Owns: the one-prompt layout (`question <query> chunk <whole document> answer`, the tiny chat template, the target
+`\boxed{ P } <end>`), its supervised training (the warm start's `sft_step` on the warm start's training stream, a
+fixed step count, from the MemAgent warm start's weights by default: the MemAgent policies' starting point, whose
+final turn `question Q memory M answer` is already this prompt's shape) and its greedy evaluation at any document
+length through the Engine. It is what MemAgent's length-extrapolation study compares against (the paper's
+full-context models): trained at the task's length, asked at longer ones. How the shipped one was made and why its
+learning rate: docs/memagent.md (the shipped tiny models) and memjax/assets/tiny/full_context/full_context.json.
+Invariants: the model is `memjax.tiny.model.model_config()` except `max_position_embeddings` (RoPE: no parameter
+depends on it, so the parameter count is the MemAgent model's, 600,192), set to the longest prompt asked plus the
+answer (the MemAgent model's 48 positions do not fit even the 3-chunk task in one prompt). A prompt of a given
+task config always has the same length, so training batches need no padding. Deterministic for a seed on one
+device kind.
 """
 
 from __future__ import annotations

@@ -1,28 +1,17 @@
-"""The tiny memory task: "where is K?" over a document of `a in b .` facts read chunk by chunk.
+r"""The tiny memory task: "where is K?" over a document of `a in b .` facts read chunk by chunk.
 
 Owns: the fixed word-level vocabulary `WORDS` (memjax/tiny/vocab.py's lists plus MemAgent's template words; tokenise
-with `TinyTokenizer(WORDS)`), the compact MemAgent templates, the sample generator, and the correct
-(teacher) memory trace of every sample used by the warm start.
-
-Why a fixed word-level vocabulary (not sentencepiece): every word of the task is one token, so lengths are
-exact by construction (a fact is always 4 tokens, a chunk of F facts is exactly 4F tokens, so MemAgent's
-fixed-size id chunks never cut a fact in half); the embedding / LM head has only 64 rows (57 words, padded),
-so nearly all of the 0.6M-parameter model is transformer layers (a sentencepiece vocabulary of even a few
-hundred pieces would split the place names and multiply the head); and nothing has to be trained or
-shipped for the tokenizer.
-
-The task (TaskConfig): a document of `num_chunks x facts_per_chunk` facts `subject in object .`; the
-question `where is K ?` comes first, the answer is a place written as `\\boxed{ P }`.
-- hops=1: the document holds `K in P .` somewhere; the other facts are distractors.
-- hops=2 (multi-hop, probability `multihop_frac`): `K in C .` (C a container) in one chunk and `C in P .`
-  in a strictly later chunk; the agent must keep both facts in memory and combine them.
-Distractors never mention K nor C, so the answer is unique at any length. A document of at most 22 facts (23
-for one hop: the other 15 people and the containers but C) uses every subject at most once; a longer one
-(length extrapolation: `num_chunks` 100 and more) repeats distractor subjects, drawn in successive shuffled
-rounds of those same names (`bob in rome .` and later `bob in oslo .` are both distractors), so the
-vocabulary never runs out; the first round is the short document's draw, so short documents are unchanged.
-Correct memory after chunk t: the relevant facts seen so far, in document order (`none` before any).
-Invariants: generation is a pure function of (config, seed, index); every document word is in WORDS.
+with `TinyTokenizer(WORDS)`; why word-level: docs/memagent.md), the compact MemAgent templates, the sample generator,
+and the correct (teacher) memory trace of every sample used by the warm start.
+The task (TaskConfig): a document of `num_chunks x facts_per_chunk` facts `subject in object .`; the question
+`where is K ?` comes first, the answer is a place written as `\boxed{ P }`. hops=1: the document holds `K in P .`
+somewhere, the other facts are distractors; hops=2 (probability `multihop_frac`): `K in C .` (C a container) in one
+chunk and `C in P .` in a strictly later chunk, both to be kept in memory and combined. Distractors never mention K
+nor C, so the answer is unique at any length; a document of more than 22 facts (23 for one hop) repeats distractor
+subjects in successive shuffled rounds (docs/memagent.md, 'Documents of any length'), so short documents are
+unchanged. Correct memory after chunk t: the relevant facts seen so far, in document order (`none` before any).
+Invariants: generation is a pure function of (config, seed, index); every document word is in WORDS; a fact is 4
+tokens, so fixed-size id chunks never cut one.
 """
 
 from __future__ import annotations

@@ -2,23 +2,16 @@
 
     python -m memjax.systems.memagent.tiny.warmstart [--out memjax/assets/tiny/warmstart] [--target 0.45] [--seed 0]
 
-Owns: turning a sample's teacher trace into MemAgent conversations (the exact prompts MemAgent builds,
-with the correct memory spliced in, and the target memory / boxed answer + `<end>` as the response), the
-SFT loop (AdamW on the response-token NLL, through the trainer's own `token_logprobs`), and the stop rule.
-Why partial, and why this stop rule: group-relative RL needs reward variance inside groups (a policy that
-is always right or always wrong gives all-zero advantages), and it needs a policy that already has the
-task's mechanism. Supervised accuracy of the tiny model does not rise smoothly: it sits near 0.3 for
-hundreds of steps while the key->object copy forms, then climbs past 0.8 within a few hundred more.
-Measured on CPU (RL = configs/tiny.py, 30 steps, held-out sampled accuracy): a warm start stopped on the
-plateau (dev 0.40, from a run with another data order) does not improve under RL (0.28 -> 0.26); the
-shipped one, stopped at the first evaluation of the climb (dev 0.48, step 700), rises by +0.19 to +0.22 on
-each of 3 seeds; one stopped just after a late jump (dev 0.64, the other data order, step 1200) mostly
-sharpens (+0.09 sampled, greedy flat). So the loop evaluates greedy accuracy on a DEV split (data seed 3,
-disjoint from the RL held-out split) every `eval_every` (100) steps and stops at the first evaluation
-with accuracy >= `target` (0.45). The saved config.json/safetensors (memjax.save_hf)
-plus warmstart.json (steps, dev accuracy, settings, model config) are what `load_warmstart` returns.
-Deterministic for a given seed on one device kind (the shipped files were made by `python -m
-memjax.systems.memagent.tiny.warmstart` with its defaults on a CPU).
+Owns: turning a sample's teacher trace into MemAgent conversations (the exact prompts MemAgent builds, with the
+correct memory spliced in, and the target memory / boxed answer + `<end>` as the response), the SFT loop (AdamW on
+the response-token NLL, through the trainer's own `token_logprobs`), and the stop rule: greedy accuracy on a DEV
+split (data seed 3, disjoint from the RL held-out split) every `eval_every` (100) steps, stop at the first
+evaluation with accuracy >= `target` (0.45).
+Why partial: group-relative RL needs reward variance inside groups and a policy that already has the task's
+mechanism; the stop rule catches the start of supervised accuracy's climb (measurements: docs/memagent.md, the
+shipped tiny models). The saved config.json/safetensors (memjax.save_hf) plus warmstart.json (steps, dev accuracy,
+settings, model config) are what `load_warmstart` returns. Deterministic for a given seed on one device kind (the
+shipped files were made with the defaults on a CPU).
 """
 
 from __future__ import annotations

@@ -1,28 +1,15 @@
 """The tiny Memory-R1 answer-agent task: answer `where is K ?` from a bank of retrieved records, most of them
-distractors, with or without memory distillation (select the relevant records first, then answer), on the SAME
-answer workflow as the LoCoMo answer agent (memjax/systems/memory_r1/workflow.py `AnswerWorkflow`, `MemoryR1Config.distill`).
+distractors, with or without memory distillation, on the SAME `AnswerWorkflow` as the LoCoMo answer agent.
 
 Owns: the vocabulary (`ANSWER_WORDS`, 45 words for the tiny model's 64 embedding rows), `R1AnswerTaskConfig`, the
-sample generator (memjax.systems.memory_r1.data `AnswerSample`s), the two tiny prompts and their parsers (passed to
-`AnswerWorkflow` as `prompt` / `parse`), `answer_workflow` and `evaluate_answer` (held-out greedy and sampled exact
-match, and how the distillation variant selects, per distractor count).
-
-A sample: ONE relevant record `K in P .` and `distractors` records that reuse its name or its relation:
-`K likes X .` (the person again, another relation: probability `name_reuse`) or `O in X .` (another person, the
-same relation), every X != P, in random order (what a retriever returns: the relevant record anywhere among
-them). Plain prompt (no distillation): `memory <records> where is K ? answer`, response `P <end>`. Distillation
-prompt: `... where is K ? select`, response `<the selected records> answer P <end>` (Fig. 11's "select the
-relevant memories, then answer", in the tiny vocabulary: the selection is the records' text, as the paper's agent
-writes the memories it keeps). Reward (AnswerWorkflow's): exact match of the parsed answer with P. Parsers, STRICT:
-the plain answer is the response if it is one word, the distillation answer the last word of a response ending
-`answer P`; anything else answers "" (source "none", counted as unmarked, reward 0). `selection` returns the
-records written before `answer`. Why strict (measured): with a fallback to the last word (as the LoCoMo
-`parse_answer`'s unmarked case), 100 GRPO steps at lr 1e-3 taught BOTH variants to drop the format (unmarked 92-100%
-of held-out answers, e.g. `max in bern in bern`): the distillation variant stopped selecting, so the comparison
-measured nothing.
-Teacher for the warm start (memjax/systems/memory_r1/tiny/answer_warmstart.py): the relevant record with probability
-`teacher_correct`, else a uniformly drawn distractor (its place as the answer; in the distillation response the
-distractor record is selected and its place answered), so the imitating policy starts partly right.
+sample generator (`AnswerSample`s), the two tiny prompts and their parsers (passed to `AnswerWorkflow` as `prompt`
+/ `parse`), `answer_workflow` and `evaluate_answer` (held-out greedy and sampled EM, and how the distillation
+variant selects, per distractor count).
+A sample: ONE relevant record `K in P .` and `distractors` records reusing its name (`K likes X .`, probability
+`name_reuse`) or its relation (`O in X .`), every X != P, in random order. Plain prompt `memory <records> where is
+K ? answer`, response `P <end>`; distillation prompt `... select`, response `<selected records> answer P <end>`.
+Parsers are STRICT (one word; a response ending `answer P`; anything else answers "", counted as unmarked): with a
+last-word fallback GRPO taught both variants to drop the format (docs/memory_r1.md, 'The format hack').
 Invariants: generation is a pure function of (config, seed, index); every prompt plus the longest response fits
 the tiny window (48 positions) for any distractor count <= 7 (checked in __post_init__); parsers never raise.
 """

@@ -1,19 +1,16 @@
 """Warm start of the tiny Memory-R1 answer agent: supervised training on a NOISY teacher, both prompt variants in
 one model, so RL starts partly right with either prompt and both RL arms start from the same weights.
 
-    python -m memjax.systems.memory_r1.tiny.answer_warmstart [--out memjax/assets/tiny/r1_answer_warmstart] [--steps 800] [--seed 0]
+    python -m memjax.systems.memory_r1.tiny.answer_warmstart [--out memjax/assets/tiny/r1_answer_warmstart]
+        [--steps 800] [--seed 0]
 
 Owns the SFT arrays (the exact prompt ids `AnswerWorkflow` builds for the tiny prompt, even samples plain, odd
 samples distillation, + the teacher response + `<end>`), the loop (AdamW on the response NLL, the shared
-`sft_step`) and the files (memjax.save_hf + r1_answer_warmstart.json). The teacher (memjax/systems/memory_r1/tiny/answer_task.py)
-picks the relevant record with probability `teacher_correct` (0.4), else a uniform distractor: the imitating
-policy spreads its answers over the bank's places with extra mass on the right one, and outcome reward has to
-sharpen it. A fixed number of steps; deterministic for a given seed on one device kind.
-Measured on CPU (dev seed, 128 samples per distractor count 1 / 4 / 7, mean over the counts; greedy, then the
-mean of 2 temperature-1 answers; plain / distillation): step 200 0.08 / 0.08, 0.06 / 0.08 (a fixed place: no
-copy from the bank yet); 400 0.24 / 0.25, 0.15 / 0.20; 600 0.25 / 0.25, 0.20 / 0.26; 800 (shipped) 0.30 / 0.26,
-0.26 / 0.26 -- about the place of a random record of the bank (0.28), the key lookup only starting to form.
-The 400-step model under 12-20 GRPO steps barely moved (sampled +0.00 to +0.04 on the held-out counts).
+`sft_step`) and the files (memjax.save_hf + r1_answer_warmstart.json). The teacher (answer_task.py) picks the
+relevant record with probability `teacher_correct` (0.4), else a uniform distractor: the imitating policy spreads
+its answers over the bank's places with extra mass on the right one, and outcome reward has to sharpen it.
+A fixed number of steps; deterministic for a given seed on one device kind. Dev accuracy along the way (at 800
+steps about a random record's place): docs/memory_r1.md, 'The answer agent with and without memory distillation'.
 """
 
 from __future__ import annotations

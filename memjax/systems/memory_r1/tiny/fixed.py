@@ -5,18 +5,10 @@ ADD-only and Mem0-style heuristic managers), as engines, so they run through the
 Owns `POLICIES` (name -> rule from the prompt text to an op string of the task's grammar) and
 `FixedManagerEngine`, a stand-in for `memjax.Engine` (submit / step / abort / release / stats / config, as
 `run_workflow` drives it) whose completion is the rule's op followed by `<end>`, whatever the sampling settings.
-
-The policies (prompt: `memory 0 ann in rome . 1 bob in oslo . fact ann in lima . op`):
-- `add_only`: `add` for every fact (Memory-R1's ADD-only baseline; right for new people and repeats only, and
-  the stale record stays first on a move);
-- `none_only`: `none` (the bank never changes);
-- `update_0`: `update 0`, the always-UPDATE manager with a fixed target: it overwrites record 0 with the new
-  fact, which the task's reward (a question about the fact's person only) scores 1 on every case while it
-  destroys record 0's person whenever the fact is about someone else;
-- `update_subject`: a Mem0-style subject-match rule (Mem0 asks an LLM; this is its intent as a rule): `update i` where record i is about the fact's person, `add`
-  when nobody matches. On this task's one-attribute facts it is the correct op's effect on every case (a
-  retraction is written as `K gone .` in place instead of deleted; the reader answers `none` either way), so it
-  is the ceiling of both measures, reached by a hand-written rule that knows the task's structure.
+The policies: `add_only` (Memory-R1's ADD-only baseline), `none_only` (the bank never changes), `update_0` (always
+UPDATE record 0: scores 1 on the task's reward while it destroys record 0's person) and `update_subject` (a
+Mem0-style subject-match rule: `update i` for the record about the fact's person, else `add`; the ceiling of both
+measures). What each gets right and the comparison: docs/memory_r1.md, 'Learned operations vs fixed policies'.
 Invariants: a policy is a pure function of the prompt text; its output is always in the grammar.
 """
 

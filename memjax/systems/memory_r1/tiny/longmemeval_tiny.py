@@ -1,22 +1,16 @@
 """Memory-R1's tiny trained policies on a LongMemEval file in their vocabulary: `python -m memjax.evaluate
 configs/memory_r1/longmemeval_tiny.py` (LongMemEvalConfig.system = "memory_r1_tiny").
 
-Owns `manager_view(bank, fact)`, `build_tiny_banks` and `memory_r1_tiny_predictor`. Memory-R1's two stages with the
+Owns `manager_view(bank, fact)`, `build_tiny_banks` and `memory_r1_tiny_predictor`: Memory-R1's two stages with the
 two tiny trained policies, each in its own task's format:
-- construction (memjax/systems/memory_r1/tiny/task.py): the haystack's turns in order are the incoming facts; for
-  each the manager (`policy`) sees at most 3 records of the bank, as Memory-R1's manager sees the memories retrieved
-  for a fact (`manager_view`: the records about the fact's person first, then the latest others, in bank order, ids
-  0..2: the tiny task's prompt `memory 0 K in P . ... fact K in P . op`; an empty bank shows none), answers one op
-  (`add` | `update i` | `delete i` | `none`, greedy), and the op is applied with the task's grammar (`parse_op`) by
-  `apply_mem0` with the turn's dia_id, as the tiny training applies it; the questions' banks advance together, one
-  fact a round;
-- answering (memjax/systems/memory_r1/tiny/answer_task.py): the answer agent (`answer_policy`) reads the bank's
-  records (at most 8, the tiny window's; those about K first when the bank is larger) with the distillation prompt
-  `memory <records> where is K ? select` and answers `<selected> answer P`, through the same AnswerWorkflow
-  (strict parser: no `answer P`, no answer).
+- construction (tiny/task.py): the haystack's turns in order are the incoming facts; the manager (`policy`) sees at
+  most 3 records (`manager_view`: those about the fact's person first, then the latest others, ids 0..2), answers one
+  op greedily, and the op is applied with the task's grammar by `apply_mem0` with the turn's dia_id; the
+  questions' banks advance together, one fact a round;
+- answering (tiny/answer_task.py): the answer agent (`answer_policy`) reads at most 8 records (those about K first)
+  with the distillation prompt, through the same AnswerWorkflow (strict parser: no `answer P`, no answer).
 "retrieved" (evidence recall): the bank's records about K first, then the rest in bank order, as their dia_ids.
-Policies: "" the shipped warm starts (r1_warmstart, r1_answer_warmstart), "random" the control, or a tiny training
-run's out_dir/hf (`python -m memjax.train configs/memory_r1/tiny.py`, `configs/memory_r1/tiny_answer.py`).
+Policies: "" the shipped warm starts, "random" the control, or a tiny training run's out_dir/hf.
 """
 
 from __future__ import annotations

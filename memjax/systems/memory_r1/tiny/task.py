@@ -1,28 +1,17 @@
-"""The tiny Memory-R1 task: a memory manager decides ADD / UPDATE / DELETE / NONE for a new fact, over a small
-word vocabulary, scored by a frozen reader's exact match (the single-step manager tuple of Memory-R1's Alg. 1).
+"""The tiny Memory-R1 task: a memory manager decides ADD / UPDATE / DELETE / NONE for a new fact, over a small word
+vocabulary, scored by a frozen reader's exact match (the single-step manager tuple of Memory-R1's Alg. 1).
 
 Owns: the vocabulary (`R1_WORDS`, 52 words for the tiny model's 64 embedding rows), `R1TaskConfig`, the sample
-generator, the op grammar and its translation to Mem0's event list (applied by `memjax.memory.apply_mem0`, the
-same code the LoCoMo manager uses), the frozen reader, `TinyR1Workflow` (one manager call per trajectory on
-`run_workflow`) and `evaluate_r1` (held-out greedy and sampled exact match).
-
-The task: the bank holds 1..`max_bank` facts `K in P .` about distinct people (ids 0.. in the prompt, as Mem0's
-small integer ids); a new fact arrives: a new person (`add`), a move of a known person (`update i`), a
-retraction `K gone .` (`delete i`), or a repeat (`none`). Prompt `memory 0 ann in rome . 1 bob in oslo . fact
-ann in lima . op`; response one op, then `<end>`. ADD / UPDATE write the new fact's text (the tiny manager does
-not rewrite text: the simplification of this task). The frozen answer agent is a rule, not a model (our choice:
-it makes the reward depend only on the manager): for `where is K ?` it reads the FIRST record about K in bank
-order: `K in P .` -> P, `K gone .` -> none, no record -> none. So the classic mistakes lose: ADD instead of
-UPDATE leaves the stale record first, NONE instead of DELETE keeps the retracted place, NONE for a new person
-loses it. An output outside the grammar (or an id not in the prompt) is no operation, counted.
-The reward asks only about the fact's person, so an op that overwrites ANOTHER person's record is not punished
-(`update 0` for a new person scores 1). `bank_questions` therefore also asks about every person of the bank
-(gold: the place after the correct op), and the workflow reports that accuracy (`bank_em`, `em_bank` in
-`evaluate_r1`): the held-out measure of a manager that keeps the whole bank right, not only the asked record;
-`TinyR1Workflow(reward="bank")` trains on it instead (evaluation reports both whatever the training reward).
-Teacher ops for the warm start (memjax/systems/memory_r1/tiny/warmstart.py) are correct with probability `teacher_correct`,
-else the case's classic mistake, so the warm policy starts partly right and RL has something to raise.
-Invariants: generation is a pure function of (config, seed, index); the reader and the op grammar never raise.
+generator, the op grammar and its translation to Mem0's events (applied by `memjax.memory.apply_mem0`, as on
+LoCoMo), the frozen reader, `TinyR1Workflow` (one manager call per trajectory) and `evaluate_r1`.
+The task: a bank of 1..`max_bank` facts `K in P .` about distinct people (prompt ids 0..); a new fact is a new
+person (`add`), a move (`update i`), a retraction `K gone .` (`delete i`) or a repeat (`none`). Prompt `memory 0 ann
+in rome . 1 bob in oslo . fact ann in lima . op`, response one op then `<end>`. The frozen reader is a rule (so the
+reward depends only on the manager): the FIRST record about K in bank order, so each classic mistake loses. The
+reward asks only about the fact's person; `bank_questions` asks about everyone in the bank (`bank_em`, reported
+always; `TinyR1Workflow(reward="bank")` trains on it). The warm start's teacher is right with probability
+`teacher_correct`, else makes the case's classic mistake. Studies: docs/memory_r1.md.
+Invariants: a pure function of (config, seed, index); the reader and grammar never raise; bad output is a counted no-op.
 """
 
 from __future__ import annotations

@@ -3,16 +3,14 @@ sessions, driven by `run_workflow`) and `evaluate_r2` (held-out, greedy F1); the
 grammar, bank update, reader, rewards -- is memjax/systems/memory_r2/tiny/task.py's.
 
 Per session ONE call of the policy (role = manager): prompt `memory <records> session <facts> op`, response one op
-word per fact, then `<end>`; the ops update the chain's bank (task.apply_ops) and the chain moves to its next
-session. A global chain runs every session of its episode; its session t is scored on its FINAL bank with C_T.
-Local branch (LoGo): for each session, with probability `local_prob`, an anchor rollout is drawn uniformly;
-when the anchor reaches that session its bank snapshot is restored into `local_rollouts` chains that re-run
-that session alone, sampled at the training temperature, each scored on the bank right after it with C_t; their
-banks are discarded. Row metadata (group, local_group, unit, unit_reward, snapshot, role) is the LoCoMo
+word per fact, then `<end>`; the ops update the chain's bank (task.apply_ops). A global chain runs every session of
+its episode; its session t is scored on its FINAL bank with C_T. Local branch (LoGo): per session, with probability
+`local_prob`, an anchor rollout's bank snapshot is restored into `local_rollouts` chains that re-run that session
+alone, sampled, each scored on the bank right after it with C_t, banks discarded. Row metadata is the LoCoMo
 workflow's (memjax/systems/memory_r2/workflow.py), so `logo_unit_advantages` applies unchanged.
 Invariants: the anchor plan is a pure function of (seed, index) of the sample; a response that is not one op word
-per fact is a counted no-op for its session (`bad_output`); a session's reward is
-memjax/systems/memory_r2/reward.py's `session_reward`, the LoCoMo system's.
+per fact is a counted no-op for its session (`bad_output`); a session's reward is memory_r2/reward.py's
+`session_reward`, the LoCoMo system's.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
-"""`memory_r2_tiny`: the tiny Memory-R2 task (memjax/systems/memory_r2/tiny/task.py) as a System of the one training loop.
+"""`memory_r2_tiny`: the tiny Memory-R2 task (memory_r2/tiny/task.py) as a System of the one training loop.
 
-Owns the section and the System: the model is the shipped noisy-teacher warm start (memjax/systems/memory_r2/tiny/warmstart.py)
-with the task's word tokenizer, the tiny engine, a training stream of fresh episodes (data seed
-`RL_DATA_SEED + 1000 * seed`, disjoint from the warm start's and the held-out seeds), LoGo-GRPO credit through
-the LoCoMo system's `logo_unit_advantages` (per credit unit = one session of one chain; global units
-standardised over the n rollouts per (episode, session), local units within their m re-rollouts), and
-held-out evaluation (`evaluate_r2`: greedy, one rollout, every question on the final bank, mean F1; with
-`eval_samples` > 0 also the sampled F1).
-`logo = False` is plain GRPO at the session level: no local branch, the same per-session global credit.
-`credit = "outcome"` is outcome-only credit: every global unit's reward is its trajectory's reward (the mean of
-the trajectory's session rewards), so every session of a rollout gets one advantage, standardised over the n
-rollouts of the episode (`outcome_unit_rewards`; local units, if any, keep their local reward). With
-`logo = False` that is plain outcome GRPO, the baseline whose credit the paper says cannot tell sessions apart.
-Budget: rollout calls per episode = group_size * sessions + (sessions chosen for a local branch) *
-local_rollouts; `rollout_calls_per_episode` gives the expected number, so a plain-GRPO run can raise its
-group_size to match a LoGo run's calls.
+Owns the section and the System: the shipped noisy-teacher warm start with the task's word tokenizer, the tiny
+engine, a training stream of fresh episodes (data seed `RL_DATA_SEED + 1000 * seed`, disjoint from the warm
+start's and the held-out seeds), LoGo-GRPO credit through the LoCoMo system's `logo_unit_advantages`, and held-out
+evaluation (`evaluate_r2`: greedy, one rollout, mean F1 on the final bank; with `eval_samples` > 0 also sampled).
+`logo = False` is plain GRPO at the session level (no local branch, the same per-session global credit).
+`credit = "outcome"` gives every global unit its trajectory's reward (the mean of its session rewards), so every
+session of a rollout gets one advantage (`outcome_unit_rewards`); with `logo = False` that is plain outcome GRPO,
+the baseline whose credit the paper says cannot tell sessions apart. `rollout_calls_per_episode` gives the
+expected calls per episode (group_size * sessions + local sessions * local_rollouts), so a plain-GRPO run can
+match a LoGo run's budget.
 Invariants: the stream's episode i depends only on (task, seed, i) (CountingStream), so a resumed run sees the
 same episodes; evaluation is deterministic for fixed weights.
 """

@@ -1,51 +1,17 @@
-"""The tiny Memory-R2 task: a memory bank built over several sessions, per-session credit (LoGo-GRPO) on a tiny
-word vocabulary; the same credit code (`logo_unit_advantages`) and step-level loss as the LoCoMo system.
+r"""The tiny Memory-R2 task: a memory bank built over several sessions, per-session credit (LoGo-GRPO) on a tiny word
+vocabulary; the same credit code (`logo_unit_advantages`), reward and step-level loss as the LoCoMo system.
 
 Owns: the vocabulary (`R2_WORDS`, 48 words for the tiny model's 64 embedding rows), `R2TaskConfig`, the episode
 generator, the op grammar and bank update, the frozen reader, the rewards of an episode's outputs (`replay_reward`)
-and the warm start's teacher; the workflow on the engine (`TinyR2Workflow`, `evaluate_r2`) is
-memjax/systems/memory_r2/tiny/agent.py's.
-
-The episode: `sessions` sessions of `facts_per_session` facts each. A fact is a location `K in P .` (a person
-K, a place P) or chit-chat `K likes P .` (probability `noise_prob`); a location fact is about a person already
-located in the episode (a move to another place) with probability `move_prob`, else about a new person. A move
-is worded `K to P .` (`move_rel = "to"`, the default) or like a new person, `K in P .` (`move_rel = "in"`: only
-the bank tells a move from a new person). Why "to" by default: with "in", supervised training of the tiny model
-on the CORRECT teacher did not learn to look the subject up in the bank (dev correct-op 0.71-0.80, greedy
-flipping between add-all and update-all for location facts; measured on CPU after 1,500 / 1,000 / 700 steps with
-sessions x facts 3 x 2 / 4 x 1 / 6 x 1), so no warm start could condition its ops on the bank and RL could only move the unconditional
-op mix (the earlier study's "add everything" plateau, docs/memory_r2.md). The bank still decides what is right:
-the right op, the rewards and the reader are all bank-relative (a move of someone the bank lacks must be added).
-Per
-session ONE call of the policy: prompt `memory <records> session <facts> op`, response one op word per fact
-in order (`add` | `update` | `skip`), then `<end>`. `add` appends the fact as a record; `update` replaces the
-first record with the fact's subject and relation, any location relation counting as one (no such record: a
-counted no-op); `skip` writes nothing.
-A response that is not exactly one op word per fact is a counted no-op for the whole session. The bank
-persists across sessions (memjax.memory.MemoryBank: snapshots for the local branch, `words()` for Tok(M)).
-Questions: `where is K ?` for every person located in the episode; gold = K's last place; the question's
-evidence (the session it is credited to) is the session of K's LAST location fact. The frozen answerer is a
-rule, not a model: the FIRST location record of K (`K in P .` or `K to P .`) in bank order -> P, else `none`; F1 = token-set F1 (one word:
-0 or 1). So the classic mistakes lose: `add` on a move leaves the stale place first (wrong answer), `skip` or
-`update` on a new person loses it, `add` on chit-chat grows the bank (compression penalty).
-Reward (memjax/systems/memory_r2/reward.py `session_reward`, the same function the LoCoMo system uses): a
-session's reward is the mean F1 over its credited questions (0 with none) minus lam * max(0, Tok(M) -
-alpha C_t) / C_t, Tok and C_t counted in `\\b\\w+\\b` words (a record or fact `K in P .` is 3 words). A global
-rollout's session t is scored on its FINAL bank with C_T; a local re-rollout of session t on the bank right
-after it with C_t (as memjax/systems/memory_r2/workflow.py).
-Local branch (LoGo, memjax/systems/memory_r2/tiny/agent.py): sessions re-run alone from the anchor rollout's bank
-snapshot, scored on the bank right after them.
-Simplified against the paper (and why): the extractor and the manager are ONE call per session (role =
-manager): a tiny model with a 48-position window cannot hold two chats per session; facts come as structured
-`K rel P .` text, so extraction is the choice to keep (`add`/`update`) or drop (`skip`) a fact; `update`
-finds its target by subject instead of an id; no chunking (one chunk per session); the answerer is a rule.
-Teacher for the warm start (memjax/systems/memory_r2/tiny/warmstart.py): per fact the right op of its EPISODE case (as
-generated, `fact["case"]`) with probability `teacher_correct`, else that case's classic mistake (new -> skip,
-move -> add, chit-chat -> add); deciding on the episode case keeps the teacher's mixture a function of the
-fact's wording (a bank-relative teacher, whose earlier skips turn later moves into "new", put only ~0.1 of the
-mass of moves on `update`).
-Invariants: generation is a pure function of (config, seed, index); the grammar and the reader never raise;
-every prompt plus response fits the tiny window (48 positions) for the default sizes (checked in __post_init__).
+and the warm start's teacher; the workflow on the engine is tiny/agent.py's.
+The episode: `sessions` sessions of `facts_per_session` facts: `K in P .` (a new person), a move (`K to P .` with
+`move_rel = "to"`, the default: with "in" the tiny model never learnt to look a subject up in the bank) or chit-chat
+`K likes P .`. Per session ONE call, `memory <records> session <facts> op` -> one of `add | update | skip` per fact,
+then `<end>`; questions `where is K ?` are credited to the session of K's last location fact and read by a rule
+(K's first location record). Reward: `session_reward` (mean F1 minus the compression penalty, in `\b\w+\b` words).
+Simplifications against the paper (one call per session, no chunking, `update` by subject), the teacher and why:
+docs/memory_r2.md, 'The tiny Memory-R2 task (CPU)'. Invariants: generation is a pure function of (config, seed,
+index); the grammar and reader never raise (a bad response: a counted no-op); prompts fit the 48-position window.
 """
 
 from __future__ import annotations

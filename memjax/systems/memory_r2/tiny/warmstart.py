@@ -3,24 +3,14 @@
     python -m memjax.systems.memory_r2.tiny.warmstart [--out memjax/assets/tiny/r2_warmstart] [--steps 400] [--seed 0]
         [--sessions 3] [--facts-per-session 2]
 
-`--sessions 8 --facts-per-session 1 --steps 100` (and `--out memjax/assets/tiny/r2_warmstart_s8`) gives the
-shipped warm start of the many-session variant (docs/memory_r2.md, "Where credit matters"; every other task
-field at its default): its loss is 0.306 at step 100, the teacher mixture's entropy per response token (0.61
-nats per op over an op and `<end>`), dev greedy F1 0.227, correct op 0.154 (new 0.29, move 0, chit-chat 0). `load_r2_warmstart(path, task)` refuses a warm start trained on other session / fact counts.
-
 Owns the SFT arrays (per session of a teacher trace: the exact prompt TinyR2Workflow builds for the teacher's
 bank + the teacher's ops + `<end>`), the loop (AdamW on the response NLL through `warmstart.sft_step`) and the
-files (memjax.save_hf + r2_warmstart.json).
-Why a noisy teacher: per fact the teacher's op is right with probability `teacher_correct` (0.3) and
-otherwise the case's classic mistake (skip a new person, add a move, add chit-chat), so the imitating policy
-puts roughly that much mass on the right op; greedy decoding follows the majority (the mistake) and outcome
-reward has to find the right ops. A fixed number of steps (the policy is meant to match the teacher's mixture,
-which its loss shows: the mixture's entropy is 0.41 nats per response token at 0.3; the shipped run ends at
-0.39-0.44 from step 200 on). Measured (CPU, the shipped files, 128 dev episodes): greedy F1 0.228, correct op
-0.15 (new 0.27, move 0.00, chit-chat 0.00). At 0.4 the greedy decode sat on near-ties and changed from one
-evaluation to the next (every output malformed at step 100, add-all at 200, add 0.68 / skip 0.32 at 300), so 0.3
-leaves the mistake a clear majority. Deterministic for a given seed on
-one device kind.
+files (memjax.save_hf + r2_warmstart.json); `load_r2_warmstart(path, task)` refuses a warm start trained on other
+session / fact counts. Per fact the teacher's op is right with probability `teacher_correct` (0.3), else the case's
+classic mistake, so the policy puts about that much mass on the right op while greedy decoding follows the mistake
+and outcome reward has to find the right ops. A fixed number of steps; deterministic for a given seed on one
+device kind. The shipped warm starts (`r2_warmstart`, and `r2_warmstart_s8` of the 8-session variant), their
+measurements and why 0.3: docs/memory_r2.md, 'The tiny Memory-R2 task (CPU)' and 'Where credit matters'.
 """
 
 from __future__ import annotations

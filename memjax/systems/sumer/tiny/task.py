@@ -1,26 +1,17 @@
 """The tiny searchable-memory task: SUMER's loop (search the memory, then submit) in a 48-word vocabulary.
 
-Owns: the word vocabulary, `TinySumerFormat` (the tool-call syntax at id level, what SumerWorkflow needs from
-a chat format), `TinySumerTask` (config), `make_sample` (facts spread over sessions, a question, the memory
-tools over them) and `teacher_turns` (the correct episode, for the warm start).
-
-Memory: `num_sessions` sessions of `facts_per_session` facts `K in P` (one memory record each, session
-number as metadata). The key person K is in a different place in each of `mentions` sessions; the other
-facts are about distractor people (each named once).
-- filtered question (`filtered_frac`): `where is K in session S ?` -- K is mentioned in >= 2 sessions, so a
-  plain keyword search returns several places and the agent must either filter by session (one hit) or
-  pick the hit of session S from the list;
-- plain question: `where is K ?` -- K is mentioned once: a keyword search finds it.
-The sample's `evidence` is the id of the one record that answers (K's fact in the asked session).
-No fact is in the prompt: without a search the answer is a guess (1 in 12).
-Syntax (one word per token): prompt `<user> question <end> <assistant>`; an assistant turn is any words, then
-calls, each `<call> search WORDS [session N]` or `<call> submit WORDS`, then `<end>`; the tool turn is
-`<tool> RESULT <end>` per call, then `<assistant>`; a result is `session N K in P .` per hit, `none`, or
-`error`. Parsed calls map onto SUMER's schemas (search_memory with mode keyword, submit_answer), so the
-tiny task runs the same SumerWorkflow, tools and checks as the LoCoMo agent (neighbour windows are 0 here:
-the tiny window is 64 tokens).
-Invariants: samples are a pure function of (task, seed, index); a keyword search for a person name matches
-exactly the facts about that person (no name is a substring of another word or of the metadata).
+Owns: the word vocabulary, `TinySumerFormat` (the tool-call syntax at id level, what SumerWorkflow needs from a
+chat format), `TinySumerTask` (config), `make_sample` (facts spread over sessions, a question, the memory tools
+over them) and `teacher_turns` (the correct episode, for the warm start).
+Memory: `num_sessions` sessions of `facts_per_session` facts `K in P` (one record each, session number as
+metadata); K is in a different place in each of `mentions` sessions, the other facts are about distractors. A
+filtered question (`filtered_frac`) `where is K in session S ?` needs a session filter or a pick among the hits; a
+plain one `where is K ?` (K mentioned once) needs one keyword search. No fact is in the prompt: without a search
+the answer is a guess (1 in 12). `evidence` is the id of the one record that answers.
+Syntax (one word per token): prompt `<user> question <end> <assistant>`; calls `<call> search WORDS [session N]` /
+`<call> submit WORDS`, then `<end>`; tool turn `<tool> RESULT <end>` per call, then `<assistant>`. Parsed calls map
+onto SUMER's schemas, so the same SumerWorkflow, tools and checks run (neighbour windows 0: a 64-token window).
+Invariants: samples are a pure function of (task, seed, index); a name keyword matches exactly that person's facts.
 """
 
 from __future__ import annotations

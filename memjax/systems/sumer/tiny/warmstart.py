@@ -3,18 +3,14 @@ success (group-relative RL needs reward variance inside groups and a policy that
 
     python -m memjax.systems.sumer.tiny.warmstart [--out memjax/assets/tiny/sumer_warmstart] [--target 0.45] [--seed 0]
 
-Owns: `episode_row` (a correct episode as the token row SumerWorkflow would record: prompt, turn 1, the tool
-turn produced by executing turn 1's calls with the real tools and format, turn 2; loss mask on the two
-generated turns only), the SFT loop (AdamW on the masked NLL through the trainer's `token_logprobs`) and the
-stop rule: greedy accuracy on a DEV split (data seed DEV_SEED, disjoint from RL's held-out split) every
-`eval_every` steps, stop at the first evaluation >= `target`.
-The teacher uses the session filter on a filtered question with probability `filter_prob` (0.5) and a plain
-keyword search otherwise (then the answer is the hit of the named session among 2-3): two strategies of
-different difficulty, so RL has a choice to sharpen, not only a copy to perfect.
-The saved config.json/safetensors (memjax.save_hf) plus sumer_warmstart.json (steps, dev accuracy, history,
-settings) are what `load_warmstart` returns. Deterministic for a seed on one device kind. The shipped one
-(memjax/assets/tiny/sumer_warmstart) was made by `python -m memjax.systems.sumer.tiny.warmstart` with its defaults on a
-CPU: dev greedy accuracy 0.09 at step 425, 0.31 at 475, 0.50 at 525 (stop).
+Owns: `episode_row` (a correct episode as the token row SumerWorkflow would record, the tool turn produced by the
+real tools and format; loss mask on the two generated turns only), the SFT loop (AdamW on the masked NLL through
+`token_logprobs`) and the stop rule: greedy accuracy on a DEV split (DEV_SEED, disjoint from RL's held-out split)
+every `eval_every` steps, stop at the first evaluation >= `target`. The teacher filters by session on a filtered
+question with probability `filter_prob` (0.5), else searches by keyword and picks the named session's hit: two
+strategies of different difficulty, so RL has a choice to sharpen. The saved config.json/safetensors plus
+sumer_warmstart.json are what `load_warmstart` returns. Deterministic for a seed on one device kind; the shipped
+one's dev curve: docs/sumer.md.
 """
 
 from __future__ import annotations
