@@ -2,7 +2,7 @@
 an issue number or a pointer to BUILD.md, and no string the code prints points outside the repository (`../shared`,
 local paper texts such as `papers/sumer.txt`): papers are cited by arXiv id or name and table.
 
-History belongs in `git log`, measurements in docs/performance.md. Every `memjax/**/*.py` file is read; none is
+History belongs in `git log`, measurements in docs/performance.md; a module docstring holds at most 15 lines. Every `memjax/**/*.py` file is read; none is
 skipped. Comments and docstrings (module, class, function) are checked for all four; other string literals only for
 BUILD.md and `../shared`, because prompts and fixtures legitimately hold dates ("6:59 pm on 26 August, 2023") and
 CSS colours ("#445").
@@ -78,3 +78,22 @@ def test_no_code_comment_or_docstring_carries_a_date_an_issue_or_a_pointer_outsi
     assert len(files) > 100  # the whole package is read
     found = [h for f in files for h in hits(f)]
     assert not found, f"{len(found)} dated / issue / outside references in memjax/:\n" + "\n".join(found)
+
+
+MAX_MODULE_DOC_LINES = 15  # what it owns, its invariants and why; measurements and history live in docs/
+
+
+def module_doc_lines(path: Path) -> int:
+    """Lines of a module's docstring as written (0 without one)."""
+    doc = ast.get_docstring(ast.parse(path.read_text()), clean=False)
+    return 0 if doc is None else doc.count("\n") + 1
+
+
+def test_every_module_docstring_is_short(tmp_path):
+    probe = tmp_path / "long.py"
+    probe.write_text('"""' + "\n".join(f"line {i}" for i in range(16)) + '"""\n')
+    assert module_doc_lines(probe) == 16 > MAX_MODULE_DOC_LINES  # the count sees a long one
+    files = sorted((REPO / "memjax").rglob("*.py"))
+    long = [f"{f.relative_to(REPO)}: {n} lines" for f in files if (n := module_doc_lines(f)) > MAX_MODULE_DOC_LINES]
+    assert not long, (f"module docstrings over {MAX_MODULE_DOC_LINES} lines (move measurements and detail to "
+                      "docs/<topic>.md or the functions' own docstrings):\n" + "\n".join(long))
