@@ -53,6 +53,9 @@ def check_train(cfg) -> None:
 
     system = _system(cfg.agent, cfg.seed)
     preflight.settings(cfg, system)  # what the run checks at its start (groups, warm start, ignored overrides)
+    from ..loop.start import check_schedule
+
+    check_schedule(cfg, system.name, [int(system.stage(s)) for s in range(cfg.steps)])
     preflight.out_dir_writable(cfg.out_dir)
     out = Path(cfg.out_dir)
     from ..run.identity import has_progress
@@ -74,7 +77,8 @@ def check_train(cfg) -> None:
                           f"{jax.device_count()} device(s))") from None
     own = preflight._own_model(system)
     _finish([f"python -m memjax.train: system {system.name!r}, {cfg.steps} steps x {cfg.prompts_per_step} prompts, "
-             f"estimator {cfg.advantage.estimator}, group size {system.group_size}",
+             f"estimator {cfg.advantage.estimator}, group size {system.group_size}, schedule {cfg.schedule}"
+             + (f" (max_staleness {cfg.max_staleness})" if cfg.schedule != "sync" else ""),
              "model: the system's own (warm start, vocabulary; model.* does not apply)" if own
              else _model_line(cfg.model),
              "data: the training stream opens (its files parse)",

@@ -91,7 +91,8 @@ class Checkpointer:
                 "data_processes": gather_states(p.data.get_state()),
                 "optimizer_steps": p.trainer.optimizer_steps,
                 "ablation_rng": json.dumps(p.ablation_rng.bit_generator.state),
-                "config": dataclasses.asdict(self.cfg), "best": best}
+                "config": dataclasses.asdict(self.cfg), "best": best,
+                **({"rollouts": p.stream.dumps()} if p.stream is not None else {})}
         self.ckpts.save(state.step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(self._arrays()),
             meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
@@ -125,6 +126,8 @@ class Checkpointer:
                 p.ablation_rng.bit_generator.state = json.loads(got["meta"]["ablation_rng"])
             if "critic" in got["state"]:
                 p.credit.load_state(got["state"]["critic"])
+            if p.stream is not None:  # colocated_async: the batches running ahead, paused between turns
+                p.stream.loads(got["meta"].get("rollouts"))
         except Exception as e:
             raise ConfigError(f"out_dir={self.cfg.out_dir}: checkpoint {step} does not fit this config "
                               f"({one_line(e)}); use a new out_dir") from None

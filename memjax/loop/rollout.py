@@ -37,8 +37,37 @@ class Rollout:
     records: list
 
 
+def account(parts, cfg, res, stats: dict, traces: list):
+    """One generation batch's WorkflowResult -> the batch to train (the system's shaping, every process's rewards
+    and statistics, the ablation); its rewards, statistics and this process's traces are added to `stats` and
+    `traces`. Both schedules run it (the stream's batches: memjax/loop/stream.py)."""
+    sysm = parts.system
+    batch, rewards, rollout_stats = gather_rollouts(sysm.shape(res.batch, res.traces), res.rewards, res.stats)
+    batch = ablate(batch, cfg.ablation, parts.ablation_rng)
+    traces += res.traces  # this process's (process 0's: the first samples')
+    stats["_reward_sum"] = stats.get("_reward_sum", 0.0) + float(np.sum(rewards))
+    stats["_rewards"] = stats.get("_rewards", 0) + len(rewards)
+    for k, v in rollout_stats.items():
+        stats[k] = stats.get(k, 0.0) + v
+    r = np.asarray(rewards, np.float64).reshape(cfg.prompts_per_step, sysm.group_size)
+    stats["groups_with_signal"] = stats.get("groups_with_signal", 0.0) + float((r.std(1) > 0).mean())
+    return batch
+
+
+def filtered(cfg, batch, stats: dict, traces: list, records: list) -> Rollout:
+    """The Rollout of one generation batch without dynamic sampling: its groups with signal under
+    `filter_flat_groups` (None when none has), else the batch as is."""
+    if cfg.filter_flat_groups:  # a group is whole on one process: a process-local batch filters alone
+        keep = filter_groups(batch.reward, batch.sample_group)
+        kept = int(global_sum([keep.sum()])[0])
+        stats["trained_samples"] = kept
+        return Rollout(batch.select_samples(keep) if kept else None, traces, stats, records)
+    stats["trained_samples"] = int(global_sum([batch.num_samples])[0])
+    return Rollout(batch, traces, stats, records)
+
+
 def collect(parts, cfg, step: int) -> Rollout:
-    """Step `step + 1`'s training batch (module docstring)."""
+    """Step `step + 1`'s training batch under the sync schedule (module docstring)."""
     sysm, engine = parts.system, parts.engine
     sampler = DynamicSampler(cfg.prompts_per_step, cfg.max_gen_batches if cfg.dynamic_sampling else 1,
                              pad_id=getattr(parts.tok, "pad_id", 0), across_processes=jax.process_count() > 1)
@@ -51,24 +80,10 @@ def collect(parts, cfg, step: int) -> Rollout:
         res = run_workflow(engine, sysm.workflow(engine, parts.tok, train=True), samples,
                            group_size=sysm.group_size, seed=seeds.rollout(cfg.seed, step, g),
                            max_active=getattr(sysm, "max_active", 0), first_trajectory=lo * sysm.group_size)
-        batch, rewards, rollout_stats = gather_rollouts(sysm.shape(res.batch, res.traces), res.rewards, res.stats)
-        batch = ablate(batch, cfg.ablation, parts.ablation_rng)
-        traces += res.traces  # this process's (process 0's: the first samples')
-        stats["_reward_sum"] = stats.get("_reward_sum", 0.0) + float(np.sum(rewards))
-        stats["_rewards"] = stats.get("_rewards", 0) + len(rewards)
-        for k, v in rollout_stats.items():
-            stats[k] = stats.get(k, 0.0) + v
-        r = np.asarray(rewards, np.float64).reshape(cfg.prompts_per_step, sysm.group_size)
-        stats["groups_with_signal"] = stats.get("groups_with_signal", 0.0) + float((r.std(1) > 0).mean())
+        batch = account(parts, cfg, res, stats, traces)
         g += 1
-        if cfg.filter_flat_groups:  # a group is whole on one process: a process-local batch filters alone
-            keep = filter_groups(batch.reward, batch.sample_group)
-            kept = int(global_sum([keep.sum()])[0])
-            stats["trained_samples"] = kept
-            return Rollout(batch.select_samples(keep) if kept else None, traces, stats, records)
         if not cfg.dynamic_sampling:
-            stats["trained_samples"] = int(global_sum([batch.num_samples])[0])
-            return Rollout(batch, traces, stats, records)
+            return filtered(cfg, batch, stats, traces, records)
         if sampler.add(batch):
             kept, info = sampler.take()
             stats.update({f"dyn_{k}": float(v) for k, v in info.items()})

@@ -42,6 +42,7 @@ def open_system(cfg) -> tuple[Any, Curriculum]:
         raise ConfigError(str(e.args[0])) from None
     preflight.settings(cfg, system)  # groups for a group estimator, the warm start, no ignored override
     curriculum = Curriculum(cfg, system)
+    check_schedule(cfg, system.name, curriculum.stages)
     t = system.temperature
     if cfg.update.temperature not in (1.0, t):
         raise ConfigError(f"update.temperature={cfg.update.temperature} but the rollouts sample at "
@@ -51,6 +52,18 @@ def open_system(cfg) -> tuple[Any, Curriculum]:
         raise ConfigError("advantage.estimator=gae gives per-token advantages; loss.level=step needs per-row "
                           "ones (use a GRPO estimator or the system's own)")
     return system, curriculum
+
+
+def check_schedule(cfg, system_name: str, stages: list[int]) -> None:
+    """The refusals of an async schedule that need the system or the processes (one ConfigError line)."""
+    if cfg.schedule == "sync":
+        return
+    if jax.process_count() > 1:
+        raise ConfigError(f"schedule={cfg.schedule} runs in one process (its rollouts pause and resume on this "
+                          f"process's engine); {jax.process_count()} processes run schedule=sync")
+    if len(set(stages)) > 1:
+        raise ConfigError(f"schedule={cfg.schedule} admits generation batches ahead of a stage's end; the "
+                          f"{system_name} curriculum has stages {sorted(set(stages))}: use schedule=sync")
 
 
 @dataclasses.dataclass
@@ -67,6 +80,7 @@ class Parts:
     data: Any  # the system's training stream, sharded to `block` with several processes
     system: Any  # the registered system (its workflow, shaping, own credit rule, evaluation)
     ablation_rng: Any  # numpy Generator of the reward ablation's permutations (checkpointed)
+    stream: Any = None  # colocated_async: the RolloutStream (memjax/loop/stream.py; checkpointed); sync: None
 
 
 def build(cfg, system, say: Callable[[str], None]) -> Parts:
@@ -116,4 +130,8 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
         data = shard_stream(data, *block)
     if jax.process_count() > 1:  # no token array leaves its process (memjax/cli/train.py's docstring)
         say("rollouts: process-local (each process trains on its own rows)")
-    return Parts(mesh, model, tok, model_run, trainer, credit, engine, block, data, system, seeds.ablation(cfg.seed))
+    parts = Parts(mesh, model, tok, model_run, trainer, credit, engine, block, data, system, seeds.ablation(cfg.seed))
+    if cfg.schedule == "colocated_async":
+        from .stream import RolloutStream
+        parts.stream = RolloutStream(parts, cfg)
+    return parts

@@ -26,7 +26,7 @@ def run_step(parts, cfg, step: int, schedule_step: int) -> tuple[dict, list, Pha
     length over all processes)."""
     clock = PhaseClock()  # seconds per phase (memjax/rl/phases.py), written with the step's metrics
     with clock("rollout"):
-        ro = collect(parts, cfg, step)
+        ro = collect(parts, cfg, step) if parts.stream is None else parts.stream.collect(step)
     batch, rstats = ro.batch, ro.stats
     t0, t1 = clock.t0, time.perf_counter()
     reward = rstats.pop("_reward_sum") / rstats.pop("_rewards")  # over every process's trajectories
@@ -52,6 +52,8 @@ def run_step(parts, cfg, step: int, schedule_step: int) -> tuple[dict, list, Pha
         with clock("weight_sync"):
             parts.engine.update_weights(parts.model)
             parts.engine.wait_weights()
+    if parts.stream is not None:  # the taken batch is trained (or had no group with signal): paused turns go on
+        parts.stream.updated()
     metrics["update_s"] = time.perf_counter() - t1
     if conv_lens:
         u = cfg.update

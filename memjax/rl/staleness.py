@@ -184,6 +184,14 @@ class Pacer:
         self.stats["dropped"] += len(dropped)
         return dropped
 
+    def forget_trained(self) -> int:
+        """Drop the bookkeeping of trained groups (a long run's Pacer stays small); returns how many."""
+        gone = [gid for gid, g in self.groups.items() if g.state == "trained" and not self._in_update]
+        for gid in gone:
+            for s in self.groups.pop(gid).samples:
+                self._sample_group.pop(s, None)
+        return len(gone)
+
     def staleness(self, gid: int) -> int:
         """t - v of a group: at training for a trained group, now otherwise."""
         g = self.groups[gid]

@@ -21,6 +21,7 @@ from ..rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from ..systems import AgentSection, MemAgentSection
 
 ABLATIONS = ("none", "shuffle_rewards", "zero_advantages")
+SCHEDULES = ("sync", "colocated_async")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,10 @@ class TrainConfig:
     prompts_per_step: int = 4  # samples (questions) per generation batch, x agent group_size trajectories
     steps: int = 10
     eval_every: int = 0  # held-out evaluation every N steps (0 = only before and after training and at stage ends)
+    # "sync": generate the step's batch, then update; "colocated_async": later generation batches keep running
+    # while the oldest's stragglers finish, paused between turns for the update (memjax/loop/stream.py, docs/async.md)
+    schedule: str = "sync"
+    max_staleness: int = 1  # colocated_async: generation batches admitted ahead of the one trained (0 = sync's)
     dynamic_sampling: bool = False  # DAPO: refill from more generation batches until prompts_per_step groups vary
     max_gen_batches: int = 3
     filter_flat_groups: bool = False  # drop groups whose rewards are all equal (DAPO's filter without refill)
@@ -98,6 +103,13 @@ class TrainConfig:
         check_choices(self)
         if self.dynamic_sampling and self.filter_flat_groups:
             raise ValueError("TrainConfig: dynamic_sampling already drops flat groups; unset filter_flat_groups")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if not 0 <= self.max_staleness <= 16:
+            raise ValueError(f"TrainConfig.max_staleness must be in 0..16, got {self.max_staleness}")
+        if self.schedule != "sync" and self.dynamic_sampling:
+            raise ValueError(f"TrainConfig: schedule={self.schedule} trains one generation batch per step; "
+                             "dynamic_sampling refills from several: use filter_flat_groups or schedule=sync")
         off = self.loss.offpolicy
         if off.on and not self.update.recompute_old_logp:
             raise ValueError(f"TrainConfig: loss.offpolicy.mode={off.mode!r} weights by pi_prox / pi_behave, the "
