@@ -20,6 +20,7 @@ import copy
 import dataclasses
 import importlib.util
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -57,8 +58,13 @@ nonnegative_float = _number(float, 0.0, True, "a number")      # finite, >= 0
 
 def load_config_file(path: str | Path) -> Any:
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a config file (give a file such as configs/tiny.py)")
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
+    if path.suffix != ".py":
+        raise ConfigError(f"{path}: not a Python config file (.py); a config is a .py file defining `config`, "
+                          "such as configs/tiny.py")
     spec = importlib.util.spec_from_file_location(f"memjax_config_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -249,6 +255,10 @@ def validate(cfg: Any, overrides: list[str] = (), _path: str = "") -> Any:
         return dataclasses.replace(cfg, **changes)
     except (ValueError, TypeError) as e:
         mine = [o for o in overrides if o.startswith(_path)] if _path else list(overrides)
+        last = {o.partition("=")[0]: o for o in mine}  # a key set twice: its effective value
+        named = [o for k, o in last.items()  # the overrides of the fields the message names, when it names any
+                 if re.search(rf"\b{re.escape(k[len(_path):].split('.')[0])}\b", str(e))]
+        mine = named or mine
         where = ("--set " + " --set ".join(mine[:3]) + ": ") if mine else ""
         raise ConfigError(f"{where}{e}") from None
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import jax
 
+from ..parallel.lifecycle import HeldoutStopped, heldout_active, heldout_stop_due, heldout_stop_requested
 from ..parallel.split import block, gather_objects
 from .workflow import Workflow, WorkflowResult, drive, run_workflow, summarize
 
@@ -30,11 +31,37 @@ def run_heldout(engine, workflow: Workflow, samples: Iterable[Any], *, group_siz
                 max_active: int = 0, progress: bool | None = None, first_trajectory: int = 0) -> WorkflowResult:
     """run_workflow(..., record=False) over every sample, each process running its own block (see above).
     `first_trajectory`: the samples' first trajectory number (a run cut into batches samples each batch as the
-    uncut run would)."""
+    uncut run would). Inside a training run's held-out evaluation (memjax.parallel.lifecycle `heldout_stops`) a
+    stop request ends it with `HeldoutStopped`: one process asks at every engine step, several processes before
+    each batch of samples (each process's engine full), every process the same number of times."""
     samples = list(samples)
     if jax.process_count() == 1:
+        stop = heldout_stop_requested if heldout_active() else None
+        if stop is not None and stop():
+            raise HeldoutStopped()
         return run_workflow(engine, workflow, samples, group_size=group_size, seed=seed, max_active=max_active,
-                            record=False, progress=progress, first_trajectory=first_trajectory)
+                            record=False, progress=progress, first_trajectory=first_trajectory, should_stop=stop)
+    if not heldout_active():
+        trajs, stats = _gathered(engine, workflow, samples, group_size, seed, max_active, progress, first_trajectory)
+        return summarize(workflow, trajs, stats, record=False)
+    slots = max_active or getattr(getattr(engine, "config", None), "max_slots", 0) or 64
+    per = max(1, slots // group_size) * jax.process_count()
+    trajs, stats = [], {}
+    for lo in range(0, len(samples), per):
+        if heldout_stop_due():  # every process, before every batch: true at the same batch everywhere
+            raise HeldoutStopped()
+        ts, st = _gathered(engine, workflow, samples[lo:lo + per], group_size, seed, max_active, progress,
+                           first_trajectory + lo * group_size)
+        trajs += [dataclasses.replace(t, index=t.index + lo * group_size, sample=t.sample + lo) for t in ts]
+        for k, v in st.items():
+            stats[k] = stats.get(k, 0) + v
+    return summarize(workflow, trajs, stats, record=False)
+
+
+def _gathered(engine, workflow, samples: list, group_size: int, seed: int, max_active: int, progress,
+              first_trajectory: int) -> tuple[list, dict[str, float]]:
+    """Several processes: each drives its block of `samples`; every process gets all trajectories (sample order)
+    and the combined run statistics."""
     lo, hi = block(len(samples))
     trajs, run_stats = ([], {}) if lo == hi else drive(
         engine, workflow, samples[lo:hi], group_size=group_size, seed=seed, max_active=max_active, record=False,
@@ -48,7 +75,7 @@ def run_heldout(engine, workflow: Workflow, samples: Iterable[Any], *, group_siz
             combined[k] = max(combined.get(k, v), v) if k == "seconds" else combined.get(k, 0) + v
     for k in ("seconds", "trajectories", "conversations", "prompt_tokens", "generated_tokens"):
         combined.setdefault(k, 0)
-    return summarize(workflow, all_trajs, combined, record=False)
+    return all_trajs, combined
 
 
 def judge_heldout(judge, items: list) -> list:

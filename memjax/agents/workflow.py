@@ -124,7 +124,7 @@ class Workflow(abc.ABC):
 
 def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_size: int = 1, seed: int = 0,
                  max_active: int = 0, record: bool = True, progress: bool | None = None,
-                 first_trajectory: int = 0) -> WorkflowResult:
+                 first_trajectory: int = 0, should_stop=None) -> WorkflowResult:
     """Run `group_size` trajectories of every sample to the end on `engine` (see the module docstring).
 
     Multi-turn continuation (the engine's submit(..., parent=, retain=)): a Request with retain=True keeps its
@@ -133,9 +133,12 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
     releases every retained completion still held when its trajectory finishes or the run fails.
 
     max_active: trajectories in flight at once (0 = all). record=False keeps only rewards, traces and stats
-    (no conversations, no batch). progress: show a bar (default: the engine config's `progress`)."""
+    (no conversations, no batch). progress: show a bar (default: the engine config's `progress`).
+    should_stop: asked before every engine step; true ends the run with `HeldoutStopped` (in-flight requests
+    aborted)."""
     trajs, run_stats = drive(engine, workflow, samples, group_size=group_size, seed=seed, max_active=max_active,
-                             record=record, progress=progress, first_trajectory=first_trajectory)
+                             record=record, progress=progress, first_trajectory=first_trajectory,
+                             should_stop=should_stop)
     result = summarize(workflow, trajs, run_stats, record=record)
     for sink in _TRACE_SINKS:
         sink.extend(result.traces)
@@ -144,7 +147,7 @@ def run_workflow(engine, workflow: Workflow, samples: Iterable[Any], *, group_si
 
 def drive(engine, workflow: Workflow, samples: Iterable[Any], *, group_size: int = 1, seed: int = 0,
           max_active: int = 0, record: bool = True, progress: bool | None = None,
-          first_trajectory: int = 0) -> tuple[list[Trajectory], dict[str, float]]:
+          first_trajectory: int = 0, should_stop=None) -> tuple[list[Trajectory], dict[str, float]]:
     """The finished trajectories (rewarded) and the run-level statistics (seconds, counts, engine_* deltas):
     run_workflow without the summary."""
     if group_size <= 0:
@@ -197,6 +200,11 @@ def drive(engine, workflow: Workflow, samples: Iterable[Any], *, group_size: int
                                          f"{traj.sample}")
                     submit(traj, reqs)
                     next_traj, n_active = next_traj + 1, n_active + 1
+                if should_stop is not None and should_stop():
+                    from ..parallel.lifecycle import HeldoutStopped
+
+                    step_out = []  # the last step's completions reached the workflow (held ones are released below)
+                    raise HeldoutStopped()
                 step_out = engine.step()
                 for comp in step_out:
                     traj, req = inflight.pop(comp.request_id)

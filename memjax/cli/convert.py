@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             os.rename(out, dst)
             shutil.rmtree(old)
     except (CheckpointError, KeyError, ValueError, FileNotFoundError) as e:
-        print(f"memjax.convert: error: {e}", file=sys.stderr)
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e  # str(KeyError) is the repr of its message
+        print(f"memjax.convert: error: {msg}", file=sys.stderr)
         return 2
     except OSError as e:  # disk full, permission denied: the path and the reason, one line
         print(f"memjax.convert: error: {e}", file=sys.stderr)

@@ -52,7 +52,12 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
     except KeyError as e:
         raise ConfigError(str(e.args[0])) from None
     if cfg.policy and not (Path(cfg.policy) / "config.json").is_file():
-        raise ConfigError(f"policy={cfg.policy}: not a Hugging Face model directory (no config.json)")
+        hint = ""
+        if (Path(cfg.policy) / "run.json").is_file():  # a training run's out_dir: its policy is hf/ in it
+            hint = (f"; it is a training run's directory, whose policy is {Path(cfg.policy) / 'hf'}"
+                    + ("" if (Path(cfg.policy) / "hf" / "config.json").is_file() else
+                       " (written when the run finishes: resume the run first)"))
+        raise ConfigError(f"policy={cfg.policy}: not a Hugging Face model directory (no config.json){hint}")
     out = prepare_out_dir(cfg.out_dir)
     primary = is_primary()
     with _lock(out):

@@ -195,6 +195,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--devices-per-proc must be >= 1, got {args.devices_per_proc}")
     if not cmd:
         ap.error("give the module to run after --, e.g. -- memjax.train configs/tiny.py")
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(cmd[0]) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        ap.error(f"no module named {cmd[0]!r}: after -- comes a module that python -m runs and its arguments, e.g. "
+                 "-- memjax.train configs/tiny.py")
     return launch(args.nproc, cmd, args.devices_per_proc, args.port, args.grace, stop_timeout=args.stop_timeout)
 
 

@@ -18,6 +18,9 @@ import sys
 from ..config import RunError, apply_overrides, load_config_file, nonnegative_float, positive_float, positive_int
 from ..run.plan import engine_groups, mesh_config, model_config, plan, plan_here, resolve, table
 
+MAX_HBM_GIB = 1024  # the largest --hbm-gib taken: above any device's memory (H200 141, MI300X 192, B200 180)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memjax.plan", description=__doc__.split("\n")[0])
     ap.add_argument("config", nargs="?", help="a training config file (defines a TrainConfig)")
@@ -42,6 +45,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-target", help=argparse.SUPPRESS)
     ap.add_argument("--no-exit-code", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.hbm_gib > MAX_HBM_GIB:  # a typo (bytes, MiB) plans a device that does not exist, and every shape "fits"
+        ap.error(f"argument --hbm-gib: {a.hbm_gib:g} GiB is more than any accelerator holds (at most {MAX_HBM_GIB}); "
+                 "give the memory of one device in GiB (80 for an H100)")
     try:
         if a.pickled:
             with open(a.pickled, "rb") as fh:

@@ -78,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     con = Console(highlight=False)
     try:
+        blank = [i + 1 for i, q in enumerate(args.question) if not q.strip()]
+        if blank:
+            raise InputError(f"-q: question {blank[0]} of {len(args.question)} is empty; give the question's text "
+                             "(-q \"where is kim ?\")")
         if args.system == "memagent":
             if not args.docs or not args.question:
                 raise InputError("memagent needs --docs FILE_OR_DIR ... and at least one -q QUESTION")
@@ -99,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     from .agent_run import run_conversation, run_documents, write_outputs
 
     try:
+        blank = [i + 1 for i, q in enumerate(args.question) if not q.strip()]
+        if blank:
+            raise InputError(f"-q: question {blank[0]} of {len(args.question)} is empty; give the question's text "
+                             "(-q \"where is kim ?\")")
         if args.system == "memagent":
             record = run_documents(args, inputs, tiny, tok, con)
         else:

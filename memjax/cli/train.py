@@ -35,10 +35,22 @@ def _default_config():
     return TrainConfig()
 
 
+def _training(cfg):
+    """`cfg` when it is a TrainConfig; an evaluation config is one line naming the command it goes to."""
+    from ..config import ConfigError
+    from ..run.train_config import TrainConfig
+
+    if not isinstance(cfg, TrainConfig):
+        raise ConfigError(f"config is a {type(cfg).__name__}; memjax.train expects a TrainConfig (an evaluation "
+                          "config goes to python -m memjax.evaluate)")
+    return cfg
+
+
 def _train(cfg) -> dict:
     from ..loop.run import train
     from ..runio import claim_kind
 
+    _training(cfg)
     claim_kind(cfg.out_dir, "training", "python -m memjax.train")  # an evaluation's directory is refused
     return train(cfg)
 
@@ -47,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     from .check import check_train
     from ..parallel.startup import check_env
 
-    return run_cli("python -m memjax.train", __doc__, argv, _default_config, _train, check=check_train,
+    return run_cli("python -m memjax.train", __doc__, argv, _default_config, _train,
+                   check=lambda cfg: check_train(_training(cfg)),
                    precheck=check_env)
 
 

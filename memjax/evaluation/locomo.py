@@ -206,7 +206,9 @@ def locomo_inputs(cfg: LocomoEvalConfig) -> list[Question]:
     """The inputs a run needs, checked before anything is written: the data file, the answers file, the split's
     questions (an empty split is an error)."""
     if not cfg.data_path or not Path(cfg.data_path).is_file():
-        raise FileNotFoundError(f"data_path={cfg.data_path!r}: LoCoMo file not found (--set data_path=.../locomo10.json)")
+        what = "is a directory, not the LoCoMo file" if cfg.data_path and Path(cfg.data_path).is_dir() else \
+            "LoCoMo file not found"
+        raise FileNotFoundError(f"data_path={cfg.data_path!r}: {what} (--set data_path=.../locomo10.json)")
     if cfg.system == "answers" and (not cfg.answers or not Path(cfg.answers).is_file()):
         raise FileNotFoundError(f"answers={cfg.answers!r}: predictions JSONL not found (--set answers=...)")
     questions = split_part(cfg)
@@ -270,7 +272,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         res = run_locomo_eval(cfg)
     except (ValueError, KeyError, OSError) as e:
-        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        if isinstance(e, OSError) and e.strerror:  # args[0] is the errno
+            msg = f"{e.filename or ''}: {e.strerror}" if e.filename else e.strerror
+        elif isinstance(e, UnicodeDecodeError):  # args[0] is the codec's name
+            msg = f"a file is not UTF-8 text ({e})"
+        else:
+            msg = e.args[0] if e.args else e
+        print(f"error: {msg}", file=sys.stderr)
         return 2
     from ..report import write_report
 

@@ -127,7 +127,14 @@ def read_answers(path: str | os.PathLike, id_key: str, answer_key: str) -> tuple
     """({id: record}, {"lines", "duplicates"}) of an answers JSONL; a duplicate id with another answer is refused."""
     table: dict[str, dict] = {}
     lines = dups = 0
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start}); an answers file is JSON lines, one object with "
+                         f"{id_key!r} and {answer_key!r} per line") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the answers file ({e.strerror or e})") from None
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

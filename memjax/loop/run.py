@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from contextlib import nullcontext
 
 import jax
 from rich.console import Console
@@ -24,7 +25,8 @@ from ..run import identity as run_identity
 from ..config import Stopped
 from ..compile_cache import use_compile_cache
 from ..parallel import code_digest, initialize, is_primary
-from ..parallel.lifecycle import StopRequests, agree_run, peer_loss, run_console, stop_line
+from ..parallel.lifecycle import (HeldoutStopped, StopRequests, agree_run, heldout_stops, peer_loss, run_console,
+                                  stop_line)
 from ..rl.phases import phase_metrics
 from ..runio import OutDirLock, prepare_out_dir
 from ..run.train_config import TrainConfig
@@ -56,6 +58,7 @@ class Run:
         self.trackers = Trackers({})  # wandb / MLflow (cfg.loggers): opened with the logs, closed after the report
         self.state = RunState()
         self.summary: dict | None = None
+        self._stop = None  # run()'s stop requests, which a held-out evaluation asks (HeldoutStopped)
         try:  # a resume under another system or settings refuses; a finished run re-run is a no-op (run_identity)
             previous = run_identity.check_resume(self.out, cfg)
             self._finished = run_identity.finished(self.out, cfg)
@@ -110,8 +113,10 @@ class Run:
 
     def evaluate(self) -> dict:
         """Held-out evaluation of the current weights (System.evaluate), recorded at the current step; returns its
-        scalar row ({} when the system has no held-out evaluation)."""
-        ev = self.system.evaluate(self.parts.engine, self.parts.tok)
+        scalar row ({} when the system has no held-out evaluation). Inside run(), a stop request ends it with
+        `HeldoutStopped` and nothing recorded."""
+        with heldout_stops(self._stop) if self._stop is not None else nullcontext():
+            ev = self.system.evaluate(self.parts.engine, self.parts.tok)
         if not ev:
             return {}
         row = {"step": self.state.step, **{k: v for k, v in ev.items() if k not in ("traces", "samples")}}
@@ -131,12 +136,15 @@ class Run:
         self.log.traces(step, traces[:4])
         end = cur.is_end(step)  # the last step of a stage
         if end or (cfg.eval_every and step % cfg.eval_every == 0):
-            with clock("evaluation"):
-                best = cur.evaluated(step, self.evaluate(), p.model)
-            if best:
-                self.con.print(f"best of stage {cur.stages[step - 1]} so far: step {step}")
-        if end and step < cfg.steps and cur.restarts:
-            self.con.print(cur.start_stage(step, p.model, p.trainer, p.engine))
+            try:
+                with clock("evaluation"):
+                    self._evaluated(step)
+            except HeldoutStopped:  # a stop request: step's checkpoint, its evaluation still to do, then exit
+                self.state.eval_pending = True
+                self.save()
+                self.ckpt.finish()
+                raise self._stopped_in_evaluation(step) from None
+        self._restart(step, end)
         if end or step % cfg.checkpoint_every == 0:
             with clock("checkpoint"):
                 self.save()
@@ -146,6 +154,33 @@ class Run:
             device_count=jax.device_count()))
         self.log.step(metrics)  # after the checkpoint: a resume writes a line it lacks from the history
         return metrics
+
+    def _evaluated(self, step: int) -> None:
+        best = self.curriculum.evaluated(step, self.evaluate(), self.parts.model)
+        if best:
+            self.con.print(f"best of stage {self.curriculum.stages[step - 1]} so far: step {step}")
+
+    def _restart(self, step: int, end: bool) -> None:
+        p, cur = self.parts, self.curriculum
+        if end and step < self.cfg.steps and cur.restarts:
+            self.con.print(cur.start_stage(step, p.model, p.trainer, p.engine))
+
+    def _stopped_in_evaluation(self, step: int) -> Stopped:
+        stop = self._stop
+        return Stopped(f"stopped by {stop.signal_name} at step {step}, in its held-out evaluation (discarded: the "
+                       f"resume runs it again); checkpoint {step} committed in {self.ckpt.dir}; run the same command "
+                       "again to resume from it", stop.code or 143)
+
+    def _finish_pending(self) -> None:
+        """A resume from a checkpoint taken when a stop cut its step's held-out evaluation short: that
+        evaluation and what follows it in the step (the stage restart); the checkpoint of the step exists."""
+        step = self.state.step
+        try:
+            self._evaluated(step)
+        except HeldoutStopped:
+            raise self._stopped_in_evaluation(step) from None
+        self.state.eval_pending = False
+        self._restart(step, self.curriculum.is_end(step))
 
     def close(self) -> None:
         """Finish (and verify) the save in flight, close the checkpoint manager, release out_dir's lock."""
@@ -174,9 +209,17 @@ class Run:
                            f"(steps={self.cfg.steps}); nothing to do (raise steps to extend it)")
             return self.state.history
         stop, stopped = StopRequests(jax.process_count()), False
+        self._stop = stop
         try:
             if self.state.step == 0 and not self.state.evals:
-                self.curriculum.check_metric(self.evaluate())  # a select_metric it lacks fails now
+                try:
+                    self.curriculum.check_metric(self.evaluate())  # a select_metric it lacks fails now
+                except HeldoutStopped:
+                    raise Stopped(f"stopped by {stop.signal_name} in the held-out evaluation before training "
+                                  "(discarded; nothing to keep); run the same command again to start",
+                                  stop.code or 143) from None
+            elif self.state.eval_pending:
+                self._finish_pending()
             with Progress(transient=True, console=self.con) as bar:
                 task = bar.add_task("training", total=self.cfg.steps, completed=self.state.step)
                 while self.state.step < self.cfg.steps:
@@ -197,6 +240,7 @@ class Run:
                 time.perf_counter() - t_start))
         finally:
             stop.restore()
+            self._stop = None
             self.close()
         result.announce(self.out, self.primary, self.con, self.trackers)
         self.trackers.close()  # the tracked runs end with the report as their artifact

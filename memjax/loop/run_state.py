@@ -21,6 +21,7 @@ class RunState:
     eval_extra: dict[int, dict] = dataclasses.field(default_factory=dict)
     best_meta: dict | None = None
     saved_at: int | None = None
+    eval_pending: bool = False  # the held-out evaluation due at `step` was stopped: a resume runs it (and what follows)
 
     def finish_step(self, metrics: dict) -> None:
         """Step `step + 1` is done: count it and record its metrics."""
@@ -34,11 +35,13 @@ class RunState:
 
     def meta(self) -> dict:
         """What a checkpoint records of the state (JSON)."""
-        return {"step": self.step, "evals": self.evals, "history": self.history, "eval_extra": self.eval_extra}
+        return {"step": self.step, "evals": self.evals, "history": self.history, "eval_extra": self.eval_extra,
+                "eval_pending": self.eval_pending}
 
     @classmethod
     def from_meta(cls, meta: dict) -> "RunState":
         """The state a checkpoint's meta recorded (`best_meta` from its curriculum entry)."""
         return cls(step=int(meta["step"]), history=list(meta.get("history", [])), evals=list(meta.get("evals", [])),
                    eval_extra={int(k): v for k, v in meta.get("eval_extra", {}).items()},
-                   best_meta=meta.get("best"), saved_at=None)
+                   best_meta=meta.get("best"), saved_at=int(meta["step"]),
+                   eval_pending=bool(meta.get("eval_pending", False)))

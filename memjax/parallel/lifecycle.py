@@ -8,7 +8,9 @@ resume from), `StopRequests` with `stop_line`, and `evaluation_stops()` / `stop_
 Invariants: a SIGTERM / SIGINT is a stop request, never an exception inside a compiled call or a collective: the
 loops call `stop_point` on every process the same number of times, and the first call after the request raises
 `Stopped` (exit 143 / 130) with one line; evaluation batches already finished are on disk, so a rerun resumes
-after them. `agree_run` is called by every process at the same point (it exchanges through the coordinator).
+after them; `heldout_stops(stop)` / `heldout_stop_due()` let a training run's held-out evaluation end with
+`HeldoutStopped` between its engine steps or sample batches. `agree_run` is called by every process at the
+same point (it exchanges through the coordinator).
 docs/multihost.md, "Start-up, stopping and faults".
 """
 
@@ -55,6 +57,40 @@ def stop_point(where: str) -> None:
     if req.due(st[1]):
         raise Stopped(f"stopped by {req.signal_name} {where}; the finished question batches are kept in {st[2]}; "
                       "run the same command again to resume", req.code or 143)
+
+
+class HeldoutStopped(Exception):
+    """A stop request honoured inside a training run's held-out evaluation: the evaluation is discarded (the Run
+    commits the step's checkpoint with the evaluation still to do, and a resume runs it)."""
+
+
+_heldout: list = []
+
+
+@contextmanager
+def heldout_stops(stop: _Requests):
+    """Around a training run's held-out evaluation: `heldout_stop_due()` asks `stop`."""
+    _heldout.append(stop)
+    try:
+        yield
+    finally:
+        _heldout.pop()
+
+
+def heldout_active() -> bool:
+    return bool(_heldout)
+
+
+def heldout_stop_due() -> bool:
+    """Whether the held-out evaluation running under `heldout_stops` should end now. One process: the signal
+    flag (no collective, so it may be asked at any engine step). Several: the run's `due`, which every process
+    must call the same number of times (between sample batches)."""
+    return bool(_heldout) and _heldout[-1].due()
+
+
+def heldout_stop_requested() -> bool:
+    """One process only: whether a stop was requested (a flag read, no call counted)."""
+    return bool(_heldout) and _heldout[-1].code != 0
 
 
 def agree_run(config: dict) -> None:

@@ -11,7 +11,10 @@ and says when the run should commit a checkpoint of that step and exit; `code` i
 - One process: SIGTERM and SIGINT set a flag (no exception is raised inside a step, a collective or a save);
   `due` is that flag. A second signal of either kind raises at once (the previous behaviour: unwind now).
 `restore()` puts the previous handlers back.
-Invariants: nothing here runs a collective outside `due`, which every process calls at every step.
+Invariants: nothing here runs a collective outside `due`, which every process calls at every step. With several
+processes `due` counts its own calls (the preemption sync point is the largest count any process had reached, plus
+one), so a run may also ask it between the batches of a held-out evaluation, as long as every process asks it the
+same number of times.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class StopRequests:
     def __init__(self, processes: int, on_second=None):
         self.multi = processes > 1
         self.code = 0
+        self.calls = 0  # due() calls so far: the preemption sync manager's step counter (several processes)
         self._on_second = on_second  # signum -> raises (the CLI's unwinding)
         self._saved: dict[int, object] = {}
         if threading.current_thread() is not threading.main_thread():
@@ -49,12 +53,15 @@ class StopRequests:
             self._on_second(signum, frame)
         raise KeyboardInterrupt
 
-    def due(self, step: int) -> bool:
+    def due(self, step: int | None = None) -> bool:
+        """Whether to stop now; with several processes, true at the same call on every process (`step` is only
+        a label: the sync point counts calls, so training steps and evaluation batches share one counter)."""
+        self.calls += 1
         if not self.multi:
             return self.code != 0
         from jax.experimental import multihost_utils
 
-        if multihost_utils.reached_preemption_sync_point(step):
+        if multihost_utils.reached_preemption_sync_point(self.calls):
             self.code = self.code or 143
             return True
         return False

@@ -26,6 +26,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             path = write_report(d)
             print(f"report: {path}")
+            from .load import load_run
+            from .page import unfinished
+
+            step = unfinished(load_run(d))
+            if step:
+                print(f"memjax.report: warning: {d}: the training run has not finished (no result.json; last step "
+                      f"logged: {max(step, 0)}): its page shows that step's numbers, not a result; run its command "
+                      "again to resume it", file=sys.stderr)
         except ReportError as e:
             print(f"memjax.report: error: {e}", file=sys.stderr)
             rc = 2

@@ -141,7 +141,7 @@ def _evals(run: RunData) -> str:
     if run.kind == "train":
         b, a = res.get("before") or {}, res.get("after") or {}
         if not (b or a) and run.evals:
-            b, a = run.evals[0], run.evals[-1]
+            b, a = run.evals[0], run.evals[-1]  # an unfinished run: its latest evaluation (the page says so)
         ks = [k for k in dict.fromkeys([*b, *a]) if k != "step"]
         if ks:
             parts.append(f"<h3>held-out before (step {_e(b.get('step', '?'))}) and after (step {_e(a.get('step', '?'))})</h3>"
@@ -214,6 +214,13 @@ def _traces(run: RunData) -> str:
     return "".join(html)
 
 
+def unfinished(run: RunData) -> int:
+    """A training run without result.json: the last step it logged (0: a finished run, or not a training run)."""
+    if run.kind != "train" or run.result:
+        return 0
+    return max([int(m.get("step", 0)) for m in run.metrics] + [int(e.get("step", 0)) for e in run.evals] + [0]) or -1
+
+
 def _summary(run: RunData) -> str:
     cards = [("run", KIND_TITLES[run.kind])] + ([("system", run.system)] if run.system else [])
     for key, name in (("model_run", "model run"), ("code", "code digest")):
@@ -230,6 +237,10 @@ def _summary(run: RunData) -> str:
         cards.append(("torn JSONL lines skipped", run.torn_lines))
     fails = run.result.get("failed") if isinstance(run.result.get("failed"), dict) else {}
     warn = ""
+    if unfinished(run):  # a stopped or running training run: its last evaluation is not the run's result
+        warn = (f'<p class="warning" id="unfinished"><b>This training run has not finished</b> (no result.json): '
+                f'the numbers are those of step {_e(unfinished(run))}, the last it logged, not its result. Run its '
+                "command again to resume it.</p>")
     if fails.get("items"):  # a failure is never shown as a score: first thing on the page
         warn = (f'<p class="warning" id="failed"><b>{_e(fails["items"])} of {_e(fails.get("of", "?"))} items failed'
                 f'</b> ({_e(fails.get("judge_errors", 0))} judge errors, {_e(fails.get("judge_unparsed", 0))} '

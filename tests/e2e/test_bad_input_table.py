@@ -28,6 +28,7 @@ T3 answers matching no question / 2 of 8 / conflicting duplicates   exit 2, noth
 T7 memjax.evaluate into a training run's dir            exit 2, the training files unchanged
 T9 memjax.convert onto a model dir / onto its source     exit 2 unless --replace
 T17 a config file with group_size=2.5 / eval_every=True  exit 2 naming the file and the field
+The hostile tour's rows (docs/reliability.md "Hostile tour"): each case of the tour that needed a fix.
 Cheap: every row but 2 fails within a second or two, before anything compiles; row 2 is one real tiny run (module
 fixture) that rows 3, 4 and 14 reuse.
 """
@@ -323,3 +324,90 @@ def test_t17_config_file_values_are_typed(change, message, tmp_path, capsys):
                  f"config = dataclasses.replace(config, {change})\n")
     assert train.main([str(f), "--check"]) == 2
     assert first_line(capsys)[0] == f"memjax.train: error: {f}: TrainConfig: {message}"
+
+
+# the hostile tour (docs/reliability.md "Hostile tour"): every case that needed a fix ----------------------------------
+@pytest.mark.parametrize("name,text,message", [
+    ("empty.txt", "", "not a Python config file (.py)"),
+    ("c.bin", "\x00\x01binary", "not a Python config file (.py)"),
+])
+def test_tour_a_config_that_is_not_a_python_file(name, text, message, tmp_path, capsys):
+    f = tmp_path / name
+    f.write_text(text)
+    assert train.main([str(f), "--check"]) == 2
+    assert first_line(capsys)[0] == f"memjax.train: error: {f}: {message}; a config is a .py file defining `config`, " \
+                                    "such as configs/tiny.py"
+    assert train.main([str(tmp_path), "--check"]) == 2
+    assert "is a directory, not a config file" in first_line(capsys)[0]
+
+
+def test_tour_an_evaluation_config_to_train(capsys):
+    assert train.main([str(REPO / "configs/memagent/tiny_eval.py"), "--check"]) == 2
+    assert first_line(capsys)[0] == ("memjax.train: error: config is a SystemEvalConfig; memjax.train expects a "
+                                     "TrainConfig (an evaluation config goes to python -m memjax.evaluate)")
+
+
+@pytest.mark.parametrize("override,message", [
+    ("steps=-1", "--set steps=-1: TrainConfig.steps must be >= 1, got -1"),
+    ("agent.temperature=-1", "--set agent.eval_samples=0 --set agent.temperature=-1: TinySection: eval_samples and "
+                             "temperature must be >= 0 (got eval_samples=0, temperature=-1.0)"),
+])
+def test_tour_a_bad_value_names_its_own_override(override, message, capsys):
+    assert train.main([*TINY, "--set", override, "--check"]) == 2
+    assert first_line(capsys)[0] == f"memjax.train: error: {message}"
+
+
+def test_tour_run_agent_with_an_empty_question(tmp_path, capsys):
+    from memjax.cli import run_agent
+
+    assert run_agent.main(["--system", "memagent", "--model", "tiny", "--docs", str(REPO / "tests/fixtures/agent/"
+                           "tiny_facts.txt"), "-q", " ", "--out", str(tmp_path / "o")]) == 2
+    assert first_line(capsys)[0].startswith("memjax.run_agent: error: -q: question 1 of 1 is empty")
+    assert not (tmp_path / "o").exists()
+
+
+def test_tour_plan_with_an_absurd_memory_and_launch_of_no_module(capsys):
+    from memjax.cli import launch, plan
+
+    with pytest.raises(SystemExit) as e:
+        plan.main([str(REPO / "configs/memagent/train.py"), "--devices", "8", "--hbm-gib", "1e30"])
+    assert e.value.code == 2 and "argument --hbm-gib: 1e+30 GiB is more than any accelerator holds" in \
+        capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        launch.main(["--nproc", "2", "--", "nosuch.module"])
+    assert e.value.code == 2 and "no module named 'nosuch.module': after -- comes a module" in capsys.readouterr().err
+
+
+def test_tour_locomo_with_a_binary_answers_file_or_a_data_directory(tmp_path, capsys):
+    b = tmp_path / "a.bin"
+    b.write_bytes(bytes(range(256)))
+    assert locomo.main([str(LOCOMO), "--answers", str(b), "--out", str(tmp_path / "o")]) == 2
+    assert first_line(capsys)[0] == f"error: {b}: not UTF-8 text (byte 128); an answers file is JSON lines, one " \
+                                    "object with 'qid' and 'answer' per line"
+    assert locomo.main([str(tmp_path), "--answers", str(b), "--out", str(tmp_path / "o")]) == 2
+    assert "is a directory, not the LoCoMo file" in first_line(capsys)[0]
+
+
+def test_tour_convert_of_an_unknown_preset(tmp_path, capsys):
+    from memjax.cli import convert
+
+    assert convert.main(["random", "nosuch", str(tmp_path / "m")]) == 2
+    assert first_line(capsys)[0].startswith("memjax.convert: error: unknown model preset 'nosuch'; known: ")
+
+
+def test_tour_report_and_evaluate_of_an_unfinished_training_run(tmp_path, capsys):
+    from memjax.report.cli import main as report
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n")
+    (run / "evals.jsonl").write_text("".join(json.dumps({"step": s, "accuracy": 0.5}) + "\n" for s in (0, 1)))
+    assert report([str(run)]) == 0
+    assert first_line(capsys)[0].startswith(f"memjax.report: warning: {run}: the training run has not finished (no "
+                                            "result.json; last step logged: 1)")
+    assert "This training run has not finished" in (run / "report.html").read_text()
+    assert evaluate.main([str(REPO / "configs/memagent/tiny_eval.py"), "--set", f"policy={run}", "--set",
+                          f"out_dir={tmp_path / 'e'}"]) == 2
+    assert first_line(capsys)[0].endswith(f"it is a training run's directory, whose policy is {run / 'hf'} (written "
+                                          "when the run finishes: resume the run first)")

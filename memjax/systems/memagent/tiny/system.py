@@ -51,7 +51,8 @@ class TinySection(AgentSection):
             raise ValueError(f"TinySection.eval_lengths must list distinct num_chunks values >= 2, got "
                              f"{self.eval_lengths}")
         if self.eval_samples < 0 or not self.temperature >= 0:
-            raise ValueError(f"TinySection: eval_samples and temperature must be >= 0 (got {self})")
+            raise ValueError(f"TinySection: eval_samples and temperature must be >= 0 (got eval_samples="
+                             f"{self.eval_samples}, temperature={self.temperature})")
 
 
 @register
