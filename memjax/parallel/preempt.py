@@ -1,20 +1,14 @@
 """Stopping a run at a step boundary on SIGTERM (scancel, SLURM preemption) or Ctrl-C, on every process at once.
 
-Owns `StopRequests`: `due(step)` is asked once per finished training step, with the same step on every process,
-and says when the run should commit a checkpoint of that step and exit; `code` is then 143 (SIGTERM) or 130
-(SIGINT), `signal_name` names it.
-- Several processes: JAX's preemption service owns SIGTERM (jax.distributed.initialize installs its notifier);
-  a SIGTERM to any process is propagated to all, and `due` is
-  jax.experimental.multihost_utils.reached_preemption_sync_point(step) -- true at the same step everywhere (the
-  step after the largest one any process had reached). A SIGINT is turned into a SIGTERM to this process, so it
-  takes the same path (exit 130 on the process that got it, 143 on the others).
-- One process: SIGTERM and SIGINT set a flag (no exception is raised inside a step, a collective or a save);
-  `due` is that flag. A second signal of either kind raises at once (the previous behaviour: unwind now).
-`restore()` puts the previous handlers back.
-Invariants: nothing here runs a collective outside `due`, which every process calls at every step. With several
-processes `due` counts its own calls (the preemption sync point is the largest count any process had reached, plus
-one), so a run may also ask it between the batches of a held-out evaluation, as long as every process asks it the
-same number of times.
+Owns `StopRequests`: `due(step)` says when the run should commit a checkpoint and exit; `code` is then 143
+(SIGTERM) or 130 (SIGINT), `signal_name` names it; `restore()` puts the previous handlers back.
+- Several processes: JAX's preemption service owns SIGTERM (jax.distributed.initialize installs its notifier) and
+  propagates it to all; `due` is reached_preemption_sync_point over its own call count, true at the same call
+  everywhere. A SIGINT becomes a SIGTERM to this process (exit 130 there, 143 on the others).
+- One process: SIGTERM and SIGINT set a flag (never an exception inside a step, a collective or a save); `due`
+  is that flag. A second signal of either kind raises at once.
+Invariants: nothing here runs a collective outside `due`; every process calls it the same number of times (at
+every step, and between the batches of a held-out evaluation).
 """
 
 from __future__ import annotations
