@@ -7,6 +7,8 @@ Two halves, two environments:
                 `tiny` (the tiny MemAgent system's shipped warm-start policy with its word tokenizer) -- and
                 DIR/prompts.json: per export, the chat messages and memjax's own prompt ids and greedy tokens
                 (memjax.Engine, temperature 0, GREEDY_TOKENS new tokens, no stop token).
+                `make DIR RUN_HF` also copies a trained run's exported hf/ (e.g. out/demo/tiny/hf) to DIR/run and
+                records memjax's ids on it, loaded as a user loads it (memjax.load_hf and the directory's tokenizer).
   check DIR OUT (a Python 3.11 env with torch==2.13.0 + transformers) loads each dir with AutoTokenizer (the tiny
                 word tokenizer with PreTrainedTokenizerFast: transformers 5 gives every qwen2 model Qwen2Tokenizer)
                 and AutoModelForCausalLM, renders each prompt with the exported chat template, generates greedily
@@ -69,10 +71,14 @@ def spread_weights(model, seed: int = 0):
     return model
 
 
-def make_exports(root: str | Path) -> dict:
-    """The two exports and memjax's prompt / greedy ids (module docstring); returns prompts.json's dict."""
-    from memjax import Engine, EngineConfig, SamplingParams
+def make_exports(root: str | Path, run_hf: str | Path | None = None) -> dict:
+    """The two exports (and a run's hf/, when given) and memjax's prompt / greedy ids (module docstring); returns
+    prompts.json's dict."""
+    import shutil
+
+    from memjax import Engine, EngineConfig, SamplingParams, load_hf
     from memjax.checkpoint.export import export_hf
+    from memjax.cli.model_dir import load_tokenizer
     from memjax.model import init_model, presets
     from memjax.systems import get
     from memjax.tokenizer import Tokenizer
@@ -81,10 +87,17 @@ def make_exports(root: str | Path) -> dict:
     cls = get("tiny")
     tiny_model, tiny_tok = cls(cls.section()).load_model(None)
     qwen_model = spread_weights(init_model(presets.get("tiny-qwen-vocab"), 0))
+    cases = [("qwen_vocab", qwen_model, Tokenizer.default(), QWEN_PROMPTS),
+             ("tiny", tiny_model, tiny_tok, _tiny_prompts(tiny_tok.words))]
+    if run_hf:
+        shutil.copytree(run_hf, root / "run", dirs_exist_ok=True)
+        run_tok = load_tokenizer(root / "run")
+        prompts = _tiny_prompts(run_tok.words) if hasattr(run_tok, "words") else QWEN_PROMPTS
+        cases.append(("run", load_hf(root / "run"), run_tok, prompts))
     record = {}
-    for name, model, tok, prompts in (("qwen_vocab", qwen_model, Tokenizer.default(), QWEN_PROMPTS),
-                                      ("tiny", tiny_model, tiny_tok, _tiny_prompts(tiny_tok.words))):
-        export_hf(model, root / name, tokenizer=tok)
+    for name, model, tok, prompts in cases:
+        if name != "run":
+            export_hf(model, root / name, tokenizer=tok)
         ids = [tok.apply_chat_template(m, add_generation_prompt=True) for m in prompts]
         engine = Engine(model, EngineConfig(max_slots=2, prefill_slots=2, window=256, page_size=16, progress=False))
         outs = engine.generate(ids, SamplingParams(temperature=0.0, max_tokens=GREEDY_TOKENS, stop_token_ids=()))
@@ -140,8 +153,8 @@ def check(root: str | Path, out: str | Path) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] == "make":
-        make_exports(sys.argv[2])
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "make":
+        make_exports(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
         print(f"exports and memjax's greedy ids in {sys.argv[2]}")
     elif len(sys.argv) == 4 and sys.argv[1] == "check":
         sys.exit(check(sys.argv[2], sys.argv[3]))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,31 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--chunk-tokens", type=int, default=5000, help="MemAgent (Qwen models): tokens per chunk")
     ap.add_argument("--memory-tokens", type=int, default=1024, help="MemAgent (Qwen models): memory budget")
     ap.add_argument("--max-questions", type=int, default=5, help="a LoCoMo file's questions asked when no -q")
+    ap.add_argument("--screenshot", metavar="PNG", default="", help="also save a headless-Chromium screenshot of "
+                                                                    "agent.html (memjax.report.browser)")
+    ap.add_argument("--size", default="1280x1600", help="screenshot window WIDTHxHEIGHT (default 1280x1600)")
     return ap
+
+
+def _screenshot_target(png: str, size: str) -> tuple[Path, int, int]:
+    """--screenshot's file and window, checked before the run: WIDTHxHEIGHT, a folder it can write, a browser."""
+    from ..report.browser import find_chromium
+
+    try:
+        w, h = (int(x) for x in size.lower().split("x"))
+    except ValueError:
+        raise InputError(f"--size {size!r}: not WIDTHxHEIGHT (e.g. 1280x1600)") from None
+    if w <= 0 or h <= 0:
+        raise InputError(f"--size {size!r}: not WIDTHxHEIGHT (e.g. 1280x1600)")
+    path = Path(png).absolute()
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:  # the browser helper creates the missing folders
+        folder = folder.parent
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"--screenshot {png}: {folder} is not a writable folder")
+    if find_chromium() is None:
+        raise InputError("--screenshot: no headless browser: install Debian's `chromium` (or set MEMJAX_CHROMIUM)")
+    return path, w, h
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             asked = [(q, "") for q in args.question] or list(inputs.questions[: args.max_questions])
             if not asked:
                 raise InputError(f"{args.conversation}: no question (give -q QUESTION)")
+        shot = _screenshot_target(args.screenshot, args.size) if args.screenshot else None
         tiny, tok = _model(args)
         from ..runio import claim_marked_dir
 
@@ -117,4 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     record["inputs"] = args.docs or [args.conversation]
     page = write_outputs(out, record)
     con.print(f"record: {out / 'record.json'}  trace page: {page}", soft_wrap=True)
+    if shot:
+        from ..report.browser import BrowserMissing, screenshot
+
+        try:
+            con.print(f"screenshot: {screenshot(page, shot[0], width=shot[1], height=shot[2])}", soft_wrap=True)
+        except (BrowserMissing, RuntimeError, OSError) as e:
+            print(f"memjax.run_agent: error: screenshot: {(str(e).splitlines() or [repr(e)])[0]}", file=sys.stderr)
+            return 1
     return 0

@@ -243,6 +243,13 @@ COMMANDS = {
     'python -m memjax.run_agent --system memory_r2 --model tiny --conversation tests/fixtures/agent/tiny_conversation.json -q "where is bob ?" --out out/agent/memory_r2': "",
     # the screenshot needs a headless Chromium (tests/e2e/report/test_page.py runs it where one is installed)
     "python -m memjax.report out/demo/tiny --screenshot docs/img/report_demo.png --size 1280x2300": PARSE,
+    # docs/run_agent.md's screenshots: tests/e2e/cli/test_run_agent.py runs --screenshot (a browser is needed)
+    'python -m memjax.run_agent --system memagent --model out/demo/tiny/hf --docs tests/fixtures/agent/tiny_facts.txt '
+    '-q "where is kim ?" -q "where is dan ?" --out out/agent/demo --screenshot docs/img/agent_memagent.png '
+    '--size 1000x680': PARSE,
+    'python -m memjax.run_agent --system memory_r2 --model tiny --conversation '
+    'tests/fixtures/agent/tiny_conversation.json -q "where is bob ?" --out out/agent/memory_r2 '
+    '--screenshot docs/img/agent_memory_r2.png --size 1000x580': PARSE,
     "python -m memjax.launch --nproc 2 --devices-per-proc 4 -- memjax.train configs/tiny.py --set steps=3 "
     "--set prompts_per_step=4 --set out_dir=out/tiny2": CHECK,
     "python -m memjax.launch --nproc 2 -- memjax.evaluate configs/memagent/tiny_eval.py": CHECK,

@@ -3,6 +3,7 @@ its memory per chunk and answers, the conversation systems show their searches /
 agent.html are written; bad input is one line and exit 2."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -67,3 +68,41 @@ def test_bad_input_is_one_line(tmp_path):
         p = _run(*args, "--out", str(tmp_path / "o"))
         assert p.returncode == 2 and what in p.stderr, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_screenshot_writes_a_png_of_the_trace_page(tmp_path):
+    from memjax.report.browser import find_chromium
+
+    if find_chromium() is None:
+        why = "no headless browser installed (Debian: apt-get install chromium, or set MEMJAX_CHROMIUM)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {why}; .ci/run installs it before `make test`")
+        pytest.skip(why)
+    from PIL import Image
+
+    png = tmp_path / "shots" / "agent.png"  # a folder that does not exist yet is created
+    p = _run("--system", "memagent", "--model", "tiny", "--docs", str(FIX / "tiny_facts.txt"), "-q", "where is eve ?",
+             "--out", str(tmp_path / "o"), "--screenshot", str(png), "--size", "800x600")
+    assert p.returncode == 0, p.stderr
+    assert f"screenshot: {png}" in p.stdout and png.stat().st_size > 0
+    im = Image.open(png).convert("RGB")
+    assert im.size == (800, 600)
+    colours = im.getcolors(maxcolors=1 << 16)
+    assert colours is None or len(colours) > 50  # a drawn page, not a blank one
+
+
+def test_screenshot_into_an_unwritable_folder_is_one_line(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    cases = [(str(blocker / "agent.png"), "is not a writable folder"),  # its folder is a file (root writes anywhere)
+             (str(tmp_path), "is not a writable folder")]               # a folder, not a PNG file
+    if os.geteuid() != 0:  # permission bits bind only non-root users
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o555)
+        cases.append((str(ro / "agent.png"), "is not a writable folder"))
+    for png, what in cases:
+        p = _run("--system", "memagent", "--model", "tiny", "--docs", str(FIX / "tiny_facts.txt"), "-q", "x",
+                 "--out", str(tmp_path / "o"), "--screenshot", png)
+        assert p.returncode == 2 and what in p.stderr and p.stderr.startswith("memjax.run_agent: error: --screenshot")
+        assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+        assert not (tmp_path / "o").exists()  # refused before the run: nothing written
