@@ -19,9 +19,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ....tiny.model import engine_config
 from .agent import evaluate, make_agent, memagent_config
-from .task import HELDOUT_SEED, WORDS, TaskConfig, TinyTokenizer, make_split
+from .task import HELDOUT_SEED, WORDS, TaskConfig, TinyTokenizer, make_sample, make_split
 from ...base import AgentSection, CountingStream, System, register
 
 RL_DATA_SEED = 7
@@ -42,6 +44,8 @@ class TinySection(AgentSection):
     heldout_size: int = 256
     eval_samples: int = 4  # temperature-1 answers per held-out question for `accuracy_sampled` (0 = off)
     eval_lengths: tuple[int, ...] = ()  # also evaluate at these num_chunks (keys chunks<N>/...); () = off
+    train_chunks: tuple[int, ...] = ()  # a length tail: each training document's num_chunks drawn (per sample,
+    # from its index) from these values; () = task.num_chunks for every sample (benchmarks/async_schedules.py)
 
     def __post_init__(self):
         for f in ("group_size", "heldout_size", "max_slots"):
@@ -50,6 +54,8 @@ class TinySection(AgentSection):
         if any(int(n) < 2 for n in self.eval_lengths) or len(set(self.eval_lengths)) != len(self.eval_lengths):
             raise ValueError(f"TinySection.eval_lengths must list distinct num_chunks values >= 2, got "
                              f"{self.eval_lengths}")
+        if any(int(n) < 2 for n in self.train_chunks):
+            raise ValueError(f"TinySection.train_chunks must hold num_chunks values >= 2, got {self.train_chunks}")
         if self.eval_samples < 0 or not self.temperature >= 0:
             raise ValueError(f"TinySection: eval_samples and temperature must be >= 0 (got eval_samples="
                              f"{self.eval_samples}, temperature={self.temperature})")
@@ -70,9 +76,16 @@ class TinySystem(System):
         return engine_config(max_slots=self.cfg.max_slots)
 
     def train_data(self, batch_size: int, seed: int):
-        task = self.cfg.task
-        return CountingStream(lambda start, n: make_split(task, RL_DATA_SEED + 1000 * seed, n, start=start),
-                              batch_size)
+        task, tail, data_seed = self.cfg.task, self.cfg.train_chunks, RL_DATA_SEED + 1000 * seed
+        if not tail:
+            return CountingStream(lambda start, n: make_split(task, data_seed, n, start=start), batch_size)
+
+        def split(start: int, n: int) -> list:
+            chunks = [int(tail[np.random.default_rng([data_seed, i, 1]).integers(len(tail))])
+                      for i in range(start, start + n)]
+            return [make_sample(dataclasses.replace(task, num_chunks=k), data_seed, i)
+                    for k, i in zip(chunks, range(start, start + n))]
+        return CountingStream(split, batch_size)
 
     def workflow(self, engine, tokenizer, *, train: bool = True):
         c = self.cfg
