@@ -87,13 +87,20 @@ def main(argv=None) -> None:
     ap.add_argument("--max-staleness", type=int, default=1)
     ap.add_argument("--out-dir", default="", help="folder for the JSON and the table (default: a new /tmp folder)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more TrainConfig overrides")
+    ap.add_argument("--update-committed", action="store_true", help="replace committed result files in --out-dir")
     a = ap.parse_args(argv)
     if a.steps < 2 or a.max_staleness < 0:
         ap.error("--steps must be >= 2 and --max-staleness >= 0")
     out = Path(a.out_dir) if a.out_dir else Path(tempfile.mkdtemp(prefix="async_schedules_"))
-    out.mkdir(parents=True, exist_ok=True)
     device = "cpu" if jax.default_backend() == "cpu" else jax.devices()[0].device_kind.lower().replace(" ", "_")
     name = f"async_schedules_{device}.json"
+    from . import guard_committed
+
+    refused = guard_committed([out / name, out / name.replace(".json", ".md")], a.update_committed,
+                              "benchmarks.async_schedules")
+    if refused:
+        raise SystemExit(refused)
+    out.mkdir(parents=True, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="async_runs_") as runs:
         for seed in a.seeds:  # the schedules alternate, so a busy machine slows both alike
