@@ -60,8 +60,10 @@ def summary(rows: list[dict]) -> dict:
         acc = [r["heldout_accuracy"] for r in rs]
         out[s] = {"runs": len(rs), "heldout_accuracy_mean": statistics.fmean(acc),
                   "heldout_accuracy_std": statistics.stdev(acc) if len(acc) > 1 else 0.0,
-                  "s_per_step_mean": statistics.fmean(r["s_per_step"] for r in rs)}
+                  "s_per_step_mean": statistics.fmean(r["s_per_step"] for r in rs),
+                  "rollout_s_mean": statistics.fmean(r["rollout_s"] for r in rs)}
     out["s_per_step_ratio"] = out["colocated_async"]["s_per_step_mean"] / out["sync"]["s_per_step_mean"]
+    out["rollout_s_ratio"] = out["colocated_async"]["rollout_s_mean"] / out["sync"]["rollout_s_mean"]
     return out
 
 
@@ -75,8 +77,9 @@ def table(rows: list[dict], summ: dict, name: str) -> str:
     for s in SCHEDULES:
         m = summ[s]
         lines.append(f"| **{s}** | mean of {m['runs']} | | {m['heldout_accuracy_mean']:.3f} +- "
-                     f"{m['heldout_accuracy_std']:.3f} | {m['s_per_step_mean']:.2f} | | | | |")
-    lines.append(f"\ns/step colocated_async / sync: {summ['s_per_step_ratio']:.3f} (measured, one process)")
+                     f"{m['heldout_accuracy_std']:.3f} | {m['s_per_step_mean']:.2f} | {m['rollout_s_mean']:.2f} | | | |")
+    lines.append(f"\ns/step colocated_async / sync: {summ['s_per_step_ratio']:.3f}; rollout s: "
+                 f"{summ['rollout_s_ratio']:.3f} (measured, one process)")
     return "\n".join(lines) + "\n"
 
 

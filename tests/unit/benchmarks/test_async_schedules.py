@@ -19,7 +19,7 @@ def test_summary_and_table():
     assert s["sync"]["heldout_accuracy_mean"] == pytest.approx(0.7)
     assert s["sync"]["heldout_accuracy_std"] == pytest.approx(0.1414, abs=1e-4)
     assert s["colocated_async"]["heldout_accuracy_std"] == 0.0
-    assert s["s_per_step_ratio"] == pytest.approx(3.0 / 5.0)
+    assert s["s_per_step_ratio"] == pytest.approx(3.0 / 5.0) and s["rollout_s_ratio"] == pytest.approx(3.0 / 5.0)
     md = table(rows, s, "x.json")
     assert md.count("\n| sync |") == 2 and "| **colocated_async** | mean of 2 |" in md and "0.600 (measured" in md
 
