@@ -40,7 +40,7 @@ ref = one.generate(prompts, sp)
 T1 = time.time()
 # 8 groups of 2 slots, 14 pages each (12 per full window + 2): long pairs preempt
 mesh = MeshConfig().make()  # the trainer's default: every device on fsdp
-dp = Engine(model, EngineConfig(**CFG, num_pages=8 * 14, data_parallel=-1), devices=rollout_devices(mesh))
+dp = Engine(model, EngineConfig(**CFG, kv=KVCacheOptions(num_pages=8 * 14), data_parallel=-1), devices=rollout_devices(mesh))
 rids = [dp.submit(p, s) for p, s in zip(prompts, sp)]
 groups = [dp.book.live[i].device for i in rids]
 done = {}
@@ -98,7 +98,7 @@ woke = dp.generate(prompts[1::2], sp[1::2])
 res.update(sleep_freed=freed, wake_equal=all(a.token_ids == b.token_ids for a, b in zip(woke, ref[1::2])),
            wake_shards=sorted({tuple(s.data.shape) for s in dp._pool.k.addressable_shards}) == res["shard_shapes"])
 # tensor parallel: 4 groups x 2 devices splitting the heads and the pool's KV heads
-tp = Engine(model, EngineConfig(**CFG, num_pages=4 * 14, data_parallel=4, tensor_parallel=2))
+tp = Engine(model, EngineConfig(**CFG, kv=KVCacheOptions(num_pages=4 * 14), data_parallel=4, tensor_parallel=2))
 tp_out = tp.generate(prompts, sp)
 q = tp._queue()[0]
 qw = [a for pth, a in jax.tree_util.tree_flatten_with_path(tp._params)[0] if "q_w" in jax.tree_util.keystr(pth)][0]
