@@ -193,7 +193,7 @@ class RolloutStream:
         for row, (_, v, n) in enumerate(turns):
             versions[row, :n], mask[row, :n] = v, 1.0
         sample = np.array([t for t, _, _ in turns] or [0], np.int32)
-        out = {k: v for k, v in staleness_metrics(versions, mask, sample, self.version, max_bin=2).items()}
+        out = staleness_metrics(versions, mask, sample, self.version, max_bin=2)
         out.update({"async_batches_ahead": float(len(self.gens)), "async_paused_requests": float(self._paused),
                     "async_admitted_version": float(gen.version)})
         return out
