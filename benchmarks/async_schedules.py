@@ -25,7 +25,7 @@ from pathlib import Path
 
 import jax
 
-from memjax.config import apply_overrides, load_config_file
+from memjax.core.config import apply_overrides, load_config_file
 from memjax.loop.run import Run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,12 +8,12 @@ followed by `jax.block_until_ready`. Weights are random (N(0, 0.02)) in --dtype 
 Reported (and written to benchmarks/results/forward_<preset>_<device>.json with the device kind, jax /
 flax versions, shapes, dtype and every iteration time):
   * tokens/s = B·T / median iteration time;
-  * TFLOP/s and MFU with `memjax.flops.estimate(training=False)` (verl's Qwen2 estimator, the
+  * TFLOP/s and MFU with `memjax.model.flops.estimate(training=False)` (verl's Qwen2 estimator, the
     convention the MemAgent paper and verl report MFU with) over the device's dense bf16 peak;
-  * the same with `memjax.flops.matmul_flops` (what the decoder actually executes: the embedding is a
+  * the same with `memjax.model.flops.matmul_flops` (what the decoder actually executes: the embedding is a
     gather, not a matmul), and a roofline time max(FLOPs / peak, bytes / HBM bandwidth) with bytes =
     weights read once + logits written once (a lower bound).
-The peak comes from the device table in memjax.flops, or --peak-tflops / $MEMJAX_PEAK_TFLOPS; on a
+The peak comes from the device table in memjax.model.flops, or --peak-tflops / $MEMJAX_PEAK_TFLOPS; on a
 device with no known peak (CPU) MFU is shown as n/a and stored as null.
 
 Run: `python -m benchmarks.forward_throughput` (Qwen2.5-1.5B, bf16, [8, 4096]); on CPU, e.g.
@@ -39,8 +39,7 @@ from rich.console import Console
 from rich.progress import track
 from rich.table import Table
 
-from memjax import flops
-from memjax.model import count_params, init_model, presets
+from memjax.model import count_params, flops, init_model, presets
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -30,7 +30,6 @@ from pathlib import Path
 from memjax.parallel.gpu_topology import H100_TARGET  # noqa: F401  (the H100 SXM target; owned there)
 
 
-
 def gpu_device(target: str = H100_TARGET):
     """A compile-only CUDA device for `target` (raises when no CUDA PJRT plugin is installed)."""
     from jax.experimental import topologies
@@ -58,9 +57,9 @@ def compile_loop(preset: str = "tiny", dtype: str = "bfloat16", slots: int = 8, 
     from flax import nnx
 
     from benchmarks.hlo_facts import round_syncs
-    from memjax.engine.config import EngineConfig, KVCacheOptions, KernelOptions
-    from memjax.engine.loop import make_run
+    from memjax.engine.config import EngineConfig, KernelOptions, KVCacheOptions
     from memjax.engine.live_request import pack_queue
+    from memjax.engine.loop import make_run
     from memjax.engine.state import init_pool, init_ring, init_slots
     from memjax.model import init_model, presets
 
@@ -130,7 +129,7 @@ def compile_train_step(preset: str = "tiny", config: str = "configs/memagent/tra
     import jax.numpy as jnp
     from flax import nnx
 
-    from memjax.config import load_config_file
+    from memjax.core.config import load_config_file
     from memjax.model import init_model, presets
     from memjax.rl.update_programs import UpdatePrograms
 

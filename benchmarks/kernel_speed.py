@@ -25,8 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memjax import flops
 from memjax.kernels import step_ratio_loss, token_logprob_entropy
+from memjax.model import flops
 
 from .forward_throughput import device_slug
 from .paged_attention import time_fn

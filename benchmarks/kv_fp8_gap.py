@@ -141,7 +141,7 @@ def main(argv=None) -> dict:
             raise SystemExit(f"kv_fp8_gap: --{f.replace('_', '-')} must be >= 1, got {getattr(a, f)}")
     import jax
 
-    from memjax.modelsource import ModelSource
+    from memjax.checkpoint.source import ModelSource
 
     model, tok = ModelSource(hf_path=a.hf_path, preset=a.preset, dtype=a.dtype, compute_dtype=a.compute_dtype).load()
     prompts = hotpot_prompts(tok, a.prompts, a.prompt_len, a.data)

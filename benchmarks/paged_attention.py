@@ -8,7 +8,7 @@ mosaic (--impls; the Mosaic GPU decode kernel, whose failure is recorded, not fa
 --splits / --mosaic-splits, plus suggest_num_splits' choice on GPU) is jitted with the arrays as arguments,
 warmed up, then timed (median of --iters, block_until_ready each call). Roofline: the bytes of K and V
 the step must read (each sequence's ceil(kv_len / S) pages, K and V, all KV heads) over the device's
-HBM bandwidth from memjax.flops.hbm_tbps (table, or $MEMJAX_PEAK_HBM_TBPS); reported as roofline time /
+HBM bandwidth from memjax.model.flops.hbm_tbps (table, or $MEMJAX_PEAK_HBM_TBPS); reported as roofline time /
 measured time.
 The pallas result is checked against the reference (max |diff|) on every configuration.
 
@@ -33,8 +33,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memjax import flops
-from memjax.kernels.paged_attention import paged_attention, paged_attention_ref, suggest_num_splits
+from memjax.kernels.paged_attention import (
+    paged_attention,
+    paged_attention_ref,
+    suggest_num_splits,
+)
+from memjax.model import flops
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHAPES = {"1.5b": dict(kv=2, h=12, d=128), "7b": dict(kv=4, h=28, d=128),

@@ -15,7 +15,7 @@ Modes:
          long-prompt requests, and the decoders' inter-token gaps (median, p90, max; seconds and rounds).
   sweep  (GPU) decode tokens/s at several batch sizes and prefill tokens/s for a preset with random
          weights, each against its roofline: decode = (weight bytes + KV bytes read per step) / HBM
-         bandwidth; prefill = MFU from memjax.flops.estimate(training=False). --greedy-tokens saves each batch's
+         bandwidth; prefill = MFU from memjax.model.flops.estimate(training=False). --greedy-tokens saves each batch's
          greedy tokens (untimed), so that two engine variants' outputs can be compared (benchmarks/greedy_match.py).
 Results: benchmarks/results/rollout_<mode>_<preset>_<device>.json. Run `python -m benchmarks.rollout_throughput -h`.
 """
@@ -34,9 +34,15 @@ from flax import nnx
 from rich.console import Console
 from rich.table import Table
 
-from memjax import flops
-from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, SamplingParams
+from memjax.engine import (
+    Engine,
+    EngineConfig,
+    KernelOptions,
+    KVCacheOptions,
+    SamplingParams,
+)
 from memjax.engine.state import kv_bytes_per_page
+from memjax.model import flops
 
 from .engine_options import add_engine_option, engine_overrides, with_overrides
 from .forward_throughput import build, device_slug

@@ -5,7 +5,7 @@
 Reads RUN_DIR/metrics.jsonl (the `flops_<phase>` and `time_<phase>_s` keys of memjax/rl/phases.py; steps after the
 first, which compile), and takes each phase's FLOP rate per device as MEASURED. The 7B recipe's step
 (configs/memagent/train.py: 128 prompts x group 16 = 2,048 samples, 28,672-token documents, chunk 5000, query and
-memory budgets 1024: memjax.flops.memagent_seqlens per document) is then SCALED: each phase's FLOPs (rollout, old and
+memory budgets 1024: memjax.model.flops.memagent_seqlens per document) is then SCALED: each phase's FLOPs (rollout, old and
 reference log-probs = one forward each, update = 3 forwards) divided by that rate x the GPU count (the same per-device
 rate at 7B, and linear in devices: assumptions, not measurements). Dividing the rollout by every GPU is what the recipe
 runs: a training run's engine spans every device of its process (TrainConfig.rollout_devices="all", placed by
@@ -49,8 +49,7 @@ def measured_rates(run_dir: Path) -> dict:
 
 
 def scale(m: dict, plan: dict, gpus: int) -> dict:
-    from memjax import flops
-    from memjax.model import count_params, presets
+    from memjax.model import count_params, flops, presets
 
     cfg = presets.get("qwen2.5-7b")
     fwd = flops.estimate(cfg, flops.memagent_seqlens(DOC_TOKENS) * SAMPLES, training=False)

@@ -29,8 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memjax import flops
-from memjax.model import presets
+from memjax.model import flops, presets
 from memjax.rl.schedule_sim import Rates, Schedule, Trajectory, Turn, simulate
 
 ROOT = Path(__file__).resolve().parents[1]

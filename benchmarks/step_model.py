@@ -1,13 +1,13 @@
 """Modelled step time of MemAgent's 7B recipe on 8 and 32 GPUs from a memory plan's compiled programs, beside verl's
 37.5 H100-s per sample anchor. Every figure is labelled: compiled (XLA's cost analysis / collectives of the plan's
-programs), measured (the H200 rates of 2026-11-27), modelled (the arithmetic here), analytic (memjax.flops).
+programs), measured (the H200 rates of 2026-11-27), modelled (the arithmetic here), analytic (memjax.model.flops).
 
   python -m benchmarks.step_model PLAN.json [--plan-32 PLAN_4_HOSTS.json] [--gpu h100|h200] [--json FILE]
 
 PLAN.json: `python -m memjax.plan configs/memagent/train.py --devices 8 --hbm-gib 80 --json` (its "cost": XLA's
 FLOPs per device of one run of the update and log-prob programs, their micro-batch loop counted once; "traffic":
 bytes each device sends per update). The workload is the recipe's step: 128 prompts x group 16 = 2,048 samples of
-28,672-token documents (memjax.flops.memagent_seqlens: chunk 5000, query and memory budgets 1024), every token of
+28,672-token documents (memjax.model.flops.memagent_seqlens: chunk 5000, query and memory budgets 1024), every token of
 every conversation trained, old and reference log-probs one forward each; padding and dynamic sampling's extra
 generation batches are left out (the model's optimism, stated).
 Rates (stated numbers):
@@ -36,8 +36,7 @@ MINI_BATCHES = 16  # configs/memagent/train.py update.mini_batches
 
 
 def model(plan: dict, gpus: int, gpu: str = "h100") -> dict:
-    from memjax import flops
-    from memjax.model import count_params, presets
+    from memjax.model import count_params, flops, presets
 
     cfg = presets.get("qwen2.5-7b")
     seq = flops.memagent_seqlens(DOC_TOKENS)
@@ -52,7 +51,7 @@ def model(plan: dict, gpus: int, gpu: str = "h100") -> dict:
             how = "compiled FLOPs/token (XLA cost analysis) at 45.5% MFU (measured)"
         else:
             f_tok = (3 if phase == "update" else 1) * fwd / tokens
-            how = "analytic FLOPs/token (memjax.flops) at 45.5% MFU (measured)"
+            how = "analytic FLOPs/token (memjax.model.flops) at 45.5% MFU (measured)"
         secs = k * tokens * f_tok / (gpus * MFU_UPDATE * PEAK)
         rows[phase] = {"seconds": secs, "how": how, "flops_per_token": f_tok}
     tr = (plan.get("traffic") or {}).get("update") or {"max_intra": 0, "max_inter": 0}

@@ -10,7 +10,7 @@ are 1-7K tokens), so attention, masking and the pad fraction are what a real ste
 
 Reported (benchmarks/results/train_step_<preset>_<device>.json):
   * tokens/s = real (unpadded) tokens per update / median update time;
-  * MFU = memjax.flops.estimate(cfg, conversation lengths, training=True) (verl's convention: 3x forward,
+  * MFU = memjax.model.flops.estimate(cfg, conversation lengths, training=True) (verl's convention: 3x forward,
     full s^2 attention per conversation) / time / device peak; also per padded row token;
   * peak memory: `device.memory_stats()["peak_bytes_in_use"]` after the timed updates (GPU only), against
     `memjax.run.plan.plan(cfg, devices=1, hbm_gib=...)`'s update phase (params + optimizer + reference + train
@@ -34,9 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from memjax import flops
-from memjax.config import load_config_file
-from memjax.model import count_params, init_model, presets
+from memjax.core.config import load_config_file
+from memjax.model import count_params, flops, init_model, presets
 from memjax.rl.packing import pack
 from memjax.rl.update_programs import UpdatePrograms
 

@@ -7,6 +7,6 @@ configs/<paper>/).
 
 from pathlib import Path
 
-from memjax.config import load_config_file
+from memjax.core.config import load_config_file
 
 config = load_config_file(Path(__file__).with_name("memagent") / "train.py")

@@ -1,7 +1,7 @@
 """`python -m memjax.evaluate`: the command's name; the command is memjax/cli/evaluate.py. `from memjax.evaluate
 import EvalConfig, evaluate` (what config files and scripts import) resolves each name on first use."""
 from .cli.evaluate import main
-from .lazy import exports, names
+from .core.lazy import exports, names
 
 __getattr__, __dir__ = exports(globals(), {
     **names(".cli.evaluate_run", "FULL_CONTEXT_TEMPLATE", "evaluate", "evaluate_and_report", "evaluate_system"),

@@ -79,9 +79,9 @@ def make_exports(root: str | Path, run_hf: str | Path | None = None) -> dict:
     from memjax import Engine, EngineConfig, SamplingParams, load_hf
     from memjax.checkpoint.export import export_hf
     from memjax.cli.model_dir import load_tokenizer
+    from memjax.core.tokenizer import Tokenizer
     from memjax.model import init_model, presets
     from memjax.systems import get
-    from memjax.tokenizer import Tokenizer
 
     root = Path(root)
     cls = get("tiny")
@@ -112,7 +112,11 @@ def check(root: str | Path, out: str | Path) -> int:
     os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1"
     import torch
     import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        PreTrainedTokenizerFast,
+    )
 
     root = Path(root)
     record = json.loads((root / "prompts.json").read_text())

@@ -26,8 +26,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from memjax.config import load_config_file  # noqa: E402
 from memjax.cli.train import train  # noqa: E402
+from memjax.core.config import load_config_file  # noqa: E402
 
 METRICS = ("accuracy_sampled", "accuracy")
 

@@ -9,10 +9,10 @@ import json
 import sys
 from pathlib import Path
 
-from memjax.config import load_config_file
+from memjax.cli.train import TrainConfig
+from memjax.core.config import load_config_file
 from memjax.model import presets
 from memjax.run.plan import plan
-from memjax.cli.train import TrainConfig
 
 SMALL = presets.get("tiny", num_layers=1, tie_word_embeddings=False, param_dtype="float32", dtype="bfloat16")
 

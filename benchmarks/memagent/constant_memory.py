@@ -44,7 +44,7 @@ class StandInEngine:
     """The engine surface run_workflow uses; every request is answered at once with `max_tokens` ids (no model)."""
 
     def __init__(self, model, config, devices=None):
-        from memjax.tokenizer import Tokenizer
+        from memjax.core.tokenizer import Tokenizer
 
         self.config, self.stats, self.pending, self.next_id = config, {}, [], 0
         self.fill = Tokenizer.default().encode(" memo")[0]
@@ -72,11 +72,11 @@ class StandInEngine:
 
 
 def child(root: Path, n: int, questions: int, out: Path) -> dict:
-    import memjax.engine
-
-    from memjax.config import apply_overrides, load_config_file
-    from memjax.cli.evaluate import evaluate
     from rich.console import Console
+
+    import memjax.engine
+    from memjax.cli.evaluate import evaluate
+    from memjax.core.config import apply_overrides, load_config_file
 
     made: list[StandInEngine] = []
     memjax.engine.Engine = lambda *a, **k: made.append(StandInEngine(*a, **k)) or made[-1]  # read at call time

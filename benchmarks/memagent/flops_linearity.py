@@ -2,7 +2,7 @@
 
 Analytic mode (the only mode for now): for each model (default Qwen2.5-7B and 14B) and each document
 length c = 8K, 16K, ..., 4M tokens (powers of two × 1024), the training FLOPs of verl's Qwen2
-estimator (`memjax.flops.estimate`) for
+estimator (`memjax.model.flops.estimate`) for
   * MemAgent: one conversation of q+200+o, ceil(c/N) memory updates of q+200+N+o, a final q+100+o;
   * baseline: one sequence of q+c+o tokens;
 with q = o = 1024, N = 5000 (MemAgent paper, appendix A). Forward-only FLOPs are exactly one third of
@@ -32,8 +32,7 @@ import jax
 from rich.console import Console
 from rich.progress import track
 
-from memjax import flops
-from memjax.model import presets
+from memjax.model import flops, presets
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -66,7 +65,7 @@ def analytic(models: list[str], lengths: list[int], q: int, o: int, chunk: int) 
                               local_slope=local_slope(xs, [x[f"{k}_flops"] for x in r]))
                       for k in ("memagent", "baseline")}
         summary[m]["ratio_at_max_length"] = r[-1]["ratio_baseline_over_memagent"]
-    return dict(mode="analytic", estimator="verl Qwen2 (memjax.flops.estimate), training FLOPs",
+    return dict(mode="analytic", estimator="verl Qwen2 (memjax.model.flops.estimate), training FLOPs",
                 stages=dict(q=q, o=o, chunk=chunk, initial=q + 200 + o, update=q + 200 + chunk + o,
                             final=q + 100 + o, baseline="q + c + o"),
                 lengths=lengths, models=rows, summary=summary,

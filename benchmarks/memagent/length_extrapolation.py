@@ -133,7 +133,7 @@ def eval_full_context(model, lengths: list[int], questions: int, max_chunks: int
 
 def rl_config(out_dir: Path, *, seed: int, steps: int, prompts: int, ablation: str = "none"):
     """configs/tiny.py with the study's (or the CI test's) sizes."""
-    from memjax.config import load_config_file
+    from memjax.core.config import load_config_file
 
     cfg = load_config_file(CONFIG)
     agent = dataclasses.replace(cfg.agent, heldout_size=32, eval_samples=0)

@@ -86,10 +86,10 @@ def write_data(root: Path, lengths: list[int], questions: int, over: list[int]) 
 
 def child(root: Path, n: int, questions: int, out: Path) -> dict:
     import jax
-
-    from memjax.config import apply_overrides, load_config_file
-    from memjax.cli.evaluate import evaluate
     from rich.console import Console
+
+    from memjax.cli.evaluate import evaluate
+    from memjax.core.config import apply_overrides, load_config_file
 
     cfg = load_config_file(REPO / "configs" / "memagent" / "eval.py")
     sets = [*SETS, f"data_path={root}", f"num_docs={n}", f"num_samples={questions}", f"out_dir={out}",

@@ -30,13 +30,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import memjax  # noqa: E402
-from memjax import flops  # noqa: E402
-from memjax.systems.memagent.workflow import MemAgent, MemAgentConfig  # noqa: E402
-from memjax.engine import Engine, EngineConfig, SamplingParams  # noqa: E402
-
-from benchmarks.engine_options import add_engine_option, engine_overrides, with_overrides  # noqa: E402
+from benchmarks.engine_options import (  # noqa: E402
+    add_engine_option,
+    engine_overrides,
+    with_overrides,
+)
 from benchmarks.forward_throughput import device_slug  # noqa: E402
 from benchmarks.rollout_throughput import make_model  # noqa: E402
+from memjax.engine import Engine, EngineConfig, SamplingParams  # noqa: E402
+from memjax.model import flops  # noqa: E402
+from memjax.systems.memagent.workflow import MemAgent, MemAgentConfig  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 

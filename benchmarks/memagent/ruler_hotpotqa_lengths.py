@@ -22,8 +22,8 @@ import statistics
 import time
 from pathlib import Path
 
+from memjax.core.tokenizer import Tokenizer
 from memjax.data import RulerHotpotQAConfig, load_hotpotqa, synthesize
-from memjax.tokenizer import Tokenizer
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 PAPER = {50: "≈7K", 100: "≈14K", 200: "≈28K", 400: "≈56K", 800: "≈112K", 1600: "≈224K", 3200: "≈448K",

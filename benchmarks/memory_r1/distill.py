@@ -37,7 +37,7 @@ VARIANTS = {"plain": False, "distill": True}
 def rl_config(out_dir: Path, *, distill: bool, seed: int, steps: int, prompts: int, heldout: int,
               distractors: tuple[int, ...], eval_samples: int, lr: float | None = None):
     """configs/memory_r1/tiny_answer.py with the study's (or the CI test's) sizes (`lr`: None = the config's)."""
-    from memjax.config import load_config_file
+    from memjax.core.config import load_config_file
 
     cfg = load_config_file(CONFIG)
     agent = dataclasses.replace(cfg.agent, distill=distill, heldout_size=heldout, eval_samples=eval_samples,

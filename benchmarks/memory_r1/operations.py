@@ -43,7 +43,7 @@ REWARDS = ("fact", "bank")  # the RL arms: memory_r1_tiny's agent.reward
 def rl_config(out_dir: Path, *, seed: int, steps: int, prompts: int, heldout: int, eval_samples: int,
               reward: str = "fact", ablation: str = "none"):
     """configs/memory_r1/tiny.py with the study's (or the CI test's) sizes."""
-    from memjax.config import load_config_file
+    from memjax.core.config import load_config_file
 
     cfg = load_config_file(CONFIG)
     agent = dataclasses.replace(cfg.agent, heldout_size=heldout, eval_samples=eval_samples, reward=reward)
@@ -85,10 +85,16 @@ def fixed_policies(heldout: int, eval_samples: int) -> dict[str, dict]:
     """Every fixed policy through evaluate_r1 on the held-out samples (+ its op table), and the warm start's op
     tables, greedy and of 8 temperature-1 samples each (its evaluation is every RL run's `before`)."""
     from memjax.engine import Engine
-    from memjax.tiny.model import engine_config
     from memjax.systems.memory_r1.tiny.fixed import FixedManagerEngine
-    from memjax.systems.memory_r1.tiny.task import HELDOUT_SEED, R1TaskConfig, evaluate_r1, make_r1_split, r1_tokenizer
+    from memjax.systems.memory_r1.tiny.task import (
+        HELDOUT_SEED,
+        R1TaskConfig,
+        evaluate_r1,
+        make_r1_split,
+        r1_tokenizer,
+    )
     from memjax.systems.memory_r1.tiny.warmstart import load_r1_warmstart
+    from memjax.tiny.model import engine_config
 
     tok, samples = r1_tokenizer(), make_r1_split(R1TaskConfig(), HELDOUT_SEED, heldout)
     out = {}
@@ -104,11 +110,16 @@ def fixed_policies(heldout: int, eval_samples: int) -> dict[str, dict]:
 def rl_run(seed: int, steps: int, prompts: int, heldout: int, eval_samples: int, root: Path,
            reward: str = "fact", ablation: str = "none") -> dict:
     """One GRPO run from the warm start; before/after evaluations, the trained policy's op table, per-step reward."""
-    from memjax.engine import Engine
     from memjax.checkpoint import load_hf
-    from memjax.tiny.model import engine_config
-    from memjax.systems.memory_r1.tiny.task import HELDOUT_SEED, R1TaskConfig, make_r1_split, r1_tokenizer
     from memjax.cli.train import train
+    from memjax.engine import Engine
+    from memjax.systems.memory_r1.tiny.task import (
+        HELDOUT_SEED,
+        R1TaskConfig,
+        make_r1_split,
+        r1_tokenizer,
+    )
+    from memjax.tiny.model import engine_config
 
     out = root / (f"{reward}_s{seed}" if ablation == "none" else f"{reward}_{ablation}_s{seed}")
     t0 = time.perf_counter()

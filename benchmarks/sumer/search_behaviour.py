@@ -45,7 +45,7 @@ HELDOUT_MEASURES = ("reward", "accuracy", "mean_searches", "search_hit_rate", "e
 
 def rl_config(out_dir: Path, *, seed: int, steps: int, prompts: int, heldout: int, ablation: str = "none"):
     """configs/sumer/tiny.py with the study's (or the CI test's) sizes."""
-    from memjax.config import load_config_file
+    from memjax.core.config import load_config_file
 
     cfg = load_config_file(CONFIG)
     agent = dataclasses.replace(cfg.agent, heldout_size=heldout, eval_samples=0)

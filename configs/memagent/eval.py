@@ -14,11 +14,11 @@ and the accuracy-vs-length plot beside the paper's numbers (results.md, accuracy
 Without model.hf_path the model is random (pipeline check only).
 """
 
+from memjax.checkpoint.source import ModelSource
+from memjax.cli.eval_config import EvalConfig
+from memjax.engine import EngineConfig
 from memjax.systems.memagent.paper import OFFICIAL_LENGTHS, OVER_1M_LENGTHS
 from memjax.systems.memagent.workflow import MemAgentConfig
-from memjax.engine import EngineConfig
-from memjax.cli.eval_config import EvalConfig
-from memjax.modelsource import ModelSource
 
 config = EvalConfig(
     model=ModelSource(preset="qwen2.5-7b", dtype="bfloat16"),

@@ -9,9 +9,9 @@ sampling at ruler_hqa.py's temperature 0.7 / top-p 0.95, the official per-item s
 numbers, the plot and the report page. For a real model: configs/memagent/eval.py.
 """
 
+from memjax.checkpoint.source import ModelSource
 from memjax.cli.eval_config import EvalConfig
 from memjax.engine import EngineConfig
-from memjax.modelsource import ModelSource
 from memjax.systems.memagent.workflow import MemAgentConfig
 
 config = EvalConfig(

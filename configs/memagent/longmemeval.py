@@ -8,9 +8,9 @@ greedily from the memory. Point model.hf_path at a trained policy (e.g. out/mema
 runs only; the official score is judge=openai with judge_model=gpt-4o-2024-08-06.
 """
 
+from memjax.checkpoint.source import ModelSource
 from memjax.engine import EngineConfig
 from memjax.evaluation.longmemeval import LongMemEvalConfig
-from memjax.modelsource import ModelSource
 
 config = LongMemEvalConfig(
     system="memagent", judge="openai", out_dir="out/longmemeval_memagent",

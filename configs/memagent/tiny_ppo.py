@@ -11,7 +11,7 @@ batch's trained tokens. Flat groups are kept: with a critic baseline they still 
 import dataclasses
 from pathlib import Path
 
-from memjax.config import load_config_file
+from memjax.core.config import load_config_file
 from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.credit import CriticConfig
 

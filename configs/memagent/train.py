@@ -11,13 +11,13 @@ bf16 reference. Mesh: every device on fsdp (ZeRO-3); memory plan: python -m memj
 --devices 8 --hbm-gib 80 (BUILD.md).
 """
 
-from memjax.systems.memagent.workflow import MemAgentConfig
-from memjax.systems import HotpotQAData, MemAgentSection
+from memjax.checkpoint.source import ModelSource
 from memjax.engine import EngineConfig
-from memjax.modelsource import ModelSource
 from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.run.train_config import TrainConfig
+from memjax.systems import HotpotQAData, MemAgentSection
+from memjax.systems.memagent.workflow import MemAgentConfig
 
 config = TrainConfig(
     model=ModelSource(preset="qwen2.5-7b", dtype="float32", compute_dtype="bfloat16"),  # fp32 master weights

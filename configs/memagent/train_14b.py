@@ -10,7 +10,7 @@ Memory plan: python -m memjax.plan configs/memagent/train_14b.py --devices 8 --h
 import dataclasses
 from pathlib import Path
 
-from memjax.config import load_config_file
+from memjax.core.config import load_config_file
 
 _base = load_config_file(Path(__file__).with_name("train.py"))
 config = dataclasses.replace(

@@ -16,13 +16,13 @@ update.micro_rows=2 rounds up to one row per device):
   python -m memjax.plan configs/memory_r1/train_manager.py --devices 8 --hbm-gib 80
 """
 
+from memjax.checkpoint.source import ModelSource
 from memjax.engine import EngineConfig
-from memjax.modelsource import ModelSource
 from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.credit import CriticConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
-from memjax.systems.memory_r1.system import MemoryR1ManagerSection
 from memjax.run.train_config import TrainConfig
+from memjax.systems.memory_r1.system import MemoryR1ManagerSection
 
 config = TrainConfig(
     agent=MemoryR1ManagerSection(group_size=1, temperature=1.0, split="memory_r1", max_prompt_tokens=4096,

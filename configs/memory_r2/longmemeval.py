@@ -9,9 +9,9 @@ policy's initial weights) answers from the final bank. Point model.hf_path at a 
 a smoke-test reading, never LongMemEval accuracy; the official judge model is judge_model=gpt-4o-2024-08-06.
 """
 
+from memjax.checkpoint.source import ModelSource
 from memjax.engine import EngineConfig
 from memjax.evaluation.longmemeval import LongMemEvalConfig
-from memjax.modelsource import ModelSource
 
 config = LongMemEvalConfig(
     system="memory_r2", judge="openai", out_dir="out/longmemeval_memory_r2",

@@ -9,11 +9,11 @@ the curriculum stage restart (stages of 1 and 2 sessions, one step each).
   python -m memjax.train configs/memory_r2/smoke.py --set agent.locomo_path=/path/to/locomo10.json
 """
 
+from memjax.checkpoint.source import ModelSource
 from memjax.engine import EngineConfig, KVCacheOptions
-from memjax.modelsource import ModelSource
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
-from memjax.systems import MemoryR2Section
 from memjax.run.train_config import TrainConfig
+from memjax.systems import MemoryR2Section
 
 config = TrainConfig(
     model=ModelSource(preset="tiny-qwen-vocab"),

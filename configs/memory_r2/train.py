@@ -24,11 +24,11 @@ agent.answer_kv_cache_bytes = 4 GiB pool; update.micro_rows=1 rounds up to one r
   python -m memjax.plan configs/memory_r2/train.py --devices 8 --hbm-gib 80
 """
 
+from memjax.checkpoint.source import ModelSource
 from memjax.engine import EngineConfig
-from memjax.modelsource import ModelSource
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
-from memjax.systems import MemoryR2Section
 from memjax.run.train_config import TrainConfig
+from memjax.systems import MemoryR2Section
 
 config = TrainConfig(
     model=ModelSource(preset="qwen2.5-7b", dtype="float32", compute_dtype="bfloat16"),

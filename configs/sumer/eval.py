@@ -9,9 +9,9 @@ episodes ended without an answer, wall time per question.
 The rule judge is for smoke runs only (J from token-set F1 >= 0.5); the paper's J comes from gpt-oss-120b.
 """
 
-from memjax.engine import EngineConfig
+from memjax.checkpoint.source import ModelSource
 from memjax.cli.eval_config import SystemEvalConfig
-from memjax.modelsource import ModelSource
+from memjax.engine import EngineConfig
 from memjax.systems.sumer.system import SumerSection
 
 config = SystemEvalConfig(

@@ -9,9 +9,9 @@ official judge (judge=openai) is the default, an unreachable one exits 1; judge=
 LongMemEval accuracy; the official judge model is judge_model=gpt-4o-2024-08-06.
 """
 
+from memjax.checkpoint.source import ModelSource
 from memjax.engine import EngineConfig
 from memjax.evaluation.longmemeval import LongMemEvalConfig
-from memjax.modelsource import ModelSource
 
 config = LongMemEvalConfig(
     system="sumer", judge="openai", out_dir="out/longmemeval_sumer",

@@ -19,14 +19,14 @@ defaults), micro-batches of 4 rows with rematerialisation (rounded up to a multi
   python -m memjax.plan configs/sumer/train.py --devices 8 --hbm-gib 80
 """
 
-from memjax.systems.sumer.workflow import SumerConfig
-from memjax.systems.sumer.tools import ToolsConfig
+from memjax.checkpoint.source import ModelSource
 from memjax.engine import EngineConfig
-from memjax.modelsource import ModelSource
 from memjax.rl.advantages import AdvantageConfig
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
-from memjax.systems.sumer.system import SumerSection
 from memjax.run.train_config import TrainConfig
+from memjax.systems.sumer.system import SumerSection
+from memjax.systems.sumer.tools import ToolsConfig
+from memjax.systems.sumer.workflow import SumerConfig
 
 config = TrainConfig(
     model=ModelSource(preset="qwen2.5-7b", dtype="float32", compute_dtype="bfloat16"),  # fp32 master weights

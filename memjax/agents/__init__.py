@@ -4,9 +4,9 @@ workflow.py holds the interface and the one driver (`run_workflow`), toolcall.py
 format, heldout.py the held-out evaluation split over processes. Each paper's workflow lives in its own folder,
 memjax/systems/<paper>/workflow.py.
 Invariant: importing the package imports none of its modules (workflow.py pulls in the engine); the names below
-resolve on first use (memjax/lazy.py)."""
+resolve on first use (memjax/core/lazy.py)."""
 
-from ..lazy import exports, names
+from ..core.lazy import exports, names
 
 __all__ = ["Request", "Trajectory", "Workflow", "WorkflowResult", "request_seed", "run_workflow"]
 __getattr__, __dir__ = exports(globals(), names(".workflow", *__all__))

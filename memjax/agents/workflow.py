@@ -23,15 +23,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
-from .. import seeds
+from ..core import seeds
 from ..engine import Completion, SamplingParams
 from ..parallel import is_primary
 from ..rl.batch import Conversation, RolloutBatch, build_batch
 
 SEED_MODULUS = seeds.MODULUS
-request_seed = seeds.request  # the driver's one formula (memjax/seeds.py)
+request_seed = seeds.request  # the driver's one formula (memjax/core/seeds.py)
 _TRACE_SINKS: list[list[dict[str, Any]]] = []  # collect_traces(): every run_workflow's traces, for a tool that runs a
 # system's own evaluation code and shows what its agent did (memjax.run_agent)
 

@@ -1,9 +1,9 @@
 """memjax.checkpoint: Hugging Face safetensors in/out and orbax parameter checkpoints.
 
-The package's names resolve on first use (memjax/lazy.py): importing memjax.checkpoint, or memjax.checkpoint.errors,
+The package's names resolve on first use (memjax/core/lazy.py): importing memjax.checkpoint, or memjax.checkpoint.errors,
 does not import jax, flax or safetensors (tests/e2e/test_imports.py)."""
 
-from ..lazy import exports, names
+from ..core.lazy import exports, names
 
 __getattr__, __dir__ = exports(globals(), {**names(".errors", "CheckpointError"),
                                           **names(".hf", "hf_tensors", "load_config", "load_hf", "save_hf"),

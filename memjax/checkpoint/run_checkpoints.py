@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from ..config import ConfigError
+from ..core.config import ConfigError
 from .errors import CheckpointError
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import jax
 import orbax.checkpoint as ocp
 
-from ..config import ConfigError
+from ..core.config import ConfigError
 from .errors import CheckpointError
 from .run_checkpoints import RunCheckpoints, one_line, placed_like
 

@@ -17,12 +17,18 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from ..agents.workflow import Workflow, collect_traces, run_workflow
+from ..core.outdir import write_atomic
 from ..report.page import CSS, JS
 from ..report.traces import render_body
-from ..runio import write_atomic
 
 
 class Streaming(Workflow):
@@ -130,8 +136,8 @@ def _show_trace(con: Console, t: dict) -> None:
 def run_conversation(args, questions: list, tiny: bool, con: Console) -> dict:
     """SUMER / Memory-R1 / Memory-R2 through the paper's registered LongMemEval predictor (module docstring)."""
     from .. import systems  # noqa: F401  (registers every paper's predictors)
+    from ..checkpoint.source import ModelSource
     from ..evaluation.longmemeval import _PREDICTORS, LongMemEvalConfig
-    from ..modelsource import ModelSource
 
     name = f"{args.system}_tiny" if tiny else args.system
     policy = "" if args.model == "tiny" else args.model

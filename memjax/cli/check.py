@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ConfigError
+from ..core.config import ConfigError
 
 
 def _model_line(src, where: str = "model") -> str:
@@ -63,7 +63,7 @@ def check_train(cfg) -> None:
     if not cfg.resume and out.is_dir() and has_progress(out):  # what the run would refuse at its start
         raise ConfigError(f"out_dir={cfg.out_dir}: holds a run (checkpoints or result.json) and resume=false; use a "
                           "new out_dir (or resume=true)")
-    from ..compile_cache import check_writable
+    from ..core.compile_cache import check_writable
 
     check_writable(getattr(cfg, "compile_cache", "none"))
     resumable = out.is_dir() and check_resume(out, cfg) is not None  # another config's run dir: refused
@@ -114,9 +114,9 @@ def _engine_line(system, cfg) -> str:
 
 
 def check_evaluate(cfg) -> None:
+    from ..core.outdir import out_dir_writable
     from ..evaluation.locomo import LocomoEvalConfig
     from ..evaluation.longmemeval import LongMemEvalConfig
-    from ..runio import out_dir_writable
     from .eval_config import EvalConfig, SystemEvalConfig
 
     out_dir_writable(cfg.out_dir)
@@ -140,7 +140,7 @@ def check_evaluate(cfg) -> None:
         system = _system(cfg.agent, cfg.seed)
         lines = [f"python -m memjax.evaluate: held-out evaluation of system {system.name!r}", _model_line(cfg.model)]
         if cfg.policy:
-            from ..modelsource import ModelSource
+            from ..checkpoint.source import ModelSource
 
             lines.append(_model_line(ModelSource(hf_path=cfg.policy), "policy").replace(".hf_path", ""))
         _finish(lines + [f"out_dir: {cfg.out_dir}"])

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..config import ConfigError, nonnegative_int, positive_int
-from ..runio import claim_marked_dir
+from ..core.config import ConfigError, nonnegative_int, positive_int
+from ..core.outdir import claim_marked_dir
 
 MARKER = ".memjax-demo"
 
@@ -58,7 +58,7 @@ def tiny_rl(args, out: Path, con: Console) -> int:
     """Part 2: the embedded RL default, configs/tiny.py, through the one training loop (memjax.train)."""
     import dataclasses
 
-    from ..config import load_config_file
+    from ..core.config import load_config_file
     from ..report.run_summary import print_report
     from .train import train
 
@@ -84,10 +84,10 @@ def foundation(args, out: Path, con: Console) -> int:
     import numpy as np
     from rich.table import Table
 
-    from . import convert
     from ..checkpoint import load_hf, save_hf
+    from ..core.tokenizer import Tokenizer
     from ..model import count_params, greedy_generate, init_model, presets
-    from ..tokenizer import Tokenizer
+    from . import convert
 
     con.rule("memjax demo: foundation end to end")
     con.print(f"jax {jax.__version__} on {jax.devices()[0].platform}; preset {args.preset}")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..compile_cache import check_compile_cache
-from ..systems.memagent.workflow import MemAgentConfig
+from ..checkpoint.source import ModelSource
+from ..core.compile_cache import check_compile_cache
 from ..engine import EngineConfig
 from ..evaluation.profiles import get_profile
-from ..modelsource import ModelSource
 from ..systems import AgentSection, TinySection
+from ..systems.memagent.workflow import MemAgentConfig
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class EvalConfig:
     metrics: str = "memagent"  # a boxed metric profile (memjax.evaluation.profiles): memagent | memagent_lenient
     batch_items: int = 0  # questions per resumable batch (traces written after each); 0 = engine.max_slots // group
     rescore: bool = False  # out_dir holds scores of another policy / data / metric profile: score again (else refused)
-    # persistent XLA compilation cache (memjax/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
+    # persistent XLA compilation cache (memjax/core/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
     # if set, else on GPUs ~/.cache/memjax/xla (shared with training runs), none on CPU; "none"; a folder
     compile_cache: str = "auto"
 
@@ -64,7 +64,7 @@ class SystemEvalConfig:
     policy: str = ""  # HF directory of the policy to evaluate (e.g. out/tiny/hf); "" = the initial model
     seed: int = 0
     out_dir: str = "out/eval_system"
-    # persistent XLA compilation cache (memjax/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
+    # persistent XLA compilation cache (memjax/core/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
     # if set, else on GPUs ~/.cache/memjax/xla (shared with training runs), none on CPU; "none"; a folder
     compile_cache: str = "auto"
 

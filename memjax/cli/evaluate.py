@@ -19,11 +19,10 @@ from __future__ import annotations
 # The CLI only: the evaluations run from memjax/cli/evaluate_run.py and their configs come from memjax/cli/eval_config.py,
 # imported when first used, so that bad arguments and a bad launch environment (memjax.parallel.startup.check_env)
 # end before jax loads (tests/e2e/test_imports.py). `from memjax.evaluate import EvalConfig, evaluate` still works.
-
 import sys
 
-from ..config import run_cli
-from ..lazy import exports, names
+from ..core.config import run_cli
+from ..core.lazy import exports, names
 
 __getattr__, __dir__ = exports(globals(), {
     **names(".evaluate_run", "FULL_CONTEXT_TEMPLATE", "evaluate", "evaluate_and_report", "evaluate_system"),
@@ -43,8 +42,8 @@ def _evaluate_and_report(cfg) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .check import check_evaluate
     from ..parallel.startup import check_env
+    from .check import check_evaluate
 
     return run_cli("python -m memjax.evaluate", __doc__, argv, _default_config, _evaluate_and_report,
                    check=check_evaluate, precheck=check_env)

@@ -23,22 +23,33 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from ..systems.memagent.length_eval import length_sets, run_length_eval
-from ..systems.memagent.paper import CITATION
 from ..agents.workflow import request_seed
-from ..compile_cache import use_compile_cache
-from ..config import ConfigError, RunError
+from ..core.compile_cache import use_compile_cache
+from ..core.config import ConfigError, RunError
+from ..core.outdir import (
+    JsonlLog,
+    OutDirLock,
+    claim_kind,
+    prepare_out_dir,
+    write_atomic,
+)
 from ..engine import Engine, SamplingParams
-from .eval_config import EvalConfig, SystemEvalConfig
-from ..evaluation.locomo import LocomoEvalConfig, failure_line, locomo_inputs, run_locomo_eval
+from ..evaluation.locomo import (
+    LocomoEvalConfig,
+    failure_line,
+    locomo_inputs,
+    run_locomo_eval,
+)
 from ..evaluation.longmemeval import LongMemEvalConfig, run_longmemeval_eval
 from ..evaluation.profiles import get_profile
 from ..parallel import initialize, is_primary
 from ..parallel.lifecycle import agree_run
 from ..parallel.split import block, gather_objects
 from ..report import write_report
-from ..runio import JsonlLog, OutDirLock, claim_kind, prepare_out_dir, write_atomic
 from ..systems import build as build_system
+from ..systems.memagent.length_eval import length_sets, run_length_eval
+from ..systems.memagent.paper import CITATION
+from .eval_config import EvalConfig, SystemEvalConfig
 
 FULL_CONTEXT_TEMPLATE = ("Please read the following text and answer the question below.\n\n<text>\n{context}\n"
                          "</text>\n\nQuestion: {question}\nPut the answer in \\boxed{{}}.")

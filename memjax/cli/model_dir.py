@@ -27,7 +27,7 @@ def load_tokenizer(path: str | Path):
 
         vocab = json.loads((root / "tokenizer.json").read_text())["model"]["vocab"]
         return TinyTokenizer([w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])])
-    from ..tokenizer import Tokenizer
+    from ..core.tokenizer import Tokenizer
 
     return Tokenizer.from_dir(root)
 
@@ -67,7 +67,7 @@ def source_tokenizer(mode: str, src: str, override: str, vocab_size: int, run: d
         name = run.get("system") or run.get("config", {}).get("agent", {}).get("name", "")
         if name.startswith("tiny"):
             return system_tokenizer(name), ""
-    from ..tokenizer import Tokenizer
+    from ..core.tokenizer import Tokenizer
 
     tok = Tokenizer.default()
     if tok.vocab_size > vocab_size:

@@ -15,8 +15,23 @@ import os
 import pickle
 import sys
 
-from ..config import RunError, apply_overrides, load_config_file, nonnegative_float, positive_float, positive_int
-from ..run.plan import engine_groups, mesh_config, model_config, plan, plan_here, resolve, table
+from ..core.config import (
+    RunError,
+    apply_overrides,
+    load_config_file,
+    nonnegative_float,
+    positive_float,
+    positive_int,
+)
+from ..run.plan import (
+    engine_groups,
+    mesh_config,
+    model_config,
+    plan,
+    plan_here,
+    resolve,
+    table,
+)
 
 MAX_HBM_GIB = 1024  # the largest --hbm-gib taken: above any device's memory (H200 141, MI300X 192, B200 180)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..config import ConfigError
+from ..core.config import ConfigError
 from .agent_input import InputError, as_questions, read_conversation, read_documents
 
 SYSTEMS = ("memagent", "sumer", "memory_r1", "memory_r2")
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise InputError(f"{args.conversation}: no question (give -q QUESTION)")
         shot = _screenshot_target(args.screenshot, args.size) if args.screenshot else None
         tiny, tok = _model(args)
-        from ..runio import claim_marked_dir
+        from ..core.outdir import claim_marked_dir
 
         out = claim_marked_dir(args.out, MARKER)
     except (InputError, ConfigError, ValueError, FileNotFoundError) as e:

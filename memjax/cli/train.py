@@ -19,11 +19,10 @@ from __future__ import annotations
 # The CLI only: `Run` and `train` live in memjax/loop/run.py and TrainConfig in memjax/run/train_config.py, imported when
 # first used, so that --help-less bad arguments and a bad launch environment (memjax.parallel.startup.check_env)
 # end before jax loads (tests/e2e/test_imports.py). `from memjax.train import Run, TrainConfig, train` still works.
-
 import sys
 
-from ..config import run_cli
-from ..lazy import exports, names
+from ..core.config import run_cli
+from ..core.lazy import exports, names
 
 __getattr__, __dir__ = exports(globals(), {**names("..loop.run", "Run", "train"),
                                           **names("..run.train_config", "ABLATIONS", "TrainConfig")})
@@ -37,7 +36,7 @@ def _default_config():
 
 def _training(cfg):
     """`cfg` when it is a TrainConfig; an evaluation config is one line naming the command it goes to."""
-    from ..config import ConfigError
+    from ..core.config import ConfigError
     from ..run.train_config import TrainConfig
 
     if not isinstance(cfg, TrainConfig):
@@ -47,8 +46,8 @@ def _training(cfg):
 
 
 def _train(cfg) -> dict:
+    from ..core.outdir import claim_kind
     from ..loop.run import train
-    from ..runio import claim_kind
 
     _training(cfg)
     claim_kind(cfg.out_dir, "training", "python -m memjax.train")  # an evaluation's directory is refused
@@ -56,8 +55,8 @@ def _train(cfg) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .check import check_train
     from ..parallel.startup import check_env
+    from .check import check_train
 
     return run_cli("python -m memjax.train", __doc__, argv, _default_config, _train,
                    check=lambda cfg: check_train(_training(cfg)),

@@ -91,7 +91,7 @@ class RulerGenerator:
                  tasks: Mapping[str, TaskSpec] = TASKS, essay: str | None = None, squad: SquadCorpus | None = None,
                  hotpotqa: HotpotQACorpus | None = None) -> None:
         if tokenizer is None:
-            from memjax.tokenizer import Tokenizer
+            from memjax.core.tokenizer import Tokenizer
             tokenizer = Tokenizer.default()
         self.config, self.tokenizer, self.tasks = config, tokenizer, dict(tasks)
         self._essay_words = tuple(essay.split()) if essay else ()

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import seeds
+from ..core import seeds
 from .config import Completion, EngineConfig, KVHandle, SamplingParams
 from .live_request import LiveRequest
 

@@ -21,17 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..compile_cache import check_compile_cache
+from ..checkpoint.source import ModelSource
+from ..core.compile_cache import check_compile_cache
 from ..data.locomo import Question
 from ..engine.config import EngineConfig
-from ..modelsource import ModelSource
 from ..parallel.split import deal_groups
-from ..rewards.locomo import RuleBasedJudge
 from ..rewards.judge_profiles import get_judge_profile
+from ..rewards.locomo import RuleBasedJudge
 from .locomo_harness import BatchPredictor, Predictor, evaluate_locomo
 from .locomo_table import failure_line
 from .profiles import get_profile
-
 
 LOCOMO_SYSTEMS = ("answers", "memory_r1")  # names LocomoEvalConfig accepts; a paper's folder registers its predictor
 # (config, this process's questions) -> (batch predictor, title suffix); "memory_r1": memjax/systems/memory_r1/locomo_eval.py
@@ -81,7 +80,7 @@ class LocomoEvalConfig:
     max_prompt_tokens: int = 4096
     max_response_tokens: int = 2048
     max_extract_tokens: int = 512
-    # persistent XLA compilation cache (memjax/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
+    # persistent XLA compilation cache (memjax/core/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
     # if set, else on GPUs ~/.cache/memjax/xla (shared with training runs), none on CPU; "none"; a folder
     compile_cache: str = "auto"
 
@@ -150,7 +149,7 @@ def _claim(cfg: LocomoEvalConfig, questions: list[Question]) -> tuple[dict, list
               if v} if cfg.system != "answers" else {}
     inputs = scored_inputs(policy=policy, answers=cfg.answers if cfg.system == "answers" else "",
                            data=cfg.data_path, judge=judge_name(cfg), metrics=f"{cfg.metrics}/f1={cfg.f1}")
-    from ..runio import claim_kind
+    from ..core.outdir import claim_kind
 
     claim_kind(cfg.out_dir, "locomo", "LoCoMo scoring", mark=False)
     claim_scores(cfg.out_dir, inputs, rescore=cfg.rescore, stored=STORED, write=jax.process_index() == 0)
@@ -258,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not Path(path).is_file():
                     raise FileNotFoundError(f"{what}={path!r}: file not found")
             predict, questions = answers_predictor(cfg.answers), locomo_inputs(cfg)
-            from ..runio import out_dir_writable
+            from ..core.outdir import out_dir_writable
 
             out_dir_writable(cfg.out_dir, "--out")
             answered = sum(predict(q) is not None for q in questions)

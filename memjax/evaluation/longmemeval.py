@@ -25,13 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compile_cache import check_compile_cache
+from ..checkpoint.source import ModelSource
+from ..core.compile_cache import check_compile_cache
+from ..core.outdir import write_atomic
 from ..data.longmemeval import QUESTION_TYPES, LmeQuestion, load_longmemeval
 from ..data.longmemeval_locomo import dia_id
 from ..engine import EngineConfig
-from ..modelsource import ModelSource
-from ..runio import write_atomic
-from .longmemeval_judge import EngineLmeJudge, ExactLmeJudge, OpenAILmeJudge, RuleLmeJudge
+from .longmemeval_judge import (
+    EngineLmeJudge,
+    ExactLmeJudge,
+    OpenAILmeJudge,
+    RuleLmeJudge,
+)
 from .longmemeval_scores import chart, markdown, qa_table, retrieval_metrics
 
 TINY_LME_SYSTEMS = ("memagent_tiny", "sumer_tiny", "memory_r1_tiny", "memory_r2_tiny")
@@ -95,7 +100,7 @@ class LongMemEvalConfig:
     max_turns: int = 10                  # sumer: tool rounds per question
     chunk_tokens: int = 5000             # memagent: tokens of haystack per memory update
     memory_tokens: int = 1024            # memagent: memory budget
-    # persistent XLA compilation cache (memjax/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
+    # persistent XLA compilation cache (memjax/core/compile_cache.py), as TrainConfig's: "auto" = JAX_COMPILATION_CACHE_DIR
     # if set, else on GPUs ~/.cache/memjax/xla (shared with training runs), none on CPU; "none"; a folder
     compile_cache: str = "auto"
 
@@ -404,7 +409,7 @@ def run_longmemeval_eval(cfg: LongMemEvalConfig) -> dict:
         extra["answers_match"] = m = answers_match(cfg, questions)
         notes.append(match_line(m))
         print(notes[-1], file=sys.stderr, flush=True)
-    from ..runio import claim_kind
+    from ..core.outdir import claim_kind
 
     claim_kind(cfg.out_dir, "longmemeval", "LongMemEval scoring")
     claim_scores(cfg.out_dir, extra["inputs"], rescore=cfg.rescore, stored=STORED)

@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..config import ConfigError
+from ..core.config import ConfigError
 
 INPUTS_FILE = "inputs.json"
 _BIG, _PIECE = 64 << 20, 4 << 20
@@ -116,7 +116,7 @@ def claim_scores(out: str | os.PathLike, inputs: dict, *, rescore: bool, stored:
         for f in have:
             (out / f).unlink(missing_ok=True)
     if write:
-        from ..runio import write_atomic
+        from ..core.outdir import write_atomic
 
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(rec, json.dumps(inputs, indent=1))

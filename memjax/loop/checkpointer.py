@@ -24,10 +24,10 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from ..checkpoint.run_checkpoints import RunCheckpoints, one_line, placed_like
-from ..config import ConfigError
+from ..core.config import ConfigError
+from ..core.outdir import write_atomic
 from ..parallel import on_mesh
 from ..rl.shares import gather_states, own_state
-from ..runio import write_atomic
 from .run_state import RunState
 
 LEDGER = "checkpoints.json"  # out_dir/checkpoints.json: {"committed": the newest verified checkpoint step}

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..run import identity as run_identity
 from ..checkpoint.export import export_hf
+from ..core.outdir import write_atomic
 from ..report import write_report
-from ..runio import write_atomic
+from ..run import identity as run_identity
 from .run_state import RunState
 from .trackers import Trackers
 

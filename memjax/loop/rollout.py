@@ -2,7 +2,7 @@
 batch (one generation batch, or dynamic sampling's refills).
 
 Owns `collect(parts, cfg, step) -> Rollout`: per generation batch, this process's block of samples from the data
-stream (whole groups), `run_workflow` with the workflow seed `memjax.seeds.rollout(seed, step, gen_batch)`, the
+stream (whole groups), `run_workflow` with the workflow seed `memjax.core.seeds.rollout(seed, step, gen_batch)`, the
 system's shaping, the exchange of rewards and statistics between processes (rl/shares.gather_rollouts), the reward
 ablation (rl/ablation.py); then `filter_flat_groups` returns the groups with signal, without `dynamic_sampling`
 the batch is returned as is, with it DynamicSampler collects groups with signal over at most `max_gen_batches`
@@ -19,8 +19,8 @@ import dataclasses
 import jax
 import numpy as np
 
-from .. import seeds
 from ..agents.workflow import run_workflow
+from ..core import seeds
 from ..rl.ablation import ablate
 from ..rl.assemble import global_sum
 from ..rl.dapo import DynamicSampler, filter_groups

@@ -21,14 +21,21 @@ from contextlib import nullcontext
 import jax
 from rich.console import Console
 
-from ..run import identity as run_identity
-from ..config import Stopped
-from ..compile_cache import use_compile_cache
+from ..core.compile_cache import use_compile_cache
+from ..core.config import Stopped
+from ..core.outdir import OutDirLock, prepare_out_dir
 from ..parallel import code_digest, initialize, is_primary
-from ..parallel.lifecycle import (HeldoutStopped, StopRequests, agree_run, heldout_stops, peer_loss, run_console,
-                                  stop_line)
+from ..parallel.lifecycle import (
+    HeldoutStopped,
+    StopRequests,
+    agree_run,
+    heldout_stops,
+    peer_loss,
+    run_console,
+    stop_line,
+)
 from ..rl.phases import phase_metrics
-from ..runio import OutDirLock, prepare_out_dir
+from ..run import identity as run_identity
 from ..run.train_config import TrainConfig
 from . import result, start
 from .checkpointer import Checkpointer

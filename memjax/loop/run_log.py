@@ -20,8 +20,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..core.outdir import JsonlLog, tb_writer
 from ..rl.phases import console_line
-from ..runio import JsonlLog, tb_writer
 from .run_state import RunState
 from .trackers import Trackers
 

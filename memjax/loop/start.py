@@ -19,16 +19,17 @@ from typing import Any
 import jax
 from flax import nnx
 
-from ..run import preflight
-from .. import seeds
-from ..config import ConfigError
-from ..run.curriculum import Curriculum
+from ..core import seeds
+from ..core.config import ConfigError
 from ..engine import Engine
 from ..parallel import rollout_devices
 from ..rl.credit import Credit
 from ..rl.shares import share
 from ..rl.trainer import Trainer
-from ..systems import build as build_system, shard_stream
+from ..run import preflight
+from ..run.curriculum import Curriculum
+from ..systems import build as build_system
+from ..systems import shard_stream
 
 
 def open_system(cfg) -> tuple[Any, Curriculum]:

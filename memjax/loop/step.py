@@ -6,7 +6,7 @@ too), advantages assigned by `Credit.assign` (the system's own rule first), the 
 rows, the weights handed to the engine; throughput (tokens/s, MFU) and the phase clock (rl/phases.py). What the
 step's number makes due afterwards (evaluation, stage restart, checkpoint, logs) is the Run's (loop/run.py).
 Invariants: the metrics hold every process's totals; non-finite floats are written as None; the trainer's seed of
-step k is `memjax.seeds.update(seed, k)`.
+step k is `memjax.core.seeds.update(seed, k)`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from .. import flops, seeds
+from ..core import seeds
+from ..model import flops
 from ..rl.phases import PhaseClock
 from ..rl.shares import gather_records, gather_rows, local_part
 from .rollout import collect

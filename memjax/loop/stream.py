@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import seeds
 from ..agents.workflow import Request, Trajectory, summarize
-from ..config import RunError
+from ..core import seeds
+from ..core.config import RunError
 from ..rl.offpolicy import staleness_metrics
 from ..rl.staleness import Pacer
 from .rollout import Rollout, account, filtered

@@ -1,9 +1,9 @@
 """memjax.parallel: device mesh, shardings, multi-host start-up.
 
-Invariant: importing the package imports none of its modules (the names below resolve on first use, memjax/lazy.py),
-so startup.py's launch-environment checks run before jax is imported (memjax.config.run_cli)."""
+Invariant: importing the package imports none of its modules (the names below resolve on first use, memjax/core/lazy.py),
+so startup.py's launch-environment checks run before jax is imported (memjax.core.config.run_cli)."""
 
-from ..lazy import exports, names
+from ..core.lazy import exports, names
 
 __all__ = ["DistributedMismatch", "agree", "code_digest", "is_primary", "on_mesh", "process_local", "to_host", "DATA",
            "FSDP", "FsdpLayerSharding", "layer_sharding", "MODEL", "MeshConfig", "TENSOR", "data_size", "initialize",

@@ -24,10 +24,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..config import RunError, Stopped, _on_sigterm
+from ..core.config import RunError, Stopped, _on_sigterm
 from . import confdiff
 from .preempt import StopRequests as _Requests
-
 
 _stops: list = []
 

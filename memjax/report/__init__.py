@@ -3,7 +3,7 @@ directory (training, held-out / length evaluation, LoCoMo evaluation): config, c
 before/after deltas, and the memory traces per conversation with a search box.
 
 Modules: load (which run, its files parsed), plots (inline SVG curves), traces (per-system trace views), page
-(the HTML and `write_report`), cli (`main`), run_summary (the end-of-run terminal summary and reward-curve PNG). Reads run files only; imports nothing above memjax.runio, so
+(the HTML and `write_report`), cli (`main`), run_summary (the end-of-run terminal summary and reward-curve PNG). Reads run files only; imports nothing above memjax.core.outdir, so
 memjax.train, memjax.evaluate and memjax.demo can write the report at the end of a run.
 """
 

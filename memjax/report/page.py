@@ -18,7 +18,7 @@ import math
 from html import escape
 from pathlib import Path
 
-from ..runio import write_atomic
+from ..core.outdir import write_atomic
 from .load import RunData, load_run
 from .phases import phases_html
 from .plots import curve_svg, panels_for

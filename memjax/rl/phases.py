@@ -3,7 +3,7 @@
 Owns `PHASES`, `PhaseClock` (named wall-clock intervals of one step) and `phase_metrics` (the keys the training
 loop adds to each metrics.jsonl line, the console and the report page): time_<phase>_s, time_other_s, step_s,
 flops_<phase>, tokens_per_s_<phase>, mfu_<phase> / mfu_step and gpu_s_per_sample, beside devices and device_kind.
-MFU uses memjax.flops.estimate (verl's Qwen2 estimator; update = 3x forward per epoch, remat not counted) against
+MFU uses memjax.model.flops.estimate (verl's Qwen2 estimator; update = 3x forward per epoch, remat not counted) against
 the device's dense bf16 peak, and is None where the peak is unknown (CPU): no peak is invented.
 Invariants: the phases and time_other_s add up to step_s exactly; each phase ends at a host read of its result, so
 device work is counted in the phase that launched it; the rollout's FLOPs are the trained conversations' forward
@@ -17,7 +17,7 @@ import math
 import time
 from contextlib import contextmanager
 
-from .. import flops
+from ..model import flops
 
 PHASES = ("rollout", "old_logp", "ref_logp", "update", "weight_sync", "evaluation", "checkpoint")
 SHORT = {"rollout": "rollout", "old_logp": "old", "ref_logp": "ref", "update": "update", "weight_sync": "sync",

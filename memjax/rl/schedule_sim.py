@@ -35,7 +35,7 @@ class Rates:
     decode_step_s: tuple[float, ...]  # seconds per decode step at those points
     prefill_tok_s: float  # prompt tokens per second per replica
     slots: int  # trajectories a replica holds at once (KV / max_slots)
-    train_flops_s: float  # achieved training FLOP/s per device (memjax.flops estimator)
+    train_flops_s: float  # achieved training FLOP/s per device (memjax.model.flops estimator)
     decode_ctx: int = 0  # context length of the measured decode steps
     kv_bytes_per_token: float = 0.0
     attn_bytes_s: float = 1.0  # KV bytes per second the attention kernel streams

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from flax import nnx
 
-from ..config import ConfigError
+from ..core.config import ConfigError
 
 if TYPE_CHECKING:
     from ..checkpoint.stage_best import StageBest

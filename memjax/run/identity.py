@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError
+from ..core.config import ConfigError
 
 # settings a resume may change: they decide how long the run goes, how often it is evaluated or saved, how memory
 # is planned and where compiled programs are cached, never what a step computes (every other field changes the
@@ -153,7 +153,7 @@ def record(out: Path, cfg, system: str, code: str, model_run: str, previous: dic
         if obj.get("code") and obj["code"] != code:
             say(f"note: resuming {out} with other code (digest {code[:12]}, the run started with "
                 f"{obj['code'][:12]}); recorded in {path.name}")
-    from ..runio import write_atomic
+    from ..core.outdir import write_atomic
 
     write_atomic(path, json.dumps(obj, indent=1) + "\n")
 

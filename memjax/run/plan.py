@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..config import RunError
+from ..core.config import RunError
 
 GIB = 1 << 30
 KV_DEFAULT_FRACTION = 0.9  # the engine's default pool: 90% of the free memory (memjax/engine/engine.py)
@@ -131,7 +131,7 @@ def rollout_line(cfg, ecfg, devices: int) -> str:
     process (the deployment fields engine.data_parallel / tensor_parallel applied on top, as the run does):
     the Placement, a one-line warning when it spans fewer devices than the run trains on; a placement that
     cannot fit is a ConfigError (one line). Nothing is compiled."""
-    from ..config import ConfigError
+    from ..core.config import ConfigError
     ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
                                         if getattr(cfg.engine, f) != 1})
     try:
@@ -264,9 +264,8 @@ def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batche
     from flax import nnx
 
     from ..model.qwen2 import abstract_model
-    from ..rl.update_programs import UpdatePrograms
-
     from ..parallel import micro_rows_for
+    from ..rl.update_programs import UpdatePrograms
 
     mcfg = model_cfg or model_config(cfg)
     cfg, placed = resolve(cfg, devices, hbm_gib, model_cfg=mcfg, hosts=hosts, min_kv_gib=min_kv_gib, strict=False)

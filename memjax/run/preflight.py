@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ..config import ConfigError
-from ..runio import out_dir_writable  # noqa: F401  (the run and --check share it)
+from ..core.config import ConfigError
+from ..core.outdir import out_dir_writable  # noqa: F401  (the run and --check share it)
 
 # engine fields the loop applies on top of a system's own engine config (memjax/loop/start.py build)
 DEPLOYMENT_ENGINE_FIELDS = ("data_parallel", "tensor_parallel")

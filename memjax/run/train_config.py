@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..compile_cache import check_compile_cache
-from .curriculum import check_choices
+from ..checkpoint.source import ModelSource
+from ..core.compile_cache import check_compile_cache
 from ..engine import EngineConfig
-from ..modelsource import ModelSource
 from ..parallel import MeshConfig
 from ..rl.advantages import AdvantageConfig
 from ..rl.credit import CriticConfig
 from ..rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from ..systems import AgentSection, MemAgentSection
+from .curriculum import check_choices
 
 ABLATIONS = ("none", "shuffle_rewards", "zero_advantages")
 SCHEDULES = ("sync", "colocated_async")
@@ -61,7 +61,7 @@ class TrainConfig:
     # where metrics go: metrics.jsonl and TensorBoard always; "wandb" / "mlflow" add those trackers (pip install
     # memjax[track]; memjax/loop/trackers.py, docs/trackers.md)
     loggers: tuple[str, ...] = ("jsonl", "tensorboard")
-    # persistent XLA compilation cache (memjax/compile_cache.py): "auto" = JAX_COMPILATION_CACHE_DIR if set, else on
+    # persistent XLA compilation cache (memjax/core/compile_cache.py): "auto" = JAX_COMPILATION_CACHE_DIR if set, else on
     # GPUs ~/.cache/memjax/xla (or $XDG_CACHE_HOME/memjax/xla, $MEMJAX_CACHE_DIR/xla), none on CPU; "none"; a folder
     compile_cache: str = "auto"
     out_dir: str = "out/train"
@@ -76,7 +76,7 @@ class TrainConfig:
     stage_reference: str = "best"  # at a restart the KL reference becomes the restored weights, or "initial"
 
     def __post_init__(self):
-        from ..config import check_types
+        from ..core.config import check_types
 
         check_types(self, "TrainConfig")  # a config file's wrong type names its field (as --set does)
         for f in ("steps", "checkpoint_every", "max_gen_batches", "keep_checkpoints", "prompts_per_step"):

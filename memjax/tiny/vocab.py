@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..tokenizer import TokenIds
+from ..core.tokenizer import TokenIds
 
 SPECIALS = ("<pad>", "<user>", "<assistant>", "<end>")
 PEOPLE = ("ann", "bob", "cal", "dan", "eve", "fay", "gus", "hal", "ivy", "jon", "kim", "lee", "max", "ned",

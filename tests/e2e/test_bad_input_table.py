@@ -21,8 +21,8 @@ Rows (issue 50's table; BUILD.md "issue 50" shows each row's command and outcome
 14 records                                       result.json and the report name the code digest and the model run;
                                                memjax.evaluate leaves no out dir behind on a bad data file
 Rows of the "results a researcher can trust" table, as typed (their deeper tests: tests/unit/evaluation/test_provenance.py,
-test_longmemeval_official.py, test_evaluate_signals.py, tests/unit/test_out_dir_kinds.py, tests/unit/cli/test_convert.py,
-tests/unit/benchmarks/test_committed_results.py, tests/e2e/parallel/test_multiprocess.py, tests/unit/test_config.py):
+test_longmemeval_official.py, test_evaluate_signals.py, tests/unit/core/test_out_dir_kinds.py, tests/unit/cli/test_convert.py,
+tests/unit/benchmarks/test_committed_results.py, tests/e2e/parallel/test_multiprocess.py, tests/unit/core/test_config.py):
 T1 answers file B scored into answers file A's out dir   exit 2 naming both files and their digests
 T3 answers matching no question / 2 of 8 / conflicting duplicates   exit 2, nothing written
 T7 memjax.evaluate into a training run's dir            exit 2, the training files unchanged
@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 
 from memjax.cli import evaluate, train
-from memjax.config import apply_overrides, load_config_file
+from memjax.core.config import apply_overrides, load_config_file
 from memjax.evaluation import locomo
 
 pytestmark = pytest.mark.e2e
@@ -260,7 +260,7 @@ def test_override_order_does_not_matter_and_errors_keep_the_prefix():
     a = apply_overrides(cfg, ["engine.max_slots=4", "engine.prefill_slots=4"])
     b = apply_overrides(cfg, ["engine.prefill_slots=4", "engine.max_slots=4"])
     assert a == b and dataclasses.replace(a.engine).max_slots == 4
-    from memjax.config import ConfigError
+    from memjax.core.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"^--set engine.max_slots=4: EngineConfig.prefill_slots=16 exceeds"):
         apply_overrides(cfg, ["engine.max_slots=4"])

@@ -11,17 +11,16 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 import pytest
+from conftest import golden_dir
 from flax import nnx
 
 from memjax import load_hf
 from memjax.agents import Request, Workflow
-from memjax.config import ConfigError
+from memjax.cli.train import Run, TrainConfig
+from memjax.core.config import ConfigError
 from memjax.engine import EngineConfig, SamplingParams
 from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 from memjax.systems import AgentSection, CountingStream, System, register
-from memjax.cli.train import Run, TrainConfig
-
-from conftest import golden_dir
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH
 
 pytestmark = pytest.mark.e2e

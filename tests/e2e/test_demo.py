@@ -8,9 +8,10 @@ and plot -- only the batch is smaller."""
 
 import dataclasses
 
-from memjax import config
-from memjax.cli import demo
 import pytest
+
+from memjax.cli import demo
+from memjax.core import config
 
 pytestmark = pytest.mark.e2e
 

@@ -20,9 +20,9 @@ from flax import nnx
 
 from memjax import load_hf
 from memjax.cli import train
-from memjax.config import ConfigError, apply_overrides
+from memjax.core.config import ConfigError, apply_overrides
+from memjax.core.outdir import OutDirLock
 from memjax.rl.trainer import NonFiniteError, Trainer
-from memjax.runio import OutDirLock
 
 pytestmark = pytest.mark.e2e
 
@@ -167,7 +167,7 @@ class _StopAtEveryStep:
 
 
 def test_a_stop_during_the_last_step_still_writes_the_run_outputs(tmp_path, monkeypatch):
-    from memjax.config import Stopped
+    from memjax.core.config import Stopped
     from memjax.loop import run as run_module
 
     monkeypatch.setattr(run_module, "StopRequests", _StopAtEveryStep)

@@ -7,17 +7,17 @@ memjax.cli.eval_config holds its config)."""
 
 import ast
 from pathlib import Path
+
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "memjax"
 
 # unit -> stage; a unit is a top-level package or module of memjax (rl.batch: the data layout, numpy only)
 STAGES = {
-    "kernels": 0, "seeds": 0, "tokenizer": 0, "rewards": 0, "config": 0, "lazy": 0, "runio": 0, "compile_cache": 0,
-    "report": 0, "parallel": 0, "rl.batch": 0,
+    "kernels": 0, "core": 0, "rewards": 0, "report": 0, "parallel": 0, "rl.batch": 0,
     "model": 1, "data": 1,
-    "checkpoint": 2, "flops": 2,
-    "engine": 3, "modelsource": 3, "memory": 3,
+    "checkpoint": 2,
+    "engine": 3, "memory": 3,
     "agents": 4, "evaluation": 4,
     "rl": 5,
     "tiny": 6, "systems": 6,

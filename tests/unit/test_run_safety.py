@@ -1,4 +1,4 @@
-"""Nothing lost, nothing silent (issue 23): whole-config validation before any model loads, one-line errors
+"""Nothing lost, nothing silent: whole-config validation before any model loads, one-line errors
 (exit 2) for user mistakes, the out_dir lock, the demo's marker directory, converter arguments, HF config
 and weight checks, text that is not Unicode, sub-EM on empty golds, and JSONL logs cut back on resume."""
 
@@ -9,19 +9,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import golden_dir
 from safetensors.numpy import load_file, save_file
 
-from memjax.cli import convert, demo, evaluate, train
 from memjax import load_hf, save_hf
 from memjax.checkpoint import CheckpointError
 from memjax.checkpoint.hf import load_config
-from memjax.config import ConfigError
-from memjax.modelsource import ModelSource
+from memjax.checkpoint.source import ModelSource
+from memjax.cli import convert, demo, evaluate, train
+from memjax.core.config import ConfigError
+from memjax.core.outdir import JsonlLog, OutDirLock, claim_marked_dir
+from memjax.core.tokenizer import Tokenizer
 from memjax.rewards import squad_scores
-from memjax.runio import JsonlLog, OutDirLock, claim_marked_dir
-from memjax.tokenizer import Tokenizer
-
-from conftest import golden_dir
 
 DATA = Path(__file__).parent.parent / "fixtures" / "data" / "hotpotqa_dev_excerpt.json"
 
@@ -169,7 +168,7 @@ def test_evaluation_results_are_written_after_every_length(tmp_path, monkeypatch
 def test_sigterm_unwinds_and_exits_with_one_line(tmp_path, capsys):
     import signal
 
-    from memjax.config import run_cli
+    from memjax.core.config import run_cli
 
     log = JsonlLog(tmp_path / "results.jsonl")
 
@@ -196,8 +195,8 @@ def test_help_into_a_closed_pipe_is_quiet_and_other_broken_pipes_are_one_line(ca
     import subprocess
     import sys
 
-    from memjax.config import run_cli
     from memjax.cli.evaluate import EvalConfig
+    from memjax.core.config import run_cli
 
     read, write = os.pipe()
     os.close(read)  # the reader has gone before the help is written (`head` after its line; no race)
@@ -265,7 +264,7 @@ def test_tensorboard_purges_events_past_the_resumed_step(tmp_path):
 
     from tensorboardX.proto import event_pb2
 
-    from memjax.runio import tb_writer
+    from memjax.core.outdir import tb_writer
 
     def events(path):
         data, out, i = path.read_bytes(), [], 0

@@ -196,7 +196,7 @@ def _imported_packages(m: Module) -> set[str]:
 
 def _root_module_packages(name: str) -> set[str]:
     """The packages a root module of memjax (memjax/train.py, ...) imports: `from .pkg... import` anywhere in it and
-    its lazy names (`names(".pkg.mod", ...)`, memjax/lazy.py), which load when used."""
+    its lazy names (`names(".pkg.mod", ...)`, memjax/core/lazy.py), which load when used."""
     path = ROOT / "memjax" / f"{name}.py"
     if not path.is_file():
         return set()

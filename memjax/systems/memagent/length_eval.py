@@ -26,17 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from ...parallel.lifecycle import stop_point
-
-from .paper import CITATION, TABLE2, paper_row
-from .workflow import MemAgent
 from ...agents.heldout import run_heldout
-from ...config import ConfigError
+from ...core.config import ConfigError
+from ...core.outdir import JsonlLog, write_atomic
 from ...data import RulerHotpotQAConfig, load_hotpotqa, synthesize
 from ...data.memagent_files import detect_layout, load_qa_file
 from ...evaluation.profiles import get_profile
 from ...parallel import is_primary
-from ...runio import JsonlLog, write_atomic
+from ...parallel.lifecycle import stop_point
+from .paper import CITATION, TABLE2, paper_row
+from .workflow import MemAgent
 
 METRICS = ("sub_em", "em", "f1", "missing", "crashed")
 TOKENS_PER_DOC = 140  # RULER-HotpotQA documents as the official script counts them ("50~7K tokens, 100~14K")

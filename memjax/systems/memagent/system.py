@@ -22,12 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from .workflow import MemAgent, MemAgentConfig
-from ...config import ConfigError
-from ...data import HotpotQASource, PipelineStream, RulerHotpotQAConfig, load_hotpotqa, make_pipeline
+from ...core.config import ConfigError
+from ...data import (
+    HotpotQASource,
+    PipelineStream,
+    RulerHotpotQAConfig,
+    load_hotpotqa,
+    make_pipeline,
+)
 from ...data.memagent_files import QAFile, detect_layout, load_qa_file
 from ...rl.dapo import overlong_penalty
 from ..base import AgentSection, CountingStream, System, register
+from .workflow import MemAgent, MemAgentConfig
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,17 @@ from typing import Any
 
 import numpy as np
 
+from ...agents.workflow import (
+    Request,
+    Trajectory,
+    Workflow,
+    WorkflowResult,
+    run_workflow,
+)
+from ...core.tokenizer import TokenIds
 from ...engine import Completion, Engine, SamplingParams
 from ...rewards import last_boxed, memagent_reward
 from ...rewards.memagent_official import memagent_reward_official
-from ...tokenizer import TokenIds
-from ...agents.workflow import Request, Trajectory, Workflow, WorkflowResult, run_workflow
 
 MEMORY_TEMPLATE = (
     "You are presented with a problem, a section of an article that may contain the answer to the problem, "

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ...agents import run_workflow
-from .workflow import AnswerWorkflow, MemoryR1Config, construct
-from .data import MemoryIndex, answer_sample, make_embedder, qa_items
 from ...data.locomo import Conversation, Question
 from ...evaluation.locomo import register_locomo_system
 from ...memory import MemoryBank
+from .data import MemoryIndex, answer_sample, make_embedder, qa_items
+from .workflow import AnswerWorkflow, MemoryR1Config, construct
 
 
 def build_banks(engine, tok, index: MemoryIndex, conversations: Sequence[Conversation], cfg: MemoryR1Config,
@@ -69,9 +69,9 @@ def answer_predictor(engine, tok, index: MemoryIndex, banks: dict[str, MemoryBan
 def memory_r1_predictor(cfg, questions: Sequence[Question]):
     """Load the manager (cfg.manager_hf_path, else cfg.model) and answer (cfg.model) models, build the banks of
     the questions' conversations, return the batch predictor (cfg: a LocomoEvalConfig)."""
+    from ...checkpoint.source import ModelSource
     from ...data.locomo import load_locomo
     from ...engine import Engine
-    from ...modelsource import ModelSource
 
     data = load_locomo(cfg.data_path)
     wanted = list(dict.fromkeys(q.conversation for q in questions))

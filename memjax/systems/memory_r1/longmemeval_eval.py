@@ -33,8 +33,8 @@ def ranked_dia_ids(index: MemoryIndex, bank, question: str) -> list[str]:
 def memory_r1_lme_predictor(cfg, questions: Sequence[LmeQuestion]):
     """Load the manager (cfg.manager_hf_path, else cfg.model) and the answer model (cfg.model), build the banks of
     the questions' haystacks, return the batch predictor (cfg: a LongMemEvalConfig)."""
+    from ...checkpoint.source import ModelSource
     from ...engine import Engine
-    from ...modelsource import ModelSource
 
     views = {q.question_id: as_locomo(q, question_date=cfg.question_date) for q in questions}
     convs = [c for c, _ in views.values()]

@@ -25,12 +25,31 @@ from typing import Any
 import numpy as np
 
 from ...agents.heldout import run_heldout
-from .workflow import AnswerWorkflow, FrozenAnswerer, ManagerWorkflow, MemoryR1Config, construct
-from .data import (EMBEDDERS, MemoryIndex, answer_sample, make_embedder, manager_samples,
-                                     qa_items)
 from ...engine import Engine, EngineConfig, KVCacheOptions
 from ...rewards.locomo import token_set_f1
-from ..base import AgentSection, CountingStream, HeldModel, System, frozen_copy, register
+from ..base import (
+    AgentSection,
+    CountingStream,
+    HeldModel,
+    System,
+    frozen_copy,
+    register,
+)
+from .data import (
+    EMBEDDERS,
+    MemoryIndex,
+    answer_sample,
+    make_embedder,
+    manager_samples,
+    qa_items,
+)
+from .workflow import (
+    AnswerWorkflow,
+    FrozenAnswerer,
+    ManagerWorkflow,
+    MemoryR1Config,
+    construct,
+)
 
 
 @dataclass(frozen=True)
@@ -140,7 +159,7 @@ class _MemoryR1(System):
         return parts[self.cfg.train_part], parts[self.cfg.eval_part]
 
     def setup(self, model, tokenizer) -> None:
-        from ...modelsource import ModelSource
+        from ...checkpoint.source import ModelSource
 
         c = self.cfg
         train, held = self._parts()

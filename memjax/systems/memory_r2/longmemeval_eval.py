@@ -52,8 +52,8 @@ class RankingAnswerAgent:
 def memory_r2_lme_predictor(cfg, questions: Sequence[LmeQuestion]):
     """Load the policy (cfg.model) and the answer agent, return the batch predictor (cfg: a LongMemEvalConfig)."""
     from ...agents.heldout import run_heldout
+    from ...checkpoint.source import ModelSource
     from ...engine import Engine
-    from ...modelsource import ModelSource
 
     section = MemoryR2Section(embedder="hashed" if cfg.embedder == "hashbow" else "wordllama",
                               max_prompt_tokens=cfg.max_prompt_tokens, max_response_tokens=cfg.max_response_tokens,

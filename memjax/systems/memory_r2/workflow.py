@@ -23,16 +23,30 @@ from typing import Any
 
 import numpy as np
 
+from ...agents.workflow import Request, Trajectory, Workflow
+from ...core.tokenizer import TokenIds
 from ...data.locomo import Conversation, Question
 from ...engine import Completion, SamplingParams
 from ...memory import BankSnapshot, MemoryBank, OpStats, apply_r2
 from ...rl.batch import Conversation as Row
-from ...tokenizer import TokenIds
-from .messages import (FactStats, VectorCache, extractor_message, format_turns, manager_message,
-                                 manager_payload, parse_facts, select_candidates)
+from .messages import (
+    FactStats,
+    VectorCache,
+    extractor_message,
+    format_turns,
+    manager_message,
+    manager_payload,
+    parse_facts,
+    select_candidates,
+)
 from .prompts import system_prompts
-from .reward import AnswerAgent, credit_sessions, evidence_sessions, session_reward, word_count
-from ...agents.workflow import Request, Trajectory, Workflow
+from .reward import (
+    AnswerAgent,
+    credit_sessions,
+    evidence_sessions,
+    session_reward,
+    word_count,
+)
 
 EXTRACTOR, MANAGER = 0, 1
 SESSION_STRIDE = 1024  # > sessions per conversation (LoCoMo: at most 35)
@@ -171,7 +185,9 @@ class MemoryR2(Workflow):
         self.stop_ids = tuple(stop_token_ids) if stop_token_ids is not None else tuple(
             sorted({tokenizer.eos_id, tokenizer.endoftext_id}))
         self.system = [TokenIds(tokenizer.encode(p)) for p in system_prompts(config.prompt_revision)]
-        from ...evaluation.profiles import get_profile  # evaluation sits above agents: imported when built
+        from ...evaluation.profiles import (
+            get_profile,  # evaluation sits above agents: imported when built
+        )
         self._f1_fn = get_profile(config.reward_f1, "answer").f1
 
     # -- sample preparation --------------------------------------------------------------------------

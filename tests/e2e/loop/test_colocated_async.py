@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from memjax.config import ConfigError, RunError, apply_overrides, load_config_file
+from memjax.core.config import ConfigError, RunError, apply_overrides, load_config_file
 from memjax.loop.run import Run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=120)]

@@ -16,7 +16,7 @@ mlflow = pytest.importorskip("mlflow")
 wandb = pytest.importorskip("wandb")
 
 from memjax.cli import train  # noqa: E402
-from memjax.config import apply_overrides  # noqa: E402
+from memjax.core.config import apply_overrides  # noqa: E402
 from memjax.loop.trackers import metric_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]

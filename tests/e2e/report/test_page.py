@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from memjax.config import load_config_file
-from memjax.report import browser
 from memjax.cli.train import train
+from memjax.core.config import load_config_file
+from memjax.report import browser
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=45)]  # the 2-step training run of the module fixture (measured 40-60 s, 2 cores)

@@ -127,9 +127,9 @@ def test_a_policy_directory_runs_as_the_shipped_one_and_another_tasks_policy_is_
 
 
 def test_exact_judge_and_the_tiny_settings_bad_input():
+    from memjax.checkpoint.source import ModelSource
     from memjax.evaluation.longmemeval import LongMemEvalConfig, check_lines
     from memjax.evaluation.longmemeval_judge import ExactLmeJudge
-    from memjax.modelsource import ModelSource
 
     v = ExactLmeJudge().judge([("single-session-user", "where is bob ?", "riga", " Riga ", False),
                                ("single-session-user", "where is bob ?", "riga", "riga oslo", False),

@@ -7,18 +7,17 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+from conftest import golden_dir
 
 from memjax import load_hf
 from memjax.agents import Request, Workflow, run_workflow
+from memjax.cli.train import TrainConfig, train
+from memjax.core.config import apply_overrides
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.rl import Conversation
 from memjax.rl.advantages import AdvantageConfig, with_advantages
-from memjax.config import apply_overrides
 from memjax.rl.trainer import OptimConfig, Trainer, UpdateConfig
 from memjax.systems import AgentSection, CountingStream, System, register
-from memjax.cli.train import TrainConfig, train
-
-from conftest import golden_dir
 
 SP = SamplingParams(temperature=1.0, max_tokens=3)
 

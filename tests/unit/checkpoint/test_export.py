@@ -13,8 +13,8 @@ import pytest
 
 from memjax.checkpoint import save_hf
 from memjax.cli.model_dir import load_tokenizer
-from memjax.config import load_config_file
-from memjax.tokenizer import Tokenizer
+from memjax.core.config import load_config_file
+from memjax.core.tokenizer import Tokenizer
 from scripts.hf_export_parity import check, make_exports
 
 ROOT = Path(__file__).resolve().parents[3]

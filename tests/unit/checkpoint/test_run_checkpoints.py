@@ -79,7 +79,7 @@ def test_failed_write_is_one_line(tmp_path, monkeypatch):
 
 
 def test_another_models_checkpoint_is_a_config_error_not_corruption(tmp_path):
-    from memjax.config import ConfigError
+    from memjax.core.config import ConfigError
 
     ck = RunCheckpoints(tmp_path / "c", keep=2)
     ck.save(1, _args(1))

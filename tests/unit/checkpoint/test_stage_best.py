@@ -8,7 +8,7 @@ import pytest
 
 from memjax.checkpoint import CheckpointError
 from memjax.checkpoint.stage_best import StageBest
-from memjax.config import ConfigError
+from memjax.core.config import ConfigError
 
 
 def _w(step):

@@ -60,7 +60,7 @@ def test_check_covers_resume_false_and_an_unwritable_cache(tmp_path, capsys):
 
 
 def test_an_unwritable_compile_cache_runs_uncached(tmp_path):
-    from memjax.compile_cache import use_compile_cache
+    from memjax.core.compile_cache import use_compile_cache
 
     blocker = tmp_path / "file"
     blocker.write_text("x")

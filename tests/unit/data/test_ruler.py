@@ -10,10 +10,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memjax.data import TASKS, RulerConfig, RulerGenerator, load_hotpotqa, load_squad, without_essay
+from memjax.core.tokenizer import Tokenizer
+from memjax.data import (
+    TASKS,
+    RulerConfig,
+    RulerGenerator,
+    load_hotpotqa,
+    load_squad,
+    without_essay,
+)
 from memjax.data.length import TargetTooSmall, fit_units
-from memjax.data.ruler_tasks import CWESpec, FWESpec, NIAHSpec, QASpec, VTSpec, word_lists
-from memjax.tokenizer import Tokenizer
+from memjax.data.ruler_tasks import (
+    CWESpec,
+    FWESpec,
+    NIAHSpec,
+    QASpec,
+    VTSpec,
+    word_lists,
+)
 
 FIX = Path(__file__).parents[2] / "fixtures" / "data"
 TARGET = 1500

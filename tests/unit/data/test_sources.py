@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from memjax.core.tokenizer import Tokenizer
 from memjax.data import (
     TASKS,
     HotpotQASource,
+    PipelineStream,
     RulerConfig,
     RulerGenerator,
     RulerHotpotQAConfig,
@@ -17,12 +19,10 @@ from memjax.data import (
     load_hotpotqa,
     load_squad,
     make_dataloader,
-    PipelineStream,
     make_pipeline,
     synthesize,
     without_essay,
 )
-from memjax.tokenizer import Tokenizer
 
 FIX = Path(__file__).parents[2] / "fixtures" / "data"
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from memjax.config import ConfigError, apply_overrides, describe
+from memjax.core.config import ConfigError, apply_overrides, describe
 from memjax.engine import EngineConfig, KernelOptions, KVCacheOptions
 from memjax.run.train_config import TrainConfig
 

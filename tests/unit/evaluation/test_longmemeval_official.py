@@ -19,7 +19,7 @@ SHIPPED = ["configs/longmemeval_answers.py", "configs/memagent/longmemeval.py", 
 
 @pytest.mark.parametrize("path", SHIPPED)
 def test_shipped_configs_use_the_official_judge(path):
-    from memjax.config import load_config_file
+    from memjax.core.config import load_config_file
 
     cfg = load_config_file(ROOT / path)
     assert cfg.judge == "openai" and cfg.judge_model == "gpt-4o-2024-08-06"

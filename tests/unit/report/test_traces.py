@@ -11,10 +11,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from scripted_engine import ScriptedEngine
 
 from memjax.agents import run_workflow
-from memjax.systems.sumer.workflow import QwenSumerFormat, SumerSample, SumerWorkflow
-from memjax.systems.sumer.tools import MemoryTools, ToolsConfig
+from memjax.core.outdir import JsonlLog, write_atomic
+from memjax.core.tokenizer import Tokenizer
 from memjax.data.locomo import load_locomo
 from memjax.data.locomo_splits import split_questions
 from memjax.engine import Completion
@@ -25,13 +26,21 @@ from memjax.memory.embedders import HashedBowEmbedder
 from memjax.memory.retrieval import Retriever
 from memjax.report import ReportError, load_run, write_report
 from memjax.rewards.locomo import RuleBasedJudge
-from memjax.runio import JsonlLog, write_atomic
-from memjax.systems.memory_r1.tiny.task import R1TaskConfig, TinyR1Workflow, make_r1_sample, prompt_text, r1_tokenizer
+from memjax.systems.memory_r1.tiny.task import (
+    R1TaskConfig,
+    TinyR1Workflow,
+    make_r1_sample,
+    prompt_text,
+    r1_tokenizer,
+)
 from memjax.systems.memory_r2.tiny.agent import TinyR2Workflow
-from memjax.systems.memory_r2.tiny.task import R2TaskConfig, make_r2_sample, r2_tokenizer
-from memjax.tokenizer import Tokenizer
-
-from scripted_engine import ScriptedEngine
+from memjax.systems.memory_r2.tiny.task import (
+    R2TaskConfig,
+    make_r2_sample,
+    r2_tokenizer,
+)
+from memjax.systems.sumer.tools import MemoryTools, ToolsConfig
+from memjax.systems.sumer.workflow import QwenSumerFormat, SumerSample, SumerWorkflow
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCOMO = ROOT / "tests" / "fixtures" / "data" / "locomo_fixture.json"

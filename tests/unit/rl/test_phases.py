@@ -1,4 +1,4 @@
-"""memjax/rl/phases.py: the phases of a step add up to its wall time, rates and MFU follow memjax.flops (None without
+"""memjax/rl/phases.py: the phases of a step add up to its wall time, rates and MFU follow memjax.model.flops (None without
 a known peak: CPU), device-s per sample; the console line and the report's "Cost per phase" section show them;
 JsonlLog.fill writes the lines a resume lacks. (The training loop's own use: tests/e2e/test_memagent_command.py.)"""
 
@@ -7,13 +7,12 @@ import time
 
 import pytest
 
-from memjax import flops
-from memjax.model import presets
-from memjax.report.page import render
+from memjax.core.outdir import JsonlLog
+from memjax.model import flops, presets
 from memjax.report.load import load_run
+from memjax.report.page import render
 from memjax.report.phases import phases_html
 from memjax.rl.phases import PHASES, PhaseClock, console_line, phase_metrics
-from memjax.runio import JsonlLog
 
 CFG = presets.get("tiny")
 LENS = [40, 60, 100]

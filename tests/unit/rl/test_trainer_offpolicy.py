@@ -10,7 +10,7 @@ from conftest import golden_dir
 from test_trainer import _batch, _params
 
 from memjax import load_hf
-from memjax.config import ConfigError, apply_overrides
+from memjax.core.config import ConfigError, apply_overrides
 from memjax.rl.advantages import with_advantages
 from memjax.rl.losses import policy_loss
 from memjax.rl.offpolicy import OffPolicyConfig

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from memjax.config import ConfigError, apply_overrides
+from memjax.core.config import ConfigError, apply_overrides
 from memjax.run.identity import check_resume
 from memjax.run.train_config import TrainConfig
 

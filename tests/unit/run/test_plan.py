@@ -15,7 +15,7 @@ from memjax.cli.plan import main as plan_main
 CONFIG = textwrap.dedent("""
     from dataclasses import dataclass, field
     from memjax.engine import EngineConfig
-    from memjax.modelsource import ModelSource
+    from memjax.checkpoint.source import ModelSource
     from memjax.parallel import MeshConfig
     from memjax.rl.trainer import LossConfig, OptimConfig, UpdateConfig
 

@@ -8,12 +8,17 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from memjax.core.tokenizer import Tokenizer
 from memjax.engine import EngineConfig, KVCacheOptions, SamplingParams
 from memjax.engine.state import kv_bytes_per_page
 from memjax.model import init_model, presets
-from memjax.systems import MemoryR1AnswerSection, MemoryR1ManagerSection, MemoryR2Section, build
+from memjax.systems import (
+    MemoryR1AnswerSection,
+    MemoryR1ManagerSection,
+    MemoryR2Section,
+    build,
+)
 from memjax.systems.base import HeldModel
-from memjax.tokenizer import Tokenizer
 
 ASSETS = Path(__file__).resolve().parents[3] / "memjax" / "assets" / "qwen2.5-tokenizer"
 

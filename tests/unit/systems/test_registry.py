@@ -3,9 +3,9 @@ the settings when X is already chosen, and names the known systems when X is unk
 
 import pytest
 
-from memjax.config import ConfigError, apply_overrides, describe
-from memjax.systems import MemAgentSection, TinySection, get, names
 from memjax.cli.train import TrainConfig
+from memjax.core.config import ConfigError, apply_overrides, describe
+from memjax.systems import MemAgentSection, TinySection, get, names
 
 
 def test_switch_system_by_name():

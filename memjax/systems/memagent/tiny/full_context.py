@@ -29,13 +29,26 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ....config import positive_int
-from ....engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, SamplingParams
+from ....core.config import positive_int
+from ....engine import (
+    Engine,
+    EngineConfig,
+    KernelOptions,
+    KVCacheOptions,
+    SamplingParams,
+)
 from ....model import init_model
 from ....rewards import memagent_reward
 from ....tiny.model import model_config
 from .task import TRAIN_SEED, WORDS, TaskConfig, TinyTokenizer, make_split
-from .warmstart import DEV_SEED, asset_dir, load_or_train, load_warmstart, save_model, sft_step
+from .warmstart import (
+    DEV_SEED,
+    asset_dir,
+    load_or_train,
+    load_warmstart,
+    save_model,
+    sft_step,
+)
 
 TEMPLATE = "question {query} chunk {context} answer"
 DEFAULT_DIR, INFO = "full_context", "full_context.json"  # under memjax/assets/tiny/

@@ -28,15 +28,23 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ..workflow import build_prompt
-from ....config import positive_float, positive_int
+from ....core.config import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
-from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
 from ....tiny.model import WINDOW, engine_config, model_config
+from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
+from ..workflow import build_prompt
 from .agent import evaluate
-from .task import (FINAL_TEMPLATE, MEMORY_TEMPLATE, NO_MEMORY, TRAIN_SEED, WORDS, TaskConfig,
-                   TinyTokenizer, make_split)
+from .task import (
+    FINAL_TEMPLATE,
+    MEMORY_TEMPLATE,
+    NO_MEMORY,
+    TRAIN_SEED,
+    WORDS,
+    TaskConfig,
+    TinyTokenizer,
+    make_split,
+)
 
 DEV_SEED = 3
 DEFAULT_DIR = "warmstart"  # under memjax/assets/tiny/

@@ -27,14 +27,23 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ..workflow import fit_answer_prompt
-from ....config import positive_float, positive_int
+from ....core.config import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
 from ....tiny.model import WINDOW, engine_config, model_config
-from .answer_task import (DEV_SEED, TRAIN_SEED, R1AnswerTaskConfig, answer_tokenizer, answer_workflow,
-                             evaluate_answer, make_answer_split, teacher_response, tiny_answer_prompt)
 from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
+from ..workflow import fit_answer_prompt
+from .answer_task import (
+    DEV_SEED,
+    TRAIN_SEED,
+    R1AnswerTaskConfig,
+    answer_tokenizer,
+    answer_workflow,
+    evaluate_answer,
+    make_answer_split,
+    teacher_response,
+    tiny_answer_prompt,
+)
 
 DEFAULT_DIR = "r1_answer_warmstart"
 DEV_DISTRACTORS = (1, 4, 7)

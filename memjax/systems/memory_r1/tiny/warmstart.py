@@ -26,12 +26,20 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ....config import positive_float, positive_int
+from ....core.config import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
-from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
 from ....tiny.model import WINDOW, engine_config, model_config
-from .task import DEV_SEED, TRAIN_SEED, R1TaskConfig, evaluate_r1, make_r1_split, prompt_text, r1_tokenizer
+from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
+from .task import (
+    DEV_SEED,
+    TRAIN_SEED,
+    R1TaskConfig,
+    evaluate_r1,
+    make_r1_split,
+    prompt_text,
+    r1_tokenizer,
+)
 
 DEFAULT_DIR = "r1_warmstart"
 

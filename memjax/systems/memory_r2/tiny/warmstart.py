@@ -27,13 +27,20 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ....config import positive_float, positive_int
+from ....core.config import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
 from ....tiny.model import WINDOW, engine_config, model_config
-from .agent import evaluate_r2
-from .task import DEV_SEED, TRAIN_SEED, R2TaskConfig, make_r2_split, r2_tokenizer, teacher_trace
 from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
+from .agent import evaluate_r2
+from .task import (
+    DEV_SEED,
+    TRAIN_SEED,
+    R2TaskConfig,
+    make_r2_split,
+    r2_tokenizer,
+    teacher_trace,
+)
 
 DEFAULT_DIR = "r2_warmstart"
 

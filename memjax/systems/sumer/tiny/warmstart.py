@@ -27,12 +27,20 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ....config import positive_float, positive_int
+from ....core.config import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
 from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
 from .agent import engine_config, evaluate, model_config
-from .task import DEV_SEED, TRAIN_SEED, WINDOW, TinySumerFormat, TinySumerTask, make_split, teacher_turns
+from .task import (
+    DEV_SEED,
+    TRAIN_SEED,
+    WINDOW,
+    TinySumerFormat,
+    TinySumerTask,
+    make_split,
+    teacher_turns,
+)
 
 INFO = "sumer_warmstart.json"
 

@@ -83,7 +83,7 @@ def test_resume_after_a_crash_recomputes_nothing_finished(uncut, tmp_path, monke
 
 
 def _cfg(out):
-    from memjax.config import apply_overrides, load_config_file
+    from memjax.core.config import apply_overrides, load_config_file
 
     cfg = load_config_file(ROOT / "configs" / "memagent" / "eval.py")
     sets = [a for a in _args(out)[1:] if a != "--set"]
@@ -93,7 +93,7 @@ def _cfg(out):
 def test_question_files_group_by_their_lengths_and_bad_data_is_one_line(tmp_path, capsys):
     import dataclasses
 
-    from memjax.config import ConfigError
+    from memjax.core.config import ConfigError
 
     cfg = _cfg(tmp_path / "x")
 

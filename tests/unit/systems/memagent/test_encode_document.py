@@ -7,9 +7,9 @@ emoji, special-token strings, runs of blank lines), whole and in pieces of a few
 
 import numpy as np
 
+from memjax.core.tokenizer import _default as shipped_tokenizer
 from memjax.data.hotpotqa import format_context
 from memjax.systems.memagent.workflow import _CUT, encode_document
-from memjax.tokenizer import _default as shipped_tokenizer
 
 LINES = ["Paris is the capital.", "ends with a space \n", "crlf line\r\n", "\ttabbed", "42 is a number", "élan vital",
          "中文文本在这里", "emoji 🎉 here", "<|im_end|> special", "  two spaces", "x", "'s quote", "end!!!\n\n\n",

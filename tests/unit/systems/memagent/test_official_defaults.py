@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from memjax.config import load_config_file
+from memjax.core.config import load_config_file
+from memjax.core.tokenizer import _default as shipped_tokenizer
 from memjax.evaluation.profiles import get_profile
 from memjax.rewards import memagent_reward
 from memjax.systems.memagent.workflow import MemAgent
-from memjax.tokenizer import _default as shipped_tokenizer
 
 ROOT = Path(__file__).resolve().parents[4]
 FIX = json.loads((ROOT / "tests" / "fixtures" / "metric_goldens_memagent.json").read_text(encoding="utf-8"))

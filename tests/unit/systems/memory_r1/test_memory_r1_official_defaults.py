@@ -12,7 +12,7 @@ judge is Memory-R1's own Fig. 12 prompt (the `memory_r1` judge profile; no offic
 import json
 from pathlib import Path
 
-from memjax.config import load_config_file
+from memjax.core.config import load_config_file
 from memjax.evaluation.paper_tables import PAPER_TABLES
 from memjax.evaluation.profiles import get_profile
 from memjax.rewards.judge_profiles import JUDGE_PROMPT, get_judge_profile

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from scripted_engine import ScriptedEngine, user_part
 
 from memjax import Tokenizer
 from memjax.agents import run_workflow
@@ -16,9 +17,11 @@ from memjax.data.locomo import load_locomo
 from memjax.engine import EngineConfig
 from memjax.model import init_model, presets
 from memjax.systems import build, get, names
-from memjax.systems.memory_r1.system import MemoryR1AnswerSection, MemoryR1ManagerSection, frozen_copy
-
-from scripted_engine import ScriptedEngine, user_part
+from memjax.systems.memory_r1.system import (
+    MemoryR1AnswerSection,
+    MemoryR1ManagerSection,
+    frozen_copy,
+)
 
 FIXTURE = Path(__file__).parents[3] / "fixtures" / "data" / "locomo_fixture.json"
 
@@ -132,7 +135,7 @@ def test_answer_system(tiny):
 def test_configs_load():
     """The two Memory-R1 configs and the tiny one are TrainConfigs whose sections validate; PPO by default
     (GAE, actor lr 1e-6, critic lr 1e-5, batch 128), GRPO by --set."""
-    from memjax.config import apply_overrides, load_config_file
+    from memjax.core.config import apply_overrides, load_config_file
 
     root = Path(__file__).parents[4] / "configs"
     for name, section, file in (("memory_r1_manager", MemoryR1ManagerSection, "train_manager.py"),

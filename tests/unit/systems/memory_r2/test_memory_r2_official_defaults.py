@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memjax.config import load_config_file
+from memjax.core.config import load_config_file
+from memjax.core.tokenizer import _default as shipped_tokenizer
 from memjax.data.locomo import LoadReport, Question, parse_evidence
 from memjax.evaluation.profiles import get_profile
 from memjax.memory import HashedBowEmbedder
@@ -25,7 +26,6 @@ from memjax.systems.memory_r2.evidence import questions_as_read
 from memjax.systems.memory_r2.messages import answer_parser
 from memjax.systems.memory_r2.system import MemoryR2System
 from memjax.systems.memory_r2.workflow import MemoryR2
-from memjax.tokenizer import _default as shipped_tokenizer
 
 ROOT = Path(__file__).resolve().parents[4]
 FIX = ROOT / "tests" / "fixtures"

@@ -9,12 +9,20 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memjax.systems.memory_r2 import prompts as P
-from memjax.systems.memory_r2.messages import (Fact, VectorCache, extractor_message, manager_message,
-                                              manager_payload, parse_answer, parse_facts, qa_prompt,
-                                              select_candidates)
 from memjax.data.locomo import Turn
 from memjax.memory import MemoryRecord
+from memjax.systems.memory_r2 import prompts as P
+from memjax.systems.memory_r2.messages import (
+    Fact,
+    VectorCache,
+    extractor_message,
+    manager_message,
+    manager_payload,
+    parse_answer,
+    parse_facts,
+    qa_prompt,
+    select_candidates,
+)
 
 FIX = Path(__file__).resolve().parents[3] / "fixtures" / "memory_r2"
 
@@ -192,8 +200,8 @@ def test_prompt_revisions_byte_exact_and_selectable():
     assert "Extract facts ONLY from user messages." in P.EXTRACTOR_SYSTEM
     assert "Extract facts from the provided dialogue turns for BOTH speakers." in P.EXTRACTOR_SYSTEM_85AEEB1
     assert "related_memory_ids" in P.MANAGER_SYSTEM_85AEEB1 and "related_memory_ids" not in P.MANAGER_SYSTEM
-    from memjax.systems.memory_r2.workflow import MemoryR2Config
     from memjax.systems.memory_r2.system import MemoryR2Section
+    from memjax.systems.memory_r2.workflow import MemoryR2Config
 
     assert MemoryR2Config().prompt_revision == "85aeeb1" == MemoryR2Section().episode().prompt_revision
     assert MemoryR2Section(prompt_revision="f6d3e04").episode().prompt_revision == "f6d3e04"
@@ -204,7 +212,7 @@ def test_prompt_revisions_byte_exact_and_selectable():
 
 def test_prompt_token_counts():
     """The revision's cost per call in Qwen2.5 tokens, as docs/metric_profiles.md states it."""
-    from memjax.tokenizer import _default
+    from memjax.core.tokenizer import _default
 
     tok = _default()
     counts = {r: tuple(len(tok.encode(p)) for p in P.system_prompts(r)) for r in ("f6d3e04", "85aeeb1")}

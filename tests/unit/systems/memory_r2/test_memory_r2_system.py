@@ -14,11 +14,11 @@ import pytest
 import memjax
 from memjax.agents import run_workflow
 from memjax.kernels.step_ratio_loss import step_ratio_loss
+from memjax.rewards.locomo import RuleBasedJudge
 from memjax.rl.batch import Conversation, build_batch
 from memjax.rl.losses import policy_loss
 from memjax.systems import MemoryR2Section, MemoryR2System, build
 from memjax.systems.memory_r2.system import evaluation_metrics, logo_unit_advantages
-from memjax.rewards.locomo import RuleBasedJudge
 
 LOCOMO = Path(__file__).resolve().parents[5] / "shared" / "data" / "locomo" / "locomo10.json"
 EPS = 1e-6
@@ -176,7 +176,7 @@ def test_ablations_act_on_unit_rewards():
 
 
 def test_configs_load():
-    from memjax.config import load_config_file
+    from memjax.core.config import load_config_file
 
     root = Path(__file__).resolve().parents[4] / "configs"
     paper = load_config_file(root / "memory_r2" / "train.py")
@@ -193,10 +193,10 @@ def test_configs_load():
 def test_local_questions_on_real_locomo():
     """conv-43 session 1: 5 questions have their last evidence there (the public code's Q_1), 14 have some evidence
     there (memjax's earlier local Q_1); C_1 without the image captions."""
-    from memjax.systems.memory_r2.workflow import MemoryR2, R2Sample
-    from memjax.systems.memory_r2.reward import OverlapAnswerAgent, word_count
     from memjax.data.locomo import load_locomo
     from memjax.memory import HashedBowEmbedder
+    from memjax.systems.memory_r2.reward import OverlapAnswerAgent, word_count
+    from memjax.systems.memory_r2.workflow import MemoryR2, R2Sample
 
     conv = load_locomo(str(LOCOMO)).conversation("conv-43")
     emb = HashedBowEmbedder(64)

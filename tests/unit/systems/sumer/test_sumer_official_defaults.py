@@ -11,7 +11,7 @@ made outside the repository), and the evaluation's paper layout is SUMER's table
 import json
 from pathlib import Path
 
-from memjax.config import load_config_file
+from memjax.core.config import load_config_file
 from memjax.evaluation.paper_tables import PAPER_TABLES
 from memjax.evaluation.profiles import get_profile
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from memjax.agents import run_workflow
-from memjax.systems.sumer.workflow import SumerConfig
+from memjax.checkpoint.source import ModelSource
 from memjax.engine import Engine, EngineConfig
-from memjax.modelsource import ModelSource
 from memjax.systems import build, get
 from memjax.systems.sumer.system import SumerSection
+from memjax.systems.sumer.workflow import SumerConfig
 
 REAL = Path(__file__).parents[4] / ".." / "shared" / "data" / "locomo" / "locomo10.json"
 needs_real = pytest.mark.skipif(not REAL.exists(), reason="LoCoMo (CC BY-NC) not present at ../shared/data/locomo")

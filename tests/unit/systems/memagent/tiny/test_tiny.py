@@ -41,19 +41,26 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from memjax.systems.memagent.workflow import MemAgent
+from memjax.cli.train import Run, TrainConfig, train
+from memjax.core.config import load_config_file
 from memjax.engine import Engine
 from memjax.model import init_model
 from memjax.rewards import memagent_reward
-from memjax.config import load_config_file
+from memjax.rl.ablation import ablate as _ablate
 from memjax.rl.batch import Conversation, build_batch
 from memjax.systems.memagent.tiny.agent import memagent_config
-from memjax.tiny.model import engine_config, model_config
 from memjax.systems.memagent.tiny.system import TinySection
-from memjax.rl.ablation import ablate as _ablate
-from memjax.cli.train import Run, TrainConfig, train
-from memjax.systems.memagent.tiny.task import HELDOUT_SEED, WORDS, TaskConfig, TinyTokenizer, make_sample, make_split
+from memjax.systems.memagent.tiny.task import (
+    HELDOUT_SEED,
+    WORDS,
+    TaskConfig,
+    TinyTokenizer,
+    make_sample,
+    make_split,
+)
 from memjax.systems.memagent.tiny.warmstart import default_path, trace_conversations
+from memjax.systems.memagent.workflow import MemAgent
+from memjax.tiny.model import engine_config, model_config
 
 pytestmark = pytest.mark.learning
 

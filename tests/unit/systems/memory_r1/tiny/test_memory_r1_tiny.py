@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from memjax.config import load_config_file
 from memjax.cli.train import TrainConfig, train
+from memjax.core.config import load_config_file
 
 pytestmark = pytest.mark.learning
 
@@ -63,7 +63,10 @@ def test_grpo_raises_heldout_em_and_shuffled_rewards_do_not(tmp_path):
 
 
 def test_reward_setting_reaches_the_training_workflow():
-    from memjax.systems.memory_r1.tiny.system import MemoryR1TinySection, MemoryR1TinySystem
+    from memjax.systems.memory_r1.tiny.system import (
+        MemoryR1TinySection,
+        MemoryR1TinySystem,
+    )
     from memjax.systems.memory_r1.tiny.task import r1_tokenizer
 
     with pytest.raises(ValueError, match="reward"):

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from memjax.config import load_config_file
 from memjax.cli.train import TrainConfig, train
+from memjax.core.config import load_config_file
 
 pytestmark = pytest.mark.learning
 

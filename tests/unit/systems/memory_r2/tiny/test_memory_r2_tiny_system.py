@@ -10,20 +10,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scripted_engine import ScriptedEngine
 
-from memjax.checkpoint import save_hf
-from memjax.config import load_config_file
-from memjax.model import init_model
 from memjax.agents import run_workflow
+from memjax.checkpoint import save_hf
+from memjax.cli.train import train
+from memjax.core.config import load_config_file
+from memjax.model import init_model
 from memjax.systems import MemoryR2TinySection, names
-from memjax.systems.memory_r2.tiny.system import MemoryR2TinySystem
 from memjax.systems.memory_r2.tiny.agent import TinyR2Workflow
-from memjax.systems.memory_r2.tiny.task import R2TaskConfig, make_r2_sample, r2_tokenizer
+from memjax.systems.memory_r2.tiny.system import MemoryR2TinySystem
+from memjax.systems.memory_r2.tiny.task import (
+    R2TaskConfig,
+    make_r2_sample,
+    r2_tokenizer,
+)
 from memjax.systems.memory_r2.tiny.warmstart import load_r2_warmstart
 from memjax.tiny.model import model_config
-from memjax.cli.train import train
-
-from scripted_engine import ScriptedEngine
 
 CONFIG = Path(__file__).resolve().parents[5] / "configs" / "memory_r2" / "tiny.py"
 

@@ -1,5 +1,5 @@
 """One run per output directory: training, evaluation, LoCoMo and LongMemEval scoring refuse another kind's directory
-in one line, before anything is loaded or written (memjax.runio.claim_kind)."""
+in one line, before anything is loaded or written (memjax.core.outdir.claim_kind)."""
 
 import json
 from pathlib import Path
@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from memjax.cli import evaluate, train
+from memjax.core.outdir import KIND_MARK, dir_kind
 from memjax.evaluation import locomo
-from memjax.runio import KIND_MARK, dir_kind
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LOCOMO = REPO / "tests/fixtures/data/locomo_fixture.json"
 
 

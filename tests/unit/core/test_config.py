@@ -1,15 +1,21 @@
-"""memjax.config: config files, typed --set overrides, --help listing."""
+"""memjax.core.config: config files, typed --set overrides, --help listing."""
 
+import dataclasses
 import re
 from pathlib import Path
-import dataclasses
 
 import pytest
 
-from memjax.config import ConfigError, apply_overrides, describe, load_config_file, parse_cli
 from memjax.cli.evaluate import EvalConfig
+from memjax.core.config import (
+    ConfigError,
+    apply_overrides,
+    describe,
+    load_config_file,
+    parse_cli,
+)
 
-ROOT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+ROOT_CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 def test_overrides_parse_types_and_revalidate():
@@ -53,7 +59,7 @@ def test_config_file_and_help(tmp_path, capsys):
 def test_shipped_configs_load():
     from pathlib import Path
 
-    for path in sorted((Path(__file__).parent.parent.parent / "configs").rglob("*.py")):
+    for path in sorted((Path(__file__).resolve().parents[3] / "configs").rglob("*.py")):
         assert dataclasses.is_dataclass(load_config_file(path)), path
 
 
@@ -66,7 +72,7 @@ def test_shipped_configs_load():
 def test_config_file_values_are_typed_like_set_values(change, message, tmp_path):
     import dataclasses  # noqa: F401
 
-    from memjax.config import ConfigError, load_config_file
+    from memjax.core.config import ConfigError, load_config_file
 
     f = tmp_path / "c.py"
     f.write_text(f"import dataclasses\nexec(open({str(ROOT_CONFIGS / 'tiny.py')!r}).read())\n"
@@ -76,7 +82,7 @@ def test_config_file_values_are_typed_like_set_values(change, message, tmp_path)
 
 
 def test_set_sizes_have_an_upper_bound():
-    from memjax.config import ConfigError, apply_overrides, load_config_file
+    from memjax.core.config import ConfigError, apply_overrides, load_config_file
 
     cfg = load_config_file(ROOT_CONFIGS / "tiny.py")
     with pytest.raises(ConfigError, match=r"^--set steps: 100000000000000000000 is larger than 2,147,483,647"):

@@ -1,4 +1,4 @@
-"""memjax/compile_cache.py (TrainConfig.compile_cache and the evaluation configs'): which folder each setting means on
+"""memjax/core/compile_cache.py (TrainConfig.compile_cache and the evaluation configs'): which folder each setting means on
 a GPU and on CPU, that a process pointed at a folder writes its compiled programs there (a real jax compile in a child
 process, with the test suite's own cache variable removed), that `python -m memjax.evaluate` does so with its
 config's setting, and the configs' one-line error."""
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from memjax.compile_cache import resolve_compile_cache
-from memjax.config import ConfigError, apply_overrides
 from memjax.cli.eval_config import EvalConfig, SystemEvalConfig
+from memjax.core.compile_cache import resolve_compile_cache
+from memjax.core.config import ConfigError, apply_overrides
 from memjax.evaluation.locomo import LocomoEvalConfig
 from memjax.evaluation.longmemeval import LongMemEvalConfig
 from memjax.run.train_config import TrainConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_resolve():
@@ -33,7 +33,7 @@ def test_resolve():
 
 @pytest.mark.e2e
 def test_a_process_writes_its_programs_to_the_folder(tmp_path):
-    code = ("import jax, jax.numpy as jnp\nfrom memjax.compile_cache import use_compile_cache\n"
+    code = ("import jax, jax.numpy as jnp\nfrom memjax.core.compile_cache import use_compile_cache\n"
             "assert use_compile_cache('auto') is None and jax.config.jax_compilation_cache_dir is None\n"
             f"print(use_compile_cache({str(tmp_path / 'c')!r}))\n"
             "print(float(jax.jit(lambda x: jnp.tanh(x) @ x.T)(jnp.ones((8, 8))).sum()))\n")

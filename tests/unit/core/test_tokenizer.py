@@ -1,4 +1,4 @@
-"""memjax.tokenizer: golden ids from transformers, the token-level chat template, the parts API, errors."""
+"""memjax.core.tokenizer: golden ids from transformers, the token-level chat template, the parts API, errors."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memjax.tokenizer as mt
-from memjax.tokenizer import DEFAULT_SYSTEM_PROMPT, Tokenizer, TokenIds
+import memjax.core.tokenizer as mt
+from memjax.core.tokenizer import DEFAULT_SYSTEM_PROMPT, TokenIds, Tokenizer
 
-GOLDEN = Path(__file__).parent.parent / "fixtures" / "golden" / "chat_template.json"
-ASSETS = Path(mt.__file__).parent / "assets" / "qwen2.5-tokenizer"
+GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden" / "chat_template.json"
+ASSETS = Path(mt.__file__).parents[1] / "assets" / "qwen2.5-tokenizer"
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # Text biased towards what breaks tokenisers: whitespace runs, newlines, angle brackets/pipes (special-token

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from flax import nnx
 
-from .checkpoint import load_hf
-from .model import init_model, presets
-from .model.qwen2 import Qwen2
-from .tokenizer import Tokenizer
+from ..core.tokenizer import Tokenizer
+from ..model import init_model, presets
+from ..model.qwen2 import Qwen2
+from . import load_hf
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class ModelSource:
     tokenizer_path: str = ""
 
     def __post_init__(self):
-        from .model.config import _DTYPES
+        from ..model.config import _DTYPES
 
         if self.dtype not in _DTYPES or self.compute_dtype not in ("", *_DTYPES):
             raise ValueError(f"ModelSource: dtype must be one of {_DTYPES} and compute_dtype '' or one of them "
@@ -54,7 +54,7 @@ class ModelSource:
 def check_vocab(model: Qwen2, tok: Tokenizer, where: str) -> None:
     """The tokenizer's ids must all be rows of the model's embedding (checked at load, not at the first rollout)."""
     if tok.vocab_size > model.cfg.vocab_size:
-        from .config import ConfigError
+        from ..core.config import ConfigError
 
         raise ConfigError(f"tokenizer ({where}) has {tok.vocab_size:,} tokens but the model's vocabulary has "
                           f"{model.cfg.vocab_size:,} rows: they do not belong together (model.tokenizer_path?)")

@@ -1,4 +1,4 @@
-"""Tests for memjax.flops: hand-computed verl estimates, algebraic properties, MemAgent stage accounting,
+"""Tests for memjax.model.flops: hand-computed verl estimates, algebraic properties, MemAgent stage accounting,
 agreement with XLA's count of the compiled forward, and the device peak / MFU helpers."""
 
 import math
@@ -10,8 +10,7 @@ from flax import nnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memjax import flops
-from memjax.model import abstract_model, count_params, init_model, presets
+from memjax.model import abstract_model, count_params, flops, init_model, presets
 
 SEQS = st.lists(st.integers(0, 40_000), min_size=0, max_size=6)
 PRESET = st.sampled_from(presets.names())
@@ -132,7 +131,7 @@ def _xla_flops(model_or_abstract, b: int, t: int) -> float:
 
 
 def test_cost_analysis_tiny_model():
-    """XLA's FLOP count of the compiled forward of a tiny model (allocated weights) vs memjax.flops.
+    """XLA's FLOP count of the compiled forward of a tiny model (allocated weights) vs memjax.model.flops.
 
     What differs, and why the tolerance is what it is:
       * XLA's HloCostAnalysis counts a while-loop body once, whatever its trip count, and the decoder
