@@ -1,22 +1,25 @@
-"""The schedule table: the tiny MemAgent task with a length tail under `sync` and `colocated_async`, same seeds.
+"""The schedule table: the tiny MemAgent task with a length tail under `sync`, `colocated_async` and `split_async`,
+same seeds, on the same host devices.
 
-  python -m benchmarks.async_schedules [--seeds 0 1 2] [--steps 8] [--max-staleness 1] [--out-dir DIR]
-      [--set key=value ...]
+  python -m benchmarks.async_schedules [--seeds 0 1 2] [--steps 8] [--max-staleness 1] [--devices 8]
+      [--rollout-split 4] [--schedules sync colocated_async split_async] [--out-dir DIR] [--set key=value ...]
 
-Per seed, one `sync` and one `colocated_async` run of configs/tiny.py (in this process, one after the other) with
-documents of 3, 3, 3, 3, 6 or 12 chunks drawn per sample (`agent.train_chunks`: a tail of long trajectories, as
-memory agents have), 8 questions x group 8 per step, held-out accuracy on 64 questions before and after. Reports
-per run the held-out accuracy after `steps`, the mean wall seconds per step over steps 2.. (step 1 compiles), the
-rollout and update seconds, and the staleness of the trained tokens; per schedule the mean and standard deviation
-over seeds and the s/step ratio against `sync`, all measured in this one process. Writes
-DIR/async_schedules_<device>.json and .md (DIR defaults to a fresh folder under /tmp; benchmarks/results only when
-given).
+Per seed, one run of configs/tiny.py per schedule (in this process, one after the other) with documents of 3, 3, 3,
+3, 6 or 12 chunks drawn per sample (`agent.train_chunks`: a tail of long trajectories, as memory agents have),
+8 questions x group 8 per step, held-out accuracy on 64 questions before and after; the process has `--devices`
+host devices (XLA's host platform device count, set before jax starts) and split_async rolls out on the first
+`--rollout-split` of them. Reports per run the held-out accuracy after `steps`, the mean wall seconds per step over
+steps 2.. (step 1 compiles), the rollout seconds (the wait for the batch), the update seconds and the staleness of
+the trained tokens; per schedule the mean and standard deviation over seeds and the s/step ratio against `sync`, all
+measured in this one process. Writes DIR/async_schedules_<device>.json and .md (DIR defaults to a fresh folder under
+/tmp; benchmarks/results only when given).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import tempfile
@@ -31,12 +34,13 @@ from memjax.loop.run import Run
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ["prompts_per_step=8", "agent.group_size=8", "agent.heldout_size=64", "agent.eval_samples=0", "eval_every=0",
         "agent.train_chunks=3,3,3,3,6,12", "update.micro_rows=64", "filter_flat_groups=false", "checkpoint_every=1000"]
-SCHEDULES = ("sync", "colocated_async")
+SCHEDULES = ("sync", "colocated_async", "split_async")
 
 
-def one(out: Path, schedule: str, seed: int, steps: int, staleness: int, extra: list[str]) -> dict:
+def one(out: Path, schedule: str, seed: int, steps: int, staleness: int, extra: list[str], split: int = 0) -> dict:
     sets = [*BASE, f"steps={steps}", f"seed={seed}", f"schedule={schedule}", f"max_staleness={staleness}",
-            f"out_dir={out / f'{schedule}_{seed}'}", *extra]
+            f"out_dir={out / f'{schedule}_{seed}'}", *([f"rollout_split={split}"] if schedule == "split_async" else []),
+            *extra]
     cfg = apply_overrides(load_config_file(ROOT / "configs" / "tiny.py"), sets)
     t0 = time.perf_counter()
     run = Run(cfg)
@@ -54,16 +58,19 @@ def one(out: Path, schedule: str, seed: int, steps: int, staleness: int, extra: 
 
 
 def summary(rows: list[dict]) -> dict:
-    out = {}
-    for s in SCHEDULES:
+    """Per schedule present: runs, held-out accuracy mean and std over seeds, mean s/step and rollout s; and each
+    async schedule's s/step and rollout-s ratio over sync's."""
+    out: dict = {"s_per_step_ratio": {}, "rollout_s_ratio": {}}
+    for s in [x for x in SCHEDULES if any(r["schedule"] == x for r in rows)]:
         rs = [r for r in rows if r["schedule"] == s]
         acc = [r["heldout_accuracy"] for r in rs]
         out[s] = {"runs": len(rs), "heldout_accuracy_mean": statistics.fmean(acc),
                   "heldout_accuracy_std": statistics.stdev(acc) if len(acc) > 1 else 0.0,
                   "s_per_step_mean": statistics.fmean(r["s_per_step"] for r in rs),
                   "rollout_s_mean": statistics.fmean(r["rollout_s"] for r in rs)}
-    out["s_per_step_ratio"] = out["colocated_async"]["s_per_step_mean"] / out["sync"]["s_per_step_mean"]
-    out["rollout_s_ratio"] = out["colocated_async"]["rollout_s_mean"] / out["sync"]["rollout_s_mean"]
+    for s in [x for x in SCHEDULES[1:] if x in out]:
+        out["s_per_step_ratio"][s] = out[s]["s_per_step_mean"] / out["sync"]["s_per_step_mean"]
+        out["rollout_s_ratio"][s] = out[s]["rollout_s_mean"] / out["sync"]["rollout_s_mean"]
     return out
 
 
@@ -74,13 +81,23 @@ def table(rows: list[dict], summ: dict, name: str) -> str:
         lines.append(f"| {r['schedule']} | {r['seed']} | {r['steps']} | {r['heldout_accuracy_before']:.3f} -> "
                      f"{r['heldout_accuracy']:.3f} | {r['s_per_step']:.2f} | {r['rollout_s']:.2f} | "
                      f"{r['update_s']:.2f} | {r['staleness_token_mean']:.2f} | {name} |")
-    for s in SCHEDULES:
+    for s in [x for x in SCHEDULES if x in summ]:
         m = summ[s]
         lines.append(f"| **{s}** | mean of {m['runs']} | | {m['heldout_accuracy_mean']:.3f} +- "
                      f"{m['heldout_accuracy_std']:.3f} | {m['s_per_step_mean']:.2f} | {m['rollout_s_mean']:.2f} | | | |")
-    lines.append(f"\ns/step colocated_async / sync: {summ['s_per_step_ratio']:.3f}; rollout s: "
-                 f"{summ['rollout_s_ratio']:.3f} (measured, one process)")
+    lines.append("\n" + "; ".join(f"s/step {s} / sync: {r:.3f} (rollout s: {summ['rollout_s_ratio'][s]:.3f})"
+                                   for s, r in summ["s_per_step_ratio"].items()) + " (measured, one process)")
     return "\n".join(lines) + "\n"
+
+
+def host_devices(n: int, error) -> None:
+    """Give this process n host devices: XLA reads the flag when jax's backend starts (refused once it has)."""
+    flag = f"--xla_force_host_platform_device_count={n}"
+    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split()
+                     if not f.startswith("--xla_force_host_platform_device_count"))
+    os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+    if jax.default_backend() == "cpu" and jax.device_count() != n:
+        error(f"--devices {n}: jax already started with {jax.device_count()} device(s) in this process")
 
 
 def main(argv=None) -> None:
@@ -91,9 +108,18 @@ def main(argv=None) -> None:
     ap.add_argument("--out-dir", default="", help="folder for the JSON and the table (default: a new /tmp folder)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more TrainConfig overrides")
     ap.add_argument("--update-committed", action="store_true", help="replace committed result files in --out-dir")
+    ap.add_argument("--devices", type=int, default=8, help="host devices of this process (XLA's host platform)")
+    ap.add_argument("--rollout-split", type=int, default=0, help="split_async's rollout devices (default: half)")
+    ap.add_argument("--schedules", nargs="+", choices=SCHEDULES, default=list(SCHEDULES))
     a = ap.parse_args(argv)
     if a.steps < 2 or a.max_staleness < 0:
         ap.error("--steps must be >= 2 and --max-staleness >= 0")
+    if "sync" not in a.schedules:
+        ap.error("--schedules must include sync (the ratios are against it)")
+    split = a.rollout_split or a.devices // 2
+    if "split_async" in a.schedules and not 1 <= split < a.devices:
+        ap.error(f"--rollout-split must be in 1..{a.devices - 1} (--devices {a.devices})")
+    host_devices(a.devices, ap.error)
     out = Path(a.out_dir) if a.out_dir else Path(tempfile.mkdtemp(prefix="async_schedules_"))
     device = "cpu" if jax.default_backend() == "cpu" else jax.devices()[0].device_kind.lower().replace(" ", "_")
     name = f"async_schedules_{device}.json"
@@ -106,13 +132,14 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="async_runs_") as runs:
-        for seed in a.seeds:  # the schedules alternate, so a busy machine slows both alike
-            for s in SCHEDULES:
-                rows.append(one(Path(runs), s, seed, a.steps, a.max_staleness, a.set))
+        for seed in a.seeds:  # the schedules alternate, so a busy machine slows them alike
+            for s in a.schedules:
+                rows.append(one(Path(runs), s, seed, a.steps, a.max_staleness, a.set, split))
                 print(f"{s} seed {seed}: accuracy {rows[-1]['heldout_accuracy']:.3f}, "
                       f"{rows[-1]['s_per_step']:.2f} s/step", flush=True)
     summ = summary(rows)
-    res = {"benchmark": "async_schedules", "device": device, "host": platform.node(), "cpus": jax.device_count(),
+    res = {"benchmark": "async_schedules", "device": device, "host": platform.node(), "devices": jax.device_count(),
+           "cpu_cores": os.cpu_count(), "rollout_split": split if "split_async" in a.schedules else 0,
            "rows": rows, "summary": summ}
     (out / name).write_text(json.dumps(res, indent=1) + "\n")
     md = table(rows, summ, name)

@@ -70,26 +70,31 @@ def check_train(cfg) -> None:
     done = out.is_dir() and finished(out, cfg) is not None
     preflight.training_data(cfg, system)  # the training data files parse
     m = cfg.mesh
+    split = cfg.rollout_split if cfg.schedule == "split_async" else 0  # check_schedule: fewer than the devices
     try:
-        data, fsdp, tensor = m.sizes(jax.device_count())
+        data, fsdp, tensor = m.sizes(jax.device_count() - split)
     except ValueError as e:
-        raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
-                          f"{jax.device_count()} device(s))") from None
+        where = f"the {jax.device_count() - split} trainer devices of {jax.device_count()}" if split else \
+            f"{jax.device_count()} device(s)"
+        raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees {where})") from None
     own = preflight._own_model(system)
     _finish([f"python -m memjax.train: system {system.name!r}, {cfg.steps} steps x {cfg.prompts_per_step} prompts, "
              f"estimator {cfg.advantage.estimator}, group size {system.group_size}, schedule {cfg.schedule}"
-             + (f" (max_staleness {cfg.max_staleness})" if cfg.schedule != "sync" else ""),
+             + (f" (max_staleness {cfg.max_staleness})" if cfg.schedule != "sync" else "")
+             + (f", rollout on devices 0..{split - 1}, training on the other {jax.device_count() - split}" if split
+                else ""),
              "model: the system's own (warm start, vocabulary; model.* does not apply)" if own
              else _model_line(cfg.model),
              "data: the training stream opens (its files parse)",
-             f"mesh: data {data} x fsdp {fsdp} x tensor {tensor} on {jax.device_count()} {jax.default_backend()} "
-             "device(s)",
-             _engine_line(system, cfg),
+             f"mesh: data {data} x fsdp {fsdp} x tensor {tensor} on {jax.device_count() - split} "
+             f"{jax.default_backend()} device(s)",
+             _engine_line(system, cfg, split or jax.local_device_count()),
              f"out_dir: {cfg.out_dir} (" + ("finished: a run would do nothing" if done else "resumes its run, same "
                                             "config" if resumable else "fresh") + ")"])
 
 
-def _engine_line(system, cfg) -> str:
+def _engine_line(system, cfg, devices: int) -> str:
+    """The engine config that runs and where it rolls out: on `devices` devices of this process."""
     try:
         e = system.engine_config(cfg.engine)
     except ValueError as err:
@@ -110,7 +115,7 @@ def _engine_line(system, cfg) -> str:
             else f"{kv.kv_cache_bytes:,} bytes" if kv.kv_cache_bytes else "90% of free memory")
     return (f"engine: {r.max_slots} slots, window {r.window}, schedule {r.schedule}, attention {k.attention}, "
             f"layers {k.layers}, weights {k.weight_dtype}; KV pool {pool}, {kv.kv_dtype}\n"
-            + rollout_line(cfg, e, jax.local_device_count()))
+            + rollout_line(cfg, e, devices))
 
 
 def check_evaluate(cfg) -> None:

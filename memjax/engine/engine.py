@@ -142,15 +142,25 @@ class Engine:
         """Swap in new parameters (an nnx.State of Params, or a Qwen2 module) of identical structure and
         shapes, in any float dtype (e.g. the trainer's fp32 master): the engine keeps only its own copy in
         EngineConfig.kernels.weight_dtype, made by one jitted cast compiled once (no recompilation on refresh)."""
+        self._params = None  # drop the old copy first: peak memory is one rollout copy, not two
+        self._params = self.prepare_weights(params)
+
+    def prepare_weights(self, params):
+        """The engine's copy of `params` (checked, cast to the weight dtype, placed on the engine's devices) without
+        installing it: a split schedule makes it when an update ends and installs it before the generation that
+        samples with it (`install_weights`), while the engine is still generating with an older copy."""
         new = nnx.state(params, nnx.Param) if isinstance(params, nnx.Module) else params
         new_s = jax.tree.map(lambda a: a.shape, new)
         floats = all(jnp.issubdtype(a.dtype, jnp.floating) for a in jax.tree.leaves(new))
         if jax.tree.structure(self._master_shapes) != jax.tree.structure(new_s) or self._master_shapes != new_s \
                 or not floats:
             raise ValueError("update_weights: parameter structure, shapes or dtypes differ from the engine's model")
-        self._params = None  # drop the old copy first: peak memory is one rollout copy, not two
         new = process_local(new)  # multi-process: all-gathered into this process (the engine never crosses hosts)
-        self._params = self.place.params(self._cast(new))
+        return self.place.params(self._cast(new))
+
+    def install_weights(self, prepared) -> None:
+        """Sample with a copy made by `prepare_weights` from now on."""
+        self._params = prepared
 
     def wait_weights(self) -> None:
         """Block until the last `update_weights` hand-off has landed on the engine's devices (timing)."""

@@ -87,12 +87,12 @@ class Checkpointer:
         p = self.parts
         best = self.curriculum.sync(self.ckpts)  # the bests this checkpoint records are on disk
         state.saved_at = state.step
+        rollouts = {"rollouts": p.stream.dumps()} if p.stream is not None else {}  # first: split_async drains
         meta = {**state.meta(), "seed": self.cfg.seed, "data": p.data.get_state(),
                 "data_processes": gather_states(p.data.get_state()),
                 "optimizer_steps": p.trainer.optimizer_steps,
                 "ablation_rng": json.dumps(p.ablation_rng.bit_generator.state),
-                "config": dataclasses.asdict(self.cfg), "best": best,
-                **({"rollouts": p.stream.dumps()} if p.stream is not None else {})}
+                "config": dataclasses.asdict(self.cfg), "best": best, **rollouts}
         self.ckpts.save(state.step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(self._arrays()),
             meta=ocp.args.JsonSave(json.loads(json.dumps(meta, default=str)))))
@@ -126,7 +126,7 @@ class Checkpointer:
                 p.ablation_rng.bit_generator.state = json.loads(got["meta"]["ablation_rng"])
             if "critic" in got["state"]:
                 p.credit.load_state(got["state"]["critic"])
-            if p.stream is not None:  # colocated_async: the batches running ahead, paused between turns
+            if p.stream is not None:  # an async schedule's batches running ahead
                 p.stream.loads(got["meta"].get("rollouts"))
         except Exception as e:
             raise ConfigError(f"out_dir={self.cfg.out_dir}: checkpoint {step} does not fit this config "

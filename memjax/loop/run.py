@@ -122,6 +122,9 @@ class Run:
         """Held-out evaluation of the current weights (System.evaluate), recorded at the current step; returns its
         scalar row ({} when the system has no held-out evaluation). Inside run(), a stop request ends it with
         `HeldoutStopped` and nothing recorded."""
+        if getattr(self.parts.stream, "split", False):  # split_async: the engine idle, with the current weights
+            self.parts.stream.drain()
+            self.parts.engine.update_weights(self.parts.model)
         with heldout_stops(self._stop) if self._stop is not None else nullcontext():
             ev = self.system.evaluate(self.parts.engine, self.parts.tok)
         if not ev:
@@ -192,6 +195,8 @@ class Run:
     def close(self) -> None:
         """Finish (and verify) the save in flight, close the checkpoint manager, release out_dir's lock."""
         try:
+            if self.parts is not None and hasattr(self.parts.stream, "close"):  # split_async's worker thread
+                self.parts.stream.close()
             if self.ckpt is not None:
                 ckpt, self.ckpt = self.ckpt, None
                 ckpt.close()

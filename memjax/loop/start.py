@@ -62,6 +62,9 @@ def check_schedule(cfg, system_name: str, stages: list[int]) -> None:
     if jax.process_count() > 1:
         raise ConfigError(f"schedule={cfg.schedule} runs in one process (its rollouts pause and resume on this "
                           f"process's engine); {jax.process_count()} processes run schedule=sync")
+    if cfg.schedule == "split_async" and cfg.rollout_split >= jax.local_device_count():
+        raise ConfigError(f"rollout_split={cfg.rollout_split} leaves no device for the trainer: this process has "
+                          f"{jax.local_device_count()} device(s)")
     if len(set(stages)) > 1:
         raise ConfigError(f"schedule={cfg.schedule} admits generation batches ahead of a stage's end; the "
                           f"{system_name} curriculum has stages {sorted(set(stages))}: use schedule=sync")
@@ -81,17 +84,20 @@ class Parts:
     data: Any  # the system's training stream, sharded to `block` with several processes
     system: Any  # the registered system (its workflow, shaping, own credit rule, evaluation)
     ablation_rng: Any  # numpy Generator of the reward ablation's permutations (checkpointed)
-    stream: Any = None  # colocated_async: the RolloutStream (memjax/loop/stream.py; checkpointed); sync: None
+    stream: Any = None  # colocated_async: RolloutStream (loop/stream.py), split_async: SplitStream (loop/split.py)
 
 
 def build(cfg, system, say: Callable[[str], None]) -> Parts:
     """Mesh, model, trainer, credit, engine and data stream of `cfg` on this process (module docstring)."""
+    train_devs, split_devs = split_devices(cfg)
     try:  # the mesh must match the devices: checked before the model loads
-        mesh = cfg.mesh.make()
+        mesh = cfg.mesh.make(train_devs)
     except ValueError as e:
         m = cfg.mesh
-        raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees "
-                          f"{jax.device_count()} device(s))") from None
+        where = f"the {len(train_devs)} trainer devices of {jax.device_count()}" if split_devs else \
+            f"{jax.device_count()} device(s)"
+        raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees {where})") from None
+    engine_devs = split_devs or rollout_devices(mesh)
     from ..run.plan import check, place_run
 
     model, tok = system.load_model(cfg.model)
@@ -103,12 +109,12 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
     except ValueError as e:
         raise ConfigError(f"engine: {e}") from None
     # the rollout spans every device of this process unless rollout_devices="config" (memjax.run.plan.place_run)
-    placed_cfg, placed = place_run(dataclasses.replace(cfg, engine=ecfg), len(rollout_devices(mesh)), model.cfg)
+    placed_cfg, placed = place_run(dataclasses.replace(cfg, engine=ecfg), len(engine_devs), model.cfg)
     ecfg, model_run = placed_cfg.engine, f"{model_run}; {placed.line().splitlines()[0]}"  # in run.json
     say(placed.line())
     # every system, before its set-up (frozen engines, banks): can the config shard on these devices, and
     # (on devices with a memory limit, or against plan_hbm_gib) does it fit? One-line PlanError otherwise.
-    planned = check(placed_cfg, hbm_gib=cfg.plan_hbm_gib or None,
+    planned = check(placed_cfg, devices=len(train_devs) if split_devs else None, hbm_gib=cfg.plan_hbm_gib or None,
                     min_kv_gib=cfg.min_kv_gib, model_cfg=model.cfg)
     system.setup(model, tok)
     ref = nnx.state(model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)
@@ -120,7 +126,7 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
             per_device = planned["bytes"]["kv_cache"]  # kv_cache_bytes is a total over the engine devices
             kv = dataclasses.replace(ecfg.kv, kv_cache_bytes=per_device * planned.get("engine_devices", 1))
             ecfg = dataclasses.replace(ecfg, kv=kv)
-        engine = Engine(model, ecfg, devices=rollout_devices(mesh))
+        engine = Engine(model, ecfg, devices=engine_devs)
     except ValueError as e:
         raise ConfigError(f"engine: {e}") from None
     # each process reads its own block of every generation batch (whole groups: a sample's trajectories all
@@ -135,4 +141,18 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
     if cfg.schedule == "colocated_async":
         from .stream import RolloutStream
         parts.stream = RolloutStream(parts, cfg)
+    elif cfg.schedule == "split_async":
+        from .split import SplitStream
+        parts.stream = SplitStream(parts, cfg)
+        say(f"split_async: the trainer on {len(train_devs)} device(s), the engine on {len(split_devs)}, weights at "
+            f"most {cfg.max_staleness} update(s) old")
     return parts
+
+
+def split_devices(cfg) -> tuple[list | None, list]:
+    """(the trainer's devices, the engine's) of split_async: the process's first rollout_split devices roll out;
+    (None, []) otherwise (the mesh takes every device and the engine spans its devices)."""
+    if cfg.schedule != "split_async":
+        return None, []
+    devs = sorted(jax.local_devices(), key=lambda d: d.id)
+    return devs[cfg.rollout_split:], devs[:cfg.rollout_split]

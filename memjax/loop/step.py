@@ -1,7 +1,7 @@
 """One synchronous training step's work: rollouts, credit, update, weight hand-off, and the step's metrics.
 
 Owns `run_step(parts, cfg, step, schedule_step) -> (metrics, traces)`, step `step + 1` of the `sync` schedule:
-the rollouts (loop/rollout.py `collect`); with a batch, the engine put to sleep (`engine_sleep`, frozen engines
+the rollouts (loop/rollout.py `collect`, or an async schedule's stream); with a batch, the engine put to sleep (`engine_sleep`, frozen engines
 too), advantages assigned by `Credit.assign` (the system's own rule first), the Trainer's update on this process's
 rows, the weights handed to the engine; throughput (tokens/s, MFU) and the phase clock (rl/phases.py). What the
 step's number makes due afterwards (evaluation, stage restart, checkpoint, logs) is the Run's (loop/run.py).
@@ -39,8 +39,9 @@ def run_step(parts, cfg, step: int, schedule_step: int) -> tuple[dict, list, Pha
     mcfg = parts.model.cfg
     conv_lens = [] if batch is None else gather_rows(batch.lengths).tolist()
     rollout_flops = flops.estimate(mcfg, [t for t in conv_lens if t > 0], training=False) if conv_lens else 0.0
+    split = getattr(parts.stream, "split", False)  # split_async: the engine generates on its own devices meanwhile
     if batch is not None:
-        if cfg.engine_sleep:  # before the critic's programs too: the plan's update phase holds them
+        if cfg.engine_sleep and not split:  # before the critic's programs too: the plan's update phase holds them
             freed = parts.engine.sleep() + sum(e.sleep(weights=False) for e in parts.system.frozen_engines())
             metrics["engine_freed_gib"] = freed / 2**30
         batch, cmetrics = parts.credit.assign(batch, own=parts.system.advantages)
@@ -50,18 +51,20 @@ def run_step(parts, cfg, step: int, schedule_step: int) -> tuple[dict, list, Pha
                                             shard=shard))
         for phase, seconds in parts.trainer.last_timings.items():
             clock.add(phase, seconds)
-        with clock("weight_sync"):
-            parts.engine.update_weights(parts.model)
-            parts.engine.wait_weights()
-    if parts.stream is not None:  # the taken batch is trained (or had no group with signal): paused turns go on
+        if not split:  # split_async's stream copies the weights to the engine's devices when it queues a batch
+            with clock("weight_sync"):
+                parts.engine.update_weights(parts.model)
+                parts.engine.wait_weights()
+    if parts.stream is not None:  # the taken batch is trained (or had no group with signal): the version moves on
         parts.stream.updated()
     metrics["update_s"] = time.perf_counter() - t1
     if conv_lens:
         u = cfg.update
         passes = u.ppo_epochs * 3 + (1 if u.recompute_old_logp else 0) + (1 if cfg.loss.kl_coef else 0)
         train_flops = flops.estimate(mcfg, conv_lens, training=False) * passes
-        metrics.update({"conversations": len(conv_lens), "tokens_per_s": sum(conv_lens) / metrics["rollout_s"],
-                        "rollout_mfu": flops.mfu(rollout_flops, metrics["rollout_s"]),
+        gen_s = metrics.get("rollout_async_generate_s") or metrics["rollout_s"]  # split_async: not the wait
+        metrics.update({"conversations": len(conv_lens), "tokens_per_s": sum(conv_lens) / gen_s,
+                        "rollout_mfu": flops.mfu(rollout_flops, gen_s),
                         "update_mfu": flops.mfu(train_flops, metrics["update_s"]),
                         "mean_conversation_tokens": float(np.mean(conv_lens))})
     metrics = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in metrics.items()}

@@ -21,7 +21,7 @@ from ..systems import AgentSection, MemAgentSection
 from .curriculum import check_choices
 
 ABLATIONS = ("none", "shuffle_rewards", "zero_advantages")
-SCHEDULES = ("sync", "colocated_async")
+SCHEDULES = ("sync", "colocated_async", "split_async")
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,11 @@ class TrainConfig:
     eval_every: int = 0  # held-out evaluation every N steps (0 = only before and after training and at stage ends)
     # "sync": generate the step's batch, then update; "colocated_async": later generation batches keep running
     # while the oldest's stragglers finish, paused between turns for the update (memjax/loop/stream.py, docs/async.md)
+    # "split_async": `rollout_split` devices generate ahead with weights at most max_staleness updates old while
+    # the trainer updates on the others (memjax/loop/split.py; the engine never sleeps: engine_sleep is not used)
     schedule: str = "sync"
-    max_staleness: int = 1  # colocated_async: generation batches admitted ahead of the one trained (0 = sync's)
+    max_staleness: int = 1  # async schedules: generation batches ahead of the one trained (0 = sync's order)
+    rollout_split: int = 0  # split_async: devices of the process that roll out (the first ones); 0 with other schedules
     dynamic_sampling: bool = False  # DAPO: refill from more generation batches until prompts_per_step groups vary
     max_gen_batches: int = 3
     filter_flat_groups: bool = False  # drop groups whose rewards are all equal (DAPO's filter without refill)
@@ -107,6 +110,12 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not 0 <= self.max_staleness <= 16:
             raise ValueError(f"TrainConfig.max_staleness must be in 0..16, got {self.max_staleness}")
+        if self.schedule == "split_async" and self.rollout_split < 1:
+            raise ValueError(f"TrainConfig: schedule=split_async needs rollout_split >= 1 (the devices that roll out), "
+                             f"got {self.rollout_split}")
+        if self.schedule != "split_async" and self.rollout_split:
+            raise ValueError(f"TrainConfig.rollout_split={self.rollout_split} splits the devices for "
+                             f"schedule=split_async; schedule={self.schedule} rolls out on the trainer's devices")
         if self.schedule != "sync" and self.dynamic_sampling:
             raise ValueError(f"TrainConfig: schedule={self.schedule} trains one generation batch per step; "
                              "dynamic_sampling refills from several: use filter_flat_groups or schedule=sync")

@@ -59,7 +59,7 @@ def test_a_batch_runs_ahead_and_a_resume_is_bit_for_bit(tmp_path):
 
 @pytest.mark.parametrize("sets, line", [
     (["schedule=colocated_async", "dynamic_sampling=true", "filter_flat_groups=false"], "use filter_flat_groups"),
-    (["schedule=split_async"], "schedule must be one of"),
+    (["schedule=overlapped"], "schedule must be one of"),
     (["schedule=colocated_async", "max_staleness=-1"], "max_staleness must be in 0..16"),
 ])
 def test_what_it_cannot_run_is_one_line(sets, line):

@@ -19,12 +19,19 @@ def test_summary_and_table():
     assert s["sync"]["heldout_accuracy_mean"] == pytest.approx(0.7)
     assert s["sync"]["heldout_accuracy_std"] == pytest.approx(0.1414, abs=1e-4)
     assert s["colocated_async"]["heldout_accuracy_std"] == 0.0
-    assert s["s_per_step_ratio"] == pytest.approx(3.0 / 5.0) and s["rollout_s_ratio"] == pytest.approx(3.0 / 5.0)
+    assert s["s_per_step_ratio"] == {"colocated_async": pytest.approx(3.0 / 5.0)}
+    assert s["rollout_s_ratio"] == {"colocated_async": pytest.approx(3.0 / 5.0)}
+    assert "split_async" not in s  # only the schedules that ran
     md = table(rows, s, "x.json")
-    assert md.count("\n| sync |") == 2 and "| **colocated_async** | mean of 2 |" in md and "0.600 (measured" in md
+    assert md.count("\n| sync |") == 2 and "| **colocated_async** | mean of 2 |" in md
+    assert "s/step colocated_async / sync: 0.600 (rollout s: 0.600) (measured" in md
+    s3 = summary(rows + [_row("split_async", 0, 0.5, 2.0), _row("split_async", 1, 0.7, 3.0)])
+    assert s3["s_per_step_ratio"]["split_async"] == pytest.approx(2.5 / 5.0) and "split_async / sync: 0.500" in \
+        table(rows, s3, "x.json")
 
 
-@pytest.mark.parametrize("argv", [["--steps", "1"], ["--max-staleness", "-1"]])
+@pytest.mark.parametrize("argv", [["--steps", "1"], ["--max-staleness", "-1"], ["--schedules", "split_async"],
+                                  ["--devices", "4", "--rollout-split", "4"], ["--schedules", "sync", "fast"]])
 def test_bad_arguments(argv, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)

@@ -1,0 +1,122 @@
+"""TrainConfig.schedule="split_async" on 8 host devices (a child process): 4 devices roll out while the trainer updates
+on the other 4. With max_staleness=1 the batch of step k + 1 is generated during step k's update with the weights
+before it (its tokens one version stale when trained); a run stopped by SIGTERM after a checkpoint resumes bit for
+bit equal to the uninterrupted run (the generated batches ahead are saved with the checkpoint); max_staleness=0
+generates each batch after the update before it; SUMER's tool loop, which keeps KV across turns, runs under it
+(a batch is never paused); the combinations it cannot run are one line."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memjax.core.config import ConfigError, apply_overrides, load_config_file
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=150)]
+
+ROOT = Path(__file__).resolve().parents[3]
+SMALL = ["prompts_per_step=2", "agent.heldout_size=4", "agent.eval_samples=1", "eval_every=0", "agent.group_size=4",
+         "update.micro_rows=32", "filter_flat_groups=false", "schedule=split_async", "rollout_split=4"]
+
+CHILD = r"""
+import hashlib, json, os, signal, sys
+import jax, numpy as np
+from flax import nnx
+from memjax.core.config import Stopped, apply_overrides, load_config_file
+from memjax.loop.run import Run
+
+ROOT, OUT, SMALL = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+KEYS = ("step", "reward", "loss", "grad_norm", "trained_samples", "rollout_generated_tokens",
+        "rollout_staleness_token_mean", "rollout_async_admitted_version")
+
+class StopAfter(Run):
+    stop_at = 0
+    def next_step(self):
+        m = super().next_step()
+        if self.state.step == self.stop_at:
+            os.kill(os.getpid(), signal.SIGTERM)  # the run's own handler: checkpoint at this step, then Stopped
+        return m
+
+def run(config, name, *sets, stop_at=0):
+    cfg = apply_overrides(load_config_file(f"{ROOT}/configs/{config}"), [*SMALL, f"out_dir={OUT}/{name}", *sets])
+    r = StopAfter(cfg)
+    r.stop_at = stop_at
+    try:
+        hist = r.run()
+    except Stopped as e:
+        return {"stopped": e.code, "line": str(e)}
+    leaves = jax.tree.leaves(nnx.state(r.parts.model, nnx.Param))
+    digest = hashlib.sha256(b"".join(np.asarray(x).tobytes() for x in leaves)).hexdigest()
+    return {"weights": digest, "history": [{k: h.get(k) for k in KEYS} for h in hist],
+            "trainer_devices": sorted(d.id for d in r.parts.mesh.devices.flat),
+            "engine_devices": sorted({d.id for x in jax.tree.leaves(r.parts.engine._params) for d in x.devices()})}
+
+res = {"whole": run("tiny.py", "whole", "steps=3", "checkpoint_every=2"),
+       "cut": run("tiny.py", "cut", "steps=3", "checkpoint_every=2", stop_at=2)}
+res["resumed"] = run("tiny.py", "cut", "steps=3", "checkpoint_every=2")
+res["zero"] = run("tiny.py", "zero", "steps=2", "max_staleness=0", "checkpoint_every=10")
+res["sumer"] = run("sumer/tiny.py", "sumer", "steps=1", "checkpoint_every=10", "agent.group_size=2")
+print("RESULT" + json.dumps(res))
+"""
+
+
+@pytest.fixture(scope="module")
+def res(tmp_path_factory):
+    out = tmp_path_factory.mktemp("split")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    p = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(out), json.dumps(SMALL)], env=env,
+                       capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.split("RESULT", 1)[1])
+
+
+def test_the_engine_and_the_trainer_hold_disjoint_devices(res):
+    assert res["whole"]["engine_devices"] == [0, 1, 2, 3] and res["whole"]["trainer_devices"] == [4, 5, 6, 7]
+
+
+def test_the_next_batch_is_generated_during_the_update_one_version_stale(res):
+    h = res["whole"]["history"]
+    assert [x["rollout_async_admitted_version"] for x in h] == [0, 0, 1]
+    assert [x["rollout_staleness_token_mean"] for x in h] == [0.0, 1.0, 1.0]
+
+
+def test_a_run_stopped_by_sigterm_resumes_bit_for_bit(res):
+    assert res["cut"]["stopped"] == 143 and "at step 2" in res["cut"]["line"]
+    assert res["resumed"]["history"] == res["whole"]["history"]
+    assert res["resumed"]["weights"] == res["whole"]["weights"]
+
+
+def test_staleness_zero_generates_after_each_update(res):
+    h = res["zero"]["history"]
+    assert [x["rollout_staleness_token_mean"] for x in h] == [0.0, 0.0]
+    assert [x["rollout_async_admitted_version"] for x in h] == [0, 1]
+
+
+def test_a_workflow_that_keeps_kv_across_turns_runs_under_it(res):
+    h = res["sumer"]["history"]
+    assert len(h) == 1 and h[0]["rollout_generated_tokens"] > 0 and h[0]["rollout_staleness_token_mean"] == 0.0
+
+
+@pytest.mark.parametrize("sets, line", [
+    (["schedule=split_async"], "needs rollout_split >= 1"),
+    (["rollout_split=2"], "splits the devices for schedule=split_async"),
+    (["schedule=split_async", "rollout_split=1", "dynamic_sampling=true", "filter_flat_groups=false"],
+     "use filter_flat_groups"),
+])
+def test_what_it_cannot_run_is_one_line(sets, line):
+    with pytest.raises(ConfigError, match=line) as e:
+        apply_overrides(load_config_file(ROOT / "configs" / "tiny.py"), sets)
+    assert "\n" not in str(e.value)
+
+
+def test_a_split_leaving_no_trainer_device_is_one_line_at_check():
+    """`--check` on this (one-device) process: rollout_split=1 takes its only device."""
+    p = subprocess.run([sys.executable, "-m", "memjax.train", str(ROOT / "configs" / "tiny.py"), "--check", "--set",
+                        "schedule=split_async", "--set", "rollout_split=1"],
+                       env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "rollout_split=1 leaves no device for the trainer" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
