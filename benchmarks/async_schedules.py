@@ -1,8 +1,13 @@
 """The schedule table: the tiny MemAgent task with a length tail under `sync`, `colocated_async` and `split_async`,
 same seeds, on the same host devices.
 
-  python -m benchmarks.async_schedules [--seeds 0 1 2] [--steps 8] [--max-staleness 1] [--devices 8]
-      [--rollout-split 4] [--schedules sync colocated_async split_async] [--out-dir DIR] [--set key=value ...]
+  python -m benchmarks.async_schedules [--system memagent|sumer] [--seeds 0 1 2] [--steps 8] [--max-staleness 1]
+      [--devices 8] [--rollout-split 4] [--schedules sync colocated_async split_async] [--out-dir DIR]
+      [--set key=value ...]
+
+`--system sumer`: the tiny SUMER task (its search loop: 1-4 tool turns per episode, drawn by the policy), held-out
+on 32 questions, under sync and split_async (colocated_async pauses between turns; SUMER keeps KV across them);
+writes async_schedules_sumer_<device>.json.
 
 Per seed, one run of configs/tiny.py per schedule (in this process, one after the other) with documents of 3, 3, 3,
 3, 6 or 12 chunks drawn per sample (`agent.train_chunks`: a tail of long trajectories, as memory agents have),
@@ -32,16 +37,24 @@ from memjax.core.config import apply_overrides, load_config_file
 from memjax.loop.run import Run
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = ["prompts_per_step=8", "agent.group_size=8", "agent.heldout_size=64", "agent.eval_samples=0", "eval_every=0",
-        "agent.train_chunks=3,3,3,3,6,12", "update.micro_rows=64", "filter_flat_groups=false", "checkpoint_every=1000"]
+BASE = ["prompts_per_step=8", "agent.group_size=8", "agent.eval_samples=0", "eval_every=0", "update.micro_rows=64",
+        "filter_flat_groups=false", "checkpoint_every=1000"]
 SCHEDULES = ("sync", "colocated_async", "split_async")
+# per system: its tiny config, the overrides that give it a length tail, and the schedules it runs (colocated_async
+# pauses between turns, which SUMER's tool loop cannot: it keeps KV across turns)
+SYSTEMS = {
+    "memagent": ("tiny.py", ["agent.heldout_size=64", "agent.train_chunks=3,3,3,3,6,12"], SCHEDULES),
+    "sumer": ("sumer/tiny.py", ["agent.heldout_size=32"], ("sync", "split_async")),
+}
 
 
-def one(out: Path, schedule: str, seed: int, steps: int, staleness: int, extra: list[str], split: int = 0) -> dict:
-    sets = [*BASE, f"steps={steps}", f"seed={seed}", f"schedule={schedule}", f"max_staleness={staleness}",
+def one(out: Path, schedule: str, seed: int, steps: int, staleness: int, extra: list[str], split: int = 0,
+        system: str = "memagent") -> dict:
+    config, tail, _ = SYSTEMS[system]
+    sets = [*BASE, *tail, f"steps={steps}", f"seed={seed}", f"schedule={schedule}", f"max_staleness={staleness}",
             f"out_dir={out / f'{schedule}_{seed}'}", *([f"rollout_split={split}"] if schedule == "split_async" else []),
             *extra]
-    cfg = apply_overrides(load_config_file(ROOT / "configs" / "tiny.py"), sets)
+    cfg = apply_overrides(load_config_file(ROOT / "configs" / config), sets)
     t0 = time.perf_counter()
     run = Run(cfg)
     hist = run.run()
@@ -49,7 +62,7 @@ def one(out: Path, schedule: str, seed: int, steps: int, staleness: int, extra: 
     evals = run.state.evals
     later = hist[1:] or hist
     mean = lambda k: statistics.fmean(float(h.get(k) or 0.0) for h in later)
-    return {"schedule": schedule, "seed": seed, "steps": steps, "max_staleness": staleness if schedule != "sync" else 0,
+    return {"system": system, "schedule": schedule, "seed": seed, "steps": steps, "max_staleness": staleness if schedule != "sync" else 0,
             "heldout_accuracy_before": evals[0]["accuracy"], "heldout_accuracy": evals[-1]["accuracy"],
             "s_per_step": mean("step_s"), "rollout_s": mean("rollout_s"), "update_s": mean("update_s"),
             "staleness_token_mean": mean("rollout_staleness_token_mean"),
@@ -110,8 +123,13 @@ def main(argv=None) -> None:
     ap.add_argument("--update-committed", action="store_true", help="replace committed result files in --out-dir")
     ap.add_argument("--devices", type=int, default=8, help="host devices of this process (XLA's host platform)")
     ap.add_argument("--rollout-split", type=int, default=0, help="split_async's rollout devices (default: half)")
-    ap.add_argument("--schedules", nargs="+", choices=SCHEDULES, default=list(SCHEDULES))
+    ap.add_argument("--schedules", nargs="+", choices=SCHEDULES, default=None,
+                    help="default: every schedule the system runs")
+    ap.add_argument("--system", choices=sorted(SYSTEMS), default="memagent")
     a = ap.parse_args(argv)
+    a.schedules = a.schedules or list(SYSTEMS[a.system][2])
+    if not set(a.schedules) <= set(SYSTEMS[a.system][2]):
+        ap.error(f"--system {a.system} runs --schedules {' '.join(SYSTEMS[a.system][2])}")
     if a.steps < 2 or a.max_staleness < 0:
         ap.error("--steps must be >= 2 and --max-staleness >= 0")
     if "sync" not in a.schedules:
@@ -122,7 +140,7 @@ def main(argv=None) -> None:
     host_devices(a.devices, ap.error)
     out = Path(a.out_dir) if a.out_dir else Path(tempfile.mkdtemp(prefix="async_schedules_"))
     device = "cpu" if jax.default_backend() == "cpu" else jax.devices()[0].device_kind.lower().replace(" ", "_")
-    name = f"async_schedules_{device}.json"
+    name = f"async_schedules_{device}.json" if a.system == "memagent" else f"async_schedules_{a.system}_{device}.json"
     from . import guard_committed
 
     refused = guard_committed([out / name, out / name.replace(".json", ".md")], a.update_committed,
@@ -134,11 +152,11 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="async_runs_") as runs:
         for seed in a.seeds:  # the schedules alternate, so a busy machine slows them alike
             for s in a.schedules:
-                rows.append(one(Path(runs), s, seed, a.steps, a.max_staleness, a.set, split))
+                rows.append(one(Path(runs), s, seed, a.steps, a.max_staleness, a.set, split, a.system))
                 print(f"{s} seed {seed}: accuracy {rows[-1]['heldout_accuracy']:.3f}, "
                       f"{rows[-1]['s_per_step']:.2f} s/step", flush=True)
     summ = summary(rows)
-    res = {"benchmark": "async_schedules", "device": device, "host": platform.node(), "devices": jax.device_count(),
+    res = {"benchmark": "async_schedules", "system": a.system, "device": device, "host": platform.node(), "devices": jax.device_count(),
            "cpu_cores": os.cpu_count(), "rollout_split": split if "split_async" in a.schedules else 0,
            "rows": rows, "summary": summ}
     (out / name).write_text(json.dumps(res, indent=1) + "\n")

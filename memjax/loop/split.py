@@ -2,17 +2,13 @@
 
 Owns `SplitStream`, the rollout side of TrainConfig.schedule="split_async" (one process; `rollout_split` devices
 roll out, the trainer's mesh holds the others):
-- generation batch i samples with policy version max(0, i - max_staleness): when step j's update ends (version j),
-  the engine's copy of those weights is made on the rollout devices (`Engine.prepare_weights`, a cross-device
-  `jax.device_put`) and generation batch j + max_staleness is queued with it; one worker thread generates the
-  queued batches in order, installing each batch's copy before it starts, while the main thread updates. Nothing is
-  dropped or paused: a batch's every token is of its one version. With max_staleness = 0 a batch is generated
-  after the update before it (the sync schedule's order, on split devices);
-- the seeds are the sync schedule's (`seeds.rollout(seed, i, 0)`); the data stream, the engine and the workflows
-  belong to the worker while it generates, the trainer, the model and the ablation generator to the main thread;
-- `drain()` waits until the worker is idle (before a held-out evaluation, which uses the engine with the current
-  weights, and before a checkpoint); `dumps()` / `loads()` carry the generated batches not yet trained, so a
-  resume trains exactly what the uninterrupted run does.
+- generation batch i samples with policy version max(0, i - max_staleness): when step j's update ends, the engine's
+  copy of those weights is made on the rollout devices (`Engine.prepare_weights`) and batch j + max_staleness is
+  queued with it; one worker thread generates the queued batches in order, installing each one's copy first, while
+  the main thread updates. A batch is never paused: its every token is of one version;
+- the seeds are the sync schedule's; the data stream, engine and workflows are the worker's while it generates;
+- `drain()` waits until the worker is idle (before a held-out evaluation and a checkpoint); `dumps()` / `loads()`
+  carry the generated batches not yet trained, so a resume trains exactly what the uninterrupted run does.
 docs/async.md, "The split_async schedule".
 """
 

@@ -330,7 +330,8 @@ COMMANDS = {
     "python -m benchmarks.e2e_memagent --scale 1.5b --out DIR --prompts 1 --steps 3 --attention cudnn": PARSE,
     "python -m benchmarks.scale_7b RUN_DIR": PARSE,
     "python -m benchmarks.schedule_sim": PARSE,
-    "python -m benchmarks.async_schedules --seeds 0 1 2 --steps 8 --out-dir benchmarks/results": PARSE,
+    "python -m benchmarks.async_schedules --seeds 0 1 2 --steps 8 --devices 8 --rollout-split 4 --out-dir benchmarks/results": PARSE,
+    "python -m benchmarks.async_schedules --system sumer --seeds 0 1 2 --steps 8 --devices 8 --rollout-split 4 --out-dir benchmarks/results": PARSE,
     "python -m benchmarks.e2e_memagent --scale tiny --out /tmp/e2e --steps 2": PARSE,  # tests/e2e/test_memagent_command.py runs the command
     "python -m benchmarks.gpu_aot --train-step": PARSE,
     # tests/e2e/benchmarks/test_kv_fp8_gap.py runs its main() small; tests/e2e/benchmarks/test_gpu_aot.py compiles the float8 loop

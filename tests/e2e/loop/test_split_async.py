@@ -120,3 +120,14 @@ def test_a_split_leaving_no_trainer_device_is_one_line_at_check():
     assert p.returncode == 2, p.stdout + p.stderr
     assert "rollout_split=1 leaves no device for the trainer" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_check_prints_the_split_on_8_devices():
+    p = subprocess.run([sys.executable, "-m", "memjax.train", str(ROOT / "configs" / "tiny.py"), "--check", "--set",
+                        "schedule=split_async", "--set", "rollout_split=4"],
+                       env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8"),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "schedule split_async (max_staleness 1), rollout on devices 0..3, training on the other 4" in p.stdout
+    assert "mesh: data 1 x fsdp 4 x tensor 1 on 4 cpu device(s)" in p.stdout
+    assert "rollout: 4 of 4 device(s)" in p.stdout, p.stdout

@@ -31,7 +31,8 @@ def test_summary_and_table():
 
 
 @pytest.mark.parametrize("argv", [["--steps", "1"], ["--max-staleness", "-1"], ["--schedules", "split_async"],
-                                  ["--devices", "4", "--rollout-split", "4"], ["--schedules", "sync", "fast"]])
+                                  ["--devices", "4", "--rollout-split", "4"], ["--schedules", "sync", "fast"],
+                                  ["--system", "sumer", "--schedules", "sync", "colocated_async"]])
 def test_bad_arguments(argv, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)

@@ -10,8 +10,14 @@ import pytest
 
 from memjax.model import count_params
 from memjax.systems.memagent.tiny import full_context as fc
+from memjax.systems.memagent.tiny.task import (
+    WORDS,
+    TaskConfig,
+    TinyTokenizer,
+    make_sample,
+    make_split,
+)
 from memjax.tiny.model import model_config
-from memjax.systems.memagent.tiny.task import WORDS, TaskConfig, TinyTokenizer, make_sample, make_split
 
 
 @pytest.mark.parametrize("num_chunks,facts", [(2, 1), (3, 3), (24, 3), (96, 3)])
@@ -35,6 +41,7 @@ def test_sft_arrays_train_only_the_boxed_answer():
         assert tok.decode(row[m == 0]).startswith("<user> question " + s["query"])
 
 
+@pytest.mark.e2e  # a training run and its evaluation through the loop: the whole suite, not the quick tier
 def test_short_training_run_and_evaluation(tmp_path):
     task = TaskConfig()
     model, info = fc.train(task, fc.FullContextConfig(steps=2, eval_every=0, dev_size=8), seed=3,

@@ -64,6 +64,7 @@ def test_section_and_budget():
     assert cfg.loss.log_ratio_clamp_mode == "upper"  # and its one-sided log-ratio clamp
 
 
+@pytest.mark.e2e  # memjax.train end to end: the whole suite, not the quick tier
 def test_one_logo_step_through_memjax_train(tmp_path, random_warmstart):
     res = train(_cfg(tmp_path, random_warmstart))
     h = res["history"][0]
