@@ -60,8 +60,8 @@ def check_schedule(cfg, system_name: str, stages: list[int]) -> None:
     if cfg.schedule == "sync":
         return
     if jax.process_count() > 1:
-        raise ConfigError(f"schedule={cfg.schedule} runs in one process (its rollouts pause and resume on this "
-                          f"process's engine); {jax.process_count()} processes run schedule=sync")
+        raise ConfigError(f"schedule={cfg.schedule} runs in one process (its rollouts run ahead on this process's "
+                          f"engine); {jax.process_count()} processes run schedule=sync")
     if cfg.schedule == "split_async" and cfg.rollout_split >= jax.local_device_count():
         raise ConfigError(f"rollout_split={cfg.rollout_split} leaves no device for the trainer: this process has "
                           f"{jax.local_device_count()} device(s)")
