@@ -41,9 +41,14 @@ class KVCacheOptions:
 
     num_pages: int | None = None  # KV pages in the pool (incl. the null page); None -> from kv_cache_gib / kv_cache_bytes
     # the KV pool's budget per engine, in GiB (kv_cache_gib) or bytes (kv_cache_bytes; set at most one).
-    # Neither -> 90% of the device's free memory when the engine is built (GPU), or 1 GiB at most (CPU)
+    # Neither -> the pool fills each device up to memory_utilization of its memory limit when the engine is built
+    # (GPU), or 1 GiB at most (CPU)
     kv_cache_gib: float | None = None
     kv_cache_bytes: int | None = None
+    # the share of a device's memory limit the process may hold once the default pool is allocated (what the
+    # trainer, the engine's weights and the pool take together; vLLM's gpu_memory_utilization): 0.9 leaves 10% of
+    # the device for what the plan cannot see (allocator fragmentation, cuBLAS / cuDNN workspaces, NCCL buffers)
+    memory_utilization: float = 0.9
     # dtype of the paged KV pool. "compute" = the model's compute dtype (bf16 for real configs);
     # "float8_e4m3fn" halves the pool's bytes (twice the tokens per GiB, half the KV read per decode step): K/V
     # are stored as clip(x / k_scale (v_scale), +-448) and read back times the scale (folded into the query
@@ -64,6 +69,9 @@ class KVCacheOptions:
             v = getattr(self, f)
             if v is not None and not _positive_number(v):
                 raise ValueError(f"KVCacheOptions.{f} must be a positive number (or None), got {v!r}")
+        if not (isinstance(self.memory_utilization, (int, float)) and not isinstance(self.memory_utilization, bool)
+                and 0 < self.memory_utilization <= 1):
+            raise ValueError(f"KVCacheOptions.memory_utilization must be in (0, 1], got {self.memory_utilization!r}")
         if self.kv_dtype not in KV_DTYPES:
             raise ValueError(f"KVCacheOptions.kv_dtype must be one of {KV_DTYPES}, got {self.kv_dtype!r}")
         for f in ("k_scale", "v_scale"):

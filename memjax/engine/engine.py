@@ -42,8 +42,9 @@ def default_num_pages(model: Qwen2, ecfg: EngineConfig, shards: int = 1) -> int:
     budget = ecfg.kv.budget_bytes
     if budget is None:
         stats = jax.local_devices()[0].memory_stats() or {}
-        if "bytes_limit" in stats:  # free memory of one device, on each of the pool's devices
-            budget = shards * int(0.9 * (stats["bytes_limit"] - stats.get("bytes_in_use", 0)))
+        if "bytes_limit" in stats:  # up to memory_utilization of one device's limit, on each of the pool's devices
+            limit = ecfg.kv.memory_utilization * stats["bytes_limit"]
+            budget = shards * max(int(limit - stats.get("bytes_in_use", 0)), 0)
         else:  # CPU: enough for every slot's full window, capped at 1 GiB
             budget = min(1 << 30, per * (ecfg.max_slots * ecfg.pages_per_seq + 1))
     pages = budget // per

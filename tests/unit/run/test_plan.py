@@ -58,9 +58,11 @@ def test_plan_rows_and_refusal(tmp_path):
     assert abs(b["optimizer"] / (2 * b["params"]) - 1) < 0.01, b
     assert abs(b["reference"] / (b["params"] / 2) - 1) < 0.01, b
     assert b["train_temporaries"] > 0 and r["update_program"]["temp"] > 0
-    # no engine_sleep field in this config: the phases coexist, the pool takes 90% of what is left
+    # no engine_sleep field in this config: the phases coexist, the pool fills the device to 90% of it
     assert not r["engine_sleep"]
-    assert b["kv_cache"] == int(0.9 * (1 * 2**30 - sum(v for k, v in b.items() if k != "kv_cache")))
+    assert b["kv_cache"] == int(0.9 * 2**30) - sum(v for k, v in b.items() if k != "kv_cache")
+    from memjax.run.plan import table
+    assert abs(r["headroom"] - 0.1) < 1e-6 and table(r).endswith("fits, 10.0% of the device left at the peak")
     assert r["total"] == sum(b.values()) == r["phases"]["rollout"] == r["phases"]["update"]
     p = _plan(tmp_path, "--hbm-gib", "0.0001")
     assert p.returncode == 1 and "does not fit" in p.stdout + p.stderr
@@ -73,10 +75,12 @@ def test_phases_with_and_without_engine_sleep():
     rows = {"params": 1 * gib, "optimizer": 2 * gib, "reference": 0, "train_temporaries": 10 * gib,
             "rollout_weights": 3 * gib}
     kv, ph = budget(rows, 40 * gib, sleep=True, kv_bytes=None)
-    assert kv == int(0.9 * (40 - 6) * gib)  # the pool shares the device with params, moments and its weights
+    assert kv == int(0.9 * 40 * gib) - 6 * gib  # the pool shares the device with params, moments and its weights
     assert ph == {"rollout": 6 * gib + kv, "update": 13 * gib}
     kv, ph = budget(rows, 40 * gib, sleep=False, kv_bytes=None)
-    assert kv == int(0.9 * (40 - 16) * gib) and ph["rollout"] == ph["update"] == 16 * gib + kv
+    assert kv == int(0.9 * 40 * gib) - 16 * gib and ph["rollout"] == ph["update"] == 16 * gib + kv
+    kv, ph = budget(rows, 40 * gib, sleep=True, kv_bytes=None, utilization=0.5)  # engine.kv.memory_utilization
+    assert kv == 20 * gib - 6 * gib and ph["rollout"] == 20 * gib
     kv, ph = budget(rows, 40 * gib, sleep=True, kv_bytes=5 * gib)  # engine.kv.kv_cache_gib=5
     assert kv == 5 * gib and ph == {"rollout": 11 * gib, "update": 13 * gib}
 
