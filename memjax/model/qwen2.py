@@ -130,7 +130,7 @@ class Qwen2(nnx.Module):
             x, st = carry
             p, layer = xs
             if sharding is not None:
-                p = sharding.params(p)
+                p = sharding.params(jax.tree.map(lambda a: a.astype(dt), p))  # gathered in the compute dtype
                 x = sharding.activations(x)
             x, st = decoder_layer(cfg, p, x, cos, sin, attention, layer, st)
             if sharding is not None:
