@@ -21,7 +21,10 @@ from memjax.systems.memagent.workflow import MemAgentConfig
 
 config = TrainConfig(
     model=ModelSource(preset="qwen2.5-7b", dtype="float32", compute_dtype="bfloat16"),  # fp32 master weights
-    engine=EngineConfig(max_slots=256, page_size=64, window=8192, prefill_slots=16, prefill_chunk=2048,
+    # 768 slots: 96 per GPU on 8 data-parallel groups, the most whose full 8,192-token windows fit the 45 GiB of KV
+    # the plan leaves per H100 (96 x 8,192 x 56 KiB = 42 GiB): decode never preempts, and a round reads the 15 GB of
+    # weights for 96 sequences instead of 32
+    engine=EngineConfig(max_slots=768, page_size=64, window=8192, prefill_slots=16, prefill_chunk=2048,
                         rounds_per_sync=256),
     agent=MemAgentSection(
         memagent=MemAgentConfig(chunk_tokens=5000, max_query_tokens=1024, max_memory_tokens=1024,

@@ -16,5 +16,8 @@ _base = load_config_file(Path(__file__).with_name("train.py"))
 config = dataclasses.replace(
     _base,
     model=dataclasses.replace(_base.model, preset="qwen2.5-14b"),
+    # 48 slots per H200 on 8 groups: 14B's KV is 192 KiB per token, so 48 full 8,192-token windows (72 GiB) fit the
+    # 75 GiB of KV the plan leaves per device
+    engine=dataclasses.replace(_base.engine, max_slots=384),
     out_dir="out/memagent_14b",
 )

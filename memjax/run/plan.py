@@ -27,7 +27,6 @@ from pathlib import Path
 from ..core.config import RunError
 
 GIB = 1 << 30
-KV_DEFAULT_FRACTION = 0.9  # the engine's default pool: 90% of the free memory (memjax/engine/engine.py)
 ROWS = ("params", "optimizer", "reference", "train_temporaries", "critic_params", "critic_optimizer",
         "critic_temporaries", "answer_agent_weights", "answer_agent_kv", "judge_weights", "judge_kv", "rollout_weights",
         "kv_cache")
@@ -77,7 +76,8 @@ def placement(cfg, devices: int, hbm_gib: float | None = None, *, model_cfg=None
               min_kv_gib: float = 16.0):
     """The engine's Placement on one process's `devices` devices (memjax/parallel/placement.py): every device by
     default (TrainConfig.rollout_devices="all"), T chosen from the bytes the trainer keeps resident per device
-    (weights, AdamW moments, reference, critic: sharded over hosts x devices), the engine's weights and the held
+    (weights, AdamW moments, reference, critic: sharded over one host's devices, replicated over the hosts unless
+    mesh.across_hosts="flat"), the engine's weights and the held
     models; nothing compiled (the plan then checks the phases with the compiled temporaries)."""
     import jax
     import jax.numpy as jnp
@@ -97,9 +97,12 @@ def placement(cfg, devices: int, hbm_gib: float | None = None, *, model_cfg=None
         resident += 3 * full  # the critic: the backbone, fp32 master + AdamW (its missing LM head is slack)
     wd = mcfg.dtype if ecfg.kernels.weight_dtype == "compute" else ecfg.kernels.weight_dtype
     held = sum(as_dtype(mcfg.dtype) + int(h.kv_cache_bytes) for h in _held(cfg))
+    flat = getattr(getattr(cfg, "mesh", None), "across_hosts", "data") == "flat"  # "data": replicas across hosts
     return place(ecfg, devices, heads_of(mcfg), mode=getattr(cfg, "rollout_devices", "all"),
-                 weight_bytes=as_dtype(wd), resident_bytes=resident // (devices * hosts), held_bytes=held,
-                 hbm_bytes=None if not hbm_gib else int(hbm_gib * GIB), min_kv_bytes=int(min_kv_gib * GIB))
+                 weight_bytes=as_dtype(wd), resident_bytes=resident // (devices * (hosts if flat else 1)),
+                 held_bytes=held,
+                 hbm_bytes=None if not hbm_gib else int(ecfg.kv.memory_utilization * hbm_gib * GIB),
+                 min_kv_bytes=int(min_kv_gib * GIB))
 
 
 def resolve(cfg, devices: int, hbm_gib: float | None = None, *, strict: bool = True, **kw):
@@ -326,7 +329,8 @@ def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batche
     shards = groups * getattr(cfg.engine, "tensor_parallel", 1)  # the pool is split over every engine device
     kv_total = cfg.engine.kv.budget_bytes
     sleep = bool(getattr(cfg, "engine_sleep", False))
-    out["kv_cache"], phases = budget(out, hbm, sleep=sleep, kv_bytes=kv_total // shards if kv_total else None)
+    out["kv_cache"], phases = budget(out, hbm, sleep=sleep, kv_bytes=kv_total // shards if kv_total else None,
+                                     utilization=cfg.engine.kv.memory_utilization)
     used = phases["rollout"] - out["kv_cache"]
     total = max(phases.values())
     compute = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(mcfg.dtype)), aparams))
@@ -342,7 +346,8 @@ def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batche
     res = {"model": mcfg.name, "devices": devices, "hosts": hosts, "hbm_gib": hbm_gib, "mesh": gmesh,
            "cost": {"update": cost(compiled), "logprobs": cost(lp_compiled)},
            "traffic": traffic,
-           "engine_groups": groups, "engine_devices": shards, "placement": placed.as_dict(),
+           "engine_groups": groups, "engine_devices": shards, "engine_max_slots": cfg.engine.max_slots,
+           "placement": placed.as_dict(),
            "row_len": row_len, "micro_rows": cfg.update.micro_rows, "micro_rows_effective": u.micro_rows,
            "rows_per_device": u.micro_rows // (dg * fg), "rounding_padding": 1.0 - cfg.update.micro_rows / u.micro_rows,
            "micro_batches": micro_batches, "holds": holds, "critic_programs": critic_info,
@@ -351,7 +356,8 @@ def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batche
            "update_program": {"temp": temp, "argument": int(ma.argument_size_in_bytes),
                               "output": int(ma.output_size_in_bytes), "alias": int(ma.alias_size_in_bytes)},
            "logprob_program_temp": int(lp.temp_size_in_bytes), "min_kv_gib": min_kv_gib,
-           "tt_buffers": n_square, "full_logits_buffers": n_logits, "engine_sleep": sleep, "phases": phases}
+           "tt_buffers": n_square, "full_logits_buffers": n_logits, "engine_sleep": sleep, "phases": phases,
+           "headroom": 1.0 - total / hbm}
     if total > hbm:
         worst = max(phases, key=phases.get)
         res["reason"] = (f"the {worst} phase needs {total / GIB:.1f} GiB per device > {hbm_gib:g} GiB "
@@ -363,16 +369,17 @@ def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batche
     return res
 
 
-def budget(rows: dict, hbm: int, *, sleep: bool, kv_bytes: int | None) -> tuple[int, dict]:
+def budget(rows: dict, hbm: int, *, sleep: bool, kv_bytes: int | None, utilization: float = 0.9) -> tuple[int, dict]:
     """(kv_cache bytes, {"rollout": bytes, "update": bytes}) per device from the other rows (module docstring).
     With sleep the update's temporaries are not live while the pool is (the engine frees the pool and its
-    weights through the update); without it everything coexists."""
+    weights through the update); without it everything coexists. Without kv_bytes the pool is the engine's default:
+    it fills the device up to `utilization` of hbm (EngineConfig.kv.memory_utilization)."""
     g = lambda k: rows.get(k, 0)
     resident = sum(g(k) for k in RESIDENT)
     temps = max(g("train_temporaries"), g("critic_temporaries"))  # run one after the other
     awake = g("rollout_weights") + sum(g(k) for k in HELD_KV)  # what the engines free when they sleep
     used = resident + awake + (0 if sleep else temps)
-    kv = int(kv_bytes) if kv_bytes else int(KV_DEFAULT_FRACTION * max(hbm - used, 0))
+    kv = int(kv_bytes) if kv_bytes else max(int(utilization * hbm) - used, 0)
     update = resident + temps + (0 if sleep else awake + kv)
     return kv, {"rollout": used + kv, "update": update}
 
@@ -515,5 +522,6 @@ def table(res: dict) -> str:
                      "> 10%: " + ", ".join(f"{k} GPU {v['gpu_gib']} vs CPU {v['cpu_gib']} GiB" for k, v in d.items())))
     elif "deviceless" not in res.get("backend", ""):
         lines.append("compiled by XLA:CPU (no CUDA plugin: make venv installs it for the XLA:GPU compile)")
-    lines.append("fits" if res["fits"] else f"DOES NOT FIT: {res['reason']}")
+    room = f", {res['headroom']:.1%} of the device left at the peak" if "headroom" in res else ""
+    lines.append(f"fits{room}" if res["fits"] else f"DOES NOT FIT: {res['reason']}")
     return "\n".join(lines)
