@@ -42,7 +42,8 @@ BASE = ["prompts_per_step=8", "agent.group_size=8", "agent.eval_samples=0", "eva
         "filter_flat_groups=false", "checkpoint_every=1000"]
 SCHEDULES = ("sync", "colocated_async", "split_async")
 # per-step metrics averaged into each row's "phases" (what benchmarks/schedule_sim_validate.py fits the simulator to)
-PHASE_KEYS = ("time_", "rollout_", "conversations", "mean_conversation_tokens", "response_tokens", "trained_samples")
+PHASE_KEYS = ("time_", "rollout_", "engine_sleep_s", "conversations", "mean_conversation_tokens", "response_tokens",
+              "trained_samples")
 # per system: its tiny config, the overrides that give it a length tail, and the schedules it runs (colocated_async
 # pauses between turns, which SUMER's tool loop cannot: it keeps KV across turns)
 SYSTEMS = {

@@ -6,7 +6,7 @@ the measured one.
       [--sim-seeds 8] [--json FILE]
 
 `--measured`: a benchmarks.async_schedules JSON whose rows carry "phases" (per-step means of time_<phase>_s and the
-rollout counts); without it, this command first runs `python -m benchmarks.async_schedules --system ... --seeds ...
+rollout counts), or an output of this command (it embeds the measured JSON under "async_schedules"); without it, this command first runs `python -m benchmarks.async_schedules --system ... --seeds ...
 --steps ... --devices 8 --rollout-split 4` (every schedule the system runs; several CPU minutes) into a /tmp folder.
 The fit (every input MEASURED in the sync rows, mean over seeds of the steps 2..):
 - workload, MemAgent: each question's documents have k chunks drawn from the run's `agent.train_chunks` (its group
@@ -18,7 +18,9 @@ The fit (every input MEASURED in the sync rows, mean over seeds of the steps 2..
   whatever its rows (tiny rounds are latency-bound) and a round prefills EngineConfig.round_tokens prompt tokens,
   so every rollout time is proportional to tau, fitted so the simulated sync rollout equals the measured one;
 - update: the pool's tokens per second = trained tokens / (old_logp + ref_logp + update seconds); `update_fixed_s` =
-  time_other_s (engine sleep, credit assignment, metrics); weight_sync_s = time_weight_sync_s.
+  time_other_s less engine_sleep_s (credit assignment, metrics: the trainer's host work, every schedule);
+  weight_sync_s = time_weight_sync_s + engine_sleep_s (the engine put to sleep and given the weights back: the
+  colocated schedules only, split_async's engine never sleeps).
 Each schedule's measured seconds per step leave out the last step's held-out evaluation and checkpoint (the
 simulator has neither); the raw figure is kept beside it. The 8 host devices share the CPU's cores, so split_async's
 rollout and update share them too: the split row is predicted twice, with the pool shared (Rates.shared_compute:
@@ -122,11 +124,9 @@ def fit(meas: dict, *, devices: int, round_tokens: int, max_slots: int, sim_kw: 
                  "decode": max(1, round(dec)), "conv_tokens": ph["mean_conversation_tokens"]}
         drawn, make = float(np.mean(chunks)) + 1, memagent_make
     else:  # SUMER: one conversation of rollout_mean_turns turns per episode
-        turns = ph["rollout_mean_turns"]
-        per_turn = conv * turns / traj
-        shape = {"turns": turns, "prefill": max(1, round(ph["rollout_prompt_tokens"] / per_turn)),
-                 "decode": max(1, round(ph["rollout_generated_tokens"] / per_turn)),
-                 "conv_tokens": ph["mean_conversation_tokens"] * conv / traj}
+        turns = ph["rollout_mean_turns"]  # the rollout counts each turn's request as a conversation
+        shape = {"turns": turns, "prefill": max(1, round(pre)), "decode": max(1, round(dec)),
+                 "conv_tokens": trained_tokens / traj}
         drawn, make = turns, sumer_make
 
     def factory():  # a fresh group counter per simulation
@@ -134,12 +134,14 @@ def fit(meas: dict, *, devices: int, round_tokens: int, max_slots: int, sim_kw: 
     base = Rates(decode_batch=(max_slots,), decode_step_s=(1.0,), prefill_tok_s=float(round_tokens),
                  slots=max_slots, train_flops_s=1.0, devices_per_replica=devices, shared_compute=True)
     tau = fit_tau(ph["time_rollout_s"], base, factory, devices, sim_kw, sim_seeds)
+    sleep = ph.get("engine_sleep_s", 0.0)  # inside time_other_s; split_async's engine never sleeps
     rates = dataclasses.replace(base, decode_step_s=(tau,), prefill_tok_s=round_tokens / tau,
-                                train_flops_s=trained_tokens / update_s, update_fixed_s=ph["time_other_s"],
-                                weight_sync_s=ph["time_weight_sync_s"])
+                                train_flops_s=trained_tokens / update_s, update_fixed_s=ph["time_other_s"] - sleep,
+                                weight_sync_s=ph["time_weight_sync_s"] + sleep)
     return {"rates": rates, "factory": factory, "shape": shape, "tau_s": tau,
             "inputs_measured": {"time_rollout_s": ph["time_rollout_s"], "update_s": update_s,
-                                "time_other_s": ph["time_other_s"], "time_weight_sync_s": ph["time_weight_sync_s"],
+                                "time_other_s": ph["time_other_s"], "engine_sleep_s": sleep,
+                                "time_weight_sync_s": ph["time_weight_sync_s"],
                                 "conversations_per_step": conv, "trajectories_per_step": ph["rollout_trajectories"],
                                 "prompt_tokens_per_conversation": pre, "generated_tokens_per_conversation": dec,
                                 "trained_tokens_per_step": trained_tokens,
@@ -193,7 +195,7 @@ def validate(res: dict, *, sim_seeds: int = 8, tolerance: float = 0.15) -> dict:
                              "max_staleness": m["max_staleness"], "runs": m["runs"]})
     f, meas = fits["mean"], measured(res)
     fr = f["rates"]
-    return {"benchmark": "schedule_sim_validate", "system": res.get("system", "memagent"), "device": res["device"],
+    return {"async_schedules": res, "benchmark": "schedule_sim_validate", "system": res.get("system", "memagent"), "device": res["device"],
             "devices": devices, "rollout_split": split, "cpu_cores": res.get("cpu_cores"), "tolerance": tolerance,
             "sim_seeds": sim_seeds, "steps": steps,
             "fit_inputs_measured": f["inputs_measured"], "fit_derived": f["derived"], "workload": f["shape"],
@@ -220,9 +222,15 @@ def main(argv=None) -> dict:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--sim-seeds", type=int, default=8)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--update-committed", action="store_true", help="replace a committed --json file")
     a = ap.parse_args(argv)
     if a.sim_seeds < 1:
         ap.error("--sim-seeds must be >= 1")
+    from . import guard_committed
+
+    refused = a.json and guard_committed([a.json], a.update_committed, "benchmarks.schedule_sim_validate")
+    if refused:
+        raise SystemExit(refused)
     if a.measured is None:
         from . import async_schedules
 
@@ -234,13 +242,18 @@ def main(argv=None) -> dict:
         ap.error(f"--measured {a.measured}: no such file")
     try:
         res = json.loads(a.measured.read_text())
+        res = res.get("async_schedules", res)  # an earlier validation: its measured runs
         t0 = time.perf_counter()
         out = validate(res, sim_seeds=a.sim_seeds)
     except ValueError as e:
         sys.exit(f"schedule_sim_validate: error: {e}")
     except KeyError as e:
         sys.exit(f"schedule_sim_validate: error: {a.measured} lacks {e} (not an async_schedules result?)")
+    seeds = " ".join(str(x) for x in dict.fromkeys(r["seed"] for r in res["rows"]))
     out.update({"measured_file": str(a.measured), "simulate_s": time.perf_counter() - t0,
+                "measure_command": f"python -m benchmarks.async_schedules --system {out['system']} --seeds {seeds} "
+                                   f"--steps {out['steps']} --devices {out['devices']} --rollout-split "
+                                   f"{out['rollout_split']}",
                 "command": "python -m benchmarks.schedule_sim_validate " + " ".join(argv or sys.argv[1:])})
     print(table(out))
     if a.json:

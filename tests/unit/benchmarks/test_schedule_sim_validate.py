@@ -1,6 +1,7 @@
 """benchmarks/schedule_sim_validate.py: the fit recovers the decode round's seconds and the update's rate from a
-sync run whose phases are known in closed form, predicts that sync step back as the sum of its phases, measures
-s/step without the unmodelled last-step phases, and refuses a result without phases in one line."""
+sync run whose phases are known in closed form, charges the engine's sleep to the colocated hand-over, predicts that
+sync step back as the sum of its phases, measures s/step without the unmodelled last-step phases, and refuses a
+result without phases in one line."""
 
 import pytest
 
@@ -15,7 +16,7 @@ def _phases(rollout_s=0.5, update=(0.25, 0.0, 1.0), other=0.3, sync_s=0.05):
             "rollout_generated_tokens": 32 * 5.0, "conversations": 32.0, "mean_conversation_tokens": 29.0,
             "time_rollout_s": rollout_s, "time_old_logp_s": update[0], "time_ref_logp_s": update[1],
             "time_update_s": update[2], "time_other_s": other, "time_weight_sync_s": sync_s,
-            "time_evaluation_s": 0.1, "time_checkpoint_s": 0.2}
+            "time_evaluation_s": 0.1, "time_checkpoint_s": 0.2, "engine_sleep_s": 0.2}
 
 
 def _meas():
@@ -31,8 +32,9 @@ def test_fit_recovers_tau_and_the_update_rate():
     assert f["tau_s"] == pytest.approx(tau, rel=1e-9)
     assert f["rates"].prefill_tok_s == pytest.approx(1280 / tau, rel=1e-9)
     assert f["rates"].train_flops_s == pytest.approx(32 * 29 / 1.25, rel=1e-12)
-    assert f["rates"].update_fixed_s == 0.3 and f["rates"].weight_sync_s == 0.05
-    # the fitted sync step: rollout + (old_logp + update) + other + weight sync
+    # the engine's sleep (inside time_other_s) moves to the colocated engine's hand-over
+    assert f["rates"].update_fixed_s == pytest.approx(0.1) and f["rates"].weight_sync_s == pytest.approx(0.25)
+    # the fitted sync step: rollout + (old_logp + update) + other (sleep included) + weight sync
     assert sv.predict(f, "sync", 8, 4, 0, kw, 2) == pytest.approx(0.5 + 1.25 + 0.3 + 0.05, rel=1e-9)
 
 
