@@ -3,11 +3,13 @@ measured phase costs of the `sync` run only, predicts the seconds per step of ev
 the measured one.
 
   python -m benchmarks.schedule_sim_validate [--measured FILE | --system memagent|sumer --seeds 0 1 2 --steps 8]
-      [--sim-seeds 8] [--json FILE]
+      [--sim-seeds 8] [--json FILE [--update-committed]]
 
 `--measured`: a benchmarks.async_schedules JSON whose rows carry "phases" (per-step means of time_<phase>_s and the
-rollout counts), or an output of this command (it embeds the measured JSON under "async_schedules"); without it, this command first runs `python -m benchmarks.async_schedules --system ... --seeds ...
---steps ... --devices 8 --rollout-split 4` (every schedule the system runs; several CPU minutes) into a /tmp folder.
+rollout counts), or an output of this command (it embeds the measured JSON under "async_schedules"); without it,
+this command first runs `python -m benchmarks.async_schedules --system ... --seeds ... --steps ... --devices 8
+--rollout-split 4` (every schedule the system runs; several CPU minutes) into a /tmp folder. It fits and predicts
+on the mean over seeds, then on each seed alone (a seed's runs ran back to back).
 The fit (every input MEASURED in the sync rows, mean over seeds of the steps 2..):
 - workload, MemAgent: each question's documents have k chunks drawn from the run's `agent.train_chunks` (its group
   shares them): k memory turns and the final answer, each a new conversation of the sync run's mean prompt and
@@ -19,12 +21,12 @@ The fit (every input MEASURED in the sync rows, mean over seeds of the steps 2..
   so every rollout time is proportional to tau, fitted so the simulated sync rollout equals the measured one;
 - update: the pool's tokens per second = trained tokens / (old_logp + ref_logp + update seconds); `update_fixed_s` =
   time_other_s less engine_sleep_s (credit assignment, metrics: the trainer's host work, every schedule);
-  weight_sync_s = time_weight_sync_s + engine_sleep_s (the engine put to sleep and given the weights back: the
-  colocated schedules only, split_async's engine never sleeps).
+  weight_sync_s = time_weight_sync_s + engine_sleep_s (the engine put to sleep and given the weights back: sync and
+  colocated_async only, split_async's engine never sleeps).
 Each schedule's measured seconds per step leave out the last step's held-out evaluation and checkpoint (the
 simulator has neither); the raw figure is kept beside it. The 8 host devices share the CPU's cores, so split_async's
 rollout and update share them too: the split row is predicted twice, with the pool shared (Rates.shared_compute:
-half rate for each while both run) and with no contention (each at its sync rate), two bounds of the CPU's
+half rate for each while both run) and with no contention (each at its sync rate), two ends of the CPU's possible
 behaviour; its measured value is compared with both. Every figure in the output is labelled measured or predicted.
 """
 
@@ -195,8 +197,8 @@ def validate(res: dict, *, sim_seeds: int = 8, tolerance: float = 0.15) -> dict:
                              "max_staleness": m["max_staleness"], "runs": m["runs"]})
     f, meas = fits["mean"], measured(res)
     fr = f["rates"]
-    return {"async_schedules": res, "benchmark": "schedule_sim_validate", "system": res.get("system", "memagent"), "device": res["device"],
-            "devices": devices, "rollout_split": split, "cpu_cores": res.get("cpu_cores"), "tolerance": tolerance,
+    return {"async_schedules": res, "benchmark": "schedule_sim_validate", "system": res.get("system", "memagent"),
+            "device": res["device"], "devices": devices, "rollout_split": split, "cpu_cores": res.get("cpu_cores"), "tolerance": tolerance,
             "sim_seeds": sim_seeds, "steps": steps,
             "fit_inputs_measured": f["inputs_measured"], "fit_derived": f["derived"], "workload": f["shape"],
             "rates_fitted": {k: getattr(fr, k) for k in ("decode_batch", "decode_step_s", "prefill_tok_s", "slots",
