@@ -15,9 +15,10 @@ Per seed, one run of configs/tiny.py per schedule (in this process, one after th
 host devices (XLA's host platform device count, set before jax starts) and split_async rolls out on the first
 `--rollout-split` of them. Reports per run the held-out accuracy after `steps`, the mean wall seconds per step over
 steps 2.. (step 1 compiles), the rollout seconds (the wait for the batch), the update seconds and the staleness of
-the trained tokens; per schedule the mean and standard deviation over seeds and the s/step ratio against `sync`, all
-measured in this one process. Writes DIR/async_schedules_<device>.json and .md (DIR defaults to a fresh folder under
-/tmp; benchmarks/results only when given).
+the trained tokens, and under "phases" the same mean of every per-phase time (time_<phase>_s) and rollout count
+(conversations, prompt and generated tokens, tool calls); per schedule the mean and standard deviation over seeds
+and the s/step ratio against `sync`, all measured in this one process. Writes DIR/async_schedules_<device>.json and
+.md (DIR defaults to a fresh folder under /tmp; benchmarks/results only when given).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE = ["prompts_per_step=8", "agent.group_size=8", "agent.eval_samples=0", "eval_every=0", "update.micro_rows=64",
         "filter_flat_groups=false", "checkpoint_every=1000"]
 SCHEDULES = ("sync", "colocated_async", "split_async")
+# per-step metrics averaged into each row's "phases" (what benchmarks/schedule_sim_validate.py fits the simulator to)
+PHASE_KEYS = ("time_", "rollout_", "engine_sleep_s", "conversations", "mean_conversation_tokens", "response_tokens",
+              "trained_samples")
 # per system: its tiny config, the overrides that give it a length tail, and the schedules it runs (colocated_async
 # pauses between turns, which SUMER's tool loop cannot: it keeps KV across turns)
 SYSTEMS = {
@@ -67,6 +71,8 @@ def one(out: Path, schedule: str, seed: int, steps: int, staleness: int, extra: 
             "s_per_step": mean("step_s"), "rollout_s": mean("rollout_s"), "update_s": mean("update_s"),
             "staleness_token_mean": mean("rollout_staleness_token_mean"),
             "paused_requests": mean("rollout_async_paused_requests"), "reward_mean": mean("reward"),
+            "phases": {k: mean(k) for k in sorted(later[0]) if k.startswith(PHASE_KEYS)
+                       and isinstance(later[0][k], (int, float)) and not isinstance(later[0][k], bool)},
             "wall_s": wall, "sets": sets}
 
 

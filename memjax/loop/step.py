@@ -42,8 +42,10 @@ def run_step(parts, cfg, step: int, schedule_step: int) -> tuple[dict, list, Pha
     split = getattr(parts.stream, "split", False)  # split_async: the engine generates on its own devices meanwhile
     if batch is not None:
         if cfg.engine_sleep and not split:  # before the critic's programs too: the plan's update phase holds them
+            t_sleep = time.perf_counter()
             freed = parts.engine.sleep() + sum(e.sleep(weights=False) for e in parts.system.frozen_engines())
             metrics["engine_freed_gib"] = freed / 2**30
+            metrics["engine_sleep_s"] = time.perf_counter() - t_sleep  # part of time_other_s
         batch, cmetrics = parts.credit.assign(batch, own=parts.system.advantages)
         metrics.update(cmetrics)
         local, shard = local_part(batch)  # this process's samples: the trainer assembles from its rows

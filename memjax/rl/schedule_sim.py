@@ -5,8 +5,10 @@ Owns `Rates` (phase costs), `Turn` / `Trajectory` (a rollout as a chain of conve
 SUMER's tool turns), `Schedule` and `simulate(...) -> SimResult` (seconds per step, GPU-seconds per sample,
 staleness, drops, busy fractions). Rollout devices are engine replicas that prefill their queue, then decode every
 running conversation one token per step at the measured step time plus the KV reads beyond the measured context;
-training takes the batch's FLOPs at a measured rate, then a weight sync or push. The schedules (sync,
-colocated_async, split_async) admit and batch through memjax.rl.staleness.Pacer.
+training takes the batch's FLOPs at a measured rate plus a fixed host cost, then a weight sync or push. The schedules
+(sync, colocated_async, split_async) admit and batch through memjax.rl.staleness.Pacer. `Rates.shared_compute`
+models devices that share one pool of compute (host devices on a CPU): split_async's update and rollout then run at
+half rate while both run.
 Invariants: deterministic for a seed; time advances only through events; every admitted trajectory is trained or
 (policy "drop") dropped; with max_staleness 0 colocated_async is sync.
 docs/async.md, "The step-time simulator", has the model's formulas and its predictions.
@@ -24,7 +26,7 @@ import numpy as np
 
 from .staleness import Pacer
 
-__all__ = ["Rates", "Turn", "Trajectory", "Schedule", "SimResult", "simulate", "SCHEDULES"]
+__all__ = ["SCHEDULES", "Rates", "Schedule", "SimResult", "Trajectory", "Turn", "simulate"]
 
 SCHEDULES = ("sync", "colocated_async", "split_async")
 
@@ -48,6 +50,11 @@ class Rates:
     forward_passes: int = 1  # extra forward passes per update (old log-probs 1, + reference 1)
     resume: str = "recompute"  # partial trajectories after a pause: KV "recompute" | "keep"
     split_slots: int | None = None  # slots of a rollout-only replica (no training state beside it); None = slots
+    update_fixed_s: float = 0.0  # trainer seconds per update beside its FLOPs (host work: credit, engine sleep, logs)
+    # every device draws on one pool of compute (host devices on a CPU's cores): an update takes FLOPs /
+    # train_flops_s (the pool's rate) on any device count, and split_async's rollout and update share the pool:
+    # while both run, each runs at half its rate (processor sharing)
+    shared_compute: bool = False
 
     def __post_init__(self):
         if len(self.decode_batch) != len(self.decode_step_s) or not self.decode_batch:
@@ -59,6 +66,8 @@ class Rates:
                 raise ValueError(f"Rates.{f} must be > 0, got {getattr(self, f)}")
         if self.slots <= 0 or self.devices_per_replica <= 0:
             raise ValueError("Rates.slots and Rates.devices_per_replica must be > 0")
+        if self.update_fixed_s < 0:
+            raise ValueError(f"Rates.update_fixed_s must be >= 0, got {self.update_fixed_s}")
         if self.resume not in ("recompute", "keep"):
             raise ValueError(f"Rates.resume must be 'recompute' or 'keep', got {self.resume!r}")
 
@@ -141,7 +150,7 @@ class SimResult:
 
 
 class _Traj:
-    __slots__ = ("spec", "gid", "sample", "turn", "ctx", "kv", "replica", "v_admit", "v_first", "v_last")
+    __slots__ = ("ctx", "gid", "kv", "replica", "sample", "spec", "turn", "v_admit", "v_first", "v_last")
 
     def __init__(self, spec, gid, sample, version):
         self.spec, self.gid, self.sample, self.turn = spec, gid, sample, 0
@@ -150,7 +159,7 @@ class _Traj:
 
 
 class _Seq:
-    __slots__ = ("traj", "decode", "ctx", "c0", "v0", "prefill_total")
+    __slots__ = ("c0", "ctx", "decode", "prefill_total", "traj", "v0")
 
     def __init__(self, traj, prefill_total, ctx, decode):
         self.traj, self.prefill_total, self.ctx, self.decode = traj, prefill_total, ctx, decode
@@ -164,16 +173,20 @@ class _Replica:
         self.pq: deque = deque()  # [seq, remaining prefill tokens]
         self.heap: list = []  # (finish v, tie, seq)
         self.paused, self.trajs, self.busy, self.epoch, self._tie = False, 0, 0.0, 0, 0
+        self.speed = 1.0  # fraction of its rate (Rates.shared_compute: 0.5 while an update shares the pool)
+
+    def active(self) -> bool:
+        return not self.paused and bool(self.pq or self.heap)
 
     def tau(self) -> float:
         n = len(self.heap)
-        return self.r.tau(n, self.k + n * self.v)
+        return self.r.tau(n, self.k + n * self.v) / self.speed
 
     def next_time(self) -> float:
         if self.paused:
             return math.inf
         if self.pq:
-            return self.now + self.pq[0][1] / self.r.prefill_tok_s
+            return self.now + self.pq[0][1] / (self.r.prefill_tok_s * self.speed)
         if self.heap:
             return self.now + (self.heap[0][0] - self.v) * self.tau()
         return math.inf
@@ -184,7 +197,7 @@ class _Replica:
         if not self.paused:
             dt = t - self.now
             if self.pq:
-                self.pq[0][1] -= dt * self.r.prefill_tok_s
+                self.pq[0][1] -= dt * self.r.prefill_tok_s * self.speed
                 self.busy += dt
             elif self.heap:
                 self.v += dt / self.tau()
@@ -261,6 +274,8 @@ def simulate(make: Callable[[np.random.Generator], Trajectory], rates: Rates, sc
     admitted_tags, trained_tags, stal, spans = [], [], [], []
     update_times, train_secs = [], []
     trainer_busy = [False]
+    shared = split and rates.shared_compute
+    work = {"on": False, "left": 0.0, "t": 0.0, "speed": 1.0, "epoch": 0}  # the split trainer's update in progress
     now = 0.0
 
     def start_turn(tr: _Traj, t: float):
@@ -310,7 +325,8 @@ def simulate(make: Callable[[np.random.Generator], Trajectory], rates: Rates, sc
     def train_seconds(batch) -> float:
         fl = sum(trajs[s].spec.train_flops + rates.forward_passes * trajs[s].spec.forward_flops
                  for g in batch for s in g.samples)
-        sec = fl / (rates.train_flops_s * schedule.train_devices)
+        sec = fl / (rates.train_flops_s * (1 if rates.shared_compute else schedule.train_devices))
+        sec += rates.update_fixed_s
         n_upd = len(update_times) + 1
         if rates.checkpoint_every and n_upd % rates.checkpoint_every == 0:
             sec += rates.checkpoint_s
@@ -330,10 +346,25 @@ def simulate(make: Callable[[np.random.Generator], Trajectory], rates: Rates, sc
         train_secs.append(sec)
         trainer_busy[0] = True
         if split:
-            push(t + sec, "trained", None)
+            work.update(on=True, left=sec, t=t, epoch=work["epoch"] + 1)
+            push(t + sec / work["speed"], "trained", work["epoch"])
         else:
             pause_all(t)
             push(t + sec + rates.weight_sync_s, "live", None)
+
+    def share(t):
+        """Rates.shared_compute under split_async: the update and the rollout run at half rate while both run."""
+        sp = 0.5 if work["on"] and any(r.active() for r in reps) else 1.0
+        if work["on"] and sp != work["speed"]:
+            work["left"] -= (t - work["t"]) * work["speed"]
+            work.update(t=t, epoch=work["epoch"] + 1)
+            push(t + work["left"] / sp, "trained", work["epoch"])
+        work["speed"] = sp
+        for i, r in enumerate(reps):
+            if r.speed != sp:
+                r.sync_to(t)
+                r.speed = sp
+                schedule_rep(i)
 
     admit(0.0)
     while len(update_times) < steps:
@@ -376,6 +407,9 @@ def simulate(make: Callable[[np.random.Generator], Trajectory], rates: Rates, sc
             admit(now)
             try_train(now)
         elif kind == "trained":  # split: the update is done, push the weights (the rollout group pauses)
+            if payload != work["epoch"]:
+                continue  # rescheduled (Rates.shared_compute)
+            work["on"] = False
             pause_all(now)
             push(now + rates.push_bytes / rates.push_bytes_s, "live", None)
         elif kind == "live":
@@ -390,6 +424,8 @@ def simulate(make: Callable[[np.random.Generator], Trajectory], rates: Rates, sc
             resume_all(now)
             admit(now)
             try_train(now)
+        if shared:
+            share(now)
     gaps = np.diff(np.asarray(update_times[warmup - 1:]))
     step_s = float(gaps.mean())
     samples = batch_groups * group_size

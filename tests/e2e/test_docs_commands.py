@@ -330,6 +330,14 @@ COMMANDS = {
     "python -m benchmarks.e2e_memagent --scale 1.5b --out DIR --prompts 1 --steps 3 --attention cudnn": PARSE,
     "python -m benchmarks.scale_7b RUN_DIR": PARSE,
     "python -m benchmarks.schedule_sim": PARSE,
+    "python -m benchmarks.async_schedules --seeds 0 1 2 --steps 8 --devices 8 --rollout-split 4 --out-dir /tmp/validate": PARSE,
+    "python -m benchmarks.schedule_sim_validate --measured /tmp/validate/async_schedules_cpu.json --json "
+    "benchmarks/results/schedule_sim_validation_cpu.json": PARSE,
+    "python -m benchmarks.schedule_sim_validate --measured benchmarks/results/schedule_sim_validation_cpu.json": PARSE,
+    "python -m benchmarks.async_schedules --system sumer --seeds 0 1 2 --steps 8 --devices 8 --rollout-split 4 "
+    "--out-dir /tmp/validate": PARSE,
+    "python -m benchmarks.schedule_sim_validate --measured /tmp/validate/async_schedules_sumer_cpu.json --json "
+    "benchmarks/results/schedule_sim_validation_sumer_cpu.json": PARSE,
     "python -m benchmarks.async_schedules --seeds 0 1 2 --steps 8 --devices 8 --rollout-split 4 --out-dir benchmarks/results": PARSE,
     "python -m benchmarks.async_schedules --system sumer --seeds 0 1 2 --steps 8 --devices 8 --rollout-split 4 --out-dir benchmarks/results": PARSE,
     "python -m benchmarks.e2e_memagent --scale tiny --out /tmp/e2e --steps 2": PARSE,  # tests/e2e/test_memagent_command.py runs the command
