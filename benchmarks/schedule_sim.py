@@ -87,11 +87,12 @@ def load_rates(path: Path, system: str, *, blockwise: bool = False) -> Rates:
     raw = json.loads(path.read_text())
     v = {k: x["value"] for k, x in raw.items() if isinstance(x, dict) and "value" in x}
     win = SYSTEMS[system]["window"]
+    slots = v["max_slots"][system] if isinstance(v["max_slots"], dict) else v["max_slots"]  # per GPU, per recipe
     return Rates(decode_batch=tuple(v["decode_batch"]), decode_step_s=tuple(v["decode_step_s"]),
                  prefill_tok_s=v["prefill_tok_s"], decode_ctx=v["decode_ctx"],
                  kv_bytes_per_token=v["kv_bytes_per_token"], attn_bytes_s=v["attn_bytes_s"],
-                 slots=min(v["max_slots"], v["kv_tokens_colocated"] // win),
-                 split_slots=min(v["max_slots"], v["kv_tokens_rollout_only"] // win),
+                 slots=min(slots, v["kv_tokens_colocated"] // win),
+                 split_slots=min(slots, v["kv_tokens_rollout_only"] // win),
                  train_flops_s=v["train_flops_s_blockwise" if blockwise else "train_flops_s"],
                  weight_sync_s=v["weight_sync_s"], push_bytes=v["push_bytes"], push_bytes_s=v["push_bytes_s"],
                  checkpoint_s=v["checkpoint_s"], checkpoint_every=v["checkpoint_every"],
