@@ -36,8 +36,10 @@ def test_rates_load_with_sources_and_slots():
     raw = json.loads(bs.DEFAULT_RATES.read_text())
     assert all("source" in v for v in raw.values() if isinstance(v, dict))
     r = bs.load_rates(bs.DEFAULT_RATES, "memagent")
-    assert r.slots == min(256, raw["kv_tokens_colocated"]["value"] // 8192) and r.forward_passes == 2
-    assert bs.load_rates(bs.DEFAULT_RATES, "sumer", blockwise=True).train_flops_s == 174.1e12
+    # each recipe's decode slots per GPU: engine.max_slots over its 8 data-parallel groups, capped by the KV
+    assert r.slots == min(768 // 8, raw["kv_tokens_colocated"]["value"] // 8192) == 96 and r.forward_passes == 2
+    s = bs.load_rates(bs.DEFAULT_RATES, "sumer", blockwise=True)
+    assert s.train_flops_s == 174.1e12 and s.slots == 256 // 8
 
 
 def test_table_says_predicted():
