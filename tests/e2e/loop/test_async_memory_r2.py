@@ -1,11 +1,9 @@
-"""Memory-R1 and Memory-R2 under the async schedules on 4 host devices (a child process; one compilation cache, so a
-run that repeats another's programs compiles nothing). The tiny Memory-R2 task (LoGo-GRPO: local branches re-roll
-sessions from their anchor's snapshot) trains under colocated_async with every token's version in its batch and its
-local branches in their anchor's batch, never older than their anchor; with max_staleness=0 colocated_async is its
-sync run bit for bit. The tiny Memory-R1 manager trains with PPO (the critic on the trainer's devices) under
-split_async. The async runs train 2 steps, the second on a batch generated one version stale. (Each new system or
-device layout costs a compilation, about 25 CPU-seconds: Memory-R2 under split_async and the Memory-R1 answer agent
-under both schedules run by hand, docs/async.md.)"""
+"""Memory-R2 (LoGo-GRPO: local branches re-roll sessions from their anchor's snapshot) under colocated_async on 4 host
+devices, in a child process with one compilation cache (the sync and max_staleness=0 runs repeat the first run's
+programs and compile nothing): the tiny task trains 2 steps, the second on a batch generated one version stale, with
+every token's version in its batch and each local branch in its anchor's batch, never older than its anchor; with
+max_staleness=0 it is the sync run bit for bit. (Each further system or device layout costs a compilation, about
+25 CPU-seconds: the other systems under both async schedules are checked by hand, docs/async.md.)"""
 
 import json
 import os
@@ -15,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=60)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=70)]
 
 ROOT = Path(__file__).resolve().parents[3]
 CHILD = r"""
@@ -28,7 +26,7 @@ from memjax.loop.run import Run
 ROOT, OUT = sys.argv[1], sys.argv[2]
 SMALL = ["steps=2", "prompts_per_step=2", "agent.heldout_size=4", "eval_every=0", "agent.group_size=4",
          "checkpoint_every=10", "update.micro_rows=32", f"compile_cache={OUT}/xla"]
-KEYS = ("step", "reward", "loss", "grad_norm", "trained_samples", "value_loss", "rollout_staleness_token_mean",
+KEYS = ("step", "reward", "loss", "grad_norm", "trained_samples", "rollout_staleness_token_mean",
         "rollout_staleness_token_max", "rollout_async_admitted_version")
 
 class Seen(Run):
@@ -52,19 +50,16 @@ def run(config, name, *sets):
     digest = hashlib.sha256(b"".join(np.asarray(x).tobytes() for x in leaves)).hexdigest()
     return {"weights": digest, "history": [{k: h.get(k) for k in KEYS} for h in hist], "batches": r.seen}
 
-SPLIT = ("schedule=split_async", "rollout_split=2")
 res = {"r2_colocated": run("memory_r2/tiny.py", "r2c", "schedule=colocated_async"),
        "r2_sync": run("memory_r2/tiny.py", "r2s"),
-       "r2_zero": run("memory_r2/tiny.py", "r2z", "schedule=colocated_async", "max_staleness=0"),
-       "r1_ppo_split": run("memory_r1/tiny.py", "r1p", *SPLIT, "advantage.estimator=gae", "agent.group_size=1",
-                           "prompts_per_step=8", "agent.eval_samples=1")}
+       "r2_zero": run("memory_r2/tiny.py", "r2z", "schedule=colocated_async", "max_staleness=0")}
 print("RESULT" + json.dumps(res))
 """
 
 
 @pytest.fixture(scope="module")
 def res(tmp_path_factory):
-    out = tmp_path_factory.mktemp("async_memory")
+    out = tmp_path_factory.mktemp("async_r2")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     p = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(out)], check=False, env=env, capture_output=True,
                        text=True, timeout=1200)
@@ -72,15 +67,14 @@ def res(tmp_path_factory):
     return json.loads(p.stdout.split("RESULT", 1)[1])
 
 
-@pytest.mark.parametrize("name", ["r2_colocated", "r1_ppo_split"])
-def test_it_trains_the_second_batch_one_version_stale(res, name):
-    h = res[name]["history"]
+def test_it_trains_the_second_batch_one_version_stale(res):
+    h = res["r2_colocated"]["history"]
     assert [x["step"] for x in h] == [1, 2] and all(x["trained_samples"] > 0 for x in h)
     assert all(x["grad_norm"] is not None and x["grad_norm"] > 0 for x in h)  # an update moved the weights
     assert [x["rollout_async_admitted_version"] for x in h] == [0, 0]  # batch 2 generated before update 1
     assert [x["rollout_staleness_token_mean"] for x in h] == [0.0, 1.0]
     assert all(x["rollout_staleness_token_max"] <= 1 for x in h)  # max_staleness=1 bounds every token
-    for x, batch in zip(h, res[name]["batches"]):
+    for x, batch in zip(h, res["r2_colocated"]["batches"]):
         tokens = {v for row in batch["versions"] for v in row}  # the batch carries each token's version
         assert tokens == {x["rollout_async_admitted_version"]}
 
@@ -105,7 +99,3 @@ def test_staleness_zero_is_the_sync_schedule(res):
     assert [x["rollout_staleness_token_mean"] for x in zero["history"]] == [0.0, 0.0]
     assert [x["rollout_async_admitted_version"] for x in zero["history"]] == [0, 1]
 
-
-def test_ppo_trains_its_critic_under_split_async(res):
-    h = res["r1_ppo_split"]["history"]
-    assert all(x["value_loss"] is not None and x["value_loss"] >= 0 for x in h)
