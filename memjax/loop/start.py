@@ -30,6 +30,7 @@ from ..run import preflight
 from ..run.curriculum import Curriculum
 from ..systems import build as build_system
 from ..systems import shard_stream
+from .rollout import Stream
 
 
 def open_system(cfg) -> tuple[Any, Curriculum]:
@@ -89,7 +90,7 @@ class Parts:
     data: Any  # the system's training stream, sharded to `block` with several processes
     system: Any  # the registered system (its workflow, shaping, own credit rule, evaluation)
     ablation_rng: Any  # numpy Generator of the reward ablation's permutations (checkpointed)
-    stream: Any = None  # colocated_async: RolloutStream (loop/stream.py), split_async: SplitStream (loop/split.py)
+    stream: Stream | None = None  # colocated_async: RolloutStream (loop/stream.py), split_async: SplitStream (split.py)
 
 
 def build(cfg, system, say: Callable[[str], None]) -> Parts:
