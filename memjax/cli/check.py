@@ -55,7 +55,7 @@ def check_train(cfg) -> None:
     preflight.settings(cfg, system)  # what the run checks at its start (groups, warm start, ignored overrides)
     from ..loop.start import check_schedule
 
-    check_schedule(cfg, system.name, [int(system.stage(s)) for s in range(cfg.steps)])
+    check_schedule(cfg, system, [int(system.stage(s)) for s in range(cfg.steps)])
     preflight.out_dir_writable(cfg.out_dir)
     out = Path(cfg.out_dir)
     from ..run.identity import has_progress

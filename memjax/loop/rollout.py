@@ -1,12 +1,12 @@
 """One training step's rollouts: generation batches of the system's workflow on the engine, until the step has its
 batch (one generation batch, or dynamic sampling's refills).
 
-Owns `collect(parts, cfg, step) -> Rollout`: per generation batch, this process's block of samples from the data
-stream (whole groups), `run_workflow` with the workflow seed `memjax.core.seeds.rollout(seed, step, gen_batch)`, the
-system's shaping, the exchange of rewards and statistics between processes (rl/shares.gather_rollouts), the reward
-ablation (rl/ablation.py); then `filter_flat_groups` returns the groups with signal, without `dynamic_sampling`
-the batch is returned as is, with it DynamicSampler collects groups with signal over at most `max_gen_batches`
-generation batches.
+Owns `Stream` (what an async schedule's rollouts implement) and `collect(parts, cfg, step) -> Rollout`: per
+generation batch, this process's block of samples from the data stream (whole groups), `run_workflow` with the
+workflow seed `memjax.core.seeds.rollout(seed, step, gen_batch)`, the system's shaping, the exchange of rewards and
+statistics between processes (rl/shares.gather_rollouts), the reward ablation (rl/ablation.py); then
+`filter_flat_groups` returns the groups with signal, without `dynamic_sampling` the batch is returned as is, with
+it DynamicSampler collects groups with signal over at most `max_gen_batches` generation batches.
 Invariants: statistics "_reward_sum" / "_rewards" sum every process's trajectories; "trained_samples" counts the
 samples over every process; the workflow seed, the data stream and the ablation generator are the whole RNG state
 of a step's rollouts.
@@ -15,6 +15,7 @@ of a step's rollouts.
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol
 
 import jax
 import numpy as np
@@ -35,6 +36,31 @@ class Rollout:
     traces: list
     stats: dict
     records: list
+
+
+class Stream(Protocol):
+    """An async schedule's rollouts, kept between steps (`Parts.stream`; the sync schedule has none): loop/stream.py
+    `RolloutStream` (colocated_async), loop/split.py `SplitStream` (split_async)."""
+
+    shares_engine: bool  # the engine runs on the trainer's devices: it sleeps through the update, then takes weights
+
+    def collect(self, step: int) -> Rollout:
+        """Step `step + 1`'s training batch."""
+
+    def updated(self) -> None:
+        """The update of the batch taken is applied (or skipped): the policy version moves on."""
+
+    def before_evaluation(self) -> None:
+        """Leave the engine idle with the current weights (a held-out evaluation follows)."""
+
+    def dumps(self) -> str:
+        """The batches ahead of the update, for the checkpoint's meta."""
+
+    def loads(self, text: str | None) -> None:
+        """Restore `dumps()`'s state."""
+
+    def close(self) -> None:
+        """Release what the stream holds (threads)."""
 
 
 def account(parts, cfg, res, stats: dict, traces: list):

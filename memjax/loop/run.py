@@ -122,9 +122,8 @@ class Run:
         """Held-out evaluation of the current weights (System.evaluate), recorded at the current step; returns its
         scalar row ({} when the system has no held-out evaluation). Inside run(), a stop request ends it with
         `HeldoutStopped` and nothing recorded."""
-        if getattr(self.parts.stream, "split", False):  # split_async: the engine idle, with the current weights
-            self.parts.stream.drain()
-            self.parts.engine.update_weights(self.parts.model)
+        if self.parts.stream is not None:  # an async schedule: the engine idle, with the current weights
+            self.parts.stream.before_evaluation()
         with heldout_stops(self._stop) if self._stop is not None else nullcontext():
             ev = self.system.evaluate(self.parts.engine, self.parts.tok)
         if not ev:
@@ -195,7 +194,7 @@ class Run:
     def close(self) -> None:
         """Finish (and verify) the save in flight, close the checkpoint manager, release out_dir's lock."""
         try:
-            if self.parts is not None and hasattr(self.parts.stream, "close"):  # split_async's worker thread
+            if self.parts is not None and self.parts.stream is not None:  # split_async's worker thread
                 self.parts.stream.close()
             if self.ckpt is not None:
                 ckpt, self.ckpt = self.ckpt, None

@@ -30,7 +30,7 @@ from .rollout import Rollout, account, filtered
 
 
 class SplitStream:
-    split = True  # the engine is not the trainer's: run_step neither puts it to sleep nor hands it the weights
+    shares_engine = False  # the engine is not the trainer's: run_step neither puts it to sleep nor hands it the weights
 
     def __init__(self, parts, cfg):
         self.parts, self.cfg = parts, cfg
@@ -100,6 +100,11 @@ class SplitStream:
     def updated(self) -> None:
         """The update of the batch taken is applied (or skipped): the version moves on."""
         self.version += 1
+
+    def before_evaluation(self) -> None:
+        """The worker idle (its batches kept), the engine holding the trainer's current weights."""
+        self.drain()
+        self.parts.engine.update_weights(self.parts.model)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -30,6 +30,7 @@ from ..run import preflight
 from ..run.curriculum import Curriculum
 from ..systems import build as build_system
 from ..systems import shard_stream
+from .rollout import Stream
 
 
 def open_system(cfg) -> tuple[Any, Curriculum]:
@@ -43,7 +44,7 @@ def open_system(cfg) -> tuple[Any, Curriculum]:
         raise ConfigError(str(e.args[0])) from None
     preflight.settings(cfg, system)  # groups for a group estimator, the warm start, no ignored override
     curriculum = Curriculum(cfg, system)
-    check_schedule(cfg, system.name, curriculum.stages)
+    check_schedule(cfg, system, curriculum.stages)
     t = system.temperature
     if cfg.update.temperature not in (1.0, t):
         raise ConfigError(f"update.temperature={cfg.update.temperature} but the rollouts sample at "
@@ -55,7 +56,7 @@ def open_system(cfg) -> tuple[Any, Curriculum]:
     return system, curriculum
 
 
-def check_schedule(cfg, system_name: str, stages: list[int]) -> None:
+def check_schedule(cfg, system, stages: list[int]) -> None:
     """The refusals of an async schedule that need the system or the processes (one ConfigError line)."""
     if cfg.schedule == "sync":
         return
@@ -65,9 +66,14 @@ def check_schedule(cfg, system_name: str, stages: list[int]) -> None:
     if cfg.schedule == "split_async" and cfg.rollout_split >= jax.local_device_count():
         raise ConfigError(f"rollout_split={cfg.rollout_split} leaves no device for the trainer: this process has "
                           f"{jax.local_device_count()} device(s)")
+    kept = system.retained_kv() if cfg.schedule == "colocated_async" else ""
+    if kept:
+        raise ConfigError(f"schedule=colocated_async pauses trajectories between turns and frees the KV cache for "
+                          f"the update; {system.name} keeps KV across turns ({kept}): use schedule=split_async "
+                          "or schedule=sync")
     if len(set(stages)) > 1:
         raise ConfigError(f"schedule={cfg.schedule} admits generation batches ahead of a stage's end; the "
-                          f"{system_name} curriculum has stages {sorted(set(stages))}: use schedule=sync")
+                          f"{system.name} curriculum has stages {sorted(set(stages))}: use schedule=sync")
 
 
 @dataclasses.dataclass
@@ -84,7 +90,7 @@ class Parts:
     data: Any  # the system's training stream, sharded to `block` with several processes
     system: Any  # the registered system (its workflow, shaping, own credit rule, evaluation)
     ablation_rng: Any  # numpy Generator of the reward ablation's permutations (checkpointed)
-    stream: Any = None  # colocated_async: RolloutStream (loop/stream.py), split_async: SplitStream (loop/split.py)
+    stream: Stream | None = None  # colocated_async: RolloutStream (loop/stream.py), split_async: SplitStream (split.py)
 
 
 def build(cfg, system, say: Callable[[str], None]) -> Parts:

@@ -39,9 +39,10 @@ def run_step(parts, cfg, step: int, schedule_step: int) -> tuple[dict, list, Pha
     mcfg = parts.model.cfg
     conv_lens = [] if batch is None else gather_rows(batch.lengths).tolist()
     rollout_flops = flops.estimate(mcfg, [t for t in conv_lens if t > 0], training=False) if conv_lens else 0.0
-    split = getattr(parts.stream, "split", False)  # split_async: the engine generates on its own devices meanwhile
+    # split_async: the engine generates on its own devices meanwhile
+    colocated = parts.stream is None or parts.stream.shares_engine
     if batch is not None:
-        if cfg.engine_sleep and not split:  # before the critic's programs too: the plan's update phase holds them
+        if cfg.engine_sleep and colocated:  # before the critic's programs too: the plan's update phase holds them
             t_sleep = time.perf_counter()
             freed = parts.engine.sleep() + sum(e.sleep(weights=False) for e in parts.system.frozen_engines())
             metrics["engine_freed_gib"] = freed / 2**30
@@ -53,7 +54,7 @@ def run_step(parts, cfg, step: int, schedule_step: int) -> tuple[dict, list, Pha
                                             shard=shard))
         for phase, seconds in parts.trainer.last_timings.items():
             clock.add(phase, seconds)
-        if not split:  # split_async's stream copies the weights to the engine's devices when it queues a batch
+        if colocated:  # split_async's stream copies the weights to the engine's devices when it queues a batch
             with clock("weight_sync"):
                 parts.engine.update_weights(parts.model)
                 parts.engine.wait_weights()

@@ -51,6 +51,8 @@ class _Gen:
 
 
 class RolloutStream:
+    shares_engine = True  # one device group: the engine sleeps through the update and takes the new weights after it
+
     def __init__(self, parts, cfg):
         self.parts, self.cfg = parts, cfg
         self.sysm = parts.system
@@ -202,6 +204,12 @@ class RolloutStream:
         """The update of the batch taken is applied (or skipped): the version moves on; paused turns continue."""
         self.pacer.update_done()
         self.pacer.forget_trained()
+
+    def before_evaluation(self) -> None:
+        """Nothing runs between steps (the paused requests wait), and the engine holds the current weights."""
+
+    def close(self) -> None:
+        """Nothing to release: the stream runs on the main thread."""
 
     # -- checkpoint -------------------------------------------------------------------------------------------
     def dumps(self) -> str:

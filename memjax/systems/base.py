@@ -146,6 +146,13 @@ class System(abc.ABC):
         """The engines of `held_models` that exist now (the loop frees their KV pools through the update)."""
         return []
 
+    def retained_kv(self) -> str:
+        """What in the training workflow continues a turn's retained KV in the next turn (Request.retain /
+        parent), as a clause of a sentence; "" when nothing does. Such a trajectory cannot pause across an
+        update that frees the KV pool: schedule=colocated_async refuses it at --check and at start
+        (memjax/loop/start.py `check_schedule`). Default: ""."""
+        return ""
+
     def setup(self, model, tokenizer) -> None:
         """Called once after the model loads (before any rollout): e.g. build a frozen answer agent from a
         copy of the initial policy, or an embedder. Default: nothing."""

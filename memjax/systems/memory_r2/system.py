@@ -250,6 +250,11 @@ class MemoryR2System(System):
             self._frozen = None  # the engine holds its own copy
         return self.agent
 
+    def retained_kv(self) -> str:
+        c = self.cfg
+        return ("agent.continue_chats=true continues each session's chats on their retained KV from chunk to chunk; "
+                "false re-prefills them") if c.continue_chats and c.chunks_per_session > 1 else ""
+
     def workflow(self, engine, tokenizer, *, train: bool = True):
         if self.embedder is None:
             if self.cfg.answer_agent != "overlap":

@@ -360,7 +360,7 @@ class MemoryR2(Workflow):
             unit = units.setdefault((ci, p, role), len(units))
             group = traj.sample * SESSION_STRIDE + p
             rows.append(Row(prompt, comp.token_ids, comp.logprobs, sample=traj.index, group=group, turn=k,
-                            role=role, step=k, extra={
+                            role=role, step=k, response_versions=comp.extra.get("versions"), extra={
                                 "local_group": group if chain.local else -1, "unit": unit,
                                 "snapshot": traj.index * SESSION_STRIDE + p,
                                 "unit_reward": chain.rewards.get(p, 0.0)}))

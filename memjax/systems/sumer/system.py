@@ -148,6 +148,9 @@ class SumerSystem(System):
                 c.judge_url, c.judge_model, api_key=os.environ.get("OPENAI_API_KEY"))
         return self._judge
 
+    def retained_kv(self) -> str:
+        return "its tool loop continues each episode's retained KV after every tool call"
+
     def workflow(self, engine, tokenizer, *, train: bool = True) -> SumerWorkflow:
         ep = dataclasses.replace(self.cfg.episode, temperature=self.temperature if train else 0.0)
         return SumerWorkflow(QwenSumerFormat(tokenizer, self.cfg.system_prompt), self.judge(), ep,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from memjax.core.config import ConfigError, RunError, apply_overrides, load_config_file
+from memjax.core.config import ConfigError, apply_overrides, load_config_file
 from memjax.loop.run import Run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=120)]
@@ -68,9 +68,10 @@ def test_what_it_cannot_run_is_one_line(sets, line):
     assert "\n" not in str(e.value)
 
 
-def test_a_workflow_that_keeps_kv_across_turns_is_refused(tmp_path):
-    """SUMER's tool loop continues retained KV (Request.parent): the stream refuses it at its first such turn."""
+def test_a_workflow_that_keeps_kv_across_turns_is_refused_at_start(tmp_path):
+    """SUMER's tool loop continues retained KV (Request.parent): refused before any model loads, in one line."""
     cfg = apply_overrides(load_config_file(ROOT / "configs" / "sumer" / "tiny.py"),
                           ["steps=1", "prompts_per_step=2", "schedule=colocated_async", f"out_dir={tmp_path / 's'}"])
-    with pytest.raises(RunError, match="keeps KV across turns"):
-        Run(cfg).run()
+    with pytest.raises(ConfigError, match="tiny_sumer keeps KV across turns") as e:
+        Run(cfg)
+    assert "\n" not in str(e.value) and not (tmp_path / "s").exists()

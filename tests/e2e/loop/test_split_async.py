@@ -3,7 +3,8 @@ on the other 2. With max_staleness=1 the batch of step k + 1 is generated during
 before it (its tokens one version stale when trained); a run stopped by SIGTERM after a checkpoint resumes bit for
 bit equal to the uninterrupted run (the generated batches ahead are saved with the checkpoint); max_staleness=0
 generates each batch after the update before it; SUMER's tool loop, which keeps KV across turns, runs under it
-(a batch is never paused); the combinations it cannot run are one line."""
+(a batch is never paused); the combinations it cannot run are one line; `--check` of the tiny task and of every
+shipped GPU recipe on 8 host devices prints each async schedule's line or the one line that refuses it."""
 
 import json
 import os
@@ -122,12 +123,68 @@ def test_a_split_leaving_no_trainer_device_is_one_line_at_check():
     assert len(p.stderr.strip().splitlines()) == 1
 
 
-def test_check_prints_the_split_on_8_devices():
-    p = subprocess.run([sys.executable, "-m", "memjax.train", str(ROOT / "configs" / "tiny.py"), "--check", "--set",
-                        "schedule=split_async", "--set", "rollout_split=4"],
+CHECKS = r"""
+import contextlib, io, json, sys
+from memjax.cli.train import main
+
+out = {}
+for name, argv in json.loads(sys.argv[1]).items():
+    o, e = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+        rc = main(argv)
+    out[name] = {"rc": rc, "out": o.getvalue(), "err": e.getvalue()}
+print("RESULT" + json.dumps(out))
+"""
+FIX = ROOT / "tests" / "fixtures" / "data"
+LOCOMO = f"agent.data_path={FIX / 'locomo_fixture.json'}"
+# the shipped GPU recipes (their data: the fixtures; Memory-R2 trains on conv-43 / conv-47, which the 2-conversation
+# fixture lacks: the fixture's conversations copied under LoCoMo's ten ids) -> what --check says under each schedule
+RECIPES = {
+    "memory_r1/train_manager.py": ([LOCOMO], None, None),
+    "memory_r1/train_answer.py": ([LOCOMO], None, None),
+    "sumer/train.py": ([LOCOMO], "sumer keeps KV across turns (its tool loop continues each episode's retained KV",
+                       None),
+    "memory_r2/train.py": (["agent.locomo_path={r2}"], "memory_r2 keeps KV across turns (agent.continue_chats=true",
+                           "the memory_r2 curriculum has stages [0, 1, 2]: use schedule=sync"),
+    "memagent/train.py": ([f"agent.data.path={FIX / 'hotpotqa_dev_excerpt.json'}", "agent.data.num_docs=20"],
+                          "dynamic_sampling refills from several: use filter_flat_groups or schedule=sync",
+                          "dynamic_sampling refills from several: use filter_flat_groups or schedule=sync"),
+}
+SCHEDULES = {"colocated_async": ["schedule=colocated_async"],
+             "split_async": ["schedule=split_async", "rollout_split=4"]}
+
+
+def test_check_prints_the_split_or_one_refusal_on_8_devices(tmp_path):
+    """`--check` on 8 host devices, one child process: the tiny task's split, and every shipped GPU recipe under each
+    async schedule: its schedule line, or the one line that refuses it (nothing compiled, nothing written)."""
+    two = json.loads((FIX / "locomo_fixture.json").read_text())
+    ids = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48", "conv-49", "conv-50")
+    r2 = tmp_path / "locomo_r2.json"
+    r2.write_text(json.dumps([dict(two[i % 2], sample_id=sid) for i, sid in enumerate(ids)]))
+    runs = {"tiny": [str(ROOT / "configs" / "tiny.py"), "--check", "--set", "schedule=split_async", "--set",
+                     "rollout_split=4"]}
+    for cfg, (sets, _, _) in RECIPES.items():
+        for sched, ssets in SCHEDULES.items():
+            runs[f"{cfg} {sched}"] = [str(ROOT / "configs" / cfg), "--check"] + [
+                a for x in [*sets, *ssets, f"out_dir={tmp_path / 'out'}"] for a in ("--set", x.format(r2=r2))]
+    p = subprocess.run([sys.executable, "-c", CHECKS, json.dumps(runs)], check=False, cwd=ROOT,
                        env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8"),
                        capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "schedule split_async (max_staleness 1), rollout on devices 0..3, training on the other 4" in p.stdout
-    assert "mesh: data 1 x fsdp 4 x tensor 1 on 4 cpu device(s)" in p.stdout
-    assert "rollout: 4 of 4 device(s)" in p.stdout, p.stdout
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.loads(p.stdout.split("RESULT", 1)[1])
+    tiny = res["tiny"]
+    assert tiny["rc"] == 0, tiny
+    assert "schedule split_async (max_staleness 1), rollout on devices 0..3, training on the other 4" in tiny["out"]
+    assert "mesh: data 1 x fsdp 4 x tensor 1 on 4 cpu device(s)" in tiny["out"]
+    assert "rollout: 4 of 4 device(s)" in tiny["out"], tiny["out"]
+    lines = {"colocated_async": "schedule colocated_async (max_staleness 1)\n",
+             "split_async": "schedule split_async (max_staleness 1), rollout on devices 0..3, training on the other 4"}
+    for cfg, (_, colocated, split) in RECIPES.items():
+        for sched, refusal in (("colocated_async", colocated), ("split_async", split)):
+            r = res[f"{cfg} {sched}"]
+            if refusal is None:
+                assert r["rc"] == 0 and lines[sched] in r["out"] and "check: ok" in r["out"], (cfg, sched, r)
+            else:
+                assert r["rc"] == 2 and refusal in r["err"], (cfg, sched, r)
+                assert len(r["err"].strip().splitlines()) == 1, r["err"]
+    assert not (tmp_path / "out").exists()

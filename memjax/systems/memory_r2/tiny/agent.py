@@ -160,7 +160,7 @@ class TinyR2Workflow(Workflow):
             unit = units.setdefault((ci, t), len(units))
             group = traj.sample * SESSION_STRIDE + t
             rows.append(Row(req.prompt, comp.token_ids, comp.logprobs, sample=traj.index, group=group, turn=k,
-                            role=MANAGER, step=k, extra={
+                            role=MANAGER, step=k, response_versions=comp.extra.get("versions"), extra={
                                 "local_group": group if chain.local else -1, "unit": unit,
                                 "snapshot": traj.index * SESSION_STRIDE + t, "unit_reward": chain.rewards[t]}))
         return rows

@@ -57,6 +57,9 @@ class TinySumerSystem(System):
         return CountingStream(lambda start, n: make_split(self.cfg.task, RL_DATA_SEED + 1000 * seed, n, start),
                               batch_size)
 
+    def retained_kv(self) -> str:
+        return "its tool loop continues each episode's retained KV after every tool call"
+
     def workflow(self, engine, tokenizer, *, train: bool = True):
         return workflow(self.temperature if train else 0.0, self.cfg.max_turns)
 
