@@ -41,8 +41,9 @@ def _plan(tmp_path, *args):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0",
                JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "memjax.plan", str(cfg), "--devices", "8", *args], env=env,
-                          capture_output=True, text=True, timeout=600)
+    # XLA:CPU only: the rows' arithmetic is the subject here (tests/e2e/parallel/test_gpu_node.py compiles for a GPU)
+    return subprocess.run([sys.executable, "-m", "memjax.plan", str(cfg), "--devices", "8", "--backend", "cpu", *args],
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
 @pytest.mark.e2e
