@@ -1,8 +1,11 @@
-"""benchmarks/step_model.py on a hand-made plan: the collectives are the compiled bytes per micro-batch times the
+"""benchmarks/step_model.py on hand-made plans: the collectives are the compiled bytes per micro-batch times the
 step's micro-batches (98,066,432 trained tokens: 2,048 samples x 47,884, counted here from the recipe's conversation
 lengths) plus the between-host bytes once per mini-batch; the decode batch is the plan's slots per GPU; the step is
-the sum of its phases and the floor the compute phases alone."""
+the sum of its phases and the floor the compute phases alone. Every other shipped recipe's workload (SUMER, Memory-R1
+manager and answer agent, Memory-R2) is counted here by hand from its config; the 4-host plan modelled from one node
+matches the compiled one; `--all` runs on the shipped plans."""
 
+import json
 import math
 
 import pytest
@@ -43,3 +46,98 @@ def test_more_slots_per_gpu_shorten_the_decode_and_hosts_add_the_gradient_all_re
     # the same plan on 32 GPUs: the same micro-batches (the plan's rows span the mesh), + 16 all-reduces between hosts
     assert four["phases"]["collectives"]["seconds"] == pytest.approx(
         one["phases"]["collectives"]["seconds"] + 16 * 5 * GIB / 50e9)
+
+
+# ---- every shipped recipe: the workload from its config, counted here by hand from the config's numbers ----------
+def _cfg(path: str):
+    from memjax.core.config import load_config_file
+
+    return load_config_file(path)
+
+
+def _plan_at(row_len: int, critic: bool = False, inter: int = 0) -> dict:
+    p = _plan(slots=256, inter=inter) | {"row_len": row_len}
+    return p | {"bytes": {"params": 4 * GIB, "critic_params": 3 * GIB}} if critic else p
+
+
+def test_sumer_one_row_per_episode_one_log_prob_forward():
+    w = step_model.rw.sumer(_cfg("configs/sumer/train.py"))
+    # 32 questions x 8 episodes; 10.22 turns x (1,024 generated + 5 hits x 5 turns x 41 + 2 x 10 chat) + 461 prompt
+    # + a 12-token question
+    assert w.samples == 256 and w.rows == ((461 + 12 + round(10.22 * (1024 + 1025 + 20)), 1.0),) == ((21618, 1.0),)
+    assert w.tokens == 256 * 21618 and w.logprob_forwards == 1 and not w.critic and w.mini_batches == 1
+    r = step_model.model(_plan_at(32768), 8, work=w)
+    ph = r["phases"]
+    micro = math.ceil(256 * 21618 / (8 * 32768))
+    assert ph["collectives"]["micro_batches"] == micro == 22
+    assert ph["collectives"]["seconds"] == pytest.approx(micro * (16 + 4) * GIB / 16 / 450e9)  # no reference
+    assert ph["update"]["seconds"] == pytest.approx(3 * ph["old_ref_logp"]["seconds"])
+    assert r["gpu_s_per_sample"] == pytest.approx(sum(p["seconds"] for p in ph.values()) * 8 / 256)
+
+
+def test_memory_r1_manager_critic_and_frozen_answer_agent():
+    w = step_model.rw.memory_r1_manager(_cfg("configs/memory_r1/train_manager.py"))
+    # template 1,113 + (2 facts + 10 related memories) x 41; the response restates 12 memories x (41 + 10)
+    assert w.rows == ((1113 + 12 * 41 + 12 * 51, 1.0),) == ((2217, 1.0),) and w.samples == 128 and w.critic
+    fz = w.frozen  # 60 memories + a question; 5 distilled memories + 20; a 4 GiB pool of 7B tokens (56 KiB each)
+    assert (fz.prompt, fz.response) == (355 + 60 * 41 + 12, 5 * 41 + 20) == (2827, 225)
+    assert fz.slots == (4 << 30) // (57344 * 3052) == 24 and fz.calls == pytest.approx(202 / 133)
+    one, four = step_model.model(_plan_at(6144, True, inter=GIB), 8, work=w), \
+        step_model.model(_plan_at(6144, True, inter=GIB), 32, work=w)
+    ph = one["phases"]
+    assert ph["collectives"]["micro_batches"] == math.ceil(128 * 2217 / (8 * 6144)) == 6
+    # the critic's programs move the policy's bytes x 3/4 (its parameter bytes): update x 1.75, log-prob x 1.75
+    assert ph["collectives"]["seconds"] == pytest.approx(6 * (1.75 * 16 + 1.75 * 4) * GIB / 16 / 450e9)
+    assert ph["critic"]["seconds"] == pytest.approx(4 * ph["old_ref_logp"]["seconds"])  # values + update
+    assert ph["frozen_answers"]["calls"] == pytest.approx(128 * 202 / 133)
+    # 4 mini-batches x (policy + critic) gradient all-reduces between hosts
+    assert four["phases"]["collectives"]["seconds"] == pytest.approx(
+        one["phases"]["collectives"]["seconds"] + 4 * 1.75 * GIB / 50e9)
+
+
+def test_memory_r1_answer_agent_rows_and_the_floor_of_one_micro_batch_per_mini_batch():
+    w = step_model.rw.memory_r1_answer(_cfg("configs/memory_r1/train_answer.py"))
+    assert w.rows == ((2827 + 225, 1.0),) and w.frozen is None and w.decode_tokens == 225
+    big = _plan_at(6144, True) | {"micro_rows_effective": 64}  # 393,216 tokens a micro-batch: all in one
+    assert step_model.model(big, 8, work=w)["phases"]["collectives"]["micro_batches"] == w.mini_batches == 4
+
+
+def test_memory_r2_sessions_chats_epochs_and_answers():
+    w = step_model.rw.memory_r2(_cfg("configs/memory_r2/train.py"))
+    # curriculum 8 / 16 / min(32, 30 sessions of conv-43 and conv-47) for 10 steps each = 18 sessions; re-rollouts
+    # add 0.5 x 4 / 16 per session; per session 6 extractor rows 1,164 + i x 242 and 6 manager rows 1,447 + i x 1,016
+    per_session = 6 * 1164 + 21 * 242 + 6 * 1447 + 21 * 1016
+    assert per_session == 42084 and w.samples == 32 and w.epochs == 2 and w.logprob_forwards == 2
+    assert w.tokens == pytest.approx(32 * 18 * 1.125 * per_session)
+    assert w.frozen.calls == pytest.approx(64 + 18 * 0.125 * 16) and w.frozen.response == 512
+    r = step_model.model(_plan_at(32768), 8, work=w)
+    ph = r["phases"]
+    assert ph["update"]["seconds"] == pytest.approx(3 * ph["old_ref_logp"]["seconds"])  # 2 epochs x 3 / 2 forwards
+    micro = math.ceil(w.tokens / (8 * 32768))
+    assert ph["collectives"]["seconds"] == pytest.approx(micro * (2 * 16 + 2 * 4) * GIB / 16 / 450e9)
+
+
+def test_four_hosts_modelled_from_one_node_match_the_compiled_plan():
+    res = step_model.RESULTS
+    one = json.loads((res / "plan_memagent_7b_8x80_aot-h100.json").read_text())
+    four = json.loads((res / "plan_memagent_7b_4x8x80_aot-h100.json").read_text())
+    m = step_model.on_hosts(one)
+    assert m["micro_rows_effective"] == four["micro_rows_effective"] == 32
+    assert m["traffic"]["update"]["max_inter"] == pytest.approx(four["traffic"]["update"]["max_inter"], rel=1e-4)
+
+
+def test_all_recipes_cli_on_the_shipped_plans(tmp_path):
+    out = tmp_path / "all.json"
+    rows = step_model.main(["--all", "--json", str(out)])
+    assert json.loads(out.read_text()) == rows
+    assert [(r["name"], r["gpus"]) for r in rows] == [(n, g) for n, *_ in step_model.RECIPES for g in (8, 32)]
+    one = step_model.main(["benchmarks/results/plan_memagent_7b_8x80_aot-h100.json", "--plan-32",
+                           "benchmarks/results/plan_memagent_7b_4x8x80_aot-h100.json"])
+    assert [r["gpu_s_per_sample"] for r in rows[:2]] == [r["gpu_s_per_sample"] for r in one]
+    for r in rows:
+        assert r["step_s"] == pytest.approx(sum(p["seconds"] for p in r["phases"].values()))
+        assert r["gpu_s_per_sample"] == pytest.approx(r["step_s"] * r["gpus"] / r["samples"])
+        assert all(p["label"] == "modelled" and p["how"] for p in r["phases"].values())
+        assert (r["anchor_h100_s_per_sample"] is not None) == (r["name"] == "MemAgent 7B")
+        modelled = r["gpus"] == 32 and r["name"] != "MemAgent 7B"
+        assert r["labels"]["collective_bytes"].startswith("modelled" if modelled else "compiled")
