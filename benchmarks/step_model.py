@@ -52,18 +52,21 @@ HBM = {"h100": 3.35e12, "h200": 4.8e12}
 MFU_UPDATE, MFU_PREFILL, DECODE_ROOFLINE = 0.455, 0.35, 0.52
 NVLINK, IB = 450e9, 50e9
 RESULTS = Path("benchmarks/results")
-# every shipped GPU recipe: (name, config, workload, plan on one node, compiled plan on 4 hosts or None, gpu)
+# every shipped GPU recipe: (name, config, workload, plan on one node, plan on 4 hosts, gpu); a 4-host plan
+# that is absent is modelled from the one-node plan (on_hosts)
 RECIPES = (
     ("MemAgent 7B", "configs/memagent/train.py", "memagent", "plan_memagent_7b_8x80_aot-h100.json",
      "plan_memagent_7b_4x8x80_aot-h100.json", "h100"),
-    ("MemAgent 14B", "configs/memagent/train_14b.py", "memagent", "plan_memagent_14b_8x141_aot-h200.json", None,
-     "h200"),
-    ("SUMER 7B", "configs/sumer/train.py", "sumer", "plan_sumer_7b_8x80_aot-h100.json", None, "h100"),
+    ("MemAgent 14B", "configs/memagent/train_14b.py", "memagent", "plan_memagent_14b_8x141_aot-h200.json",
+     "plan_memagent_14b_4x8x141_aot-h200.json", "h200"),
+    ("SUMER 7B", "configs/sumer/train.py", "sumer", "plan_sumer_7b_8x80_aot-h100.json",
+     "plan_sumer_7b_4x8x80_aot-h100.json", "h100"),
     ("Memory-R1 manager 7B", "configs/memory_r1/train_manager.py", "memory_r1_manager",
-     "plan_memory_r1_manager_7b_8x80_aot-h100.json", None, "h100"),
+     "plan_memory_r1_manager_7b_8x80_aot-h100.json", "plan_memory_r1_manager_7b_4x8x80_aot-h100.json", "h100"),
     ("Memory-R1 answer agent 7B", "configs/memory_r1/train_answer.py", "memory_r1_answer",
-     "plan_memory_r1_answer_7b_8x80_aot-h100.json", None, "h100"),
-    ("Memory-R2 7B", "configs/memory_r2/train.py", "memory_r2", "plan_memory_r2_7b_8x80_aot-h100.json", None, "h100"),
+     "plan_memory_r1_answer_7b_8x80_aot-h100.json", "plan_memory_r1_answer_7b_4x8x80_aot-h100.json", "h100"),
+    ("Memory-R2 7B", "configs/memory_r2/train.py", "memory_r2", "plan_memory_r2_7b_8x80_aot-h100.json",
+     "plan_memory_r2_7b_4x8x80_aot-h100.json", "h100"),
 )
 
 
@@ -166,8 +169,9 @@ def run_all(results: Path = RESULTS) -> list[dict]:
     for name, config, kind, p8, p32, gpu in RECIPES:
         work = workload(config, kind)
         plan = json.loads((results / p8).read_text())
-        plan32 = json.loads((results / p32).read_text()) if p32 else on_hosts(plan)
-        for gpus, p, f in ((8, plan, p8), (32, plan32, p32 or f"{p8} on 4 hosts (modelled)")):
+        have = (results / p32).is_file()
+        plan32 = json.loads((results / p32).read_text()) if have else on_hosts(plan)
+        for gpus, p, f in ((8, plan, p8), (32, plan32, p32 if have else f"{p8} on 4 hosts (modelled)")):
             r = model(p, gpus, gpu, work)
             r.update(name=name, config=config, plan=f, node=f"{gpus // 8 or 1} x 8 {gpu.upper()}",
                      anchor_h100_s_per_sample=ANCHOR_H100_S if name == "MemAgent 7B" else None)
@@ -184,6 +188,25 @@ def _line(r: dict, what: str) -> str:
             f"{r['plan_backend']}; collective bytes {r['labels']['collective_bytes']})")
 
 
+def _s(seconds: float) -> str:
+    return f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.1f}"
+
+
+def markdown(rows: list[dict]) -> str:
+    """The per-recipe table of docs/performance.md: modelled seconds per phase, per step and GPU-s per sample."""
+    cols = ("update", "old_ref_logp", "critic", "collectives", "rollout_prefill", "rollout_decode", "frozen_answers")
+    head = ("| recipe | node | GPUs | update | old + ref log-prob | critic | collectives | prefill | decode | frozen "
+            "answers | s / step | GPU-s / sample | collectives hidden | floor | verl anchor | collective bytes |")
+    out = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for r in rows:
+        ph = " | ".join(_s(r["phases"][c]["seconds"]) if c in r["phases"] else "-" for c in cols)
+        anchor = f"{r['anchor_h100_s_per_sample']}" if r.get("anchor_h100_s_per_sample") else "-"
+        out.append(f"| {r['name']} | {r['node']} | {r['gpus']} | {ph} | {_s(r['step_s'])} | "
+                   f"{r['gpu_s_per_sample']:.2f} | {r['gpu_s_per_sample_overlapped']:.2f} | "
+                   f"{r['floor_gpu_s_per_sample']:.2f} | {anchor} | {r['labels']['collective_bytes']} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("plan", type=Path, nargs="?")
@@ -192,6 +215,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--gpu", choices=sorted(HBM), default="h100")
     ap.add_argument("--all", action="store_true", help="every shipped recipe from its plans in benchmarks/results/")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--markdown", action="store_true", help="with --all: print the per-recipe table of the docs")
     a = ap.parse_args(argv)
     if a.all == (a.plan is not None):
         ap.error("give PLAN.json or --all")
@@ -206,6 +230,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             r["anchor_h100_s_per_sample"] = ANCHOR_H100_S
         lines = [_line(r, "7B MemAgent") for r in out]
     print("\n".join(lines))
+    if a.markdown and a.all:
+        print(markdown(out))
     if a.json:
         a.json.write_text(json.dumps(out, indent=1) + "\n")
     return out

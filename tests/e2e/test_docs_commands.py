@@ -332,6 +332,8 @@ COMMANDS = {
     "python -m benchmarks.schedule_sim": PARSE,
     "python -m benchmarks.step_model benchmarks/results/plan_memagent_7b_8x80_aot-h100.json --plan-32 "
     "benchmarks/results/plan_memagent_7b_4x8x80_aot-h100.json": PARSE,  # tests/unit/benchmarks/test_step_model.py
+    "python -m benchmarks.step_model --all --markdown --json benchmarks/results/step_model_all_aot-h100-h200.json":
+        PARSE,  # writes a tracked result; tests/unit/benchmarks/test_step_model.py runs --all into a temporary file
     "python -m benchmarks.async_schedules --seeds 0 1 2 --steps 8 --devices 8 --rollout-split 4 --out-dir /tmp/validate": PARSE,
     "python -m benchmarks.schedule_sim_validate --measured /tmp/validate/async_schedules_cpu.json --json "
     "benchmarks/results/schedule_sim_validation_cpu.json": PARSE,
