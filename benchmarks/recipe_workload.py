@@ -57,7 +57,6 @@ class Workload:
     logprob_forwards: int = 2  # old (+ reference when kl_coef > 0)
     critic: bool = False
     frozen: Frozen | None = None
-    param_bytes: int = 4  # master weights (fp32: 4)
     how: str = ""
 
     @property
@@ -68,8 +67,7 @@ class Workload:
 def _common(cfg: Any) -> dict:
     lc, up = cfg.loss, cfg.update
     return {"preset": cfg.model.preset, "mini_batches": up.mini_batches, "epochs": up.ppo_epochs,
-            "logprob_forwards": 1 + (lc.kl_coef > 0), "critic": cfg.advantage.estimator == "gae",
-            "param_bytes": 4 if cfg.model.dtype == "float32" else 2}
+            "logprob_forwards": 1 + (lc.kl_coef > 0), "critic": cfg.advantage.estimator == "gae"}
 
 
 def _kv_slots(pool_bytes: int, max_slots: int, kv_token: int, length: int) -> int:
@@ -88,7 +86,8 @@ def memagent(cfg: Any) -> Workload:
     return Workload(recipe="memagent", samples=cfg.prompts_per_step * m.group_size, rows=rows, prefill=rows,
                     decode_tokens=m.max_memory_tokens * (len(seq) - 1) + m.max_final_tokens, decode_ctx=seq[1] // 2,
                     how=f"{doc}-token documents in {len(seq) - 2} chunks of {m.chunk_tokens}; memory and answer at "
-                        "their 1,024-token caps; dynamic sampling's extra batches and padding left out", **_common(cfg))
+                        f"their caps ({m.max_memory_tokens}, {m.max_final_tokens}); dynamic sampling's extra batches "
+                        "and padding left out", **_common(cfg))
 
 
 def sumer(cfg: Any) -> Workload:
@@ -116,7 +115,8 @@ def _r1_answer(a: Any) -> tuple[int, int]:
 def memory_r1_manager(cfg: Any) -> Workload:
     """A tuple's prompt: the manager template, a turn's 2 facts (assumed) and related_k = 5 memories per fact; its
     response restates every memory shown with its event (Mem0's format: 12 x (MEMORY + 10)); the frozen answer agent
-    answers the tuple's linked questions (R1_QUESTIONS_PER_TUPLE, conv-26) on its own 32-slot engine."""
+    answers the tuple's linked questions (R1_QUESTIONS_PER_TUPLE, conv-26) on its own engine (frozen_max_slots,
+    bounded by its KV pool at full length)."""
     a = cfg.agent
     facts, shown = 2, 2 + 2 * 5
     prompt = min(a.max_prompt_tokens, R1_MANAGER_PROMPT + shown * MEMORY)
