@@ -56,12 +56,14 @@ def open_system(cfg) -> tuple[Any, Curriculum]:
     return system, curriculum
 
 
-def check_schedule(cfg, system, stages: list[int]) -> None:
-    """The refusals of an async schedule that need the system or the processes (one ConfigError line)."""
+def check_schedule(cfg, system, stages: list[int], processes: int | None = None) -> None:
+    """The refusals of an async schedule that need the system or the processes (one ConfigError line); `processes`:
+    the run's process count where jax.distributed is not started (`--check`), else jax's."""
     if cfg.schedule == "sync":
         return
-    if jax.process_count() > 1 and cfg.schedule == "colocated_async":
-        raise ConfigError(f"schedule=colocated_async runs in one process; {jax.process_count()} processes run "
+    processes = jax.process_count() if processes is None else processes
+    if processes > 1 and cfg.schedule == "colocated_async":
+        raise ConfigError(f"schedule=colocated_async runs in one process; {processes} processes run "
                           "schedule=sync or schedule=split_async")
     if cfg.schedule == "split_async" and cfg.rollout_split >= jax.local_device_count():
         raise ConfigError(f"rollout_split={cfg.rollout_split} leaves no device for the trainer: this process has "

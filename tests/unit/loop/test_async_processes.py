@@ -1,10 +1,11 @@
 """The async schedules with several processes, in one process (jax's process count and devices faked): split_async
 passes the schedule checks and splits every process's devices, colocated_async is one line; a checkpoint's batches
-ahead go back to the process that generated them, and only to as many processes. The real 2-process run is
-tests/e2e/parallel/test_split_async_processes.py."""
+ahead go back to the process that generated them, and only to as many processes; `--check` counts the launched
+processes. The real 2-process run is tests/e2e/parallel/test_split_async_processes.py."""
 
 import dataclasses
 import types
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from memjax.core.config import ConfigError
 from memjax.loop import start
 from memjax.rl import shares
 
+ROOT = Path(__file__).resolve().parents[3]
 SYSTEM = types.SimpleNamespace(name="tiny", retained_kv=lambda: "")
 
 
@@ -61,3 +63,22 @@ def test_each_process_resumes_its_own_batches_ahead(monkeypatch):
     assert shares.own_rollouts(["a", "b"]) == "b"
     with pytest.raises(ValueError, match="one process's; resume it on 1 process"):
         shares.own_rollouts("a")
+
+
+def test_check_counts_the_launched_processes(monkeypatch, tmp_path, capsys):
+    """`--check` starts no jax.distributed: the launch environment says how many processes the run will have."""
+    import jax
+
+    from memjax.cli.check import check_train
+    from memjax.core.config import apply_overrides, load_config_file
+
+    for k, v in {"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(jax, "local_device_count", lambda: 4)  # each process's 4 devices
+    tiny = load_config_file(ROOT / "configs" / "tiny.py")
+    with pytest.raises(ConfigError, match="schedule=colocated_async runs in one process; 2 processes run"):
+        check_train(apply_overrides(tiny, ["schedule=colocated_async", f"out_dir={tmp_path / 'a'}"]))
+    check_train(apply_overrides(tiny, ["schedule=split_async", "rollout_split=2", f"out_dir={tmp_path / 'b'}"]))
+    out = capsys.readouterr().out
+    assert "rollout on devices 0..1 of each process, training on the other 4" in out
+    assert "mesh: data 2 x fsdp 2 x tensor 1 on 4 cpu device(s)" in out
