@@ -54,8 +54,11 @@ def check_train(cfg) -> None:
     system = _system(cfg.agent, cfg.seed)
     preflight.settings(cfg, system)  # what the run checks at its start (groups, warm start, ignored overrides)
     from ..loop.start import check_schedule
+    from ..parallel.startup import launch_rank, launched_as_many
 
-    check_schedule(cfg, system, [int(system.stage(s)) for s in range(cfg.steps)])
+    # --check starts no jax.distributed: each launched process sees its own devices, the launch says how many
+    procs = (launch_rank() or (0, 1))[1] if launched_as_many() else 1
+    check_schedule(cfg, system, [int(system.stage(s)) for s in range(cfg.steps)], processes=procs)
     preflight.out_dir_writable(cfg.out_dir)
     out = Path(cfg.out_dir)
     from ..run.identity import has_progress
@@ -71,23 +74,23 @@ def check_train(cfg) -> None:
     preflight.training_data(cfg, system)  # the training data files parse
     m = cfg.mesh
     split = cfg.rollout_split if cfg.schedule == "split_async" else 0  # check_schedule: fewer than the devices
+    devices = jax.local_device_count() * procs
+    trainer = devices - split * procs  # split_async: every process rolls out on its first `split`
     try:
-        data, fsdp, tensor = m.sizes(jax.device_count() - split)
+        data, fsdp, tensor = m.global_sizes(trainer, procs)
     except ValueError as e:
-        where = f"the {jax.device_count() - split} trainer devices of {jax.device_count()}" if split else \
-            f"{jax.device_count()} device(s)"
+        where = f"the {trainer} trainer devices of {devices}" if split else f"{devices} device(s)"
         raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees {where})") from None
     own = preflight._own_model(system)
     _finish([f"python -m memjax.train: system {system.name!r}, {cfg.steps} steps x {cfg.prompts_per_step} prompts, "
              f"estimator {cfg.advantage.estimator}, group size {system.group_size}, schedule {cfg.schedule}"
              + (f" (max_staleness {cfg.max_staleness})" if cfg.schedule != "sync" else "")
-             + (f", rollout on devices 0..{split - 1}, training on the other {jax.device_count() - split}" if split
-                else ""),
+             + (f", rollout on devices 0..{split - 1}" + (" of each process" if procs > 1 else "")
+                + f", training on the other {trainer}" if split else ""),
              "model: the system's own (warm start, vocabulary; model.* does not apply)" if own
              else _model_line(cfg.model),
              "data: the training stream opens (its files parse)",
-             f"mesh: data {data} x fsdp {fsdp} x tensor {tensor} on {jax.device_count() - split} "
-             f"{jax.default_backend()} device(s)",
+             f"mesh: data {data} x fsdp {fsdp} x tensor {tensor} on {trainer} {jax.default_backend()} device(s)",
              _engine_line(system, cfg, split or jax.local_device_count()),
              f"out_dir: {cfg.out_dir} (" + ("finished: a run would do nothing" if done else "resumes its run, same "
                                             "config" if resumable else "fresh") + ")"])

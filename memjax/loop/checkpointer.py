@@ -2,7 +2,8 @@
 
 Owns the run's `RunCheckpoints` (orbax, asynchronous, committed by rename, each save verified): `save(state)` (the
 model parameters, optimizer state, the critic's with GAE, and a JSON meta of the RunState, seed, every process's
-data-stream state, optimizer steps, the ablation generator's state, the config and the curriculum's bests),
+data-stream state, optimizer steps, the ablation generator's state, the config, the curriculum's bests and, under
+an async schedule, every process's batches ahead of the update),
 `resume()` (the latest checkpoint that restores, put back into model, trainer, critic, data stream, ablation
 generator and engine; without `resume`, an out_dir holding checkpoints is refused) and a ledger,
 out_dir/checkpoints.json, of the newest committed step.
@@ -27,7 +28,7 @@ from ..checkpoint.run_checkpoints import RunCheckpoints, one_line, placed_like
 from ..core.config import ConfigError
 from ..core.outdir import write_atomic
 from ..parallel import on_mesh
-from ..rl.shares import gather_states, own_state
+from ..rl.shares import gather_states, own_rollouts, own_state
 from .run_state import RunState
 
 LEDGER = "checkpoints.json"  # out_dir/checkpoints.json: {"committed": the newest verified checkpoint step}
@@ -87,7 +88,8 @@ class Checkpointer:
         p = self.parts
         best = self.curriculum.sync(self.ckpts)  # the bests this checkpoint records are on disk
         state.saved_at = state.step
-        rollouts = {"rollouts": p.stream.dumps()} if p.stream is not None else {}  # first: split_async drains
+        # an async schedule's batches ahead, every process's own (first: split_async drains its worker)
+        rollouts = {"rollouts": gather_states(p.stream.dumps())} if p.stream is not None else {}
         meta = {**state.meta(), "seed": self.cfg.seed, "data": p.data.get_state(),
                 "data_processes": gather_states(p.data.get_state()),
                 "optimizer_steps": p.trainer.optimizer_steps,
@@ -127,7 +129,7 @@ class Checkpointer:
             if "critic" in got["state"]:
                 p.credit.load_state(got["state"]["critic"])
             if p.stream is not None:  # an async schedule's batches running ahead
-                p.stream.loads(got["meta"].get("rollouts"))
+                p.stream.loads(own_rollouts(got["meta"].get("rollouts")))
         except Exception as e:
             raise ConfigError(f"out_dir={self.cfg.out_dir}: checkpoint {step} does not fit this config "
                               f"({one_line(e)}); use a new out_dir") from None

@@ -1,14 +1,15 @@
 """The `split_async` schedule's rollouts: an engine on its own devices generates ahead while the trainer updates.
 
-Owns `SplitStream`, the rollout side of TrainConfig.schedule="split_async" (one process; `rollout_split` devices
-roll out, the trainer's mesh holds the others):
+Owns `SplitStream`, the rollout side of TrainConfig.schedule="split_async" (each process's first `rollout_split`
+devices roll out on its engine, the trainer's mesh holds every process's others):
 - generation batch i samples with policy version max(0, i - max_staleness): when step j's update ends, the engine's
-  copy of those weights is made on the rollout devices (`Engine.prepare_weights`) and batch j + max_staleness is
-  queued with it; one worker thread generates the queued batches in order, installing each one's copy first, while
-  the main thread updates. A batch is never paused: its every token is of one version;
-- the seeds are the sync schedule's; the data stream, engine and workflows are the worker's while it generates;
+  copy of those weights is made on the rollout devices (`Engine.prepare_weights`; several processes: an all-gather
+  over the trainer's mesh) and batch j + max_staleness is queued with it; one worker thread generates the queued
+  batches in order, installing each one's copy first. A batch is never paused: its every token is of one version;
+- each process generates its own block of every batch with the sync schedule's seeds; the worker runs only this
+  process's programs (engine, workflows, data stream), every cross-process collective is the main thread's;
 - `drain()` waits until the worker is idle (before a held-out evaluation and a checkpoint); `dumps()` / `loads()`
-  carry the generated batches not yet trained, so a resume trains exactly what the uninterrupted run does.
+  carry this process's generated batches not yet trained, so a resume trains exactly what the uninterrupted run does.
 docs/async.md, "The split_async schedule".
 """
 
@@ -50,7 +51,7 @@ class SplitStream:
         sysm = p.system
         res = run_workflow(engine, sysm.workflow(engine, p.tok, train=True), samples, group_size=sysm.group_size,
                            seed=seeds.rollout(self.cfg.seed, index, 0), max_active=getattr(sysm, "max_active", 0),
-                           first_trajectory=0)
+                           first_trajectory=p.block[0] * sysm.group_size)
         return res, records, version, time.perf_counter() - t0
 
     def _queue(self, upto: int) -> None:
@@ -111,7 +112,7 @@ class SplitStream:
 
     # -- checkpoint --------------------------------------------------------------------------------------------
     def dumps(self) -> str:
-        """The generated batches not yet trained (the worker drained first), for the checkpoint's meta."""
+        """This process's generated batches not yet trained (the worker drained first), for the checkpoint's meta."""
         self.drain()
         state = {"ready": self._ready, "next_gen": self.next_gen, "version": self.version}
         return base64.b64encode(zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))).decode()

@@ -56,13 +56,15 @@ def open_system(cfg) -> tuple[Any, Curriculum]:
     return system, curriculum
 
 
-def check_schedule(cfg, system, stages: list[int]) -> None:
-    """The refusals of an async schedule that need the system or the processes (one ConfigError line)."""
+def check_schedule(cfg, system, stages: list[int], processes: int | None = None) -> None:
+    """The refusals of an async schedule that need the system or the processes (one ConfigError line); `processes`:
+    the run's process count where jax.distributed is not started (`--check`), else jax's."""
     if cfg.schedule == "sync":
         return
-    if jax.process_count() > 1:
-        raise ConfigError(f"schedule={cfg.schedule} runs in one process (its rollouts run ahead on this process's "
-                          f"engine); {jax.process_count()} processes run schedule=sync")
+    processes = jax.process_count() if processes is None else processes
+    if processes > 1 and cfg.schedule == "colocated_async":
+        raise ConfigError(f"schedule=colocated_async runs in one process; {processes} processes run "
+                          "schedule=sync or schedule=split_async")
     if cfg.schedule == "split_async" and cfg.rollout_split >= jax.local_device_count():
         raise ConfigError(f"rollout_split={cfg.rollout_split} leaves no device for the trainer: this process has "
                           f"{jax.local_device_count()} device(s)")
@@ -156,9 +158,13 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
 
 
 def split_devices(cfg) -> tuple[list | None, list]:
-    """(the trainer's devices, the engine's) of split_async: the process's first rollout_split devices roll out;
-    (None, []) otherwise (the mesh takes every device and the engine spans its devices)."""
+    """(the trainer's devices, the engine's) of split_async: each process's first rollout_split devices (by id)
+    roll out, this process's on its engine; the trainer's mesh takes every process's others, in (process, id)
+    order. (None, []) otherwise (the mesh takes every device and the engine spans its devices)."""
     if cfg.schedule != "split_async":
         return None, []
-    devs = sorted(jax.local_devices(), key=lambda d: d.id)
-    return devs[cfg.rollout_split:], devs[:cfg.rollout_split]
+    per: dict[int, list] = {}
+    for d in sorted(jax.devices(), key=lambda d: (d.process_index, d.id)):
+        per.setdefault(d.process_index, []).append(d)
+    train = [d for p in sorted(per) for d in per[p][cfg.rollout_split:]]
+    return train, per[jax.process_index()][:cfg.rollout_split]
