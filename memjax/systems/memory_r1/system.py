@@ -6,10 +6,7 @@ Decisions (the paper leaves them open; memjax's own):
 - ONE frozen helper model (`setup`: a copy of the initial policy in its compute dtype, fresh buffers since the trainer
   may donate the policy's, or `frozen_hf_path`) on its own bounded-pool Engine plays every untrained part: the fact
   extractor, the bank-building manager and, in stage 1, the frozen answer agent that scores the manager (its pool
-  sleeps through the update); in stage 2 it is the fixed manager, freed once the banks are built. That engine is
-  data-parallel over the devices the run's policy engine spans (`frozen_devices="engine"`, the default: a full copy,
-  `frozen_kv_cache_bytes` and `frozen_max_slots` on each device, what memjax.plan budgets per device) or on one
-  device (`frozen_devices="one"`).
+  sleeps through the update); in stage 2 it is the fixed manager, freed once the banks are built; on `frozen_devices`.
 - Banks are built once in `setup` by a greedy construction pass over each conversation, kept in memory.
 - Stage 1 samples are Alg. 1's single-step tuples, reward = the frozen agent's mean EM over the turn's linked
   questions after the sampled operations; stage 2 samples are the questions with 30 + 30 retrieved memories,
@@ -112,7 +109,8 @@ class MemoryR1ManagerSection(MemoryR1Section):
 
 
     def held_models(self) -> tuple[HeldModel, ...]:
-        return (HeldModel("answer_agent", self.frozen_kv_cache_bytes, self.frozen_devices),)  # the frozen answer agent scores every op
+        # the frozen answer agent scores every op
+        return (HeldModel("answer_agent", self.frozen_kv_cache_bytes, self.frozen_devices),)
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,9 @@ within their local group and role. A constant group gets 0; a group of one A = r
 `advantages` [N, T] on the row's loss-mask tokens (the step-level loss averages it back to the same value).
 Curriculum: training conversations are truncated to `curriculum_sessions[k]` sessions from step `curriculum_steps[k]`
 on; the stream derives the step from its position, so a resumed run continues in the right stage, and `stage(step)`
-gives the loop the same stages (memjax/run/curriculum.py). The answer agent is frozen ("policy_copy" on a second
-Engine, or the rule-based "overlap"); its engine runs the policy engine's config per device with its own
-`answer_kv_cache_bytes` pool, data-parallel over the devices the run's policy engine spans (`frozen_devices=
-"engine"`, the default: a full copy and that pool on each, what memjax.plan budgets per device) or on one device
-(`frozen_devices="one"`). Evaluation: `eval_part`, one greedy rollout, every question on the final
-bank: F1, BLEU-1, J, M-Fail, memory size. Long form: docs/memory_r2.md, 'How a step runs' and 'Curriculum'.
+gives the loop the same stages (memjax/run/curriculum.py). The answer agent is frozen ("policy_copy": a second Engine
+on `frozen_devices`, its own pool per device; or the rule-based "overlap"). Evaluation: `eval_part`, one greedy
+rollout, every question on the final bank: F1, BLEU-1, J, M-Fail, memory size. Long form: docs/memory_r2.md.
 """
 
 from __future__ import annotations
