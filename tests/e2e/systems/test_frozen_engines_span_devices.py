@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=80)]  # four tiny engines compiled in one subprocess (78 s, 2 cores)
+# four tiny engines compiled in one subprocess (78 s on 2 cores)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=80)]
 
 SCRIPT = r"""
 import json, time

@@ -122,7 +122,7 @@ def test_memory_r2_sessions_chats_epochs_and_answers():
     assert per_session == 42084 and w.samples == 32 and w.epochs == 2 and w.logprob_forwards == 2
     assert w.tokens == pytest.approx(32 * 18 * 1.125 * per_session)
     assert w.frozen.calls == pytest.approx(64 + 18 * 0.125 * 16) and w.frozen.response == 512
-    assert w.frozen.devices == "engine"  # the answer agent over the policy engine's devices (configs/memory_r2/train.py)
+    assert w.frozen.devices == "engine"  # configs/memory_r2/train.py: over the policy engine's devices
     r = step_model.model(_plan_at(32768), 8, work=w)
     ph = r["phases"]
     assert ph["update"]["seconds"] == pytest.approx(3 * ph["old_ref_logp"]["seconds"])  # 2 epochs x 3 / 2 forwards
