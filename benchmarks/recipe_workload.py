@@ -36,11 +36,13 @@ HOTPOT_DOC = 28_672 / 200  # MemAgent: 200 HotpotQA documents ~ the paper's 28K-
 
 @dataclass(frozen=True)
 class Frozen:
-    """A frozen model's generation per sample, on its own single-device engine in each process."""
+    """A frozen model's generation per sample, on its own engine in each process: data-parallel over the policy
+    engine's devices (`devices` "engine", the section's frozen_devices) or on one device ("one")."""
     calls: float
     prompt: int
     response: int
-    slots: int  # decode batch of its engine: max_slots bounded by its KV pool at full length
+    slots: int  # decode batch per device of its engine: its max_slots bounded by its KV pool at full length
+    devices: str = "engine"  # the config's frozen_devices
 
 
 @dataclass(frozen=True)
@@ -115,8 +117,8 @@ def _r1_answer(a: Any) -> tuple[int, int]:
 def memory_r1_manager(cfg: Any) -> Workload:
     """A tuple's prompt: the manager template, a turn's 2 facts (assumed) and related_k = 5 memories per fact; its
     response restates every memory shown with its event (Mem0's format: 12 x (MEMORY + 10)); the frozen answer agent
-    answers the tuple's linked questions (R1_QUESTIONS_PER_TUPLE, conv-26) on its own engine (frozen_max_slots,
-    bounded by its KV pool at full length)."""
+    answers the tuple's linked questions (R1_QUESTIONS_PER_TUPLE, conv-26) on its own engine (frozen_max_slots per
+    device, bounded by its KV pool at full length; on the devices frozen_devices names)."""
     a = cfg.agent
     facts, shown = 2, 2 + 2 * 5
     prompt = min(a.max_prompt_tokens, R1_MANAGER_PROMPT + shown * MEMORY)
@@ -124,7 +126,8 @@ def memory_r1_manager(cfg: Any) -> Workload:
     ap, ar = _r1_answer(a)
     kv_tok = kv_token(cfg.model.preset)
     frozen = Frozen(calls=R1_QUESTIONS_PER_TUPLE, prompt=ap, response=ar,
-                    slots=_kv_slots(a.frozen_kv_cache_bytes, a.frozen_max_slots, kv_tok, ap + ar))
+                    slots=_kv_slots(a.frozen_kv_cache_bytes, a.frozen_max_slots, kv_tok, ap + ar),
+                    devices=a.frozen_devices)
     row = prompt + response
     return Workload(recipe="memory_r1_manager", samples=cfg.prompts_per_step * a.group_size, rows=((row, 1.0),),
                     prefill=((row, 1.0),), decode_tokens=response, decode_ctx=prompt + response // 2, frozen=frozen,
@@ -156,7 +159,8 @@ def memory_r2(cfg: Any) -> Workload:
     candidates per fact (one fact per turn, at most max_candidates) whose operations restate the facts (+ 10 per
     fact). Every call is a trained row whose prompt is the chat so far. Sessions per trajectory: the curriculum's mean;
     local re-rollouts add local_prob x local_rollouts / group_size sessions per session; the frozen answer agent
-    answers questions_global per trajectory and questions_local per re-rollout, at answer_max_tokens (the cap)."""
+    answers questions_global per trajectory and questions_local per re-rollout, at answer_max_tokens (the cap), on
+    the devices frozen_devices names (per device the policy engine's max_slots bounded by answer_kv_cache_bytes)."""
     a = cfg.agent
     k = a.chunks_per_session
     chunk = LOCOMO_SESSION / k
@@ -175,7 +179,8 @@ def memory_r2(cfg: Any) -> Workload:
     calls = a.questions_global + s * a.local_prob * a.local_rollouts / a.group_size * a.questions_local
     kv_tok = kv_token(cfg.model.preset)
     frozen = Frozen(calls=calls, prompt=qa, response=a.answer_max_tokens,
-                    slots=_kv_slots(a.answer_kv_cache_bytes, cfg.engine.max_slots, kv_tok, qa + a.answer_max_tokens))
+                    slots=_kv_slots(a.answer_kv_cache_bytes, cfg.engine.max_slots, kv_tok, qa + a.answer_max_tokens),
+                    devices=a.frozen_devices)
     ctx = (prefill[0][0] + prefill[1][0]) // 4
     return Workload(recipe="memory_r2", samples=cfg.prompts_per_step * a.group_size, rows=rows, prefill=prefill,
                     decode_tokens=per * k * (round(chunk) + man_resp), decode_ctx=ctx, frozen=frozen,

@@ -21,7 +21,8 @@ Rates (stated numbers):
 - rollout prefill at 35% MFU: measured, /work/shared/gpu/2026-11-27/analysis.md section 4 (the sweep's prefill);
 - rollout decode at 52% of the HBM byte roofline (weights + KV read per round): measured, 7B at batch 256,
   analysis.md (6.50 ms roofline / 12.58 ms measured), at the plan's decode slots per GPU; a frozen model (Memory-R1's
-  and Memory-R2's answer agent) decodes on its own one-device engine per process, at its pool's slots;
+  and Memory-R2's answer agent) prefills and decodes on its own engine in each process, at its pool's slots per
+  device, over the devices its config places it on (frozen_devices "engine": the plan's engine devices, "one": one);
 - collectives: NVLink 450 GB/s per direction per GPU inside a node, InfiniBand 50 GB/s per GPU (400 Gb/s NDR)
   between nodes (stated, not measured). Inside a host: the compiled bytes per micro-batch (the plan's loop bytes /
   its micro_batches) times the step's micro-batches, for each update epoch and each log-prob forward (a critic's
@@ -138,15 +139,17 @@ def model(plan: dict, gpus: int, gpu: str = "h100", work: rw.Workload | None = N
                                      f"per round at 52% of {HBM[gpu] / 1e12:.2f} TB/s, measured share)"}
     frozen_pre = 0.0
     if (fz := work.frozen) is not None:
-        procs = gpus // 8  # one frozen engine of one device per process (a process per node)
+        per = plan["engine_devices"] if fz.devices == "engine" else 1  # its devices in each process (a node)
+        fgpus = gpus // 8 * per
         calls = samples * fz.calls
         frozen_pre = calls * flops.estimate(cfg, [fz.prompt + fz.response], training=False) / (
-            procs * MFU_PREFILL * PEAK)
-        fdec, fround = _decode_s(calls * fz.response, procs, fz.slots, w, kv_tok, fz.prompt + fz.response // 2, gpu)
-        rows["frozen_answers"] = {"seconds": frozen_pre + fdec, "calls": calls, "slots": fz.slots,
-                                  "how": f"modelled: {calls:.0f} answers on {procs} one-device engine(s) of "
-                                         f"{fz.slots} slots: prefill at 35% MFU + decode rounds of "
-                                         f"{fround / 1e9:.1f} GB at 52% of the HBM roofline (measured rates)"}
+            fgpus * MFU_PREFILL * PEAK)
+        fdec, fround = _decode_s(calls * fz.response, fgpus, fz.slots, w, kv_tok, fz.prompt + fz.response // 2, gpu)
+        rows["frozen_answers"] = {"seconds": frozen_pre + fdec, "calls": calls, "slots": fz.slots, "gpus": fgpus,
+                                  "how": f"modelled: {calls:.0f} answers on {fgpus} GPU(s) ({gpus // 8} engine(s) of "
+                                         f"{per} device(s), frozen_devices={fz.devices!r}) of {fz.slots} slots "
+                                         f"each: prefill at 35% MFU + decode rounds of {fround / 1e9:.1f} GB at 52% "
+                                         "of the HBM roofline (measured rates)"}
     step = sum(r["seconds"] for r in rows.values())
     compute = rows["update"]["seconds"] + rows["old_ref_logp"]["seconds"] + rows.get("critic", {}).get("seconds", 0)
     hidden = micro * max(per_micro / NVLINK - compute / micro, 0.0) + inter_s

@@ -9,7 +9,8 @@ Invariants: each group validates its own fields, EngineConfig the rules across t
 sequence) is a multiple of page_size; the pool holds at least one full window, one spare page and the null page.
 Data parallelism (`data_parallel` = D > 1): max_slots, prefill_slots, queue_size, token_budget and kv.num_pages /
 kv_cache_gib / kv_cache_bytes are TOTALS split evenly into D device groups (each count divides by D; every group's
-pool has its own null page); `per_device(D)` is the config one group's loop compiles for. `tensor_parallel` = T
+pool has its own null page); `per_device(D)` is the config one group's loop compiles for, `over_groups(D)` its
+inverse (D groups each running a given one-group config: the frozen engines' layout). `tensor_parallel` = T
 devices per group split the heads and the pool's KV heads (each device holds 1/(D x T) of the pool).
 """
 
@@ -301,6 +302,22 @@ class EngineConfig:
             out = dataclasses.replace(out, kernels=dataclasses.replace(self.kernels,
                                                                        attention="pallas" if gpu else "reference"))
         return out
+
+    def over_groups(self, d: int) -> EngineConfig:
+        """The config of `d` data-parallel device groups each running this one (per_device's inverse: the totals
+        multiplied by d, data_parallel = d), so that `over_groups(d).per_device(d)` is this config's group."""
+        if not isinstance(d, int) or d < 1 or self.data_parallel != 1:
+            raise ValueError(f"EngineConfig.over_groups: d must be an int >= 1 on a one-group config, got d={d!r}, "
+                             f"data_parallel={self.data_parallel}")
+        if d == 1:
+            return self
+        kv = self.kv
+        mul = lambda v: v * d if v else v
+        kv = dataclasses.replace(kv, num_pages=mul(kv.num_pages), kv_cache_bytes=mul(kv.kv_cache_bytes),
+                                 kv_cache_gib=None if kv.kv_cache_gib is None else kv.kv_cache_gib * d)
+        return dataclasses.replace(self, max_slots=self.max_slots * d, prefill_slots=self.prefill_slots * d, kv=kv,
+                                   queue_size=mul(self.queue_size), token_budget=mul(self.token_budget),
+                                   data_parallel=d)
 
     def per_device(self, d: int) -> "EngineConfig":
         """The config of one of `d` device groups: the totals (max_slots, prefill_slots, queue_size, token_budget,

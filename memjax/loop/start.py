@@ -3,7 +3,8 @@ parts the loop steps (mesh, model, trainer, credit, engine, this process's data 
 
 Owns `open_system(cfg)` (the registered system of `agent.name` and its Curriculum, after every refusal that needs
 no model) and `build(cfg, system, say)` (the `Parts`, in order: mesh, model, engine config, the plan's sharding and
-memory check (memjax.run.plan.check), the system's set-up, Trainer, Credit, the Engine on the rollout devices with
+memory check (memjax.run.plan.check), the devices the system's frozen engines may span (the policy engine's:
+`System.place_frozen`), the system's set-up, Trainer, Credit, the Engine on the rollout devices with
 the planned KV pool, then this process's block of every generation batch and its data stream).
 Invariants: every failure is one ConfigError / PlanError line; nothing here writes out_dir; with several
 processes each reads only its block [lo, hi) of a generation batch (whole groups), with one process the whole
@@ -124,6 +125,7 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
     # (on devices with a memory limit, or against plan_hbm_gib) does it fit? One-line PlanError otherwise.
     planned = check(placed_cfg, devices=len(train_devs) if split_devs else None, hbm_gib=cfg.plan_hbm_gib or None,
                     min_kv_gib=cfg.min_kv_gib, model_cfg=model.cfg)
+    system.place_frozen(engine_devs[:placed.spans])  # frozen engines: over the policy engine's devices, this process's
     system.setup(model, tok)
     ref = nnx.state(model, nnx.Param) if cfg.loss.kl_coef else None  # the Trainer copies it (ref_dtype)
     update = dataclasses.replace(cfg.update, temperature=system.temperature if system.temperature > 0 else 1.0)

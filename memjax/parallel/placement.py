@@ -1,7 +1,8 @@
 """Where a training run's rollout engine runs: by default every device of its process.
 
 Owns `Placement` (the engine's data_parallel D and tensor_parallel T on a process's N devices, why, and a one-line
-warning when the rollout spans fewer devices than the run trains on) and `place(...)`. Mode "all"
+warning when the rollout spans fewer devices than the run trains on), `place(...)`, and where a system's frozen
+models run beside it (`held_devices`, `held_where`: every device the policy engine spans, or one). Mode "all"
 (TrainConfig.rollout_devices, the default): D x T = N with T the least tensor-parallel degree (a divisor of N that
 divides the heads, KV heads and MLP width) at which one device holds the run's resident state, 1/T of the engine's
 weights and at least `min_kv_bytes` of KV; an engine.data_parallel other than 1 is kept as given, and single-device
@@ -62,7 +63,8 @@ def place(ecfg, devices: int, heads: int, *, mode: str = "all", weight_bytes: in
           held_bytes: int = 0, hbm_bytes: int | None = None, min_kv_bytes: int = 0) -> Placement:
     """The engine's placement on `devices` devices (module docstring). heads: gcd of the model's heads, KV heads and
     MLP width (what T must divide); weight_bytes: the engine's whole weights; resident_bytes: the trainer's state
-    per device; held_bytes: frozen models' weights + KV on the first device; hbm_bytes: one device's memory."""
+    per device; held_bytes: frozen models' weights + KV on the worst device (every device the policy engine spans
+    with frozen_devices='engine'); hbm_bytes: one device's memory."""
     if mode not in MODES:
         raise ValueError(f"TrainConfig.rollout_devices must be one of {MODES}, got {mode!r}")
     t0, d0 = ecfg.tensor_parallel, ecfg.data_parallel
@@ -106,3 +108,18 @@ def place(ecfg, devices: int, heads: int, *, mode: str = "all", weight_bytes: in
 def heads_of(mcfg) -> int:
     """What tensor_parallel must divide: the heads, KV heads and MLP width of the model."""
     return math.gcd(mcfg.num_heads, mcfg.num_kv_heads, mcfg.intermediate_size)
+
+
+def held_devices(h, spans: int) -> int:
+    """Devices of this process a held model's engine spans (memjax.systems.base.HeldModel) when the policy engine
+    spans `spans` of them: all of them (devices "engine": data-parallel, a full copy on each) or one ("one")."""
+    return spans if getattr(h, "devices", "one") == "engine" else 1
+
+
+def held_where(h, spans: int) -> str:
+    """Where a held (frozen) model lives: the memory plan's holds line and --check."""
+    n, kv = held_devices(h, spans), f"{h.kv_cache_bytes / GIB:g} GiB KV"
+    if n > 1:
+        return (f"frozen copy on each of the policy engine's {n} devices (data_parallel {n}), {kv} per device "
+                "(frozen_devices='engine')")
+    return f"frozen copy on one device, {kv} (frozen_devices='{getattr(h, 'devices', 'one')}')"

@@ -4,8 +4,11 @@ Owns `plan(cfg, devices, hbm_gib)` -> dict, `check(cfg, devices, hbm_gib)` (rais
 reason; a training run calls it at start-up), the engine placement of a run (`place_run`, `resolve`), `table` and
 `shard_check` (a config that cannot shard is a PlanError naming the values that would work); the command is
 memjax/cli/plan.py. Rows per device: the policy's master weights and AdamW state, the reference, the critic, every
-held model's weights and KV, the engine's weights and KV pool, and the train temporaries from XLA's memory
-analysis of the real programs compiled ahead of time for abstract inputs (nothing allocated).
+held model's weights and KV (a full copy and its pool on every device the policy engine spans with
+frozen_devices="engine", the default, else on one: either way the worst device's bytes; memjax.parallel.placement
+`held_where` says which),
+the engine's weights and KV pool, and the train temporaries from XLA's memory analysis of the real programs compiled
+ahead of time for abstract inputs (nothing allocated).
 Invariants: rollout = resident + engine weights + KV; update = resident + temporaries; the peak is the larger
 phase with engine_sleep, else their sum; a plan fits when the peak <= HBM and KV >= min_kv_gib per device.
 docs/trainer.md, "The memory plan", has how the programs are compiled and the shipped recipes' plans.
@@ -132,13 +135,15 @@ def place_run(cfg, devices: int, model_cfg=None, *, strict: bool = False):
 def rollout_line(cfg, ecfg, devices: int) -> str:
     """`--check`'s rollout line(s) of a training config whose system runs `ecfg` on `devices` devices of this
     process (the deployment fields engine.data_parallel / tensor_parallel applied on top, as the run does):
-    the Placement, a one-line warning when it spans fewer devices than the run trains on; a placement that
+    the Placement, a one-line warning when it spans fewer devices than the run trains on, where each frozen
+    model's engine runs (`held_lines`); a placement that
     cannot fit is a ConfigError (one line). Nothing is compiled."""
     from ..core.config import ConfigError
     ecfg = dataclasses.replace(ecfg, **{f: getattr(cfg.engine, f) for f in ("data_parallel", "tensor_parallel")
                                         if getattr(cfg.engine, f) != 1})
     try:
-        return place_run(dataclasses.replace(cfg, engine=ecfg), devices, strict=True)[1].line()
+        p = place_run(dataclasses.replace(cfg, engine=ecfg), devices, strict=True)[1]
+        return "\n".join([p.line(), *held_lines(cfg, p.spans)])
     except PlanError as e:
         raise ConfigError(f"engine: {e}") from None
 
@@ -184,6 +189,12 @@ def shard_check(cfg, devices: int, model_cfg=None) -> tuple[int, int, int]:
 def _held(cfg) -> tuple:
     agent = getattr(cfg, "agent", None)
     return agent.held_models() if agent is not None and hasattr(agent, "held_models") else ()
+
+
+def held_lines(cfg, spans: int) -> list[str]:
+    """`--check`'s line per held model of the config: its engine's devices of this process."""
+    from ..parallel.placement import held_where
+    return [f"frozen: {h.role}: {held_where(h, spans)}" for h in _held(cfg)]
 
 
 def _critic_rows(cfg, mcfg, mesh, u, micro_batches: int, row_len: int) -> tuple[dict, dict]:
@@ -317,12 +328,13 @@ def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batche
     for k in ("answer_agent_weights", "answer_agent_kv", "judge_weights", "judge_kv"):
         out[k] = 0
     frozen = _bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(mcfg.dtype)), aparams))
-    for h in held:  # one device holds each (single-device engines): the worst device's bytes
+    for h in held:  # a full copy and its pool on every device its engine spans (or on one): per device the same
         out[f"{h.role}_weights"] += frozen
         out[f"{h.role}_kv"] += int(h.kv_cache_bytes)
     agent = getattr(cfg, "agent", None)
+    from ..parallel.placement import held_where
     holds = {"policy": mcfg.name, "reference": bool(lc.kl_coef), "critic": critic_info is not None,
-             **{h.role: f"frozen copy on its own engine, {h.kv_cache_bytes / GIB:g} GiB KV" for h in held},
+             **{h.role: held_where(h, placed.spans) for h in held},
              "judge": agent.judge_served() if hasattr(agent, "judge_served") else "none"}
     hbm = int(hbm_gib * GIB)
     groups = engine_groups(cfg.engine, d, f, t)

@@ -24,14 +24,42 @@ from typing import Any, ClassVar, Protocol
 @dataclass(frozen=True)
 class HeldModel:
     """A model a system holds besides the policy (its reference and critic are the trainer's), served on its
-    own single-device Engine: `role` names the plan's rows (`answer_agent_weights`, `answer_agent_kv`, ...);
-    the weights are the policy's architecture in its compute dtype (a frozen copy, or a checkpoint of the
-    same model); `kv_cache_bytes` is that engine's pool, freed through the update (Engine.sleep(weights=False),
-    System.frozen_engines) when the run's engine sleeps. `judge` records how a system's judge is served
-    ("rule", "remote": an OpenAI-compatible endpoint, nothing on these devices)."""
+    own Engine: `role` names the plan's rows (`answer_agent_weights`, `answer_agent_kv`, ...); the weights are the
+    policy's architecture in its compute dtype (a frozen copy, or a checkpoint of the same model);
+    `kv_cache_bytes` is that engine's pool on each device it spans, freed through the update
+    (Engine.sleep(weights=False), System.frozen_engines) when the run's engine sleeps; `devices` is the section's
+    frozen_devices (FROZEN_DEVICES): "engine" = a full copy and that pool on every device the run's engine spans
+    (data-parallel), "one" = on one device. `judge` records how a system's judge is served ("rule", "remote": an
+    OpenAI-compatible endpoint, nothing on these devices)."""
 
     role: str
     kv_cache_bytes: int
+    devices: str = "engine"
+
+
+# Where a frozen model's engine runs (each system section's `frozen_devices`): "engine" = data-parallel over the
+# devices the run's policy engine spans on this process (a full copy, the per-device pool and slots on each);
+# "one" = one device of them.
+FROZEN_DEVICES = ("engine", "one")
+
+
+def check_frozen_devices(section: str, value: str) -> None:
+    """One-line ValueError unless `value` is one of FROZEN_DEVICES."""
+    if value not in FROZEN_DEVICES:
+        raise ValueError(f"{section}.frozen_devices must be one of {FROZEN_DEVICES}, got {value!r}")
+
+
+def frozen_engine(model, ecfg, layout: str, devices=None):
+    """A frozen model's Engine: `ecfg` is ONE device's config (its slots and KV pool); layout "engine" runs it
+    data-parallel on each of `devices` (the totals multiplied by their count: EngineConfig.over_groups); "one", or
+    at most one device given, runs it on the first of `devices` (none given: the process's first device)."""
+    from ..engine import Engine
+
+    check_frozen_devices("frozen_engine", layout)
+    devs = list(devices or [])
+    if layout == "engine" and len(devs) > 1:
+        return Engine(model, ecfg.over_groups(len(devs)), devices=devs)
+    return Engine(model, ecfg, devices=devs[:1] or None)
 
 
 @dataclass(frozen=True)
@@ -145,6 +173,14 @@ class System(abc.ABC):
     def frozen_engines(self) -> list:
         """The engines of `held_models` that exist now (the loop frees their KV pools through the update)."""
         return []
+
+    frozen_on: list | None = None  # the devices frozen engines may span (place_frozen); None: the default device
+
+    def place_frozen(self, devices) -> None:
+        """The devices the run's policy engine spans on this process (the loop calls this before `setup`; under
+        split_async the rollout devices only): a frozen engine with frozen_devices="engine" runs data-parallel
+        over them (`frozen_engine`)."""
+        self.frozen_on = list(devices)
 
     def retained_kv(self) -> str:
         """What in the training workflow continues a turn's retained KV in the next turn (Request.retain /

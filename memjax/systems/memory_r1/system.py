@@ -6,7 +6,7 @@ Decisions (the paper leaves them open; memjax's own):
 - ONE frozen helper model (`setup`: a copy of the initial policy in its compute dtype, fresh buffers since the trainer
   may donate the policy's, or `frozen_hf_path`) on its own bounded-pool Engine plays every untrained part: the fact
   extractor, the bank-building manager and, in stage 1, the frozen answer agent that scores the manager (its pool
-  sleeps through the update); in stage 2 it is the fixed manager, freed once the banks are built.
+  sleeps through the update); in stage 2 it is the fixed manager, freed once the banks are built; on `frozen_devices`.
 - Banks are built once in `setup` by a greedy construction pass over each conversation, kept in memory.
 - Stage 1 samples are Alg. 1's single-step tuples, reward = the frozen agent's mean EM over the turn's linked
   questions after the sampled operations; stage 2 samples are the questions with 30 + 30 retrieved memories,
@@ -25,14 +25,16 @@ from typing import Any
 import numpy as np
 
 from ...agents.heldout import run_heldout
-from ...engine import Engine, EngineConfig, KVCacheOptions
+from ...engine import EngineConfig, KVCacheOptions
 from ...rewards.locomo import token_set_f1
 from ..base import (
     AgentSection,
     CountingStream,
     HeldModel,
     System,
+    check_frozen_devices,
     frozen_copy,
+    frozen_engine,
     register,
 )
 from .data import (
@@ -69,7 +71,8 @@ class MemoryR1Section(AgentSection):
     embedder: str = "wordllama"
     frozen_hf_path: str = ""             # "" = a copy of the initial policy
     frozen_kv_cache_bytes: int = 4 << 30
-    frozen_max_slots: int = 32
+    frozen_max_slots: int = 32          # per device of the frozen engine, as frozen_kv_cache_bytes
+    frozen_devices: str = "engine"       # "engine": data-parallel over the policy engine's devices | "one"
     eval_limit: int = 0
 
     def __post_init__(self):
@@ -82,6 +85,7 @@ class MemoryR1Section(AgentSection):
         for f in ("frozen_kv_cache_bytes", "frozen_max_slots"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"{type(self).__name__}.{f} must be > 0, got {getattr(self, f)}")
+        check_frozen_devices(type(self).__name__, self.frozen_devices)
         if self.eval_limit < 0:
             raise ValueError(f"{type(self).__name__}.eval_limit must be >= 0, got {self.eval_limit}")
         self.r1(temperature=self.temperature)         # validates the shared fields
@@ -105,7 +109,8 @@ class MemoryR1ManagerSection(MemoryR1Section):
 
 
     def held_models(self) -> tuple[HeldModel, ...]:
-        return (HeldModel("answer_agent", self.frozen_kv_cache_bytes),)  # the frozen answer agent scores every op
+        # the frozen answer agent scores every op
+        return (HeldModel("answer_agent", self.frozen_kv_cache_bytes, self.frozen_devices),)
 
 
 @dataclass(frozen=True)
@@ -136,15 +141,15 @@ class _MemoryR1(System):
         return default
 
     def make_frozen_engine(self, frozen_model):
-        """The frozen model's own Engine (built in `setup`, before the run's engine): a window for the longest
-        prompt + response, page 64, `frozen_max_slots` slots and a `frozen_kv_cache_bytes` KV pool, so that
-        both engines fit one device."""
+        """The frozen model's own Engine (built in `setup`, before the run's engine): per device a window for the
+        longest prompt + response, page 64, `frozen_max_slots` slots and a `frozen_kv_cache_bytes` KV pool, so
+        that both engines fit each device; on the devices `frozen_devices` names (`frozen_engine`)."""
         c = self.cfg
         window = -(-(c.max_prompt_tokens + c.max_response_tokens) // 64) * 64
-        return Engine(frozen_model, EngineConfig(max_slots=c.frozen_max_slots, page_size=64, window=window,
-                                                 prefill_slots=min(4, c.frozen_max_slots), prefill_chunk=1024,
-                                                 progress=False,
-                                                 kv=KVCacheOptions(kv_cache_bytes=c.frozen_kv_cache_bytes)))
+        one = EngineConfig(max_slots=c.frozen_max_slots, page_size=64, window=window,
+                           prefill_slots=min(4, c.frozen_max_slots), prefill_chunk=1024, progress=False,
+                           kv=KVCacheOptions(kv_cache_bytes=c.frozen_kv_cache_bytes))
+        return frozen_engine(frozen_model, one, c.frozen_devices, self.frozen_on)
 
     def _parts(self):
         from ...data.locomo import load_locomo

@@ -9,9 +9,9 @@ within their local group and role. A constant group gets 0; a group of one A = r
 `advantages` [N, T] on the row's loss-mask tokens (the step-level loss averages it back to the same value).
 Curriculum: training conversations are truncated to `curriculum_sessions[k]` sessions from step `curriculum_steps[k]`
 on; the stream derives the step from its position, so a resumed run continues in the right stage, and `stage(step)`
-gives the loop the same stages (memjax/run/curriculum.py). The answer agent is frozen ("policy_copy" on a second
-Engine, or the rule-based "overlap"). Evaluation: `eval_part`, one greedy rollout, every question on the final
-bank: F1, BLEU-1, J, M-Fail, memory size. Long form: docs/memory_r2.md, 'How a step runs' and 'Curriculum'.
+gives the loop the same stages (memjax/run/curriculum.py). The answer agent is frozen ("policy_copy": a second Engine
+on `frozen_devices`, its own pool per device; or the rule-based "overlap"). Evaluation: `eval_part`, one greedy
+rollout, every question on the final bank: F1, BLEU-1, J, M-Fail, memory size. Long form: docs/memory_r2.md.
 """
 
 from __future__ import annotations
@@ -33,7 +33,16 @@ from ...data.locomo_splits import split_conversations, split_questions
 from ...rewards.locomo import OpenAIJudge, RuleBasedJudge, m_fail
 from ...rl.batch import unit_index
 from ...rl.estimators import SINGLETONS, logo_grpo_advantages
-from ..base import AgentSection, CountingStream, HeldModel, System, frozen_copy, register
+from ..base import (
+    AgentSection,
+    CountingStream,
+    HeldModel,
+    System,
+    check_frozen_devices,
+    frozen_copy,
+    frozen_engine,
+    register,
+)
 
 _EPISODE = [f.name for f in dataclasses.fields(MemoryR2Config)]
 
@@ -55,7 +64,9 @@ class MemoryR2Section(AgentSection):
     answer_max_tokens: int = 512
     answer_parser: str = "official"  # the answer agent's reply reader: "official" (Memory-R2's
     # extract_answer_from_text: first tag, case-insensitive, then Answer: lines) | "last_tag" (memjax's earlier)
-    answer_kv_cache_bytes: int = 4 << 30  # the policy_copy answer agent's own KV pool (one device; memjax.plan)
+    answer_kv_cache_bytes: int = 4 << 30  # the policy_copy answer agent's own KV pool per device (memjax.plan)
+    frozen_devices: str = "engine"  # the answer agent's engine: "engine" (data-parallel over the policy engine's
+    # devices, a full copy on each) | "one" (one device)
     judge: str = "rule"  # "rule" (RuleBasedJudge, not an LLM) | "openai"
     judge_url: str = ""
     judge_model: str = ""
@@ -108,6 +119,7 @@ class MemoryR2Section(AgentSection):
                       ("judge", ("rule", "openai")), ("eval_part", ("validation", "test", "train"))):
             if getattr(self, f) not in ok:
                 raise ValueError(f"MemoryR2Section.{f} must be one of {ok}, got {getattr(self, f)!r}")
+        check_frozen_devices("MemoryR2Section", self.frozen_devices)
         if not self.answer_kv_cache_bytes > 0:
             raise ValueError(f"MemoryR2Section.answer_kv_cache_bytes must be > 0, got {self.answer_kv_cache_bytes}")
         if self.judge == "openai" and not (self.judge_url and self.judge_model):
@@ -123,7 +135,8 @@ class MemoryR2Section(AgentSection):
             raise ValueError("MemoryR2Section: bad local_decoding, eval_max_sessions or empty train_conversations")
 
     def held_models(self) -> tuple[HeldModel, ...]:
-        return (HeldModel("answer_agent", self.answer_kv_cache_bytes),) if self.answer_agent == "policy_copy" else ()
+        return (HeldModel("answer_agent", self.answer_kv_cache_bytes, self.frozen_devices),) \
+            if self.answer_agent == "policy_copy" else ()
 
     def episode(self, **changes) -> MemoryR2Config:
         return MemoryR2Config(**{**{f: getattr(self, f) for f in _EPISODE}, **changes})
@@ -232,19 +245,18 @@ class MemoryR2System(System):
         self._tok = tokenizer
 
     def _answer_agent(self):
-        """The frozen answer agent; the policy copy gets its Engine on first use (the loop calls setup()
-        before engine_config(), whose config the answer engine shares)."""
+        """The frozen answer agent; the policy copy gets its Engine on first use (the loop calls engine_config()
+        before setup(); the answer engine runs that config per device, its own pool, on the frozen_devices)."""
         if self.agent is None and getattr(self, "_frozen", None) is not None:
-            from ...engine import Engine
-
             if self._engine_cfg is None:
                 raise ValueError("MemoryR2System: answer_agent='policy_copy' needs engine_config() first")
             c = self.cfg
             kv = dataclasses.replace(self._engine_cfg.kv, kv_cache_bytes=c.answer_kv_cache_bytes, kv_cache_gib=None,
                                      num_pages=None)
-            # one device, its own pool
+            # one device's config, its own pool: frozen_engine lays it over the devices
             ecfg = dataclasses.replace(self._engine_cfg, kv=kv, data_parallel=1, tensor_parallel=1)
-            self.agent = EngineAnswerAgent(Engine(self._frozen, ecfg), self._tok, self.embedder,
+            engine = frozen_engine(self._frozen, ecfg, c.frozen_devices, self.frozen_on)
+            self.agent = EngineAnswerAgent(engine, self._tok, self.embedder,
                                            top_k=c.answer_top_k, threshold=c.answer_threshold,
                                            max_tokens=c.answer_max_tokens, parser=c.answer_parser)
             self._frozen = None  # the engine holds its own copy

@@ -156,7 +156,8 @@ SCHEDULES = {"colocated_async": ["schedule=colocated_async"],
 
 def test_check_prints_the_split_or_one_refusal_on_8_devices(tmp_path):
     """`--check` on 8 host devices, one child process: the tiny task's split, and every shipped GPU recipe under each
-    async schedule: its schedule line, or the one line that refuses it (nothing compiled, nothing written)."""
+    async schedule: its schedule line, or the one line that refuses it (nothing compiled, nothing written); Memory-R1's
+    frozen answer agent on the rollout devices (all 8, or the split's 4)."""
     two = json.loads((FIX / "locomo_fixture.json").read_text())
     ids = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48", "conv-49", "conv-50")
     r2 = tmp_path / "locomo_r2.json"
@@ -187,4 +188,7 @@ def test_check_prints_the_split_or_one_refusal_on_8_devices(tmp_path):
             else:
                 assert r["rc"] == 2 and refusal in r["err"], (cfg, sched, r)
                 assert len(r["err"].strip().splitlines()) == 1, r["err"]
+    for sched, n in (("colocated_async", 8), ("split_async", 4)):  # the frozen answer agent: the rollout devices only
+        assert (f"frozen: answer_agent: frozen copy on each of the policy engine's {n} devices (data_parallel {n}), "
+                "4 GiB KV per device (frozen_devices='engine')") in res[f"memory_r1/train_manager.py {sched}"]["out"]
     assert not (tmp_path / "out").exists()

@@ -3,8 +3,10 @@ step's micro-batches (98,066,432 trained tokens: 2,048 samples x 47,884, counted
 lengths) plus the between-host bytes once per mini-batch; the decode batch is the plan's slots per GPU; the step is
 the sum of its phases and the floor the compute phases alone. Every other shipped recipe's workload (SUMER, Memory-R1
 manager and answer agent, Memory-R2) is counted here by hand from its config; the 4-host plan modelled from one node
-matches the compiled one; `--all` runs on the shipped plans."""
+matches the compiled one; the frozen answer agent runs on the devices its config places it on; `--all` runs on the
+shipped plans."""
 
+import dataclasses
 import json
 import math
 
@@ -17,7 +19,7 @@ GIB = 1 << 30
 
 def _plan(slots: int = 768, groups: int = 8, inter: int = 0) -> dict:
     return {"micro_rows_effective": 8, "row_len": 8192, "micro_batches": 16, "engine_max_slots": slots,
-            "engine_groups": groups, "hosts": 1, "backend": "test",
+            "engine_groups": groups, "engine_devices": groups, "hosts": 1, "backend": "test",
             "traffic": {"update": {"max_intra": 16 * GIB, "max_inter": inter}, "logprobs": {"max_intra": 4 * GIB}}}
 
 
@@ -90,6 +92,16 @@ def test_memory_r1_manager_critic_and_frozen_answer_agent():
     assert ph["collectives"]["seconds"] == pytest.approx(6 * (1.75 * 16 + 1.75 * 4) * GIB / 16 / 450e9)
     assert ph["critic"]["seconds"] == pytest.approx(4 * ph["old_ref_logp"]["seconds"])  # values + update
     assert ph["frozen_answers"]["calls"] == pytest.approx(128 * 202 / 133)
+    # the frozen engine spans the plan's 8 engine devices per node (frozen_devices="engine", read from the config);
+    # "one" puts the same answers on one device per node: 8 x the seconds
+    assert w.frozen.devices == "engine" and ph["frozen_answers"]["gpus"] == 8
+    assert four["phases"]["frozen_answers"]["gpus"] == 32
+    lone = dataclasses.replace(w, frozen=dataclasses.replace(fz, devices="one"))
+    solo = step_model.model(_plan_at(6144, True, inter=GIB), 8, work=lone)["phases"]["frozen_answers"]
+    assert solo["gpus"] == 1 and solo["seconds"] == pytest.approx(8 * ph["frozen_answers"]["seconds"])
+    cfg_one = _cfg("configs/memory_r1/train_manager.py")
+    cfg_one = dataclasses.replace(cfg_one, agent=dataclasses.replace(cfg_one.agent, frozen_devices="one"))
+    assert step_model.rw.memory_r1_manager(cfg_one).frozen.devices == "one"
     # 4 mini-batches x (policy + critic) gradient all-reduces between hosts
     assert four["phases"]["collectives"]["seconds"] == pytest.approx(
         one["phases"]["collectives"]["seconds"] + 4 * 1.75 * GIB / 50e9)
@@ -110,6 +122,7 @@ def test_memory_r2_sessions_chats_epochs_and_answers():
     assert per_session == 42084 and w.samples == 32 and w.epochs == 2 and w.logprob_forwards == 2
     assert w.tokens == pytest.approx(32 * 18 * 1.125 * per_session)
     assert w.frozen.calls == pytest.approx(64 + 18 * 0.125 * 16) and w.frozen.response == 512
+    assert w.frozen.devices == "engine"  # configs/memory_r2/train.py: over the policy engine's devices
     r = step_model.model(_plan_at(32768), 8, work=w)
     ph = r["phases"]
     assert ph["update"]["seconds"] == pytest.approx(3 * ph["old_ref_logp"]["seconds"])  # 2 epochs x 3 / 2 forwards
