@@ -34,6 +34,7 @@ from ..core.outdir import (
     write_atomic,
 )
 from ..engine import Engine, SamplingParams
+from ..engine.placement import spanned
 from ..evaluation.locomo import (
     LocomoEvalConfig,
     failure_line,
@@ -79,9 +80,11 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
             if model.cfg.vocab_size != own.cfg.vocab_size:  # a policy of another system (or vocabulary) scores 0
                 raise ConfigError(f"policy={cfg.policy}: its vocabulary has {model.cfg.vocab_size:,} rows, system "
                                   f"{system.name!r}'s model {own.cfg.vocab_size:,}: not a policy of this system")
+        ecfg = system.engine_config(cfg.engine)
+        system.place_frozen(spanned(ecfg, jax.local_devices()))  # frozen engines: over the policy engine's devices
         system.setup(model, tok)
         t0 = time.perf_counter()
-        ev = system.evaluate(Engine(model, system.engine_config(cfg.engine)), tok)
+        ev = system.evaluate(Engine(model, ecfg), tok)
         if not ev:
             raise ConfigError(f"system {system.name!r} defines no held-out evaluation")
         scalars = {k: v for k, v in ev.items() if k not in ("traces", "samples")}

@@ -65,6 +65,14 @@ class SingleDevice:
         return self._release(pool, jnp.asarray(row), jnp.int32(n))
 
 
+def spanned(ecfg: EngineConfig, devices) -> list:
+    """The devices an engine of `ecfg` given `devices` runs on: the first D x T (data_parallel=-1: len(devices) // T
+    groups of T); may hold fewer than D x T when `devices` are too few (`placement` refuses that)."""
+    devs, t = list(devices), ecfg.tensor_parallel
+    d = len(devs) // t if ecfg.data_parallel == -1 else ecfg.data_parallel
+    return devs[: max(d, 0) * t]
+
+
 def placement(ecfg: EngineConfig, devices, mcfg: ModelConfig):
     """The placement of `ecfg` over `devices` (data_parallel=-1: len(devices) // T groups), validated."""
     devs, t = list(devices), ecfg.tensor_parallel

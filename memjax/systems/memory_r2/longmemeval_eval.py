@@ -13,7 +13,6 @@ max_prompt_tokens ends without answers (MemoryR2's rule): its record has answer 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,9 +50,12 @@ class RankingAnswerAgent:
 
 def memory_r2_lme_predictor(cfg, questions: Sequence[LmeQuestion]):
     """Load the policy (cfg.model) and the answer agent, return the batch predictor (cfg: a LongMemEvalConfig)."""
+    import jax
+
     from ...agents.heldout import run_heldout
     from ...checkpoint.source import ModelSource
     from ...engine import Engine
+    from ...engine.placement import spanned
 
     section = MemoryR2Section(embedder="hashed" if cfg.embedder == "hashbow" else "wordllama",
                               max_prompt_tokens=cfg.max_prompt_tokens, max_response_tokens=cfg.max_response_tokens,
@@ -63,8 +65,10 @@ def memory_r2_lme_predictor(cfg, questions: Sequence[LmeQuestion]):
     model, tok = cfg.model.load()
     answer_model = ModelSource(hf_path=cfg.answer_hf_path, dtype=cfg.model.dtype).load()[0] if cfg.answer_hf_path \
         else model
+    ecfg = system.engine_config(cfg.engine)
+    system.place_frozen(spanned(ecfg, jax.local_devices()))  # the answer agent: over the policy engine's devices
     system.setup(answer_model, tok)
-    engine = Engine(model, system.engine_config(cfg.engine))
+    engine = Engine(model, ecfg)
     workflow = system.workflow(engine, tok, train=False)
     ranking = RankingAnswerAgent(workflow.agent)
     workflow.agent = ranking

@@ -66,3 +66,15 @@ def test_resolve_on_cpu_is_concrete():
     fused = EngineConfig(kernels=KernelOptions(fuse_rope_kv=True)).resolve("cpu")
     assert fused.schedule == "split"
     assert dataclasses.replace(cfg, kernels=KernelOptions(attention="pallas")).kernels.attention == "pallas"
+
+
+def test_spanned_devices_follow_data_and_tensor_parallel():
+    """memjax.engine.placement.spanned: the devices an engine config runs on (what memjax.evaluate gives a system's
+    frozen engines), the first D x T of those given; data_parallel=-1 takes every whole group."""
+    from memjax.engine.placement import spanned
+
+    devs = list("abcdefgh")  # placeholders: spanned only slices
+    assert spanned(EngineConfig(), devs) == ["a"]
+    assert spanned(EngineConfig(data_parallel=-1), devs) == devs
+    assert spanned(EngineConfig(data_parallel=-1, tensor_parallel=2), devs[:7]) == devs[:6]
+    assert spanned(EngineConfig(data_parallel=2, tensor_parallel=2), devs) == devs[:4]
