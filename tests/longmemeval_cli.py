@@ -16,7 +16,7 @@ def run_longmemeval(paper: str, out: Path, monkeypatch, make_engine, extra=()) -
 
     engines = []
 
-    def engine(model, cfg):
+    def engine(model, cfg, devices=None):  # devices: where a frozen engine runs (unused by the script)
         engines.append(make_engine(cfg))
         return engines[-1]
 
