@@ -25,7 +25,7 @@ The fit (every input MEASURED in the sync rows, mean over seeds of the steps 2..
   colocated_async only, split_async's engine never sleeps).
 Each schedule's measured seconds per step leave out the last step's held-out evaluation and checkpoint (the
 simulator has neither); the raw figure is kept beside it. The 8 host devices share the CPU's cores, so split_async's
-rollout and update share them too: the split row is predicted twice, with the pool shared (Rates.shared_compute:
+rollout and update share them too: the split row is predicted twice, with the pool shared (Rates.overlap_speed 0.5:
 half rate for each while both run) and with no contention (each at its sync rate), two ends of the CPU's possible
 behaviour; its measured value is compared with both. Every figure in the output is labelled measured or predicted.
 """
@@ -159,7 +159,9 @@ def predict(f: dict, kind: str, devices: int, split: int, staleness: int, sim_kw
     rates = f["rates"]
     if kind == "split_async":
         # the worker installs each batch's weights between batches: no pause, no KV recomputed
-        rates = dataclasses.replace(rates, devices_per_replica=split, shared_compute=contention, resume="keep")
+        # the update's rate stays the pool's (fitted on every device); contention: each at half rate beside the other
+        rates = dataclasses.replace(rates, devices_per_replica=split, overlap_speed=0.5 if contention else 1.0,
+                                    resume="keep")
         sch = Schedule(kind, devices, max_staleness=staleness, rollout_devices=split)
     else:
         sch = Schedule(kind, devices, max_staleness=staleness)

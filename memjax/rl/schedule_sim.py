@@ -7,8 +7,9 @@ staleness, drops, busy fractions). Rollout devices are engine replicas that pref
 running conversation one token per step at the measured step time plus the KV reads beyond the measured context;
 training takes the batch's FLOPs at a measured rate plus a fixed host cost, then a weight sync or push. The schedules
 (sync, colocated_async, split_async) admit and batch through memjax.rl.staleness.Pacer. `Rates.shared_compute`
-models devices that share one pool of compute (host devices on a CPU): split_async's update and rollout then run at
-half rate while both run.
+models devices that draw on one pool of compute (host devices on a CPU: the update's rate is the pool's on any device
+count); `Rates.overlap_speed` is the fraction of its rate each of split_async's update and rollout runs at while both
+run (1 on separate devices; 0.5 for processor sharing of one pool).
 Invariants: deterministic for a seed; time advances only through events; every admitted trajectory is trained or
 (policy "drop") dropped; with max_staleness 0 colocated_async is sync.
 docs/async.md, "The step-time simulator", has the model's formulas and its predictions.
@@ -52,9 +53,11 @@ class Rates:
     split_slots: int | None = None  # slots of a rollout-only replica (no training state beside it); None = slots
     update_fixed_s: float = 0.0  # trainer seconds per update beside its FLOPs (host work: credit, engine sleep, logs)
     # every device draws on one pool of compute (host devices on a CPU's cores): an update takes FLOPs /
-    # train_flops_s (the pool's rate) on any device count, and split_async's rollout and update share the pool:
-    # while both run, each runs at half its rate (processor sharing)
+    # train_flops_s (the pool's rate) on any device count
     shared_compute: bool = False
+    # split_async: the fraction of its rate each of the rollout and the update runs at while both run (1: separate
+    # devices; 0.5: processor sharing of one pool, each at half rate)
+    overlap_speed: float = 1.0
 
     def __post_init__(self):
         if len(self.decode_batch) != len(self.decode_step_s) or not self.decode_batch:
@@ -68,6 +71,8 @@ class Rates:
             raise ValueError("Rates.slots and Rates.devices_per_replica must be > 0")
         if self.update_fixed_s < 0:
             raise ValueError(f"Rates.update_fixed_s must be >= 0, got {self.update_fixed_s}")
+        if not 0 < self.overlap_speed <= 1:
+            raise ValueError(f"Rates.overlap_speed must be in (0, 1], got {self.overlap_speed}")
         if self.resume not in ("recompute", "keep"):
             raise ValueError(f"Rates.resume must be 'recompute' or 'keep', got {self.resume!r}")
 
@@ -173,7 +178,7 @@ class _Replica:
         self.pq: deque = deque()  # [seq, remaining prefill tokens]
         self.heap: list = []  # (finish v, tie, seq)
         self.paused, self.trajs, self.busy, self.epoch, self._tie = False, 0, 0.0, 0, 0
-        self.speed = 1.0  # fraction of its rate (Rates.shared_compute: 0.5 while an update shares the pool)
+        self.speed = 1.0  # fraction of its rate (Rates.overlap_speed while split_async's update runs beside it)
 
     def active(self) -> bool:
         return not self.paused and bool(self.pq or self.heap)
@@ -274,7 +279,7 @@ def simulate(make: Callable[[np.random.Generator], Trajectory], rates: Rates, sc
     admitted_tags, trained_tags, stal, spans = [], [], [], []
     update_times, train_secs = [], []
     trainer_busy = [False]
-    shared = split and rates.shared_compute
+    shared = split and rates.overlap_speed < 1
     work = {"on": False, "left": 0.0, "t": 0.0, "speed": 1.0, "epoch": 0}  # the split trainer's update in progress
     now = 0.0
 
@@ -353,8 +358,9 @@ def simulate(make: Callable[[np.random.Generator], Trajectory], rates: Rates, sc
             push(t + sec + rates.weight_sync_s, "live", None)
 
     def share(t):
-        """Rates.shared_compute under split_async: the update and the rollout run at half rate while both run."""
-        sp = 0.5 if work["on"] and any(r.active() for r in reps) else 1.0
+        """Rates.overlap_speed under split_async: the update and the rollout run at that fraction of their rates
+        while both run."""
+        sp = rates.overlap_speed if work["on"] and any(r.active() for r in reps) else 1.0
         if work["on"] and sp != work["speed"]:
             work["left"] -= (t - work["t"]) * work["speed"]
             work.update(t=t, epoch=work["epoch"] + 1)
@@ -408,7 +414,7 @@ def simulate(make: Callable[[np.random.Generator], Trajectory], rates: Rates, sc
             try_train(now)
         elif kind == "trained":  # split: the update is done, push the weights (the rollout group pauses)
             if payload != work["epoch"]:
-                continue  # rescheduled (Rates.shared_compute)
+                continue  # rescheduled (Rates.overlap_speed)
             work["on"] = False
             pause_all(now)
             push(now + rates.push_bytes / rates.push_bytes_s, "live", None)

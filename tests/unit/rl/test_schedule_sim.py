@@ -105,8 +105,8 @@ def test_bad_schedules():
 @pytest.mark.parametrize("decode,flops", [(10, 3.0), (30, 1.0)])
 def test_shared_compute_shares_the_pool_under_split(decode, flops):
     """Rollout R = decode * 0.1 s alone, update T = flops + 0.5 s alone (pool rate 1 FLOP/s on any device count):
-    independent devices overlap them (step max(R, T)); a shared pool runs each at half rate while both run, which
-    conserves work: the mean step is R + T."""
+    independent devices overlap them (step max(R, T)), as does the pool's rate without contention (overlap_speed 1);
+    a shared pool (overlap_speed 0.5) runs each at half rate while both run, which conserves work: the step is R + T."""
     r = Rates(decode_batch=(1,), decode_step_s=(0.1,), prefill_tok_s=1.0, slots=4, train_flops_s=1.0,
               update_fixed_s=0.5, forward_passes=0, resume="keep")  # keep: the zero-length push costs nothing
     spec = Trajectory((Turn(0, decode),), flops, 0.0)
@@ -115,7 +115,11 @@ def test_shared_compute_shares_the_pool_under_split(decode, flops):
     rr, tt = decode * 0.1, flops + 0.5
     apart = simulate(lambda rng: spec, Rates(**{**r.__dict__, "train_flops_s": 0.5}), sch, **kw)
     np.testing.assert_allclose(apart.step_s, max(rr, tt), rtol=1e-9)  # 2 train devices x 0.5 FLOP/s: the pool
-    shared = simulate(lambda rng: spec, Rates(**{**r.__dict__, "shared_compute": True}), sch, **kw)
+    pool = Rates(**{**r.__dict__, "shared_compute": True})
+    np.testing.assert_allclose(simulate(lambda rng: spec, pool, sch, **kw).step_s, max(rr, tt), rtol=1e-9)
+    shared = simulate(lambda rng: spec, Rates(**{**pool.__dict__, "overlap_speed": 0.5}), sch, **kw)
     np.testing.assert_allclose(shared.step_s, rr + tt, rtol=1e-9)  # the pool never idles: its work per step
+    with pytest.raises(ValueError, match="overlap_speed"):
+        Rates(**{**r.__dict__, "overlap_speed": 0.0})
     with pytest.raises(ValueError, match="update_fixed_s"):
         Rates(**{**r.__dict__, "update_fixed_s": -1.0})
