@@ -7,9 +7,7 @@ staleness, drops, busy fractions). Rollout devices are engine replicas that pref
 running conversation one token per step at the measured step time plus the KV reads beyond the measured context;
 training takes the batch's FLOPs at a measured rate plus a fixed host cost, then a weight sync or push. The schedules
 (sync, colocated_async, split_async) admit and batch through memjax.rl.staleness.Pacer. `Rates.shared_compute`
-models devices that draw on one pool of compute (host devices on a CPU: the update's rate is the pool's on any device
-count); `Rates.overlap_speed` is the fraction of its rate each of split_async's update and rollout runs at while both
-run (1 on separate devices; 0.5 for processor sharing of one pool).
+and `Rates.overlap_speed` model devices that draw on one pool of compute (host devices on a CPU's cores).
 Invariants: deterministic for a seed; time advances only through events; every admitted trajectory is trained or
 (policy "drop") dropped; with max_staleness 0 colocated_async is sync.
 docs/async.md, "The step-time simulator", has the model's formulas and its predictions.

@@ -65,6 +65,26 @@ def _metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
+def assert_same_run(one: Path, two: Path, must_have=()) -> None:
+    """The runs written to `one` and `two` have equal per-step metrics (`two` may log more keys; timings and the
+    engine-vs-trainer gap left out; `must_have`: keys the first run must log) and HF-exported parameters, to fp32
+    rounding."""
+    from safetensors.numpy import load_file
+
+    for a, b in zip(_metrics(one), _metrics(two), strict=True):
+        keys = [k for k in a if not k.endswith(TIMING) and not any(t in k for t in ("mfu", "per_s", "mismatch"))]
+        assert set(keys) <= set(b) and set(must_have) <= set(keys)
+        for k in keys:
+            if isinstance(a[k], float):
+                assert b[k] == pytest.approx(a[k], rel=2e-5, abs=1e-6), (a["step"], k, a[k], b[k])
+            else:
+                assert b[k] == a[k], (a["step"], k)
+    w1, w2 = load_file(one / "hf" / "model.safetensors"), load_file(two / "hf" / "model.safetensors")
+    assert w1.keys() == w2.keys()
+    diff = max(float(np.abs(w1[k] - w2[k]).max()) for k in w1)
+    assert diff < 1e-5, diff
+
+
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
     """The uninterrupted 2-process x 4-device run (3 steps) and its launcher output."""
@@ -75,26 +95,11 @@ def two(tmp_path_factory):
 
 
 def test_two_processes_equal_one_process(tmp_path, two):
-    from safetensors.numpy import load_file
-
     one, (two, r2) = tmp_path / "one", two
     r1 = _train(one, nproc=1)
     assert r1.returncode == 0, r1.stderr[-3000:]
-    m1, m2 = _metrics(one), _metrics(two)
-    assert [m["step"] for m in m2] == [1, 2, 3]  # process 0 alone writes: one line per step
-    for a, b in zip(m1, m2):
-        keys = [k for k in a if not k.endswith(TIMING) and not any(t in k for t in ("mfu", "per_s", "mismatch"))]
-        assert set(keys) <= set(b)
-        assert {"value_loss", "explained_variance"} <= set(keys)  # the critic ran (GAE)
-        for k in keys:
-            if isinstance(a[k], float):
-                assert b[k] == pytest.approx(a[k], rel=2e-5, abs=1e-6), (a["step"], k, a[k], b[k])
-            else:
-                assert b[k] == a[k], (a["step"], k)
-    w1, w2 = load_file(one / "hf" / "model.safetensors"), load_file(two / "hf" / "model.safetensors")
-    assert w1.keys() == w2.keys()
-    diff = max(float(np.abs(w1[k] - w2[k]).max()) for k in w1)
-    assert diff < 1e-5, diff
+    assert [m["step"] for m in _metrics(two)] == [1, 2, 3]  # process 0 alone writes: one line per step
+    assert_same_run(one, two, must_have=("value_loss", "explained_variance"))  # the critic ran (GAE)
     assert (two / "result.json").is_file() and (two / "checkpoints" / "3").is_dir()
     e1, e2 = (json.loads((d / "result.json").read_text())["evals"] for d in (one, two))
     assert e1[0] == e2[0] and [e["step"] for e in e2] == [0, 3]  # the held-out set split over the processes

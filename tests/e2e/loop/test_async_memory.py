@@ -1,9 +1,10 @@
-"""Memory-R2 (LoGo-GRPO: local branches re-roll sessions from their anchor's snapshot) under colocated_async on 4 host
-devices, in a child process with one compilation cache (the sync and max_staleness=0 runs repeat the first run's
-programs and compile nothing): the tiny task trains 2 steps, the second on a batch generated one version stale, with
-every token's version in its batch and each local branch in its anchor's batch, never older than its anchor; with
-max_staleness=0 it is the sync run bit for bit. (Each further system or device layout costs a compilation, about
-25 CPU-seconds: the other systems under both async schedules are checked by hand, docs/async.md.)"""
+"""Memory-R2 (LoGo-GRPO: local branches re-roll sessions from their anchor's snapshot) and Memory-R1 (the manager and
+the answer agent) under colocated_async on 4 host devices, in a child process with one compilation cache (the sync
+and max_staleness=0 runs repeat the first run's programs and compile nothing): each tiny task trains 2 steps, the
+second on a batch generated one version stale, with every token's version in its batch; Memory-R2's local branches
+train in their anchor's batch, never older than their anchor; with max_staleness=0 Memory-R2 is the sync run bit for
+bit. (Each further system costs a compilation, about 25 CPU-seconds; the same systems under split_async:
+tests/e2e/loop/test_split_async.py.)"""
 
 import json
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=70)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow(seconds=85)]  # the child: 81 s wall beside another module (2 cores)
 
 ROOT = Path(__file__).resolve().parents[3]
 CHILD = r"""
@@ -52,7 +53,9 @@ def run(config, name, *sets):
 
 res = {"r2_colocated": run("memory_r2/tiny.py", "r2c", "schedule=colocated_async"),
        "r2_sync": run("memory_r2/tiny.py", "r2s"),
-       "r2_zero": run("memory_r2/tiny.py", "r2z", "schedule=colocated_async", "max_staleness=0")}
+       "r2_zero": run("memory_r2/tiny.py", "r2z", "schedule=colocated_async", "max_staleness=0"),
+       "r1_manager": run("memory_r1/tiny.py", "r1m", "schedule=colocated_async"),
+       "r1_answer": run("memory_r1/tiny_answer.py", "r1a", "schedule=colocated_async")}
 print("RESULT" + json.dumps(res))
 """
 
@@ -67,14 +70,15 @@ def res(tmp_path_factory):
     return json.loads(p.stdout.split("RESULT", 1)[1])
 
 
-def test_it_trains_the_second_batch_one_version_stale(res):
-    h = res["r2_colocated"]["history"]
+@pytest.mark.parametrize("run", ["r2_colocated", "r1_manager", "r1_answer"])
+def test_it_trains_the_second_batch_one_version_stale(res, run):
+    h = res[run]["history"]
     assert [x["step"] for x in h] == [1, 2] and all(x["trained_samples"] > 0 for x in h)
-    assert all(x["grad_norm"] is not None and x["grad_norm"] > 0 for x in h)  # an update moved the weights
+    assert any(x["grad_norm"] > 0 for x in h)  # an update moved the weights (a flat batch has none)
     assert [x["rollout_async_admitted_version"] for x in h] == [0, 0]  # batch 2 generated before update 1
     assert [x["rollout_staleness_token_mean"] for x in h] == [0.0, 1.0]
     assert all(x["rollout_staleness_token_max"] <= 1 for x in h)  # max_staleness=1 bounds every token
-    for x, batch in zip(h, res["r2_colocated"]["batches"]):
+    for x, batch in zip(h, res[run]["batches"]):
         tokens = {v for row in batch["versions"] for v in row}  # the batch carries each token's version
         assert tokens == {x["rollout_async_admitted_version"]}
 
