@@ -32,6 +32,13 @@ import jax
 import numpy as np
 import pytest
 
+from tests.cpu_time import (  # noqa: F401  (hooks: CPU seconds per module at the end of a run)
+    pytest_runtest_logreport,
+    pytest_runtest_makereport,
+    pytest_runtest_protocol,
+    pytest_terminal_summary,
+)
+
 jax.config.update("jax_default_matmul_precision", "highest")
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs",
