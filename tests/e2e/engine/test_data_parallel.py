@@ -102,7 +102,8 @@ tp = Engine(model, EngineConfig(**CFG, kv=KVCacheOptions(num_pages=4 * 14), data
 tp_out = tp.generate(prompts, sp)
 q = tp._queue()[0]
 qw = [a for pth, a in jax.tree_util.tree_flatten_with_path(tp._params)[0] if "q_w" in jax.tree_util.keystr(pth)][0]
-hlo = tp._run.lower(tp._params, tp._slots, tp._pool, q, tp._ring, jnp.int32(1), jnp.int32(0)).compile().as_text()
+(ran,) = tp._runs_truncating.values()  # the loop tp_out ran (some requests sample with top-p): its cached program
+hlo = ran.lower(tp._params, tp._slots, tp._pool, q, tp._ring, jnp.int32(1), jnp.int32(0)).compile().as_text()
 res.update(tp_shards=sorted({tuple(s.data.shape) for s in tp._pool.k.addressable_shards}),
            tp_pool=list(tp._pool.k.shape), tp_qw=[list(s.data.shape) for s in qw.addressable_shards][:1],
            tp_equal=[a.token_ids == b.token_ids for a, b in zip(ref, tp_out)],
