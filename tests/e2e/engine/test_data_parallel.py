@@ -75,7 +75,8 @@ while child_rid not in done:
     done.update({c.request_id: c for c in dp.step()})
 while dp.num_unfinished:
     dp.step()
-want = one.generate([prompts[7] + parent.token_ids + [5, 6, 7]], greedy)[0]
+# beside a top-p request: the 1-device loop that ran `ref` (compiled); a greedy row takes the argmax in it too
+want = one.generate([prompts[7] + parent.token_ids + [5, 6, 7], prompts[0]], [greedy, sp[0]])[0]
 res.update(parent_dev=parent.kv.device, child_dev=child_dev, cont_equal=done[child_rid].token_ids == want.token_ids,
            cont_lp_err=float(np.abs(np.subtract(done[child_rid].logprobs, want.logprobs)).max()),
            continued=dp.stats["continued_tokens"], n_free=np.asarray(dp._pool.n_free).tolist(),
