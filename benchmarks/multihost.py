@@ -52,7 +52,8 @@ def _plan_at(cwd: Path, args) -> tuple[dict, float]:
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(cwd))
     env.pop("XLA_FLAGS", None)
     cmd = [sys.executable, "-m", "memjax.plan", str(args.config), "--devices", str(args.devices), "--hosts",
-           str(args.hosts), "--hbm-gib", str(args.hbm_gib), "--min-kv-gib", "0", "--json", "--no-exit-code"]
+           str(args.hosts), "--hbm-gib", str(args.hbm_gib), "--min-kv-gib", "0", "--backend", "cpu", "--json",
+           "--no-exit-code"]  # XLA:CPU's compile only (with the CUDA plugin installed, "auto" adds XLA:GPU's)
     cmd += ["--micro-batches", str(args.micro_batches)] if args.micro_batches else []
     for s in args.overrides:
         cmd += ["--set", s]

@@ -75,7 +75,8 @@ while child_rid not in done:
     done.update({c.request_id: c for c in dp.step()})
 while dp.num_unfinished:
     dp.step()
-want = one.generate([prompts[7] + parent.token_ids + [5, 6, 7]], greedy)[0]
+# beside a top-p request: the 1-device loop that ran `ref` (compiled); a greedy row takes the argmax in it too
+want = one.generate([prompts[7] + parent.token_ids + [5, 6, 7], prompts[0]], [greedy, sp[0]])[0]
 res.update(parent_dev=parent.kv.device, child_dev=child_dev, cont_equal=done[child_rid].token_ids == want.token_ids,
            cont_lp_err=float(np.abs(np.subtract(done[child_rid].logprobs, want.logprobs)).max()),
            continued=dp.stats["continued_tokens"], n_free=np.asarray(dp._pool.n_free).tolist(),
@@ -102,7 +103,8 @@ tp = Engine(model, EngineConfig(**CFG, kv=KVCacheOptions(num_pages=4 * 14), data
 tp_out = tp.generate(prompts, sp)
 q = tp._queue()[0]
 qw = [a for pth, a in jax.tree_util.tree_flatten_with_path(tp._params)[0] if "q_w" in jax.tree_util.keystr(pth)][0]
-hlo = tp._run.lower(tp._params, tp._slots, tp._pool, q, tp._ring, jnp.int32(1), jnp.int32(0)).compile().as_text()
+(ran,) = tp._runs_truncating.values()  # the loop tp_out ran (some requests sample with top-p): its cached program
+hlo = ran.lower(tp._params, tp._slots, tp._pool, q, tp._ring, jnp.int32(1), jnp.int32(0)).compile().as_text()
 res.update(tp_shards=sorted({tuple(s.data.shape) for s in tp._pool.k.addressable_shards}),
            tp_pool=list(tp._pool.k.shape), tp_qw=[list(s.data.shape) for s in qw.addressable_shards][:1],
            tp_equal=[a.token_ids == b.token_ids for a, b in zip(ref, tp_out)],
