@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.child_env import with_fast_llvm
+
 pytestmark = [pytest.mark.aot, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -38,10 +40,7 @@ def _child_env() -> dict:
     memjax.plan's children): the optimised HLO and the memory analysis the tests read come from XLA's passes before
     LLVM and are the same (checked byte for byte on the loop's HLO and facts and the train step's facts, GPU and
     CPU); the XLA:CPU train step compiles in 6.8 instead of 11 CPU-s."""
-    flags = " ".join(filter(None, [os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0",
-                                   "--xla_llvm_disable_expensive_passes=true"]))
-    return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([str(AOT_DIR), str(ROOT)]),
-                XLA_FLAGS=flags)
+    return with_fast_llvm(dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([str(AOT_DIR), str(ROOT)])))
 
 
 def _compile(tmp_path, *args) -> tuple[dict, str]:

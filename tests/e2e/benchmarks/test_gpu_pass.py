@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_env import with_fast_llvm
 from tests.import_blocker import blocker
 
 pytestmark = pytest.mark.e2e
@@ -20,14 +21,10 @@ GPU_IMAGE_LACKS = ("grain", "bm25s", "wordllama", "tensorboardX", "nltk")
 BLOCKER = blocker(GPU_IMAGE_LACKS, "not on the GPU image")
 
 
-# The children compile at LLVM -O0 without its expensive passes (as the CPU kernel tests' _FAST): on CPU these runs
-# check that the pass and the tier run and what they compare, not machine-code speed; XLA's own passes are unchanged.
-FAST_LLVM = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-
-
 def _env():
-    flags = " ".join(filter(None, [os.environ.get("XLA_FLAGS", ""), FAST_LLVM]))
-    return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT), XLA_FLAGS=flags)
+    """The children compile with FAST_LLVM: on CPU they check that the pass and the tier run and what they compare,
+    not machine-code speed."""
+    return with_fast_llvm(dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT)))
 
 
 def test_memjax_and_benchmarks_import_without_packages_the_gpu_image_lacks():
