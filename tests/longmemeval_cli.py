@@ -9,9 +9,10 @@ ROOT = Path(__file__).parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "data" / "longmemeval_fixture.json"
 
 
-def run_longmemeval(paper: str, out: Path, monkeypatch, make_engine, extra=()) -> tuple[dict, list[dict], list]:
+def run_longmemeval(paper: str, out: Path, make_engine, extra=()) -> tuple[dict, list[dict], list]:
     """(results.json, predictions.jsonl lines, the scripted engines made) of one CLI run; asserts exit status 0."""
-    import memjax.engine
+    from scripted_engine import engine_replaced
+
     from memjax.cli.evaluate import main
 
     engines = []
@@ -20,9 +21,9 @@ def run_longmemeval(paper: str, out: Path, monkeypatch, make_engine, extra=()) -
         engines.append(make_engine(cfg))
         return engines[-1]
 
-    monkeypatch.setattr(memjax.engine, "Engine", engine)
     sets = [f"data_path={FIXTURE}", f"out_dir={out}", "batch_size=4", "judge=rule", *extra]
-    assert main([str(ROOT / "configs" / paper / "longmemeval.py"), *[a for s in sets for a in ("--set", s)]]) == 0
+    with engine_replaced(engine):
+        assert main([str(ROOT / "configs" / paper / "longmemeval.py"), *[a for s in sets for a in ("--set", s)]]) == 0
     res = json.loads((out / "results.json").read_text())
     lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert (out / "results.md").is_file() and (out / "scores.png").is_file() and (out / "report.html").is_file()

@@ -1,6 +1,29 @@
-"""A scripted stand-in for memjax.Engine in workflow tests: the reply is a function of the decoded prompt."""
+"""A scripted stand-in for memjax.Engine in workflow tests: the reply is a function of the decoded prompt.
+
+`engine_replaced(factory)` puts a factory in memjax.engine.Engine for a block (a CLI run that builds its engines there).
+A module first imported inside the block binds the factory under its own `Engine` name; on exit the real class is
+put back there too, so that later tests of the process build real engines.
+"""
+
+import contextlib
+import sys
 
 from memjax.engine import Completion
+
+
+@contextlib.contextmanager
+def engine_replaced(factory):
+    import memjax.engine
+
+    real = memjax.engine.Engine
+    memjax.engine.Engine = factory
+    try:
+        yield
+    finally:
+        memjax.engine.Engine = real
+        for module in list(sys.modules.values()):
+            if getattr(module, "__dict__", {}).get("Engine") is factory:
+                module.Engine = real
 
 
 class ScriptedEngine:

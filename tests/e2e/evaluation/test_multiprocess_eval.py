@@ -99,13 +99,12 @@ def test_locomo_evaluation_two_processes(tmp_path):
     assert [r["qid"] for r in preds] != [q.qid for q in qs]     # rounds interleave the two processes' shares
 
 
-def test_memory_r1_locomo_evaluation_two_processes(tmp_path, monkeypatch):
-    import memjax.engine
+def test_memory_r1_locomo_evaluation_two_processes(tmp_path):
     from memjax import Tokenizer
     from memjax.cli.evaluate import main as evaluate_main
 
     from tests.unit.systems.memory_r1.test_memory_r1_eval import model
-    from scripted_engine import ScriptedEngine
+    from scripted_engine import ScriptedEngine, engine_replaced
 
     convs = {c["sample_id"]: c for c in json.loads(FIXTURE.read_text())}   # test part: every conversation but
     data = tmp_path / "locomo_r1.json"                                     # conv-26 and conv-30
@@ -115,8 +114,8 @@ def test_memory_r1_locomo_evaluation_two_processes(tmp_path, monkeypatch):
     sets = [a for s in sets for a in ("--set", s)]
     cfg = str(ROOT / "configs" / "memory_r1" / "eval.py")
     tok = Tokenizer.default()
-    monkeypatch.setattr(memjax.engine, "Engine", lambda m, c: ScriptedEngine(tok, model))
-    assert evaluate_main([cfg, *sets, "--set", f"out_dir={tmp_path / 'one'}"]) == 0
+    with engine_replaced(lambda m, c: ScriptedEngine(tok, model)):
+        assert evaluate_main([cfg, *sets, "--set", f"out_dir={tmp_path / 'one'}"]) == 0
     _launch([cfg, *sets, "--set", f"out_dir={tmp_path / 'two'}"], module="tests.unit.evaluation.memory_r1_scripted")
     one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "two"))
     assert one["table"] == two["table"] and one["counts"] == two["counts"]

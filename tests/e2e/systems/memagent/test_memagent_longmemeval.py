@@ -27,9 +27,9 @@ def policy(text):
     return f"The answer is \\boxed{{{memory}}}"
 
 
-def test_memjax_evaluate_memagent_longmemeval(tmp_path, monkeypatch):
+def test_memjax_evaluate_memagent_longmemeval(tmp_path):
     tok = Tokenizer.default()
-    res, lines, engines = run_longmemeval("memagent", tmp_path / "ev", monkeypatch,
+    res, lines, engines = run_longmemeval("memagent", tmp_path / "ev",
                                           lambda cfg: scripted_engine(tok, policy, cfg.window), SMALL)
     assert len(engines) == 1 and res["table"]["overall"]["n"] == 8 and res["counts"]["predictor_errors"] == 0
     data = load_longmemeval(FIXTURE)

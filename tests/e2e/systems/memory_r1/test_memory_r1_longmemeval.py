@@ -11,7 +11,7 @@ import pytest
 from memjax import Tokenizer
 from memjax.data.longmemeval import load_longmemeval
 
-from scripted_engine import ScriptedEngine
+from scripted_engine import ScriptedEngine, engine_replaced
 from tests.unit.systems.memory_r1.test_memory_r1_eval import model
 
 pytestmark = pytest.mark.e2e
@@ -22,19 +22,18 @@ FIXTURE = ROOT / "tests" / "fixtures" / "data" / "longmemeval_fixture.json"
 
 @pytest.mark.slow(seconds=55)  # 28 s alone, 55 s beside other sessions' load (2 shared cores): the first
 # model init of the process (tiny-qwen-vocab, the config's default model) compiles
-def test_memjax_evaluate_memory_r1_longmemeval(tmp_path, monkeypatch):
-    import memjax.engine
+def test_memjax_evaluate_memory_r1_longmemeval(tmp_path):
     from memjax.cli.evaluate import main
 
     tok = Tokenizer.default()
     engines = []
-    monkeypatch.setattr(memjax.engine, "Engine", lambda m, c: engines.append(ScriptedEngine(tok, model)) or engines[-1])
     out = tmp_path / "ev"
     sets = [f"data_path={FIXTURE}", f"out_dir={out}", "embedder=hashbow", "max_prompt_tokens=1400",
             "engine.window=1536", "engine.max_slots=4", "engine.prefill_slots=2", "engine.prefill_chunk=512",
             "batch_size=3", "judge=rule"]
     args = [str(ROOT / "configs" / "memory_r1" / "longmemeval.py"), *[a for s in sets for a in ("--set", s)]]
-    assert main(args) == 0
+    with engine_replaced(lambda m, c: engines.append(ScriptedEngine(tok, model)) or engines[-1]):
+        assert main(args) == 0
     res = json.loads((out / "results.json").read_text())
     data = load_longmemeval(FIXTURE)
     assert res["table"]["overall"]["n"] == len(data.questions) == 8 and res["counts"]["judge_failures"] == 0

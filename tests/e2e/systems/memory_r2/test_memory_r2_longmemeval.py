@@ -27,9 +27,9 @@ def policy(text):
     return "Answer: " + (first.group(1) if first else "unknown")
 
 
-def test_memjax_evaluate_memory_r2_longmemeval(tmp_path, monkeypatch):
+def test_memjax_evaluate_memory_r2_longmemeval(tmp_path):
     tok = Tokenizer.default()
-    res, lines, engines = run_longmemeval("memory_r2", tmp_path / "ev", monkeypatch,
+    res, lines, engines = run_longmemeval("memory_r2", tmp_path / "ev",
                                           lambda cfg: scripted_engine(tok, policy, cfg.window), SMALL)
     assert len(engines) == 2                           # the policy's engine and the frozen answer agent's
     assert res["table"]["overall"]["n"] == 8 and res["counts"]["predictor_errors"] == 0

@@ -28,9 +28,9 @@ def policy(text):
     return '<tool_call>\n' + json.dumps({"name": "submit_answer", "arguments": {"answer": answer}}) + '\n</tool_call>'
 
 
-def test_memjax_evaluate_sumer_longmemeval(tmp_path, monkeypatch):
+def test_memjax_evaluate_sumer_longmemeval(tmp_path):
     tok = Tokenizer.default()
-    res, lines, engines = run_longmemeval("sumer", tmp_path / "ev", monkeypatch,
+    res, lines, engines = run_longmemeval("sumer", tmp_path / "ev",
                                           lambda cfg: scripted_engine(tok, policy, cfg.window), SMALL)
     assert len(engines) == 1 and res["table"]["overall"]["n"] == 8 and res["counts"]["no_answer"] == 0
     data = load_longmemeval(FIXTURE)

@@ -18,7 +18,7 @@ from memjax.systems.memory_r1.locomo_eval import answer_predictor, build_banks
 from memjax.memory import HashedBowEmbedder
 from memjax.rewards.locomo import RuleBasedJudge
 
-from scripted_engine import ScriptedEngine, user_part
+from scripted_engine import ScriptedEngine, engine_replaced, user_part
 
 FIXTURE = Path(__file__).parents[3] / "fixtures" / "data" / "locomo_fixture.json"
 
@@ -79,13 +79,11 @@ def _run_cli(tmp_path, extra=()):
     return out
 
 
-def test_memjax_evaluate_memory_r1_config(tmp_path, monkeypatch):
+def test_memjax_evaluate_memory_r1_config(tmp_path):
     """The CLI path (config -> models -> construction -> answers -> table) with the engine scripted."""
-    import memjax.engine
-
     tok = Tokenizer.default()
-    monkeypatch.setattr(memjax.engine, "Engine", lambda m, c: ScriptedEngine(tok, model))
-    out = _run_cli(tmp_path)
+    with engine_replaced(lambda m, c: ScriptedEngine(tok, model)):
+        out = _run_cli(tmp_path)
     bank = json.loads((out / "banks" / "conv-30.json").read_text())
     assert len(bank["records"]) == 3
     lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
