@@ -21,7 +21,7 @@ CUDA_AOT_PKGS := jax-cuda13-plugin==0.11.2 jax-cuda13-pjrt==0.11.2
 MEMJAX_JEMALLOC ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 /usr/local/lib/libjemalloc.so.2))
 TEST_ENV := JAX_PLATFORMS=cpu $(if $(MEMJAX_JEMALLOC),LD_PRELOAD="$(strip $(MEMJAX_JEMALLOC) $(LD_PRELOAD))")
 
-.PHONY: demo check test test-gpu venv clean
+.PHONY: demo check test census test-gpu venv clean
 
 $(STAMP): pyproject.toml Makefile
 	@set -e; \
@@ -49,6 +49,16 @@ check: $(STAMP)
 # The whole CPU suite (what CI runs); --durations=25 puts the slowest tests in the log.
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=25 $(PYTEST_ARGS)
+
+# The whole suite (or PYTEST_ARGS' part of it) with every XLA compile recorded in CENSUS, then the census's report
+# (tests/compile_census.py): which programs it compiles, how often, for which test. tests/child_site on PYTHONPATH
+# brings the hook into every child process too. A measurement, not a test tier.
+CENSUS ?= /tmp/memjax-compile-census
+census: $(STAMP)
+	rm -rf $(CENSUS)
+	status=0; MEMJAX_COMPILE_CENSUS=$(CENSUS) PYTHONPATH="$(CURDIR):$(CURDIR)/tests/child_site" $(TEST_ENV) \
+	  $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS) || status=$$?; \
+	  $(PY) tests/compile_census.py $(CENSUS); exit $$status
 
 # GPU tier: tests marked gpu (skipped with a reason on machines without an NVIDIA GPU)
 test-gpu: $(STAMP)

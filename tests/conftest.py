@@ -31,7 +31,9 @@ os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = "highest"
 import jax
 import numpy as np
 import pytest
+from jax._src import compiler as jax_compiler
 
+from tests.compile_census import install as install_compile_census
 from tests.cpu_time import (  # noqa: F401  (hooks: CPU seconds per module at the end of a run)
     pytest_runtest_logreport,
     pytest_runtest_makereport,
@@ -40,6 +42,7 @@ from tests.cpu_time import (  # noqa: F401  (hooks: CPU seconds per module at th
 )
 
 jax.config.update("jax_default_matmul_precision", "highest")
+install_compile_census(jax_compiler)  # only with MEMJAX_COMPILE_CENSUS set (`make census`)
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs",
                   float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))

@@ -7,11 +7,13 @@ devices), so processes 1.. of every multi-process test run compiled every progra
 CPU-s per process of a tiny two-process `memjax.train` instead of 10. Here each process writes its own entries
 to the session's local cache directory; a later run of the same process id finds them. A hit is the executable XLA
 would have built (the cache's own guarantee), so what the tests check does not change. Nothing is imported until
-jax._src.compiler is: processes that never import jax pay nothing.
+jax._src.compiler is: processes that never import jax pay nothing. With MEMJAX_COMPILE_CENSUS set (`make census`),
+the process also records its compiles (tests/compile_census.py).
 """
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import warnings
 
@@ -33,6 +35,10 @@ def _patch(compiler) -> None:
             warnings.warn(f"Error writing persistent compilation cache entry for '{module_name}': {e!r}")
 
     compiler._cache_write = cache_write_every_process
+    if os.environ.get("MEMJAX_COMPILE_CENSUS"):  # `make census` (tests/compile_census.py)
+        from tests.compile_census import install
+
+        install(compiler)
 
 
 class _AfterCompiler(importlib.abc.MetaPathFinder):

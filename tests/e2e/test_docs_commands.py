@@ -131,6 +131,7 @@ COMMANDS = {
     "make test TEST_JOBS=0": "make -n",
     "make test-gpu": "make -n",
     "make check": "make -n",
+    "make census": "make -n",
     "make clean": "make -n",
     # the warm starts train for about a minute even at one step (their evaluation); tests/tiny runs them
     "python -m memjax.systems.memagent.tiny.warmstart": PARSE,
