@@ -188,6 +188,35 @@ def test_sigterm_unwinds_and_exits_with_one_line(tmp_path, capsys):
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
+def test_run_cli_collects_garbage_less_often_and_restores_the_collector():
+    """While a CLI runs, the collector's thresholds are raised (cycles are still collected); on return, normal or
+    not, they are as before."""
+    import gc
+
+    from memjax.cli.evaluate import EvalConfig
+    from memjax.core.config import run_cli
+
+    before = gc.get_threshold()
+    seen = {}
+
+    def body(cfg):
+        seen["threshold"] = gc.get_threshold()
+        a = []
+        a.append(a)  # a cycle: still collected
+        del a
+        seen["collected"] = gc.collect()
+
+    assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), body) == 0
+    assert seen["threshold"] == (10_000, 50, 100) and seen["collected"] >= 1, seen
+    assert gc.get_threshold() == before
+
+    def failing(cfg):
+        raise ValueError("bad")
+
+    assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), failing) == 2
+    assert gc.get_threshold() == before
+
+
 @pytest.mark.e2e
 def test_help_into_a_closed_pipe_is_quiet_and_other_broken_pipes_are_one_line(capsys):
     """`python -m memjax.train --help | head -1`: the reader leaves early; exit 141 (as a Unix tool killed by SIGPIPE)
