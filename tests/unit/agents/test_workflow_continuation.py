@@ -9,8 +9,9 @@ from memjax.agents import Request, Workflow, run_workflow
 from memjax.engine import Engine, EngineConfig, SamplingParams
 
 from conftest import golden_dir
+from tests.engine_shapes import SMALL
 
-CFG = dict(max_slots=4, page_size=4, window=96, prefill_slots=2, prefill_chunk=8, progress=False)
+CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
 NEW = [7, 8, 9]
 
 

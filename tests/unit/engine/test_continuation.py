@@ -6,8 +6,9 @@ import pytest
 
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.model import init_model, presets
+from tests.engine_shapes import SMALL
 
-CFG = dict(max_slots=4, page_size=4, window=96, prefill_slots=2, prefill_chunk=8, progress=False)
+CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, S
 from memjax.model import greedy_generate
 
 from conftest import GOLDEN_MODELS, golden_dir, golden_ref
+from tests.engine_shapes import SMALL
 
-CFG = dict(max_slots=4, page_size=4, window=64, prefill_slots=2, prefill_chunk=8, progress=False)
+CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
 
 
 @pytest.fixture(scope="module")

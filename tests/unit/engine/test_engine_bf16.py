@@ -17,6 +17,7 @@ import pytest
 from conftest import on_gpu
 from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, SamplingParams
 from memjax.model import init_model, presets
+from tests.engine_shapes import SMALL
 
 TIE = 0.1  # fp32 logit gap under which bf16 may pick the other token
 MIN_AGREE = 0.9
@@ -56,8 +57,9 @@ def _check(r: dict) -> None:
 
 
 def test_bf16_engine_greedy_agrees_with_fp32_tiny():
+    # the loop test_weights.py's bf16 engine compiles (tests/engine_shapes.py)
     _check(_agreement("tiny", n_prompts=8, prompt_len=24, new_tokens=32,
-                      engine_cfg=dict(max_slots=8, page_size=16, window=64, prefill_chunk=16)))
+                      engine_cfg={k: v for k, v in SMALL.items() if k != "progress"}))
 
 
 @pytest.mark.gpu

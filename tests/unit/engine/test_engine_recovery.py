@@ -8,8 +8,9 @@ from memjax import load_hf
 from memjax.engine import Engine, EngineConfig, SamplingParams
 
 from conftest import golden_dir
+from tests.engine_shapes import SMALL
 
-CFG = dict(max_slots=4, page_size=4, window=64, prefill_slots=2, prefill_chunk=8, progress=False)
+CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
 SP = SamplingParams(temperature=0.0, max_tokens=6)
 
 

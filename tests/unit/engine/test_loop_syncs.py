@@ -23,6 +23,7 @@ from memjax.engine.scheduler import admit, release, release_and_admit
 from memjax.engine.state import init_pool, init_ring, init_slots
 from memjax.kernels import engine_attend
 from memjax.model import init_model, presets
+from tests.engine_shapes import SMALL
 
 
 def size(jaxpr) -> int:
@@ -110,8 +111,7 @@ def test_static_truncation_samples_as_the_device_decision():
 
 
 def test_engine_compiles_the_truncating_loop_only_when_a_request_needs_it():
-    eng = Engine(init_model(presets.get("tiny"), seed=2), EngineConfig(max_slots=4, window=32, page_size=4,
-                                                                       prefill_slots=2, prefill_chunk=8, progress=False))
+    eng = Engine(init_model(presets.get("tiny"), seed=2), EngineConfig(**SMALL))  # tests/engine_shapes.py
     rng = np.random.default_rng(0)
     prompts = [rng.integers(0, 512, n).tolist() for n in (5, 9)]
     plain = eng.generate(prompts, SamplingParams(temperature=1.0, max_tokens=6, seed=1))
