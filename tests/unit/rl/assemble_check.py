@@ -37,8 +37,10 @@ from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig  # 
 
 CFG = presets.get("tiny").replace(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=4, num_kv_heads=2,
                                   tie_word_embeddings=False)
+# min_micro_batches=4: the mini-batches need 2 or 3 micro-batches (slots 2 or 4 at a minimum of 2); 4 slots for all
+# gives each process one update and one log-prob program per loss level (the unused slot is skipped, a traced count)
 UPD = UpdateConfig(micro_rows=4, pack=True, row_buckets=(48,), attention="dense", max_segments=3, mini_batches=2,
-                   min_micro_batches=2)
+                   min_micro_batches=4)
 
 
 def make_batch(seed=0, samples=10, convs_per_sample=3):

@@ -4,11 +4,13 @@ explained variance, GRPO passthrough, and GAE with a real critic against the num
 import numpy as np
 import pytest
 
-from memjax.model import init_model, presets
+from memjax.model import init_model
 from memjax.rl.advantages import AdvantageConfig, with_advantages
 from memjax.rl.batch import Conversation, build_batch
 from memjax.rl.credit import Credit, CriticConfig, explained_variance, outcome_token_rewards
 from memjax.rl.estimators import gae
+
+from test_critic import POLICY
 
 
 def _batch():
@@ -42,7 +44,7 @@ def test_grpo_is_the_group_rule():
 
 
 def test_gae_uses_the_critic_and_updates_it():
-    policy = init_model(presets.get("tiny", vocab_size=16), 0)
+    policy = init_model(POLICY, 0)  # test_critic.py's: its critic update program
     cfg = AdvantageConfig(estimator="gae", gamma=0.9, lam=0.8, whiten=False)
     credit = Credit(cfg, policy, CriticConfig(lr=1e-3, clip_value=0.0, epochs=3))
     b = _batch()

@@ -12,6 +12,11 @@ from memjax.rl.trainer import OptimConfig
 import pytest
 
 
+# The policy the critics start from here and in test_credit.py: one model, one critic update program per session
+POLICY = presets.get("tiny", vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2,
+                     num_kv_heads=1)
+
+
 def _batch(seed=0):
     r = np.random.default_rng(seed)
     convs = [Conversation(r.integers(0, 64, 3).tolist(), r.integers(0, 64, 9).tolist(), [0.0] * 9, sample=i,
@@ -23,8 +28,7 @@ def _batch(seed=0):
 
 
 def test_critic_from_policy_and_value_loss_falls():
-    policy = init_model(presets.get("tiny", vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=2,
-                                    num_heads=2, num_kv_heads=1), seed=1)
+    policy = init_model(POLICY, seed=1)
     critic = Critic.from_policy(policy)
     pol = jax.tree.leaves(nnx.state(policy, nnx.Param))
     for a, b in zip(pol, jax.tree.leaves(nnx.state(critic.backbone, nnx.Param))):

@@ -8,10 +8,10 @@ import pytest
 
 from memjax import load_hf
 from memjax.rl.advantages import with_advantages
-from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
+from memjax.rl.trainer import LossConfig, Trainer, UpdateConfig
 
 from conftest import golden_dir
-from test_trainer import _batch, _params
+from test_trainer import OPT, _batch, _params
 
 pytestmark = pytest.mark.slow(seconds=60)  # 392 s measured at load ~40 on 2 cores (5 Trainer builds and updates)
 
@@ -23,8 +23,8 @@ def batch():
 
 def _update(batch, **upd):
     m = load_hf(golden_dir("untied_kv2"))
-    tr = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=0.0, eps=1e-3), LossConfig(),
-                 UpdateConfig(micro_rows=4, pad_tokens=16, **upd))
+    # micro_rows=3: 8 rows are 3 uneven micro-batches (2 per mini-batch with 2), test_trainer's update program
+    tr = Trainer(m, OPT, LossConfig(), UpdateConfig(micro_rows=3, pad_tokens=16, **upd))
     stats = tr.update(with_advantages(batch), seed=3)
     return _params(m), stats, tr.last_timings
 

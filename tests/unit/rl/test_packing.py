@@ -1,5 +1,7 @@
 """memjax.rl.packing: layout invariants, and packed rows train exactly like one conversation per row."""
 
+from dataclasses import replace
+
 import jax
 import numpy as np
 import pytest
@@ -13,6 +15,10 @@ from memjax.rl.packing import pack, row_length
 from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
 
 CFG = presets.get("tiny").replace(num_layers=2)
+# The unpacked updates (one conversation per row, dense attention) of both tests: rows of the one 48-token bucket, and
+# one optimizer (its eps and clip are constants of the compiled update, the learning rate an argument), so they run
+# one update program; eps=1e-3 keeps Adam's first step smooth in the gradient, so parameters compare gradients.
+OPT = OptimConfig(lr=1e-3, warmup_steps=4, grad_clip=0.0, eps=1e-3)
 
 
 def test_layout_segments_positions_and_round_trip():
@@ -53,10 +59,10 @@ def test_packed_equals_unpacked(agg):
     jax.config.update("jax_default_matmul_precision", "highest")
     batch = _batch()
     out = []
-    for upd in (UpdateConfig(micro_rows=4, pad_tokens=8, attention="dense"),
+    for upd in (UpdateConfig(micro_rows=4, pad_tokens=8, row_buckets=(48,), attention="dense"),
                 UpdateConfig(micro_rows=2, pack=True, row_buckets=(48,), max_segments=4, attention="blockwise")):
         m = init_model(CFG, seed=0)
-        tr = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=0.0, eps=1e-3), LossConfig(agg=agg), upd)
+        tr = Trainer(m, replace(OPT, lr=1e-2, warmup_steps=0), LossConfig(agg=agg), upd)
         st = tr.update(with_advantages(batch))
         out.append((st, [np.asarray(x) for x in jax.tree.leaves(nnx.state(m, nnx.Param))]))
     (a, pa), (b, pb) = out
@@ -70,8 +76,8 @@ def test_schedule_counts_training_steps_and_dr_grpo_constant_is_configured():
     """Warm-up over training steps (update calls / the `step` given), not over the 3 optimizer steps of each
     call; the Dr.GRPO constant must come from the config."""
     batch = _batch()
-    tr = Trainer(init_model(CFG, seed=0), OptimConfig(lr=1e-3, warmup_steps=4),
-                 update=UpdateConfig(micro_rows=4, mini_batches=3, pad_tokens=8, attention="dense"))
+    tr = Trainer(init_model(CFG, seed=0), OPT,
+                 update=UpdateConfig(micro_rows=4, mini_batches=3, pad_tokens=8, row_buckets=(48,), attention="dense"))
     stats = [tr.update(with_advantages(batch)) for _ in range(3)]
     assert [s["lr"] for s in stats] == pytest.approx([0.0, 2.5e-4, 5e-4])
     assert all(s["optimizer_steps"] == 3 for s in stats)

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import jax
 import numpy as np
@@ -31,6 +32,14 @@ def _batch(model, rewards=(1.0, 0.0, 0.5, 0.0), seed=0):
     return build_batch(convs, list(rewards), [0, 0, 1, 1])
 
 
+# One optimizer config for the module's updates (and test_old_logp_reuse's, test_trainer_offpolicy's): its eps, clip and
+# weight decay are constants of the compiled update program, `lr` is an argument, so updates of one model, loss and
+# micro-batch shape share one program per test session. Adam's first step is ~lr * sign(g) for |g| >> eps, which
+# turns rounding in near-zero gradients into full-size differences; eps=1e-3 keeps the update smooth in g so params
+# compare gradients; no weight decay, so a zero gradient leaves every parameter as it was.
+OPT = OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=0.0, eps=1e-3, weight_decay=0.0)
+
+
 def _params(m):
     return [np.asarray(x) for x in jax.tree.leaves(nnx.state(m, nnx.Param))]
 
@@ -45,10 +54,7 @@ def test_micro_batches_give_the_full_batch_update(batch, agg):
     out = []
     for micro in (8, 3):
         m = load_hf(golden_dir("untied_kv2"))
-        # Adam's first step is ~lr * sign(g) for |g| >> eps, which turns rounding in near-zero gradients
-        # into full-size differences; eps=1e-3 keeps the update smooth in g so params compare gradients.
-        tr = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=0.0, eps=1e-3), LossConfig(agg=agg),
-                     UpdateConfig(micro_rows=micro, pad_tokens=16))
+        tr = Trainer(m, OPT, LossConfig(agg=agg), UpdateConfig(micro_rows=micro, pad_tokens=16))
         stats = tr.update(with_advantages(batch))
         assert stats["optimizer_steps"] == 1 and stats["logp_mismatch_max"] < 1e-5
         out.append((_params(m), stats["grad_norm"]))
@@ -66,8 +72,7 @@ def test_step_level_loss_is_exact_across_micro_batches(batch):
     out = []
     for micro in (8, 3):
         m = load_hf(golden_dir("untied_kv2"))
-        tr = Trainer(m, OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=0.0, eps=1e-3), LossConfig(level="step"),
-                     UpdateConfig(micro_rows=micro, pad_tokens=16))
+        tr = Trainer(m, OPT, LossConfig(level="step"), UpdateConfig(micro_rows=micro, pad_tokens=16))
         stats = tr.update(b)
         assert abs(stats["loss"] - want) < 1e-5
         out.append(_params(m))
@@ -81,7 +86,7 @@ def test_trainer_consumes_the_batch_advantages(batch):
     """Equal rewards (the MemAgent rule would give 0 everywhere) but supplied per-token advantages: +1 on
     sample 1, -1 on sample 0, 0 on samples 2 and 3; the update follows what was supplied."""
     m = load_hf(golden_dir("untied_kv2"))
-    tr = Trainer(m, OptimConfig(lr=3e-3, warmup_steps=0), update=UpdateConfig(micro_rows=8, pad_tokens=16))
+    tr = Trainer(m, replace(OPT, lr=3e-3), update=UpdateConfig(micro_rows=8, pad_tokens=16))
     sign = np.array([-1.0, 1.0, 0.0, 0.0], np.float32)[batch.sample][:, None]
     flat = batch.replace(reward=np.ones(4, np.float32), advantages=sign * batch.loss_mask)
     before = tr.logprobs(m, flat)
@@ -94,8 +99,9 @@ def test_trainer_consumes_the_batch_advantages(batch):
 
 def test_updates_follow_the_advantage(batch):
     m = load_hf(golden_dir("untied_kv2"))
-    tr = Trainer(m, OptimConfig(lr=3e-3, warmup_steps=0), update=UpdateConfig(micro_rows=8, pad_tokens=16,
-                                                                             ppo_epochs=2, mini_batches=2))
+    # row_buckets=(32,): a mini-batch's rows are 32 long as the whole batch's (the other tests' update program)
+    tr = Trainer(m, replace(OPT, lr=3e-3), update=UpdateConfig(micro_rows=8, pad_tokens=16, row_buckets=(32,),
+                                                                ppo_epochs=2, mini_batches=2))
     before = tr.logprobs(m, batch)
     stats = tr.update(with_advantages(batch))
     assert stats["optimizer_steps"] == 4
@@ -107,8 +113,7 @@ def test_updates_follow_the_advantage(batch):
     zero = batch.replace(reward=np.ones(4, np.float32))  # all-equal groups: no signal at all
     m2 = load_hf(golden_dir("untied_kv2"))
     p0 = _params(m2)
-    Trainer(m2, OptimConfig(lr=3e-3, warmup_steps=0, weight_decay=0.0),
-            update=UpdateConfig(micro_rows=8, pad_tokens=16)).update(with_advantages(zero))
+    Trainer(m2, replace(OPT, lr=3e-3), update=UpdateConfig(micro_rows=8, pad_tokens=16)).update(with_advantages(zero))
     assert all(np.array_equal(a, b) for a, b in zip(p0, _params(m2)))
 
 

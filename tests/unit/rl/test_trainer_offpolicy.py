@@ -7,19 +7,18 @@ cannot run it are refused in one line."""
 import numpy as np
 import pytest
 from conftest import golden_dir
-from test_trainer import _batch, _params
+from test_trainer import OPT, _batch, _params
 
 from memjax import load_hf
 from memjax.core.config import ConfigError, apply_overrides
 from memjax.rl.advantages import with_advantages
 from memjax.rl.losses import policy_loss
 from memjax.rl.offpolicy import OffPolicyConfig
-from memjax.rl.trainer import LossConfig, OptimConfig, Trainer, UpdateConfig
+from memjax.rl.trainer import LossConfig, Trainer, UpdateConfig
 from memjax.run.train_config import TrainConfig
 
 pytestmark = pytest.mark.slow(seconds=40)
 
-OPT = OptimConfig(lr=1e-2, warmup_steps=0, grad_clip=0.0, eps=1e-3)
 DECOUPLED = OffPolicyConfig(mode="decoupled", truncate=1.5)
 
 
