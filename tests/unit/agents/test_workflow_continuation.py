@@ -9,9 +9,8 @@ from memjax.agents import Request, Workflow, run_workflow
 from memjax.engine import Engine, EngineConfig, SamplingParams
 
 from conftest import golden_dir
-from tests.engine_shapes import SMALL
+from tests.engine_shapes import SMALL as CFG  # the loop other modules compile too
 
-CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
 NEW = [7, 8, 9]
 
 

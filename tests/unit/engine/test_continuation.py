@@ -6,9 +6,7 @@ import pytest
 
 from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.model import init_model, presets
-from tests.engine_shapes import SMALL
-
-CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
+from tests.engine_shapes import SMALL as CFG  # the loop other modules compile too
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,8 @@ from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, S
 from memjax.model import greedy_generate
 
 from conftest import GOLDEN_MODELS, golden_dir, golden_ref
-from tests.engine_shapes import SMALL
+from tests.engine_shapes import SMALL as CFG  # the loop other modules compile too
 
-CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ from memjax import load_hf
 from memjax.engine import Engine, EngineConfig, SamplingParams
 
 from conftest import golden_dir
-from tests.engine_shapes import SMALL
+from tests.engine_shapes import SMALL as CFG  # the loop other modules compile too
 
-CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
 SP = SamplingParams(temperature=0.0, max_tokens=6)
 
 

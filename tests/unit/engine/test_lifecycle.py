@@ -8,9 +8,7 @@ from memjax.engine import Engine, EngineConfig, SamplingParams
 from memjax.engine.scheduler import rebase_order
 from memjax.engine.state import init_slots
 from memjax.model import init_model, presets
-from tests.engine_shapes import SMALL
-
-CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
+from tests.engine_shapes import SMALL as CFG  # the loop other modules compile too
 
 
 @pytest.fixture(scope="module")

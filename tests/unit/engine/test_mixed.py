@@ -10,9 +10,8 @@ from memjax.engine import Engine, EngineConfig, KVCacheOptions, KernelOptions, S
 from memjax.engine.mixed import plan_round
 from memjax.engine.state import init_slots
 from memjax.model import init_model, presets
-from tests.engine_shapes import SMALL
+from tests.engine_shapes import SMALL as CFG  # the loop other modules compile too
 
-CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,7 @@ from flax import nnx
 
 from memjax.engine import Engine, EngineConfig, KernelOptions, SamplingParams
 from memjax.model import init_model, presets
-from tests.engine_shapes import SMALL
-
-CFG = SMALL  # tests/engine_shapes.py: the loop other modules compile too
+from tests.engine_shapes import SMALL as CFG  # the loop other modules compile too
 
 
 def _prompts(n, seed):
