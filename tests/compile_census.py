@@ -3,7 +3,7 @@ which test, and at what CPU cost.
 
 With MEMJAX_COMPILE_CENSUS=DIR, every process that imports jax with this hook installed (the test processes through
 tests/conftest.py; children through tests/child_site, which `make census` puts on PYTHONPATH) appends one JSON line
-per compile request to DIR/<pid>.jsonl: the program's name, `hit` (the persistent compilation cache held it; None
+per compile request to DIR/<pid>.jsonl: the program's name, its input types (`sig`), `hit` (the persistent compilation cache held it; None
 where the request bypassed the cache), the CPU seconds of the request (the compile, or the cache read), the test that
 asked (PYTEST_CURRENT_TEST, which children inherit) and the end of the cache key. Tracing and lowering come before the
 request and are not counted. `python tests/compile_census.py DIR` prints the totals, the costliest programs and
@@ -43,6 +43,7 @@ def install(compiler) -> None:
         cpu = time.process_time()
         executable = request(backend, computation, *args, **kwargs)
         row = {"name": str(computation.operation.attributes["sym_name"]).strip('"'), "hit": last.hit,
+               "sig": signature(computation),
                "cpu": round(time.process_time() - cpu, 4), "key": last.key,
                "test": os.environ.get("PYTEST_CURRENT_TEST", ""), "argv": " ".join(sys.argv)[:160]}
         with open(Path(folder) / f"{os.getpid()}.jsonl", "a") as f:
@@ -51,6 +52,14 @@ def install(compiler) -> None:
 
     compiler._cache_read = cache_read
     compiler.compile_or_get_cached = compile_or_get_cached
+
+
+def signature(computation) -> str:
+    """The input types of the module's main function (its shapes and dtypes), cut to 400 characters."""
+    for op in computation.body.operations:
+        if str(op.attributes["sym_name"]).strip('"') == "main":
+            return str(op.attributes["function_type"]).split(") ->")[0][:400]
+    return ""
 
 
 def load(folder: Path) -> list[dict]:

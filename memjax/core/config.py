@@ -362,11 +362,27 @@ def _stdout_gone() -> bool:
     return True
 
 
+def _raised_in_a_library(e: BaseException) -> bool:
+    """Whether `e` was raised inside an installed package (jax, numpy, flax, ...) rather than by memjax, the config
+    file or the standard library (json's error on a malformed file is bad input): its innermost Python frame lies in
+    site-packages, or jax removed its own frames from the traceback (it says so in a note). An error raised by C code
+    that memjax called directly has no frame of its own and reads as memjax's."""
+    if any("JAX has removed its internal frames" in note for note in getattr(e, "__notes__", ())):
+        return True
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    parts = Path(tb.tb_frame.f_code.co_filename).parts if tb is not None else ()
+    return "site-packages" in parts or "dist-packages" in parts
+
+
 def run_cli(prog: str, description: str, argv: list[str] | None, default_config: Any, body, check=None,
             precheck=None) -> int:
     """Parse a CLI (see parse_cli: `default_config` may be a function, `precheck` runs before a config loads) and
-    call body(cfg) -- or check(cfg) with `--check` when the program gives a check; bad config/input (a precheck's
-    ValueError included) -> one line on stderr, exit code 2.
+    call body(cfg) -- or check(cfg) with `--check` when the program gives a check; bad config/input (ConfigError,
+    FileNotFoundError, a ValueError raised by memjax or the config file, a precheck's included) -> one line on
+    stderr, exit code 2. A ValueError raised inside a library (jax, numpy, ...) is a bug, not bad input: its
+    traceback and one line, exit code 1.
 
     SIGTERM and Ctrl-C unwind the program (its `finally` blocks close checkpoints, results and locks) and
     exit 143 / 130 with one line, instead of dying mid-write or printing a traceback.
@@ -401,7 +417,14 @@ def run_cli(prog: str, description: str, argv: list[str] | None, default_config:
         print(f"{name}: interrupted; finished results and checkpoints are kept", file=sys.stderr)
         return 130
     except (ConfigError, ValueError, FileNotFoundError) as e:
-        print(f"{prog.split()[-1]}: error: {e}", file=sys.stderr)
+        if not isinstance(e, (ConfigError, FileNotFoundError)) and _raised_in_a_library(e):
+            import traceback
+
+            traceback.print_exception(e)  # a library's own check failed under memjax: a bug to report, not bad input
+            print(f"{name}: internal error: {type(e).__name__} raised inside a library (traceback above)",
+                  file=sys.stderr)
+            return 1
+        print(f"{name}: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # disk full, permission denied, ...: the path and the reason, one line
         if isinstance(e, BrokenPipeError) and _stdout_gone():

@@ -194,7 +194,7 @@ def test_run_cli_collects_garbage_less_often_and_restores_the_collector():
     import gc
 
     from memjax.cli.evaluate import EvalConfig
-    from memjax.core.config import run_cli
+    from memjax.core.config import ConfigError, run_cli
 
     before = gc.get_threshold()
     seen = {}
@@ -211,10 +211,41 @@ def test_run_cli_collects_garbage_less_often_and_restores_the_collector():
     assert gc.get_threshold() == before
 
     def failing(cfg):
-        raise ValueError("bad")
+        raise ConfigError("bad")
 
     assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), failing) == 2
     assert gc.get_threshold() == before
+
+
+def test_a_value_error_of_memjax_is_bad_input_and_one_of_a_library_is_a_bug_with_its_traceback(capsys):
+    """memjax's own checks raise ValueError on bad input, and so does the standard library's json on a malformed
+    file: one line, exit 2. A ValueError raised inside jax or numpy under memjax is a bug: it is not dressed as bad
+    input, its traceback is printed and the exit code is 1."""
+    import json
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from memjax.cli.evaluate import EvalConfig
+    from memjax.core.config import run_cli
+    from memjax.data.length import fit_units
+
+    def own(cfg):
+        fit_units(str, len, 0, lo=1)
+
+    assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), own) == 2
+    assert capsys.readouterr().err == "memjax.evaluate: error: fit_units: target must be >= 1 token, got 0\n"
+    assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), lambda cfg: json.loads("{")) == 2
+    assert capsys.readouterr().err.startswith("memjax.evaluate: error: Expecting property name")
+    split = jax.jit(lambda x: jnp.split(x, 2))  # jax removes its frames from a jitted function's traceback
+    for bug in (lambda cfg: jnp.split(jnp.ones(3), 2), lambda cfg: split(jnp.ones(3)),
+                lambda cfg: np.split(np.ones(3), 2)):
+        assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), bug) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("Traceback (most recent call last):") and "split" in err, err
+        assert err.splitlines()[-1] == "memjax.evaluate: internal error: ValueError raised inside a library " \
+            "(traceback above)", err
 
 
 @pytest.mark.e2e
@@ -271,7 +302,6 @@ def test_mesh_that_does_not_match_the_devices(tmp_path, capsys, no_model):
 
 def test_small_gradient_norms_are_printed_with_significant_digits(tmp_path):
     import io
-    from types import SimpleNamespace
 
     from rich.console import Console
 
