@@ -55,6 +55,7 @@ class DataParallel:
         self.kv_sharded = NamedSharding(self.mesh, P(DATA, None, TENSOR))  # [D, L, KV, P, S, Dh]: KV heads split
         self._release = None
         self.max_idle = local.max_slots  # a group reaches at most its own slots
+        self.key = ("data_parallel", tuple(d.id for d in self.devices), tensor)  # its programs' mesh
 
     # -- state ------------------------------------------------------------------------------------------
     def slots_ring(self):

@@ -33,6 +33,31 @@ from .sampler import Truncation
 from .state import Queue, kv_bytes_per_page
 from .weights import engine_layout, uses_layout
 
+_LOOPS: collections.OrderedDict = collections.OrderedDict()  # shared_loop's programs, most recently used last
+_MAX_LOOPS = 16
+
+
+def shared_loop(place, graphdef, mc, local: EngineConfig, attend: tuple | None, truncate):
+    """The jitted generation loop for one placement, architecture, group config, attention back-end and truncation,
+    shared by every Engine of the process that asks for the same: a new Engine of a shape the process has run
+    before neither traces, lowers nor compiles its loop again (jax's in-memory caches of the one jitted function
+    hold them). The loop closes over nothing else; the weights, state and queue are its arguments. The 16 most
+    recently used loops are kept."""
+    key = (place.key, graphdef, mc, local, attend, truncate)
+    run = _LOOPS.get(key)
+    if run is None:
+        fn = None
+        if attend is not None:
+            from ..kernels import engine_attend
+
+            fn = engine_attend(impl=attend[0], num_splits=attend[1])
+        run = _LOOPS[key] = place.compile(make_loop(graphdef, mc, local, attend=fn, truncate=truncate))
+        while len(_LOOPS) > _MAX_LOOPS:
+            _LOOPS.popitem(last=False)
+    _LOOPS.move_to_end(key)
+    return run
+
+
 _absmax = jax.jit(lambda a: jnp.max(jnp.abs(a.astype(jnp.float32))))  # one fused reduction: no f32 copy of the pool
 
 
@@ -80,15 +105,13 @@ class Engine:
         self.place = place = placement(ecfg, jax.local_devices() if devices is None else devices, mc)
         self.data_parallel = d = place.size
         local, t = place.local, ecfg.tensor_parallel
-        attend = None
+        attend = None  # (impl, decode splits) of a kernel back-end, None for the engine's built-in reference path
         if ecfg.kernels.attention != "reference":
-            from ..kernels import engine_attend
             from ..kernels.paged_attention import resolve_impl
 
             impl = resolve_impl(ecfg.kernels.attention, ecfg.page_size, mc.head_dim)
             if impl != "reference":  # "auto" off GPU keeps the engine's built-in reference path
-                splits = ecfg.kernels.decode_splits or decode_splits_auto(ecfg.max_slots, mc.num_kv_heads // t)
-                attend = engine_attend(impl=impl, num_splits=splits)
+                attend = (impl, ecfg.kernels.decode_splits or decode_splits_auto(ecfg.max_slots, mc.num_kv_heads // t))
         self._params = place.params(self._cast(master))  # the engine's own copy; the master is never kept
         per_group = local.kv.num_pages or default_num_pages(model, local, shards=t)
         self.num_pages = d * per_group  # total over the groups (each has its own null page)
@@ -96,8 +119,7 @@ class Engine:
         graphdef = nnx.graphdef(model)
         # the loop for calls where no request has a top-p or top-k (the RL recipes' sampling; no truncation pass,
         # no branch: memjax/engine/sampler.py), and, built on first need, one per truncation a call needs
-        self._build_run = lambda truncate: place.compile(make_loop(graphdef, mc, local, attend=attend,
-                                                                   truncate=truncate))
+        self._build_run = lambda truncate: shared_loop(place, graphdef, mc, local, attend, truncate)
         self._run, self._runs_truncating = self._build_run(False), {}
         self._slots, self._ring = place.slots_ring()
         self._pool = self._new_pool()

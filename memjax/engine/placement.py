@@ -6,7 +6,8 @@ with the same interface, so the engine's host code has one path.
   arrive committed; uncommitted engine state made the second call compile the whole loop again).
 - `DataParallel` (memjax/engine/data_parallel.py): D groups of T = tensor_parallel devices, state stacked on a
   leading [D] axis.
-The interface: `size` (D), `local` (one group's EngineConfig), `max_idle` (the idle_return a group can reach),
+The interface: `size` (D), `local` (one group's EngineConfig), `max_idle` (the idle_return a group can reach), `key`
+(what its compiled programs depend on, for sharing them between engines),
 `params(tree)`, `slots_ring()`, `pool(model_cfg, pages_per_group)`, `queue(host_queue)` ([D, Q/D] host arrays in),
 `fetch(tree)` (device values out, with a leading [D] axis for either placement), `zero_counts()`, `compile(loop)`
 (the one-group loop jitted over every group, Slots / Pool / Ring donated) and `release_row(pool, group, row, n)`.
@@ -34,6 +35,8 @@ __all__ = ["SingleDevice", "placement"]
 class SingleDevice:
     size = 1
     max_idle = 2**31 - 1  # idle_return is not capped: one group holds every slot
+
+    key = ("single",)  # what its programs depend on: nothing of the device (the arguments are committed to it)
 
     def __init__(self, ecfg: EngineConfig, device):
         self.local, self.device = ecfg, device

@@ -157,6 +157,24 @@ def test_bad_requests(engine):
         EngineConfig(window=64, page_size=4, kv=KVCacheOptions(num_pages=5))
 
 
+def test_engines_of_one_shape_share_the_loop_and_each_generates_with_its_own_weights(model, engine):
+    """A second Engine of the module engine's model architecture and config runs the same jitted loop (nothing
+    traced or compiled again) with its own weights; another config gets another loop."""
+    other = load_hf(golden_dir("untied_kv2"))
+    other.lm_head[...] = -other.lm_head[...]
+    p = _prompts(1, seed=12)[0]
+    greedy = SamplingParams(temperature=0.0, max_tokens=6)
+    a = engine.generate([p], greedy)[0]
+    compiled = engine._run._cache_size()
+    eng = Engine(other, EngineConfig(**CFG))
+    assert eng._run is engine._run
+    b = eng.generate([p], greedy)[0]
+    assert eng._run._cache_size() == compiled
+    assert a.token_ids == greedy_generate(model, p, 6)[0] and b.token_ids == greedy_generate(other, p, 6)[0]
+    assert a.token_ids != b.token_ids and engine.generate([p], greedy)[0].token_ids == a.token_ids
+    assert Engine(other, EngineConfig(**{**CFG, "max_slots": 2}))._run is not engine._run
+
+
 def test_update_weights_without_recompile(model):
     eng = Engine(model, EngineConfig(**CFG))
     p = _prompts(1, seed=11)[0]
