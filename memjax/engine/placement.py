@@ -36,10 +36,9 @@ class SingleDevice:
     size = 1
     max_idle = 2**31 - 1  # idle_return is not capped: one group holds every slot
 
-    key = ("single",)  # what its programs depend on: nothing of the device (the arguments are committed to it)
-
     def __init__(self, ecfg: EngineConfig, device):
         self.local, self.device = ecfg, device
+        self.key = ("single", device.id)  # the device its programs' arguments are committed to
         self._put = functools.partial(jax.device_put, device=device)
         self._release = jax.jit(release_row, donate_argnums=0)
 
