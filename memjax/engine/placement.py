@@ -7,10 +7,10 @@ with the same interface, so the engine's host code has one path.
 - `DataParallel` (memjax/engine/data_parallel.py): D groups of T = tensor_parallel devices, state stacked on a
   leading [D] axis.
 The interface: `size` (D), `local` (one group's EngineConfig), `max_idle` (the idle_return a group can reach), `key`
-(what its compiled programs depend on, for sharing them between engines),
-`params(tree)`, `slots_ring()`, `pool(model_cfg, pages_per_group)`, `queue(host_queue)` ([D, Q/D] host arrays in),
-`fetch(tree)` (device values out, with a leading [D] axis for either placement), `zero_counts()`, `compile(loop)`
-(the one-group loop jitted over every group, Slots / Pool / Ring donated) and `release_row(pool, group, row, n)`.
+(what its programs depend on: engines share them), `params(tree)`, `slots_ring()`, `pool(model_cfg, pages_per_group)`,
+`queue(host_queue)` ([D, Q/D] host arrays in), `fetch(tree)` (device values out, with a leading [D] axis for either
+placement), `zero_counts()`, `compile(loop)` (the one-group loop jitted over every group, Slots / Pool / Ring
+donated) and `release_row(pool, group, row, n)`.
 Invariants: D x T <= len(devices); T divides the model's query and KV heads and MLP width; the EngineConfig's
 totals split into D groups (EngineConfig.per_device).
 """
