@@ -2,8 +2,7 @@
 with the same interface, so the engine's host code has one path.
 
 - `SingleDevice(ecfg, device)`: D = 1. Weights, slots, ring and pool committed to one device (a re-commit, no copy),
-  so every call sees the same argument shardings and the loop compiles once (a multi-process trainer's weights
-  arrive committed; uncommitted engine state made the second call compile the whole loop again).
+  so every call sees the same argument shardings and the loop compiles once (uncommitted state compiled it twice).
 - `DataParallel` (memjax/engine/data_parallel.py): D groups of T = tensor_parallel devices, state stacked on a
   leading [D] axis.
 The interface: `size` (D), `local` (one group's EngineConfig), `max_idle` (the idle_return a group can reach), `key`
