@@ -363,16 +363,19 @@ def _stdout_gone() -> bool:
 
 
 def _raised_in_a_library(e: BaseException) -> bool:
-    """Whether `e` was raised inside an installed package (jax, numpy, flax, ...) rather than by memjax, the config
-    file or the standard library (json's error on a malformed file is bad input): its innermost Python frame lies in
-    site-packages, or jax removed its own frames from the traceback (it says so in a note). An error raised by C code
-    that memjax called directly has no frame of its own and reads as memjax's."""
+    """Whether `e` was raised inside an installed package (jax, numpy, flax, ...) rather than by memjax (installed or
+    not), the config file or the standard library (json's error on a malformed file is bad input): its innermost
+    Python frame is in site-packages and not memjax's, or jax removed its own frames from the traceback (it says so
+    in a note). An error raised by C code that memjax called directly has no frame of its own and reads as memjax's."""
     if any("JAX has removed its internal frames" in note for note in getattr(e, "__notes__", ())):
         return True
     tb = e.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    parts = Path(tb.tb_frame.f_code.co_filename).parts if tb is not None else ()
+    name = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else "memjax"
+    if name == "memjax" or name.startswith(("memjax.", "memjax_config_")):
+        return False
+    parts = Path(tb.tb_frame.f_code.co_filename).parts
     return "site-packages" in parts or "dist-packages" in parts
 
 

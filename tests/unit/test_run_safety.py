@@ -238,6 +238,13 @@ def test_a_value_error_of_memjax_is_bad_input_and_one_of_a_library_is_a_bug_with
     assert capsys.readouterr().err == "memjax.evaluate: error: fit_units: target must be >= 1 token, got 0\n"
     assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), lambda cfg: json.loads("{")) == 2
     assert capsys.readouterr().err.startswith("memjax.evaluate: error: Expecting property name")
+    # memjax installed into site-packages (not editable): its own checks stay bad input
+    installed = compile("def check(cfg):\n    raise ValueError('bad field')\n",
+                        "/venv/lib/python3.12/site-packages/memjax/fake.py", "exec")
+    scope = {"__name__": "memjax.fake"}
+    exec(installed, scope)  # noqa: S102  (a module of memjax as an installed copy would hold it)
+    assert run_cli("python -m memjax.evaluate", "", [], EvalConfig(), scope["check"]) == 2
+    assert capsys.readouterr().err == "memjax.evaluate: error: bad field\n"
     split = jax.jit(lambda x: jnp.split(x, 2))  # jax removes its frames from a jitted function's traceback
     for bug in (lambda cfg: jnp.split(jnp.ones(3), 2), lambda cfg: split(jnp.ones(3)),
                 lambda cfg: np.split(np.ones(3), 2)):
