@@ -3,11 +3,12 @@ which test, and at what CPU cost.
 
 With MEMJAX_COMPILE_CENSUS=DIR, every process that imports jax with this hook installed (the test processes through
 tests/conftest.py; children through tests/child_site, which `make census` puts on PYTHONPATH) appends one JSON line
-per compile request to DIR/<pid>.jsonl: the program's name, its input types (`sig`), `hit` (the persistent compilation cache held it; None
-where the request bypassed the cache), the CPU seconds of the request (the compile, or the cache read), the test that
-asked (PYTEST_CURRENT_TEST, which children inherit) and the end of the cache key. Tracing and lowering come before the
-request and are not counted. `python tests/compile_census.py DIR` prints the totals, the costliest programs and
-modules, and the programs compiled more than once. Without the variable nothing is installed.
+per compile request to DIR/<pid>.jsonl: the program's name, its input types (`sig`), `hit` (the persistent
+compilation cache held it; None where the request bypassed the cache), the CPU seconds of the request (the compile,
+or the cache read), the test that asked (PYTEST_CURRENT_TEST, which children inherit) and the end of the cache key.
+Tracing and lowering come before the request and are not counted. `python tests/compile_census.py DIR` prints the
+totals, the costliest programs and modules, and the programs compiled more than once. Without the variable nothing
+is installed.
 """
 
 from __future__ import annotations
@@ -42,9 +43,8 @@ def install(compiler) -> None:
         last.hit = last.key = None
         cpu = time.process_time()
         executable = request(backend, computation, *args, **kwargs)
-        row = {"name": str(computation.operation.attributes["sym_name"]).strip('"'), "hit": last.hit,
-               "sig": signature(computation),
-               "cpu": round(time.process_time() - cpu, 4), "key": last.key,
+        row = {"name": str(computation.operation.attributes["sym_name"]).strip('"'), "sig": signature(computation),
+               "hit": last.hit, "cpu": round(time.process_time() - cpu, 4), "key": last.key,
                "test": os.environ.get("PYTEST_CURRENT_TEST", ""), "argv": " ".join(sys.argv)[:160]}
         with open(Path(folder) / f"{os.getpid()}.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -80,7 +80,8 @@ def report(rows: list[dict], top: int = 15) -> str:
         for r in misses:
             cpu[key(r)] += r["cpu"]
             n[key(r)] += 1
-        lines += [f"\ncompiled, by {title} (CPU-s, count):"] + [f"{v:9.1f} {n[k]:5d}  {k}" for k, v in cpu.most_common(top)]
+        lines.append(f"\ncompiled, by {title} (CPU-s, count):")
+        lines += [f"{v:9.1f} {n[k]:5d}  {k}" for k, v in cpu.most_common(top)]
     again = collections.defaultdict(list)
     for r in misses:
         if r["key"]:

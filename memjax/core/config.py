@@ -432,10 +432,10 @@ def run_cli(prog: str, description: str, argv: list[str] | None, default_config:
     except OSError as e:  # disk full, permission denied, ...: the path and the reason, one line
         if isinstance(e, BrokenPipeError) and _stdout_gone():
             return 141  # the reader of stdout left (`... --help | head`): quiet, as a Unix tool killed by SIGPIPE
-        print(f"{prog.split()[-1]}: error: {e}", file=sys.stderr)
+        print(f"{name}: error: {e}", file=sys.stderr)
         return 1
     except RunError as e:
-        print(f"{prog.split()[-1]}: stopped: {e}", file=sys.stderr)
+        print(f"{name}: stopped: {e}", file=sys.stderr)
         return 1
     finally:
         gc.set_threshold(*thresholds)
