@@ -27,7 +27,6 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
 
 from memjax.model import flops, presets
 from memjax.rl.schedule_sim import Rates, Schedule, Trajectory, Turn, simulate

@@ -15,7 +15,6 @@ docs/trainer.md, "Losses", has the formulas and where they differ from verl.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 import jax
 import numpy as np

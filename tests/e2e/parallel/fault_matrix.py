@@ -1,11 +1,11 @@
-"""The launch and fault matrix of issue 48: real `memjax.train` / `memjax.launch` processes on CPU, run in parallel.
+"""The launch and fault matrix: real `memjax.train` / `memjax.launch` processes on CPU, run in parallel.
 
-Each `Case` starts one or more processes (by hand with JAX_* variables, or the launcher), optionally sends a
-signal once a line appears in the output, waits for every process, and records the exit codes, the first memjax
-line printed (the one a user reads), the seconds to the last exit, and -- for cases that trained -- whether
-running the same command again resumes to the final parameters of an uninterrupted run bit for bit.
-`python tests/e2e/parallel/fault_matrix.py` runs the whole matrix and prints the table of BUILD.md (issue 48);
-tests/e2e/parallel/test_fault_matrix.py runs it and asserts every row.
+Each `Case` starts one or more processes (by hand with JAX_* variables, or the launcher; each forked from a server
+that has imported jax, tests/forked_cli.py), optionally sends a signal once a line appears in the output, waits for
+every process, and records the exit codes, the first memjax line printed (the one a user reads), the seconds to the
+last exit, and -- for cases that trained -- whether running the same command again resumes to the final parameters
+of an uninterrupted run bit for bit. `python tests/e2e/parallel/fault_matrix.py` runs the whole matrix and prints
+its table; tests/e2e/parallel/test_fault_matrix.py runs it and asserts every row.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:  # run as a script: python tests/e2e/parallel/fault_matrix.py
     sys.path.insert(0, str(ROOT))
 from tests.child_env import PYTHONPATH as CHILD_PYTHONPATH  # noqa: E402
+from tests.forked_cli import ForkedCLI  # noqa: E402
+
 # groups of 4 and micro-batches of 32 rows: every step still updates (a non-flat group each step, grad_norm logged),
 # at ~17 CPU-s per warm process instead of ~25 with the config's groups of 8 and 128-row micro-batches
 TRAIN = ["memjax.train", "configs/tiny.py", "--set", "steps=3", "--set", "prompts_per_step=2", "--set",
@@ -184,22 +185,20 @@ def _command(p: Proc, out: Path) -> list:
     return [sys.executable, "-m", *train]
 
 
-def start(procs, out: Path, port: int, logs: Path, tag: str):
-    running = []
-    for i, p in enumerate(procs):
-        with open(logs / f"{tag}{i}.txt", "wb") as f:
-            running.append((subprocess.Popen(_command(p, out), cwd=ROOT, env=_env(p.devices, p.env, port), stdout=f,
-                                             stderr=subprocess.STDOUT, start_new_session=True), logs / f"{tag}{i}.txt"))
-    return running
+def start(cli: ForkedCLI, procs, out: Path, port: int, logs: Path, tag: str):
+    """The case's processes, forked from `cli`'s server (jax, flax, optax and orbax imported, no backend started),
+    each in its own session as a shell's job would be, with the case's environment and its output in a log."""
+    return [(cli.start(_command(p, out), logs / f"{tag}{i}.txt", env=_env(p.devices, p.env, port), new_session=True),
+             logs / f"{tag}{i}.txt") for i, p in enumerate(procs)]
 
 
-def run(case: Case, work: Path, signal_at=True) -> Outcome:
+def run(cli: ForkedCLI, case: Case, work: Path, signal_at=True) -> Outcome:
     work.mkdir(parents=True, exist_ok=True)
     out = work / "out"
     port, held = claim_port(hold=case.hold_port)
     try:
         t0 = time.monotonic()
-        procs = start(case.procs, out, port, work, "p" if signal_at else "resume")
+        procs = start(cli, case.procs, out, port, work, "p" if signal_at else "resume")
         sig = case.signal_at if signal_at else None
         limit = t0 + case.bound_s + 900  # a stuck case fails its bound; this only ends it
         while any(p.poll() is None for p, _ in procs):
@@ -265,22 +264,29 @@ def run_matrix(work: Path, cases=CASES, jobs: int = 12) -> tuple[dict, dict, dic
     20-30). Process 1 of a two-process run finds its own programs there too: jax writes the cache from process 0
     only, and on CPU a key includes the process, so the children run with tests/child_site on PYTHONPATH, whose
     sitecustomize lets every process write. A cache hit is the executable XLA would have built: the exit codes,
-    lines, bounds and the bit-for-bit comparison are those of cold processes."""
+    lines, bounds and the bit-for-bit comparison are those of cold processes. Each process is forked from one
+    server that has imported jax, flax, optax and orbax but started no backend (tests/forked_cli.py), in its own
+    session with its own environment: the memjax code it runs, its signals and its exit code are a fresh
+    `python -m` process's, without ~3 CPU-s of imports each (the launcher's own children start fresh)."""
     refs = references(work)
     needed = {c.resume for c in cases if c.resume}
-    with ThreadPoolExecutor(jobs) as ex:
-        rfuts = {k: ex.submit(run, refs[k], work / f"ref_{k}") for k in sorted(needed, reverse=True)}  # two first
+    cli = ForkedCLI(_env(1, {}, 0), ROOT)
+    try:
+        with ThreadPoolExecutor(jobs) as ex:
+            rfuts = {k: ex.submit(run, cli, refs[k], work / f"ref_{k}") for k in sorted(needed, reverse=True)}
 
-        def case_then_resume(i: int, c: Case):
-            if c.resume:
-                rfuts[c.resume].result()  # its programs are in the cache
-            o = run(c, work / f"case{i}")
-            return o, (run(c, work / f"case{i}", False) if c.resume else None)
+            def case_then_resume(i: int, c: Case):
+                if c.resume:
+                    rfuts[c.resume].result()  # its programs are in the cache
+                o = run(cli, c, work / f"case{i}")
+                return o, (run(cli, c, work / f"case{i}", False) if c.resume else None)
 
-        order = sorted(enumerate(cases), key=lambda ic: ic[1].resume is not None)  # start-up rows, then training
-        futs = {c.name: ex.submit(case_then_resume, i, c) for i, c in order}
-        done = {k: f.result() for k, f in futs.items()}
-        ref = {k: f.result() for k, f in rfuts.items()}
+            order = sorted(enumerate(cases), key=lambda ic: ic[1].resume is not None)  # start-up rows, then training
+            futs = {c.name: ex.submit(case_then_resume, i, c) for i, c in order}
+            done = {k: f.result() for k, f in futs.items()}
+            ref = {k: f.result() for k, f in rfuts.items()}
+    finally:
+        cli.close()
     got, resumed = {k: o for k, (o, _) in done.items()}, {}
     for c in cases:
         r = done[c.name][1]

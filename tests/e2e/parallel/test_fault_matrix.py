@@ -1,9 +1,9 @@
-"""Issue 48's fault matrix with real processes (tests/e2e/parallel/fault_matrix.py): every launch and fault case ends
+"""The fault matrix with real processes (tests/e2e/parallel/fault_matrix.py): every launch and fault case ends
 with the expected exit code on every process, its one memjax line and within its time bound; a run stopped by
 SIGTERM / SIGINT (one process, two by hand, under the launcher) or that lost a peer to kill -9 resumes, run again
 as typed, to the uninterrupted run's final parameters bit for bit. The cases run in parallel (one module-scoped
 run of the whole matrix; a training case after the uninterrupted run of its shape, whose compiled programs it
-reuses); the table it prints is BUILD.md's (issue 48).
+reuses); the table it prints is docs/reliability.md's.
 """
 
 from __future__ import annotations

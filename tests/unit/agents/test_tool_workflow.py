@@ -6,7 +6,6 @@ system "toy_tool" and trained through `python -m memjax.train`'s loop with `--se
 import json
 from dataclasses import dataclass
 
-import numpy as np
 from conftest import golden_dir
 
 from memjax import load_hf

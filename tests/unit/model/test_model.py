@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 import memjax
-from memjax.model import DenseCausal, ModelConfig, count_params, grouped_attention, init_model, presets
+from memjax.model import DenseCausal, count_params, init_model, presets
 from memjax.model.qwen2 import param_shapes
 
 jax.config.update("jax_default_matmul_precision", "highest")

@@ -30,7 +30,7 @@ from ....memory import MemoryBank
 from ....rewards.locomo import token_set_f1
 from ....rl.batch import Conversation as Row
 from ....tiny.vocab import TinyTokenizer
-from .task import (CASES, OPS, RIGHT, R2TaskConfig, apply_ops, bank_f1, bank_text, case_of, correct_op, credited,
+from .task import (CASES, OPS, RIGHT, R2TaskConfig, apply_ops, bank_f1, bank_text, case_of, credited,
                    dialogue_words, parse_ops, prompt_text, read)
 
 
