@@ -186,8 +186,7 @@ def _command(p: Proc, out: Path) -> list:
 
 
 def start(cli: ForkedCLI, procs, out: Path, port: int, logs: Path, tag: str):
-    """The case's processes, forked from `cli`'s server (jax, flax, optax and orbax imported, no backend started),
-    each in its own session as a shell's job would be, with the case's environment and its output in a log."""
+    """The case's processes from `cli`, each in its own session (a shell's job), environment and log."""
     return [(cli.start(_command(p, out), logs / f"{tag}{i}.txt", env=_env(p.devices, p.env, port), new_session=True),
              logs / f"{tag}{i}.txt") for i, p in enumerate(procs)]
 
@@ -273,7 +272,8 @@ def run_matrix(work: Path, cases=CASES, jobs: int = 12) -> tuple[dict, dict, dic
     cli = ForkedCLI(_env(1, {}, 0), ROOT)
     try:
         with ThreadPoolExecutor(jobs) as ex:
-            rfuts = {k: ex.submit(run, cli, refs[k], work / f"ref_{k}") for k in sorted(needed, reverse=True)}
+            rfuts = {k: ex.submit(run, cli, refs[k], work / f"ref_{k}")
+                     for k in sorted(needed, reverse=True)}  # "two" first
 
             def case_then_resume(i: int, c: Case):
                 if c.resume:
