@@ -41,6 +41,11 @@ def _read_at_import(key: str) -> bool:
     return (key.startswith(("JAX_", "PYTHON", "LD_")) and key not in RUNTIME_JAX) or key == "TF_CPP_MIN_LOG_LEVEL"
 
 
+def _check_argv(argv: list[str]) -> None:
+    if len(argv) < 3 or argv[1] != "-m" or not Path(argv[0]).name.startswith("python"):
+        raise ValueError(f"ForkedCLI runs `python -m MODULE ...` commands only, not {argv}")
+
+
 def _command(module: str, args: list[str], env: dict, cwd: str, out: str, new_session: bool) -> None:
     """The forked child: `python -m module args` with env and cwd, its fds 1 and 2 on `out`."""
     if new_session:
@@ -86,7 +91,7 @@ class Forked:
 
     def __init__(self, process):
         self._p = process
-        self.pid = process.pid
+        self.pid, self.sentinel = process.pid, process.sentinel
 
     @property
     def returncode(self) -> int | None:
@@ -101,12 +106,13 @@ class Forked:
             os.kill(self.pid, sig)
 
     def wait(self, timeout: float | None = None) -> int | None:
-        multiprocessing.connection.wait([self._p.sentinel], timeout)
+        multiprocessing.connection.wait([self.sentinel], timeout)
         return self.returncode
 
 
 class ForkedCLI:
-    """Start with the environment the commands will share (JAX_*, XLA_FLAGS, PYTHONPATH); `close` when done."""
+    """Start with the environment the commands will share (JAX_*, XLA_FLAGS, PYTHONPATH); `close` when done, or
+    use it in a `with` block."""
 
     def __init__(self, env: dict, cwd: Path):
         self.env, self.cwd = dict(env), str(cwd)
@@ -128,8 +134,7 @@ class ForkedCLI:
     def start(self, argv: list[str], out: str | Path, *, env: dict | None = None,
               new_session: bool = False) -> Forked:
         """`python -m MODULE ARGS` (argv[0] any python) with `env` (the server's by default), its output in `out`."""
-        if len(argv) < 3 or argv[1] != "-m" or not Path(argv[0]).name.startswith("python"):
-            raise ValueError(f"ForkedCLI runs `python -m MODULE ...` commands only, not {argv}")
+        _check_argv(argv)
         env = self.env if env is None else env
         differ = sorted(k for k in set(env) | set(self.env) if _read_at_import(k) and env.get(k) != self.env.get(k))
         if differ:
@@ -144,6 +149,8 @@ class ForkedCLI:
     def run_all(self, argvs: list[list[str]], *, jobs: int = 4, timeout: float = 600) -> list[tuple[int, str, float]]:
         """[(exit code, stdout + stderr, seconds)] of each `python -m MODULE ARGS`, `jobs` at a time; a command
         still running after `timeout` seconds is killed (exit code -9)."""
+        for argv in argvs:  # every command checked before any starts
+            _check_argv(argv)
         with tempfile.TemporaryDirectory(prefix="forked-cli-") as outs:  # the commands' output files, removed after
             results: list = [None] * len(argvs)
             todo, running = list(range(len(argvs)))[::-1], {}
@@ -152,7 +159,7 @@ class ForkedCLI:
                     i = todo.pop()
                     out = os.path.join(outs, f"{i}.out")
                     p = self.start(argvs[i], out)
-                    running[p._p.sentinel] = (i, p, out, time.monotonic())
+                    running[p.sentinel] = (i, p, out, time.monotonic())
                 multiprocessing.connection.wait(list(running), timeout=1.0)
                 for sentinel, (i, p, out, t0) in list(running.items()):
                     if p.poll() is None and time.monotonic() - t0 < timeout:
@@ -164,6 +171,12 @@ class ForkedCLI:
                     text = Path(out).read_text(errors="replace") if os.path.exists(out) else ""
                     results[i] = (p.returncode, text, time.monotonic() - t0)
             return results
+
+    def __enter__(self) -> ForkedCLI:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def close(self) -> None:
         """Stop the server; it reaps the commands that ended, so their CPU time counts as this process's children's."""

@@ -489,11 +489,8 @@ def test_every_documented_command_runs(workspace):
             argv[0] = sys.executable
         jobs[command] = argv
     modules = [c for c, a in jobs.items() if a[1:2] == ["-m"]]  # forked from a server that has imported jax & co
-    cli = ForkedCLI(env, REPO)
-    try:
+    with ForkedCLI(env, REPO) as cli:  # closed, the server reaps the commands: their CPU time is this module's
         results = dict(zip(modules, cli.run_all([jobs[c] for c in modules], jobs=4)))
-    finally:
-        cli.close()  # the server reaps the commands: their CPU time is this module's
     results.update({c: _run(a, env) for c, a in jobs.items() if c not in results})  # `make -n`
     results = {c: (rc, out[-1500:], dt) for c, (rc, out, dt) in results.items()}
     failed = [f"{c!r} -> {shlex.join(jobs[c])}: exit {rc}\n{out}" for c, (rc, out, _) in results.items() if rc != 0]

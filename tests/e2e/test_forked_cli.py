@@ -27,11 +27,8 @@ def test_forked_commands_exit_and_print_as_fresh_processes(tmp_path, monkeypatch
     cmds = [[sys.executable, "-m", "memjax.train", "configs/tiny.py", "--set", "bogus=1"],
             [sys.executable, "-m", "json.tool", "/nonexistent/file.json"],
             [sys.executable, "-m", "no_such_module_here"]]
-    cli = ForkedCLI(env, REPO)
-    try:
+    with ForkedCLI(env, REPO) as cli:
         forked = cli.run_all(cmds, jobs=2)
-    finally:
-        cli.close()
     assert not list(tmp_path.glob("forked-cli-*"))
     for argv, (rc, out, _) in zip(cmds, forked):
         p = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -49,8 +46,7 @@ def test_a_forked_command_is_signalled_and_exits_as_a_fresh_process(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu")
     (tmp_path / "sleeper.py").write_text("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
     argv = [sys.executable, "-m", "sleeper"]
-    cli = ForkedCLI(env, tmp_path)
-    try:
+    with ForkedCLI(env, tmp_path) as cli:
         forked = cli.start(argv, tmp_path / "forked.txt", new_session=True)
         fresh = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  start_new_session=True)
@@ -63,8 +59,6 @@ def test_a_forked_command_is_signalled_and_exits_as_a_fresh_process(tmp_path):
             p.send_signal(signal.SIGINT)
         assert forked.wait(60) == fresh.wait(60) == -signal.SIGINT
         assert "KeyboardInterrupt" in (tmp_path / "forked.txt").read_text()
-    finally:
-        cli.close()
 
 
 def test_the_server_imports_with_the_environment_it_was_started_with(tmp_path):
@@ -75,13 +69,10 @@ def test_the_server_imports_with_the_environment_it_was_started_with(tmp_path):
     seen = []
     for x64 in ("0", "1"):
         env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu", JAX_ENABLE_X64=x64, JAX_PROCESS_ID="0")
-        cli = ForkedCLI(env, tmp_path)
-        try:
+        with ForkedCLI(env, tmp_path) as cli:
             p = cli.start(argv, tmp_path / f"{x64}.txt", env=dict(env, JAX_PROCESS_ID="3"))
             assert p.wait(120) == 0
             seen.append((tmp_path / f"{x64}.txt").read_text().split())
             with pytest.raises(ValueError, match="JAX_ENABLE_X64 differ"):
                 cli.start(argv, tmp_path / "refused.txt", env=dict(env, JAX_ENABLE_X64="1" if x64 == "0" else "0"))
-        finally:
-            cli.close()
     assert seen == [["False", "3"], ["True", "3"]]

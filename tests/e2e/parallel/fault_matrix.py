@@ -269,24 +269,20 @@ def run_matrix(work: Path, cases=CASES, jobs: int = 12) -> tuple[dict, dict, dic
     `python -m` process's, without ~3 CPU-s of imports each (the launcher's own children start fresh)."""
     refs = references(work)
     needed = {c.resume for c in cases if c.resume}
-    cli = ForkedCLI(_env(1, {}, 0), ROOT)
-    try:
-        with ThreadPoolExecutor(jobs) as ex:
-            rfuts = {k: ex.submit(run, cli, refs[k], work / f"ref_{k}")
-                     for k in sorted(needed, reverse=True)}  # "two" first
+    with ForkedCLI(_env(1, {}, 0), ROOT) as cli, ThreadPoolExecutor(jobs) as ex:
+        rfuts = {k: ex.submit(run, cli, refs[k], work / f"ref_{k}")
+                 for k in sorted(needed, reverse=True)}  # "two" first
 
-            def case_then_resume(i: int, c: Case):
-                if c.resume:
-                    rfuts[c.resume].result()  # its programs are in the cache
-                o = run(cli, c, work / f"case{i}")
-                return o, (run(cli, c, work / f"case{i}", False) if c.resume else None)
+        def case_then_resume(i: int, c: Case):
+            if c.resume:
+                rfuts[c.resume].result()  # its programs are in the cache
+            o = run(cli, c, work / f"case{i}")
+            return o, (run(cli, c, work / f"case{i}", False) if c.resume else None)
 
-            order = sorted(enumerate(cases), key=lambda ic: ic[1].resume is not None)  # start-up rows, then training
-            futs = {c.name: ex.submit(case_then_resume, i, c) for i, c in order}
-            done = {k: f.result() for k, f in futs.items()}
-            ref = {k: f.result() for k, f in rfuts.items()}
-    finally:
-        cli.close()
+        order = sorted(enumerate(cases), key=lambda ic: ic[1].resume is not None)  # start-up rows, then training
+        futs = {c.name: ex.submit(case_then_resume, i, c) for i, c in order}
+        done = {k: f.result() for k, f in futs.items()}
+        ref = {k: f.result() for k, f in rfuts.items()}
     got, resumed = {k: o for k, (o, _) in done.items()}, {}
     for c in cases:
         r = done[c.name][1]
