@@ -44,7 +44,10 @@ def test_a_forked_command_is_signalled_and_exits_as_a_fresh_process(tmp_path):
     """start() gives Popen's surface: a command in its own session, sent SIGINT while it sleeps in Python, ends as
     the interpreter ends on an unhandled Ctrl-C (killed by SIGINT, traceback printed), as a fresh process does."""
     env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu")
-    (tmp_path / "sleeper.py").write_text("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    # Ctrl-C as the interpreter sets it up when its parent does not ignore SIGINT: a shell's `&` job without job
+    # control ignores it, and children inherit that (a fresh process would then sleep through the signal too)
+    (tmp_path / "sleeper.py").write_text("import signal, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)"
+                                         "\nprint('ready', flush=True)\ntime.sleep(60)\n")
     argv = [sys.executable, "-m", "sleeper"]
     with ForkedCLI(env, tmp_path) as cli:
         forked = cli.start(argv, tmp_path / "forked.txt", new_session=True)
