@@ -92,13 +92,17 @@ def _same_export(a: Path, b: Path) -> bool:
 
 
 RESUME_DROPS = ("hf", ".memjax.lock", "result.json")  # + the last checkpoint
+LEDGER = "checkpoints.json"  # memjax.loop.checkpointer.LEDGER, named here: this driver imports neither memjax nor jax
 
 
 def copy_for_resume(run_dir: Path, resumed: Path, steps: int) -> None:
     """The finished run's folder as a run stopped after step steps-1 leaves it: without its last checkpoint, hf/
     export and result.json (a result.json that reached `steps` makes the same command a no-op: memjax.run.identity
-    .finished)."""
+    .finished), its checkpoint ledger at step steps-1 (a ledger naming the dropped checkpoint makes the resume
+    refuse: memjax.loop.checkpointer)."""
     shutil.copytree(run_dir, resumed, ignore=shutil.ignore_patterns(*RESUME_DROPS, str(steps)))
+    if (resumed / LEDGER).is_file():
+        (resumed / LEDGER).write_text(json.dumps({"committed": steps - 1}) + "\n")
 
 
 def main(argv=None) -> dict:
