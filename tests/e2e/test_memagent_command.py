@@ -36,6 +36,7 @@ def run(tmp_path_factory):
     cmd = [sys.executable, "-m", "benchmarks.e2e_memagent", "--scale", "tiny", "--out", str(tmp), "--steps", "2"]
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=f"{tmp / 'site'}{os.pathsep}{ROOT}")
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2900)
+    assert (tmp / "e2e_tiny.json").is_file(), p.stdout[-2000:] + p.stderr[-3000:]
     res = json.loads((tmp / "e2e_tiny.json").read_text())
     log = (tmp / "e2e_tiny.log").read_text()
     assert p.returncode == 0 and res["run"]["returncode"] == 0, p.stderr[-2000:] + log[-3000:]
