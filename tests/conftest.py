@@ -13,6 +13,7 @@ so processes 1.. compiled every program cold in every run; its sitecustomize let
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -27,6 +28,11 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # Through the environment, so that subprocesses (python -m memjax.train in test_train) compute, and compile,
 # exactly what the test process does.
 os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = "highest"
+# The stop tests send SIGINT to the runs they start, as a user's Ctrl-C does. A suite started as a background job of a
+# non-interactive shell inherits SIGINT ignored and would pass that on to every child (memjax keeps an inherited
+# ignore, as Python does); a Python handler here becomes the default disposition again in each child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import jax
 import numpy as np

@@ -7,6 +7,8 @@ Owns `StopRequests`: `due(step)` says when the run should commit a checkpoint an
   everywhere. A SIGINT becomes a SIGTERM to this process (exit 130 there, 143 on the others).
 - One process: SIGTERM and SIGINT set a flag (never an exception inside a step, a collective or a save); `due`
   is that flag. A second signal of either kind raises at once.
+- A signal the process inherited as ignored (SIGINT in a background job of a non-interactive shell, nohup) stays
+  ignored, as Python itself leaves it: Ctrl-C meant for the shell does not stop the run.
 Invariants: nothing here runs a collective outside `due`; every process calls it the same number of times (at
 every step, and between the batches of a held-out evaluation).
 """
@@ -29,7 +31,8 @@ class StopRequests:
             return
         kinds = (signal.SIGINT,) if self.multi else (signal.SIGINT, signal.SIGTERM)
         for s in kinds:
-            self._saved[s] = signal.signal(s, self._handle)
+            if signal.getsignal(s) is not signal.SIG_IGN:
+                self._saved[s] = signal.signal(s, self._handle)
 
     @property
     def signal_name(self) -> str:

@@ -121,3 +121,22 @@ def test_one_process_sigterm_is_a_stop_request_then_unwinds():
             os.kill(os.getpid(), signal.SIGINT)
     finally:
         stop.restore()
+
+
+def test_an_inherited_ignored_sigint_stays_ignored_and_sigterm_still_stops():
+    """A run started as a background job of a non-interactive shell (or under nohup-like wrappers) inherits SIGINT
+    ignored; Python leaves it so, and so does the run: Ctrl-C meant for the shell does not stop it."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        stop = StopRequests(1)
+        try:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            assert not stop.due(1) and stop.code == 0
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert stop.due(2) and stop.code == 143
+        finally:
+            stop.restore()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
