@@ -104,7 +104,7 @@ def _engine_line(system, cfg, devices: int) -> str:
         raise ConfigError(f"engine: {err}") from None
     import jax
 
-    from ..run.plan import (  # where it rolls out (memjax/parallel/placement.py)
+    from ..run.layout import (  # where it rolls out (memjax/parallel/placement.py)
         model_config,
         rollout_line,
     )

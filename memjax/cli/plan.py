@@ -23,15 +23,8 @@ from ..core.config import (
     positive_float,
     positive_int,
 )
-from ..run.plan import (
-    engine_groups,
-    mesh_config,
-    model_config,
-    plan,
-    plan_here,
-    resolve,
-    table,
-)
+from ..run.layout import engine_groups, mesh_config, model_config, resolve
+from ..run.plan import plan, plan_here, table
 
 MAX_HBM_GIB = 1024  # the largest --hbm-gib taken: above any device's memory (H200 141, MI300X 192, B200 180)
 

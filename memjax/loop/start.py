@@ -107,7 +107,8 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
             f"{jax.device_count()} device(s)"
         raise ConfigError(f"mesh=(data {m.data}, fsdp {m.fsdp}, tensor {m.tensor}): {e} (jax sees {where})") from None
     engine_devs = split_devs or rollout_devices(mesh)
-    from ..run.plan import check, place_run
+    from ..run.layout import place_run
+    from ..run.plan import check
 
     model, tok = system.load_model(cfg.model)
     model_run = preflight.describe_model(model)  # what runs, whatever model.* says (tiny systems)
@@ -117,7 +118,7 @@ def build(cfg, system, say: Callable[[str], None]) -> Parts:
                                             if getattr(cfg.engine, f) != 1})
     except ValueError as e:
         raise ConfigError(f"engine: {e}") from None
-    # the rollout spans every device of this process unless rollout_devices="config" (memjax.run.plan.place_run)
+    # the rollout spans every device of this process unless rollout_devices="config" (memjax.run.layout.place_run)
     placed_cfg, placed = place_run(dataclasses.replace(cfg, engine=ecfg), len(engine_devs), model.cfg)
     ecfg, model_run = placed_cfg.engine, f"{model_run}; {placed.line().splitlines()[0]}"  # in run.json
     say(placed.line())

@@ -92,7 +92,7 @@ def test_qwen7b_critic_hand_count():
 
 def test_configs_that_cannot_shard_get_one_line_errors():
     from memjax.core.config import apply_overrides, load_config_file
-    from memjax.run.plan import PlanError, shard_check
+    from memjax.run.layout import PlanError, shard_check
 
     cfg = load_config_file(ROOT / "configs" / "memagent" / "train.py")
     assert shard_check(cfg, 8) == (1, 8, 1)

@@ -88,7 +88,7 @@ def test_phases_with_and_without_engine_sleep():
 
 def test_engine_groups_split_the_kv_budget():
     from memjax.engine import EngineConfig
-    from memjax.run.plan import engine_groups
+    from memjax.run.layout import engine_groups
 
     assert engine_groups(EngineConfig(), 2, 4) == 1
     assert engine_groups(EngineConfig(max_slots=16, prefill_slots=8, data_parallel=-1), 2, 4) == 8
