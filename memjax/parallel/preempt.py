@@ -7,7 +7,7 @@ Owns `StopRequests`: `due(step)` says when the run should commit a checkpoint an
   everywhere. A SIGINT becomes a SIGTERM to this process (exit 130 there, 143 on the others).
 - One process: SIGTERM and SIGINT set a flag (never an exception inside a step, a collective or a save); `due`
   is that flag. A second signal of either kind raises at once.
-- A signal the process inherited as ignored (SIGINT in a background job of a non-interactive shell, nohup) stays
+- A signal the process inherited as ignored (SIGINT in a background job of a non-interactive shell) stays
   ignored, as Python itself leaves it: Ctrl-C meant for the shell does not stop the run.
 Invariants: nothing here runs a collective outside `due`; every process calls it the same number of times (at
 every step, and between the batches of a held-out evaluation).

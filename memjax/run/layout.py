@@ -18,11 +18,13 @@ from ..core.config import RunError
 
 GIB = 1 << 30
 
+
 class PlanError(RunError):
     """The config does not fit the devices (or could not be planned); the message is one line."""
 
 
 def model_config(cfg):
+    """The ModelConfig of cfg.model: a Hugging Face directory's config.json (no weights read), else the preset."""
     from ..model import presets
     src = cfg.model
     if getattr(src, "hf_path", ""):
@@ -32,6 +34,7 @@ def model_config(cfg):
 
 
 def mesh_config(cfg):
+    """cfg.mesh, or the default MeshConfig where the config has none."""
     from ..parallel import MeshConfig
     return getattr(cfg, "mesh", None) or MeshConfig()
 
@@ -167,6 +170,7 @@ def shard_check(cfg, devices: int, model_cfg=None) -> tuple[int, int, int]:
 
 
 def held_models(cfg) -> tuple:
+    """The frozen models the config's system holds beside its policy (an answer agent, a judge), or ()."""
     agent = getattr(cfg, "agent", None)
     return agent.held_models() if agent is not None and hasattr(agent, "held_models") else ()
 

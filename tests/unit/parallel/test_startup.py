@@ -124,7 +124,7 @@ def test_one_process_sigterm_is_a_stop_request_then_unwinds():
 
 
 def test_an_inherited_ignored_sigint_stays_ignored_and_sigterm_still_stops():
-    """A run started as a background job of a non-interactive shell (or under nohup-like wrappers) inherits SIGINT
+    """A run started as a background job of a non-interactive shell inherits SIGINT
     ignored; Python leaves it so, and so does the run: Ctrl-C meant for the shell does not stop it."""
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
