@@ -174,9 +174,10 @@ def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batche
     held = held_models(cfg)
     for k in ("answer_agent_weights", "answer_agent_kv", "judge_weights", "judge_kv"):
         out[k] = 0
-    frozen = bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(mcfg.dtype)), aparams))
+    # the weights in the compute dtype: a held model's full copy, and what the trainer gathers for its forward
+    compute = bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(mcfg.dtype)), aparams))
     for h in held:  # a full copy and its pool on every device its engine spans (or on one): per device the same
-        out[f"{h.role}_weights"] += frozen
+        out[f"{h.role}_weights"] += compute
         out[f"{h.role}_kv"] += int(h.kv_cache_bytes)
     agent = getattr(cfg, "agent", None)
     from ..parallel.placement import held_where
@@ -192,7 +193,6 @@ def plan_here(cfg, devices: int, hbm_gib: float, min_kv_gib: float, micro_batche
                                      utilization=cfg.engine.kv.memory_utilization)
     used = phases["rollout"] - out["kv_cache"]
     total = max(phases.values())
-    compute = bytes_per_device(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, jnp.dtype(mcfg.dtype)), aparams))
     gmesh = {"data": dg, "fsdp": fg, "tensor": tg}
     traffic = {"update": _traffic(compiled, devices, hosts, micro_batches),
                "logprobs": _traffic(lp_compiled, devices, hosts, micro_batches),
