@@ -21,7 +21,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..core.config import ConfigError, nonnegative_int, positive_int
+from ..core.cli import nonnegative_int, positive_int
+from ..core.config import ConfigError
 from ..core.outdir import claim_marked_dir
 
 MARKER = ".memjax-demo"

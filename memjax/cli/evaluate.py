@@ -21,7 +21,7 @@ from __future__ import annotations
 # end before jax loads (tests/e2e/test_imports.py). `from memjax.evaluate import EvalConfig, evaluate` still works.
 import sys
 
-from ..core.config import run_cli
+from ..core.cli import run_cli
 from ..core.lazy import exports, names
 
 __getattr__, __dir__ = exports(globals(), {

@@ -24,8 +24,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..agents.workflow import request_seed
+from ..core.cli import RunError
 from ..core.compile_cache import use_compile_cache
-from ..core.config import ConfigError, RunError
+from ..core.config import ConfigError
 from ..core.outdir import (
     JsonlLog,
     OutDirLock,

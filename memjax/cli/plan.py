@@ -15,14 +15,8 @@ import os
 import pickle
 import sys
 
-from ..core.config import (
-    RunError,
-    apply_overrides,
-    load_config_file,
-    nonnegative_float,
-    positive_float,
-    positive_int,
-)
+from ..core.cli import RunError, nonnegative_float, positive_float, positive_int
+from ..core.config import apply_overrides, load_config_file
 from ..run.layout import engine_groups, mesh_config, model_config, resolve
 from ..run.plan import plan, plan_here, table
 

@@ -22,7 +22,7 @@ import jax
 from rich.console import Console
 
 from ..core.compile_cache import use_compile_cache
-from ..core.config import Stopped
+from ..core.cli import Stopped
 from ..core.outdir import OutDirLock, prepare_out_dir
 from ..parallel import code_digest, initialize, is_primary
 from ..parallel.lifecycle import (

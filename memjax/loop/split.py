@@ -25,7 +25,7 @@ import numpy as np
 
 from ..agents.workflow import run_workflow
 from ..core import seeds
-from ..core.config import RunError
+from ..core.cli import RunError
 from ..rl.offpolicy import staleness_metrics
 from .rollout import Rollout, account, filtered
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..agents.workflow import Request, Trajectory, summarize
 from ..core import seeds
-from ..core.config import RunError
+from ..core.cli import RunError
 from ..rl.offpolicy import staleness_metrics
 from ..rl.staleness import Pacer
 from .rollout import Rollout, account, filtered

@@ -1,7 +1,7 @@
 """memjax.parallel: device mesh, shardings, multi-host start-up.
 
 Invariant: importing the package imports none of its modules (the names below resolve on first use, memjax/core/lazy.py),
-so startup.py's launch-environment checks run before jax is imported (memjax.core.config.run_cli)."""
+so startup.py's launch-environment checks run before jax is imported (memjax.core.cli.run_cli)."""
 
 from ..core.lazy import exports, names
 

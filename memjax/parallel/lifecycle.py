@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..core.config import RunError, Stopped, _on_sigterm
+from ..core.cli import RunError, Stopped, _on_sigterm
 from . import confdiff
 from .preempt import StopRequests as _Requests
 

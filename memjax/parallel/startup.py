@@ -1,7 +1,7 @@
 """Start-up checks of a multi-process run: every mistake is one line naming the cause and the fix, within seconds.
 
 Owns, around `jax.distributed.initialize` (memjax.parallel.initialize calls them in this order): `check_env()`
-(every launch-environment check that needs no jax; memjax.core.config.run_cli runs it before jax is imported),
+(every launch-environment check that needs no jax; memjax.core.cli.run_cli runs it before jax is imported),
 `jax_env()` (inconsistent JAX variables raise `StartupError`), `slurm_batch_tasks()` (sbatch without srun is
 refused, naming the `srun` to run, unless MEMJAX_SINGLE_PROCESS=1), `launch_rank()`, `probe(...)` (process 0 must
 bind the coordinator port, every other process reach it), `deadline(seconds, what)` (a watchdog around joining: one

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 
 import jax.numpy as jnp
 
-from ..core.config import RunError
+from ..core.cli import RunError
 from ..kernels.reference import CLAMP_MODES
 from ..model.flash_attention import ATTENTION_KINDS
 from .losses import AGG_MODES, KL_ESTIMATORS

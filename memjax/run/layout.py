@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..core.config import RunError
+from ..core.cli import RunError
 
 GIB = 1 << 30
 

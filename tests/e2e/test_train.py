@@ -167,7 +167,7 @@ class _StopAtEveryStep:
 
 
 def test_a_stop_during_the_last_step_still_writes_the_run_outputs(tmp_path, monkeypatch):
-    from memjax.core.config import Stopped
+    from memjax.core.cli import Stopped
     from memjax.loop import run as run_module
 
     monkeypatch.setattr(run_module, "StopRequests", _StopAtEveryStep)

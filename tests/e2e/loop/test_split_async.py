@@ -27,7 +27,8 @@ CHILD = r"""
 import hashlib, json, os, signal, sys
 import jax, numpy as np
 from flax import nnx
-from memjax.core.config import Stopped, apply_overrides, load_config_file
+from memjax.core.cli import Stopped
+from memjax.core.config import apply_overrides, load_config_file
 from memjax.loop.run import Run
 
 ROOT, OUT, SMALL = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])

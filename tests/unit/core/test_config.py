@@ -7,13 +7,8 @@ from pathlib import Path
 import pytest
 
 from memjax.cli.evaluate import EvalConfig
-from memjax.core.config import (
-    ConfigError,
-    apply_overrides,
-    describe,
-    load_config_file,
-    parse_cli,
-)
+from memjax.core.cli import parse_cli
+from memjax.core.config import ConfigError, apply_overrides, describe, load_config_file
 
 ROOT_CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from memjax.checkpoint.errors import CheckpointError
-from memjax.core.config import RunError
+from memjax.core.cli import RunError
 from memjax.parallel import lifecycle
 
 LOST = [

@@ -29,7 +29,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ....core.config import positive_int
+from ....core.cli import positive_int
 from ....engine import (
     Engine,
     EngineConfig,

@@ -27,7 +27,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ....core.config import positive_float, positive_int
+from ....core.cli import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
 from ....tiny.model import WINDOW, engine_config, model_config

@@ -27,7 +27,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ....core.config import positive_float, positive_int
+from ....core.cli import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
 from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
