@@ -1,8 +1,10 @@
 """What every tiny warm start shares: the supervised step, where warm starts ship, and load-or-train.
 
-Owns `sft_step` (one AdamW step of token-mean NLL on a loss mask, jitted), `asset_dir(name)`
-(memjax/assets/tiny/<name>), `save_model` (save_hf + an info JSON) and `load_or_train` (load the shipped warm start,
-or train and save it first). Each paper's tiny/warmstart.py owns its teacher, data and stopping rule.
+Owns `sft_rows` (prompt + response token rows -> int32 ids and a float32 loss mask on the response),
+`warmup_adamw` (the warm starts' optimizer), `sft_step` (one AdamW step of token-mean NLL on a loss mask, jitted),
+`asset_dir(name)` (memjax/assets/tiny/<name>), `save_model` (save_hf + an info JSON) and `load_or_train` (load
+the shipped warm start, or train and save it first). Each paper's tiny/warmstart.py owns its teacher, data and
+stopping rule.
 Invariants: `sft_step` donates nothing and mutates the model and optimizer in place (nnx); a warm start directory is
 complete when it has config.json.
 """
@@ -14,10 +16,28 @@ from importlib import resources
 from pathlib import Path
 
 import jax.numpy as jnp
+import numpy as np
+import optax
 from flax import nnx
 
 from ..checkpoint import load_hf, save_hf
 from ..rl.logprobs import token_logprobs
+
+
+def sft_rows(rows, pad_id: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt ids, response ids) pairs -> ids int32 [len(rows), width] (padded with pad_id) and mask float32
+    [len(rows), width], 1 on the response's tokens."""
+    ids = np.full((len(rows), width), pad_id, np.int32)
+    mask = np.zeros((len(rows), width), np.float32)
+    for i, (p, r) in enumerate(rows):
+        ids[i, :len(p) + len(r)] = p + r
+        mask[i, len(p):len(p) + len(r)] = 1.0
+    return ids, mask
+
+
+def warmup_adamw(model, lr: float) -> nnx.Optimizer:
+    """AdamW without weight decay, its rate rising linearly from 0 to `lr` over 50 steps: every tiny warm start's."""
+    return nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, lr, 50), weight_decay=0.0), wrt=nnx.Param)
 
 
 @nnx.jit

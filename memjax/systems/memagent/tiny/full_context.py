@@ -26,7 +26,6 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
 from ....core.cli import positive_int
@@ -41,14 +40,8 @@ from ....model import init_model
 from ....rewards import memagent_reward
 from ....tiny.model import model_config
 from .task import TRAIN_SEED, WORDS, TaskConfig, TinyTokenizer, make_split
-from .warmstart import (
-    DEV_SEED,
-    asset_dir,
-    load_or_train,
-    load_warmstart,
-    save_model,
-    sft_step,
-)
+from ....tiny.sft import asset_dir, load_or_train, save_model, sft_rows, sft_step, warmup_adamw
+from .warmstart import DEV_SEED, load_warmstart
 
 TEMPLATE = "question {query} chunk {context} answer"
 DEFAULT_DIR, INFO = "full_context", "full_context.json"  # under memjax/assets/tiny/
@@ -89,13 +82,7 @@ def window(task: TaskConfig) -> int:
 
 def sft_arrays(tok: TinyTokenizer, samples: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     rows = [(prompt_ids(tok, s), tok.encode(s["final"]) + [tok.eos_id]) for s in samples]
-    width = max(len(p) + len(r) for p, r in rows)
-    ids = np.full((len(rows), width), tok.pad_id, np.int32)
-    mask = np.zeros((len(rows), width), np.float32)
-    for i, (p, r) in enumerate(rows):
-        ids[i, :len(p) + len(r)] = p + r
-        mask[i, len(p):len(p) + len(r)] = 1.0
-    return ids, mask
+    return sft_rows(rows, tok.pad_id, max(len(p) + len(r) for p, r in rows))
 
 
 def make_engine(model, task: TaskConfig, max_slots: int = 64) -> Engine:
@@ -143,7 +130,7 @@ def train(task: TaskConfig = TaskConfig(), cfg: FullContextConfig = FullContextC
     model = init_model(mcfg, seed)
     if init is not None:
         nnx.update(model, nnx.state(init, nnx.Param))
-    opt = nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, cfg.lr, 50), weight_decay=0.0), wrt=nnx.Param)
+    opt = warmup_adamw(model, cfg.lr)
     dev = make_split(task, DEV_SEED, cfg.dev_size)
     engine = make_engine(model, task)
     t0, history = time.perf_counter(), []

@@ -25,14 +25,12 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-import optax
-from flax import nnx
 
 from ....core.cli import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
 from ....tiny.model import WINDOW, engine_config, model_config
-from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
+from ....tiny.sft import asset_dir, load_or_train, save_model, sft_rows, sft_step, warmup_adamw
 from ..workflow import build_prompt
 from .agent import evaluate
 from .task import (
@@ -65,12 +63,7 @@ def trace_conversations(tok: TinyTokenizer, task: TaskConfig, sample: dict[str, 
 
 def sft_arrays(tok: TinyTokenizer, task: TaskConfig, samples: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     convs = [c for s in samples for c in trace_conversations(tok, task, s)]
-    ids = np.full((len(convs), WINDOW), tok.pad_id, np.int32)
-    mask = np.zeros((len(convs), WINDOW), np.float32)
-    for i, (p, r) in enumerate(convs):
-        ids[i, :len(p) + len(r)] = p + r
-        mask[i, len(p):len(p) + len(r)] = 1.0
-    return ids, mask
+    return sft_rows(convs, tok.pad_id, WINDOW)
 
 
 def train(task: TaskConfig = TaskConfig(), *, seed: int = 0, target: float = 0.45, lr: float = 2e-3,
@@ -80,7 +73,7 @@ def train(task: TaskConfig = TaskConfig(), *, seed: int = 0, target: float = 0.4
     tok = TinyTokenizer(WORDS)
     mcfg = model_config()
     model = init_model(mcfg, seed)
-    opt = nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, lr, 50), weight_decay=0.0), wrt=nnx.Param)
+    opt = warmup_adamw(model, lr)
     engine = Engine(model, engine_config())
     dev = make_split(task, DEV_SEED, dev_size)
     t0, step, acc, history = time.perf_counter(), 0, 0.0, []

@@ -24,14 +24,12 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-import optax
-from flax import nnx
 
 from ....core.cli import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
 from ....tiny.model import WINDOW, engine_config, model_config
-from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
+from ....tiny.sft import asset_dir, load_or_train, save_model, sft_rows, sft_step, warmup_adamw
 from ..workflow import fit_answer_prompt
 from .answer_task import (
     DEV_SEED,
@@ -50,16 +48,13 @@ DEV_DISTRACTORS = (1, 4, 7)
 
 
 def sft_arrays(tok, samples) -> tuple[np.ndarray, np.ndarray]:
-    ids = np.full((len(samples), WINDOW), tok.pad_id, np.int32)
-    mask = np.zeros((len(samples), WINDOW), np.float32)
+    rows = []
     for i, s in enumerate(samples):
         distill = i % 2 == 1
         p, _ = fit_answer_prompt(tok, s, answer_workflow(tok, distill=distill, temperature=0.0).cfg,
                                  tiny_answer_prompt)
-        r = tok.encode(teacher_response(s, distill=distill)) + [tok.eos_id]
-        ids[i, :len(p) + len(r)] = p + r
-        mask[i, len(p):len(p) + len(r)] = 1.0
-    return ids, mask
+        rows.append((p, tok.encode(teacher_response(s, distill=distill)) + [tok.eos_id]))
+    return sft_rows(rows, tok.pad_id, WINDOW)
 
 
 def train(task: R1AnswerTaskConfig = R1AnswerTaskConfig(), *, seed: int = 0, steps: int = 800, lr: float = 2e-3,
@@ -67,7 +62,7 @@ def train(task: R1AnswerTaskConfig = R1AnswerTaskConfig(), *, seed: int = 0, ste
     tok = answer_tokenizer()
     mcfg = model_config()
     model = init_model(mcfg, seed)
-    opt = nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, lr, 50), weight_decay=0.0), wrt=nnx.Param)
+    opt = warmup_adamw(model, lr)
     engine = Engine(model, engine_config())
     t0, history = time.perf_counter(), []
     for step in range(1, steps + 1):

@@ -23,14 +23,12 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-import optax
-from flax import nnx
 
 from ....core.cli import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
 from ....tiny.model import WINDOW, engine_config, model_config
-from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
+from ....tiny.sft import asset_dir, load_or_train, save_model, sft_rows, sft_step, warmup_adamw
 from .task import (
     DEV_SEED,
     TRAIN_SEED,
@@ -45,14 +43,9 @@ DEFAULT_DIR = "r1_warmstart"
 
 
 def sft_arrays(tok, samples: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-    ids = np.full((len(samples), WINDOW), tok.pad_id, np.int32)
-    mask = np.zeros((len(samples), WINDOW), np.float32)
-    for i, s in enumerate(samples):
-        p = tok.apply_chat_template([{"role": "user", "content": prompt_text(s)}])
-        r = tok.encode(s["teacher_op"]) + [tok.eos_id]
-        ids[i, :len(p) + len(r)] = p + r
-        mask[i, len(p):len(p) + len(r)] = 1.0
-    return ids, mask
+    rows = [(tok.apply_chat_template([{"role": "user", "content": prompt_text(s)}]),
+             tok.encode(s["teacher_op"]) + [tok.eos_id]) for s in samples]
+    return sft_rows(rows, tok.pad_id, WINDOW)
 
 
 def train(task: R1TaskConfig = R1TaskConfig(), *, seed: int = 0, steps: int = 300, lr: float = 2e-3,
@@ -60,7 +53,7 @@ def train(task: R1TaskConfig = R1TaskConfig(), *, seed: int = 0, steps: int = 30
     tok = r1_tokenizer()
     mcfg = model_config()
     model = init_model(mcfg, seed)
-    opt = nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, lr, 50), weight_decay=0.0), wrt=nnx.Param)
+    opt = warmup_adamw(model, lr)
     engine = Engine(model, engine_config())
     dev = make_r1_split(task, DEV_SEED, dev_size)
     t0, history = time.perf_counter(), []

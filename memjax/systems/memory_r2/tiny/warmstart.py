@@ -24,14 +24,12 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-import optax
-from flax import nnx
 
 from ....core.cli import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
 from ....tiny.model import WINDOW, engine_config, model_config
-from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
+from ....tiny.sft import asset_dir, load_or_train, save_model, sft_rows, sft_step, warmup_adamw
 from .agent import evaluate_r2
 from .task import (
     DEV_SEED,
@@ -48,12 +46,7 @@ DEFAULT_DIR = "r2_warmstart"
 def sft_arrays(tok, task: R2TaskConfig, samples: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     rows = [(tok.apply_chat_template([{"role": "user", "content": p}]), tok.encode(r) + [tok.eos_id])
             for s in samples for p, r in teacher_trace(task, s)]
-    ids = np.full((len(rows), WINDOW), tok.pad_id, np.int32)
-    mask = np.zeros((len(rows), WINDOW), np.float32)
-    for i, (p, r) in enumerate(rows):
-        ids[i, :len(p) + len(r)] = p + r
-        mask[i, len(p):len(p) + len(r)] = 1.0
-    return ids, mask
+    return sft_rows(rows, tok.pad_id, WINDOW)
 
 
 def train(task: R2TaskConfig = R2TaskConfig(), *, seed: int = 0, steps: int = 400, lr: float = 2e-3,
@@ -61,7 +54,7 @@ def train(task: R2TaskConfig = R2TaskConfig(), *, seed: int = 0, steps: int = 40
     tok = r2_tokenizer()
     mcfg = model_config()
     model = init_model(mcfg, seed)
-    opt = nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, lr, 50), weight_decay=0.0), wrt=nnx.Param)
+    opt = warmup_adamw(model, lr)
     engine = Engine(model, engine_config())
     dev = make_r2_split(task, DEV_SEED, dev_size)
     t0, history = time.perf_counter(), []

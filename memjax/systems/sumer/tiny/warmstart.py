@@ -24,13 +24,11 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-import optax
-from flax import nnx
 
 from ....core.cli import positive_float, positive_int
 from ....engine import Engine
 from ....model import init_model
-from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step
+from ....tiny.sft import asset_dir, load_or_train, save_model, sft_step, warmup_adamw
 from .agent import engine_config, evaluate, model_config
 from .task import (
     DEV_SEED,
@@ -75,7 +73,7 @@ def train(task: TinySumerTask = TinySumerTask(), *, seed: int = 0, target: float
     fmt = TinySumerFormat()
     mcfg = model_config(hidden, layers)
     model = init_model(mcfg, seed)
-    opt = nnx.Optimizer(model, optax.adamw(optax.linear_schedule(0.0, lr, 50), weight_decay=0.0), wrt=nnx.Param)
+    opt = warmup_adamw(model, lr)
     engine = Engine(model, engine_config())
     dev = make_split(task, DEV_SEED, dev_size)
     rng = np.random.default_rng([seed, 5])
