@@ -76,8 +76,8 @@ class Checkpointer:
 
     def _arrays(self):
         p = self.parts
-        state = {"model": nnx.state(p.model, nnx.Param).to_pure_dict(),
-                 "opt": nnx.state(p.trainer.optimizer).to_pure_dict()}
+        state = {"model": nnx.to_pure_dict(nnx.state(p.model, nnx.Param)),
+                 "opt": nnx.to_pure_dict(nnx.state(p.trainer.optimizer))}
         critic = p.credit.state()
         if critic is not None:
             state["critic"] = critic
@@ -120,9 +120,9 @@ class Checkpointer:
             raise
         try:  # the checkpoint read back: failing to apply it is a config mismatch, not corruption
             params = nnx.state(p.model, nnx.Param)
-            params.replace_by_pure_dict(placed_like(got["state"]["model"], params.to_pure_dict()))
+            nnx.replace_by_pure_dict(params, placed_like(got["state"]["model"], nnx.to_pure_dict(params)))
             opt = nnx.state(p.trainer.optimizer)
-            opt.replace_by_pure_dict(placed_like(got["state"]["opt"], opt.to_pure_dict()))
+            nnx.replace_by_pure_dict(opt, placed_like(got["state"]["opt"], nnx.to_pure_dict(opt)))
             p.data.set_state(own_state(got["meta"]))
             if "ablation_rng" in got["meta"]:  # the same on every process: each draws every permutation
                 p.ablation_rng.bit_generator.state = json.loads(got["meta"]["ablation_rng"])

@@ -121,14 +121,14 @@ class Credit:
     def state(self) -> dict | None:
         if self.critic_trainer is None:
             return None
-        return {"critic": nnx.state(self.critic_trainer.critic, nnx.Param).to_pure_dict(),
-                "critic_opt": nnx.state(self.critic_trainer.optimizer).to_pure_dict()}
+        return {"critic": nnx.to_pure_dict(nnx.state(self.critic_trainer.critic, nnx.Param)),
+                "critic_opt": nnx.to_pure_dict(nnx.state(self.critic_trainer.optimizer))}
 
     def load_state(self, state: dict) -> None:
         ct = self.critic_trainer
         params = nnx.state(ct.critic, nnx.Param)
-        params.replace_by_pure_dict(state["critic"])
+        nnx.replace_by_pure_dict(params, state["critic"])
         opt = nnx.state(ct.optimizer)
-        opt.replace_by_pure_dict(state["critic_opt"])
+        nnx.replace_by_pure_dict(opt, state["critic_opt"])
         nnx.update(ct.critic, params)
         nnx.update(ct.optimizer, opt)

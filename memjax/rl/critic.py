@@ -49,10 +49,10 @@ class Critic(nnx.Module):
     @classmethod
     def from_policy(cls, policy: Qwen2, seed: int = 0) -> "Critic":
         critic = cls(policy.cfg, rngs=nnx.Rngs(seed))
-        src = nnx.state(policy, nnx.Param).to_pure_dict()
+        src = nnx.to_pure_dict(nnx.state(policy, nnx.Param))
         src.pop("lm_head", None)
         state = nnx.state(critic.backbone, nnx.Param)
-        state.replace_by_pure_dict(jax.tree.map(jnp.array, src))  # fresh buffers, not the policy's
+        nnx.replace_by_pure_dict(state, jax.tree.map(jnp.array, src))  # fresh buffers, not the policy's
         nnx.update(critic.backbone, state)
         return critic
 

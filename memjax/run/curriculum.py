@@ -93,7 +93,7 @@ class Curriculum:
         if self.best is None:
             return False
         return self.best.consider(self.stages[step - 1], step, row,
-                                  lambda: nnx.state(model, nnx.Param).to_pure_dict(), stage_end=self.is_end(step))
+                                  lambda: nnx.to_pure_dict(nnx.state(model, nnx.Param)), stage_end=self.is_end(step))
 
     def start_stage(self, step: int, model, trainer, engine) -> str:
         """At the end of a stage (`step` steps done, step < steps): start the next one from the best weights
@@ -133,5 +133,5 @@ class Curriculum:
 
     def _best_params(self, stage: int, model):
         params = nnx.state(model, nnx.Param)
-        params.replace_by_pure_dict(self.best.restore(stage, params.to_pure_dict()))
+        nnx.replace_by_pure_dict(params, self.best.restore(stage, nnx.to_pure_dict(params)))
         return params
