@@ -133,7 +133,8 @@ COMMANDS = {
     "make check": "make -n",
     "make census": "make -n",
     "make clean": "make -n",
-    # the warm starts train for about a minute even at one step (their evaluation); tests/tiny runs them
+    # the warm starts train for about a minute even at one step (their evaluation); tests/unit/tiny and the papers'
+    # tiny tests run them
     "python -m memjax.systems.memagent.tiny.warmstart": PARSE,
     "python -m memjax.systems.memory_r2.tiny.warmstart": PARSE,
     "python -m memjax.systems.memory_r2.tiny.warmstart --sessions 8 --facts-per-session 1 --steps 100 "
@@ -262,7 +263,7 @@ COMMANDS = {
     "python -m memjax.plan CONFIG.py --devices N --hbm-gib G [--json]": CHECK,
     # benchmarks: memagent.flops_linearity and locomo_retrieval run (seconds); the others take minutes even at tiny shapes
     # on a shared 2-core machine (measured 20-150 s each), so here their documented arguments are parsed up to
-    # --help (PARSE) and their own tests (tests/benchmarks/) run them
+    # --help (PARSE) and their own tests (tests/unit/benchmarks/, tests/e2e/benchmarks/) run them
     "python -m benchmarks.memagent.flops_linearity": f"--models tiny --min-k 8 --max-k 16 {B}",
     "python -m benchmarks.locomo_retrieval locomo10.json [--with-speaker]": "--out {tmp}/bench",
     "python -m benchmarks.locomo_retrieval PATH [--with-speaker]": "--out {tmp}/bench",
@@ -288,7 +289,7 @@ COMMANDS = {
     "python -m benchmarks.sampler_truncation --aot": PARSE,
     "python -m benchmarks.greedy_match BEFORE.npy AFTER.npy": PARSE,
     "python -m benchmarks.memagent.ruler_hotpotqa_lengths": PARSE,
-    # the engine options timed on a GPU (docs/performance.md); tests/benchmarks/ runs the sweep at tiny shapes
+    # the engine options timed on a GPU (docs/performance.md); tests/*/benchmarks/ run the sweep at tiny shapes
     f"{SWEEP} --preset qwen2.5-1.5b {SHAPE} --batches 32 256 "
     "--greedy-tokens": PARSE,
     f"{SWEEP} --preset qwen2.5-1.5b {SHAPE} --batches 32 256 "

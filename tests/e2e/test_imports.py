@@ -1,4 +1,4 @@
-"""What a `python -m memjax.*` process imports before it fails or answers (memjax/core/lazy.py, memjax/core/cli.run_cli).
+"""What a `python -m memjax.*` process imports before it fails or answers (memjax/core/lazy.py, memjax.core.cli.run_cli).
 
 The suite starts hundreds of CLI processes; most of them print `--help`, refuse bad arguments or a bad launch
 environment. These checks hold that such a process does not import jax, flax, optax or orbax (~3 CPU-s each):

@@ -1,7 +1,9 @@
 """Every path of this repository that the documentation names exists: README.md, BUILD.md and docs/*.md name files
 and folders under memjax/, tests/, configs/, benchmarks/, scripts/ and docs/, and a moved module or test folder must
 take its mentions along. Paths with a placeholder (`<paper>`, `{a,b}`, `*`, `...`) are patterns, not paths; the few
-that are meant not to exist are listed with the reason."""
+that are meant not to exist are listed with the reason. The code's own text (memjax/, benchmarks/, scripts/,
+configs/: docstrings, comments, messages) is held to the same rule for what is surely a path: a name ending in
+.py, .md, .sh or a folder's slash (a result file a benchmark is about to write, or `module.function`, is not)."""
 
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ def named_paths(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def missing(doc: Path, root: Path = REPO) -> list[str]:
+def missing(doc: Path, root: Path = REPO, *, sure: bool = False) -> list[str]:
+    """`doc`'s lines naming a path that does not exist; `sure`: only names that end as a file or folder does."""
     return [f"{doc.name}:{n}: {p}" for n, p in named_paths(doc.read_text())
-            if not (root / p).exists() and p not in NOT_PATHS and HYPOTHETICAL not in p]
+            if not (root / p).exists() and p not in NOT_PATHS and HYPOTHETICAL not in p
+            and (not sure or p.endswith((".py", ".md", ".sh", "/")))]
 
 
 def test_the_rule_finds_a_moved_path_and_leaves_patterns_alone(tmp_path):
@@ -47,3 +51,10 @@ def test_every_path_the_docs_name_exists():
     docs = [REPO / "README.md", REPO / "BUILD.md", *sorted((REPO / "docs").glob("*.md"))]
     gone = [line for doc in docs for line in missing(doc)]
     assert not gone, "paths named in the docs that do not exist:\n" + "\n".join(gone)
+
+
+def test_every_path_the_code_names_exists():
+    files = [f for top in ("memjax", "benchmarks", "scripts", "configs") for f in sorted((REPO / top).rglob("*"))
+             if f.suffix in (".py", ".md", ".sh") and "results" not in f.relative_to(REPO).parts]
+    gone = [f"{f.relative_to(REPO)}: {line}" for f in files for line in missing(f, sure=True)]
+    assert len(files) > 300 and not gone, "paths named in the code that do not exist:\n" + "\n".join(gone)

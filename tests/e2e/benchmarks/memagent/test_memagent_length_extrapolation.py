@@ -1,5 +1,5 @@
 """MemAgent's length extrapolation, CI-sized (benchmarks/memagent/length_extrapolation.py,
-docs/memagent_length_results.md): the shipped models only, no training.
+docs/memagent.md, "Length extrapolation (tiny task)"): the shipped models only, no training.
 
 The MemAgent warm start (memjax/systems/memagent/tiny/warmstart.py, supervised at 3 chunks) keeps its accuracy from 3 to 24 chunks
 (8x the training length), while the full-context baseline of the same size (memjax/systems/memagent/tiny/full_context.py, the same

@@ -1,5 +1,5 @@
 """Memory-R1's answer agent with and without memory distillation, CI-sized (benchmarks/memory_r1/distill.py,
-docs/memory_r1_tiny_results.md "The answer agent with and without memory distillation").
+docs/memory_r1.md "The answer agent with and without memory distillation").
 
 The study (100 GRPO steps per run) does not fit a CI budget, and at a CI-sized budget neither variant moves (20
 steps at the config's lr: held-out sampled EM within +-0.03 of the warm start in every seed), so this test asserts

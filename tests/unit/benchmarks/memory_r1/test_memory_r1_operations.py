@@ -2,7 +2,7 @@
 tiny Memory-R1 manager on the task's reward beats the ADD-only manager (= the warm start's greedy behaviour) on the
 reward and on every question about the bank, and stays BELOW the always-UPDATE manager (`update 0`) on both: the
 reward (the question about the fact's person) cannot tell a correct UPDATE from overwriting another person's
-record, and the policy learns the shortcut (docs/memory_r1_tiny_results.md, "Learned operations vs fixed policies").
+record, and the policy learns the shortcut (docs/memory_r1.md, "Learned operations vs fixed policies").
 
 Settings: configs/memory_r1/tiny.py (GRPO), STEPS steps of PROMPTS prompts x group 8, held-out HELDOUT samples with
 EVAL_SAMPLES temperature-1 answers each, seed 0. Seed study with exactly these settings (seeds 0-4, CPU,

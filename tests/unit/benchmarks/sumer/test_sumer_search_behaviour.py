@@ -2,7 +2,8 @@
 from its warm start. The reward of the rollouts rises while the NUMBER of searches stays at one per episode and
 almost every search shows the record that answers (the warm start already finds the evidence); what changes is
 HOW it searches: the share of searches with the session filter rises and a search shows fewer records (one
-instead of the 2-3 places of the person), the strategy whose answer is a copy (docs/sumer_tiny_results.md).
+instead of the 2-3 places of the person), the strategy whose answer is a copy (docs/sumer.md, "Search behaviour
+(tiny task)").
 
 Settings: configs/sumer/tiny.py (GRPO, 16 prompts x group 8), STEPS steps, seed 0; changes are the mean of the
 last 3 steps minus the mean of the first 3. The training steps do not depend on the held-out size (the CI seed

@@ -6,13 +6,13 @@ prompt: P(add) ~0.49, P(none) ~0.34 on every held-out sample (measured with the 
 candidate op), so greedy picks `add` everywhere: right for new people and repeats, wrong for moves and
 retractions (greedy EM 0.375 on 128 held-out samples). Greedy EM is therefore a step function of near-ties: a
 drift of the shared add/none margin flips a whole case at once, which is why a shuffled-reward run can move
-greedy EM either way (docs/memory_r1_tiny_results.md). The test asserts on the sampled EM (the mean reward of
+greedy EM either way (docs/memory_r1.md). The test asserts on the sampled EM (the mean reward of
 temperature-1 answers, a smooth function of the policy) and on the gap between the real and the shuffled run,
 and on greedy EM only for the real run (where it rises by a whole case, moves).
 
 Settings: configs/memory_r1/tiny.py (GRPO, lr 2e-4) with PROMPTS prompts x group 8 per step, STEPS steps,
 held-out HELDOUT samples with EVAL_SAMPLES temperature-1 answers each, one micro-batch per mini-batch, seed 0.
-Seed study with exactly these settings (seeds 0/1/2, CPU; docs/memory_r1_tiny_results.md "CI learning test",
+Seed study with exactly these settings (seeds 0/1/2, CPU; docs/memory_r1.md "CI learning test",
 benchmarks/results/tiny_r1_ablation_seeds_cpu.json), before: greedy 0.344, sampled 0.348; after 8 steps:
   real rewards      sampled +0.211 / +0.246 / +0.266   greedy +0.547 / +0.219 / +0.531
   shuffled rewards  sampled +0.059 / -0.008 / -0.004   greedy  0 / 0 / 0
