@@ -21,9 +21,9 @@ CUDA_AOT_PKGS := jax-cuda13-plugin==0.11.2 jax-cuda13-pjrt==0.11.2
 MEMJAX_JEMALLOC ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 /usr/local/lib/libjemalloc.so.2))
 TEST_ENV := JAX_PLATFORMS=cpu $(if $(MEMJAX_JEMALLOC),LD_PRELOAD="$(strip $(MEMJAX_JEMALLOC) $(LD_PRELOAD))")
 
-.PHONY: demo check test census test-gpu venv clean
+.PHONY: demo check test census test-gpu venv lock clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml constraints.txt Makefile
 	@set -e; \
 	if [ ! -x $(PY) ]; then \
 	  base=$$(scripts/find_python.sh) || exit 1; \
@@ -31,11 +31,24 @@ $(STAMP): pyproject.toml Makefile
 	  "$$base" -m venv $(VENV); \
 	fi; \
 	$(PY) -m pip install -q --upgrade pip; \
-	$(PY) -m pip install -q -e '.[test]'; \
+	$(PY) -m pip install -q -c constraints.txt -e '.[test]'; \
 	if [ "$(CUDA_AOT)" = 1 ]; then $(PY) -m pip install -q --no-deps --target $(VENV)/cuda-aot $(CUDA_AOT_PKGS); fi; \
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# constraints.txt pins every package `make venv` installs to the versions the suite last passed with, so that a
+# release upstream changes nothing until someone re-locks and runs the suite. `make lock` re-locks: a fresh venv in a
+# temporary folder, memjax with its test and tracker extras at the newest releases pyproject.toml's ranges allow, and
+# its `pip freeze`. Review the diff, then `make test` on the new set before committing it.
+lock:
+	@set -e; base=$$(scripts/find_python.sh) || exit 1; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	"$$base" -m venv "$$tmp/venv"; "$$tmp/venv/bin/python" -m pip install -q --upgrade pip; \
+	"$$tmp/venv/bin/python" -m pip install -q -e '.[test,track]'; \
+	{ echo "# Every package \`make venv\` installs, at the version the suite passed with (made by \`make lock\`, Makefile)."; \
+	  echo "# Python $$("$$tmp/venv/bin/python" -c 'import platform; print(platform.python_version())'); pins of packages a platform does not install are ignored there."; \
+	  "$$tmp/venv/bin/python" -m pip freeze --exclude-editable; } > constraints.txt; \
+	echo "constraints.txt: $$(grep -vc '^#' constraints.txt) packages"
 
 demo: $(STAMP)
 	$(PY) -m memjax.demo

@@ -328,6 +328,7 @@ COMMANDS = {
     # the end-to-end driver and the scaling run minutes (tests/e2e/test_memagent_command.py runs both at tiny
     # scale); the deviceless compiles need the CUDA plugin (tests/e2e/benchmarks/test_gpu_aot.py)
     "make venv": "make -n",
+    "make lock": "make -n",
     "make venv CUDA_AOT=0": "make -n",
     "python -m benchmarks.e2e_memagent --scale 1.5b --out DIR --prompts 1 --steps 3 --attention cudnn": PARSE,
     "python -m benchmarks.scale_7b RUN_DIR": PARSE,
