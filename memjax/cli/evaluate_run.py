@@ -27,6 +27,7 @@ from ..agents.workflow import request_seed
 from ..core.cli import RunError
 from ..core.compile_cache import use_compile_cache
 from ..core.config import ConfigError
+from ..core.environment import describe as describe_environment
 from ..core.outdir import (
     JsonlLog,
     OutDirLock,
@@ -93,7 +94,7 @@ def evaluate_system(cfg: SystemEvalConfig, con: Console) -> dict:
 
         result = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "system": system.name,
                   "inputs": scored_inputs(policy={"policy": cfg.policy or "(initial model)"}),
-                  "metrics": scalars, "seconds": time.perf_counter() - t0}
+                  "metrics": scalars, "seconds": time.perf_counter() - t0, "environment": describe_environment()}
         if primary:  # several processes: each ran its share of the held-out set, all hold the whole result
             write_atomic(out / "results.json", json.dumps(result, indent=2, default=str))
             log = JsonlLog(out / "traces.jsonl")

@@ -25,6 +25,8 @@ from typing import Any
 
 import jax
 
+from ..core.environment import describe as describe_environment
+from ..core.outdir import write_atomic
 from ..data.locomo import Question
 from ..parallel.lifecycle import stop_point
 from ..parallel.split import deal_groups, gather_objects
@@ -216,10 +218,10 @@ def evaluate_locomo(questions: Sequence[Question], predictor: Predictor | None, 
     fails = failures(records)
     result = {"failed": fails, "title": title, "judge": getattr(judge, "name", type(judge).__name__),
               "judge_profile": jp, "f1": f1, "metrics_profile": metrics, "table": table, "counts": vars(counts),
-              **(extra or {})}
+              "environment": describe_environment(devices=None), **(extra or {})}
     if not primary:
         return result
-    (out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    write_atomic(out / "results.json", json.dumps(result, indent=1))
     judge_title = result["judge"] + (f", judge profile {jp}" if jp else "")
     md = table_markdown(table, f"{title} (judge: {judge_title}; answer metrics: {metrics})", f1, metrics, fails, notes)
     (out / "results.md").write_text(md, encoding="utf-8")

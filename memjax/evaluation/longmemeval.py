@@ -27,6 +27,7 @@ from typing import Any
 
 from ..checkpoint.source import ModelSource
 from ..core.compile_cache import check_compile_cache
+from ..core.environment import describe as describe_environment
 from ..core.outdir import write_atomic
 from ..data.longmemeval import QUESTION_TYPES, LmeQuestion, load_longmemeval
 from ..data.longmemeval_locomo import dia_id
@@ -348,7 +349,7 @@ def evaluate_longmemeval(questions: Sequence[LmeQuestion], predictor: LmeBatchPr
     errs = [r["judge_error"] for r in records if r.get("label") is None and r.get("judge_error")]
     result = {"title": title, "judge": getattr(judge, "name", type(judge).__name__), "benchmark": "longmemeval",
               "table": table, "counts": counts, **({"first_judge_error": str(errs[0])[:200]} if errs else {}),
-              **(extra or {})}
+              "environment": describe_environment(devices=None), **(extra or {})}
     write_atomic(out / "results.json", json.dumps(result, indent=1))
     md = markdown(table, f"{title} (judge: {result['judge']})")
     if notes:

@@ -2,10 +2,10 @@
 reward_curve.png, report.html, and the console lines that name them.
 
 Owns `summary(...)` (result.json's dict: config, system, evaluations, per-step history, seconds, the curriculum's
-bests, code digest, traces, held-out samples, the warm start's info), `write(out, primary, model, tokenizer,
-make_summary)` (hf/ as a servable directory, memjax/checkpoint/export.py; result.json written atomically and merged
-with an extended run's previous one, memjax/run/identity.py; the reward curve) and `announce(...)` (the line naming
-metrics, TensorBoard, checkpoints and policy, then report.html, also handed to the experiment trackers).
+bests, code digest, environment, traces, held-out samples, the warm start's info), `write(out, primary, model,
+tokenizer, make_summary)` (hf/ as a servable directory, memjax/checkpoint/export.py; result.json written atomically
+and merged with an extended run's previous one, memjax/run/identity.py; the reward curve) and `announce(...)` (the
+line naming metrics, TensorBoard, checkpoints and policy, then report.html, also handed to the experiment trackers).
 Invariants: only process 0 writes result.json, reward_curve.png and report.html; nothing here runs before the last
 checkpoint is committed (the Run finishes its checkpointer first).
 """
@@ -27,12 +27,14 @@ from .run_state import RunState
 from .trackers import Trackers
 
 
-def summary(cfg, system, state: RunState, curriculum, code: str, model_run: dict, seconds: float) -> dict:
-    """The run's summary (result.json): config, evaluations before/after and on the way, per-step history."""
+def summary(cfg, system, state: RunState, curriculum, code: str, model_run: dict, seconds: float,
+            environment: dict | None = None) -> dict:
+    """The run's summary (result.json): config, evaluations before/after and on the way, per-step history, and the
+    environment of the process that finished it."""
     first, last = (state.evals[0], state.evals[-1]) if state.evals else ({}, {})
     out = {"config": dataclasses.asdict(cfg), "system": system.name, "before": first, "after": last,
            "evals": state.evals, "history": state.history, "seconds": seconds,
-           "stage_best": curriculum.summary(), "code": code, "model_run": model_run}
+           "stage_best": curriculum.summary(), "code": code, "model_run": model_run, "environment": environment}
     for when, row in (("before", first), ("after", last)):
         extra = state.eval_extra.get(row.get("step", -1), {})
         out[f"traces_{when}"] = extra.get("traces", [])

@@ -21,6 +21,7 @@ from contextlib import nullcontext
 import jax
 from rich.console import Console
 
+from ..core import environment
 from ..core.compile_cache import use_compile_cache
 from ..core.cli import Stopped
 from ..core.outdir import OutDirLock, prepare_out_dir
@@ -55,6 +56,7 @@ class Run:
         # before the first compile (jax reads it at each compile); the line unwrapped: a path to copy
         use_compile_cache(cfg.compile_cache, say=lambda s: self.con.print(s, markup=False, soft_wrap=True))
         self.code = code_digest()  # recorded in run.json and result.json
+        self.environment = environment.describe()  # versions, devices, processor: in run.json and result.json
         agree_run(dataclasses.asdict(cfg))  # processes of one run refuse unless code and config match (names fields)
         self.system, self.curriculum = start.open_system(cfg)  # every check that needs no model
         self.out = prepare_out_dir(cfg.out_dir)  # before any model is loaded: a bad out_dir fails at once
@@ -82,7 +84,7 @@ class Run:
             self.log = RunLog(self.out, self.primary, self.con, cfg.steps, self.state, self.trackers)
             if self.primary:
                 run_identity.record(self.out, cfg, self.system.name, self.code, self.parts.model_run, previous,
-                                    say=self._warn)
+                                    say=self._warn, environment=self.environment)
         except BaseException:
             self.close()
             raise
@@ -248,7 +250,7 @@ class Run:
             p = self.parts
             self.summary = result.write(self.out, self.primary, p.model, p.tok, lambda: result.summary(
                 self.cfg, self.system, self.state, self.curriculum, self.code, p.model_run,
-                time.perf_counter() - t_start))
+                time.perf_counter() - t_start, self.environment))
         finally:
             stop.restore()
             self._stop = None

@@ -1,15 +1,16 @@
 """What a training run is, and the check a resume makes against it: OUT_DIR/run.json.
 
-Owns: `record` (writes run.json: the whole config, the system, the code digest of the memjax sources, and the
-model actually run), `check_resume` (a resume whose config differs from the recorded one outside `RESUMABLE`
-refuses with one line naming every differing field), `finished` (a run whose result.json already reaches
-`steps`: re-running it is a no-op) and `keep_previous` (a run extended past its old `steps` keeps what the
-earlier result.json held that this process cannot recompute: the step-0 traces, the held-out samples, the
-seconds spent before).
+Owns: `record` (writes run.json: the whole config, the system, the code digest of the memjax sources, the model
+actually run and its environment: versions, devices, processor), `check_resume` (a resume whose config differs
+from the recorded one outside `RESUMABLE` refuses with one line naming every differing field), `finished` (a run
+whose result.json already reaches `steps`: re-running it is a no-op) and `keep_previous` (a run extended past its
+old `steps` keeps what the earlier result.json held that this process cannot recompute: the step-0 traces, the
+held-out samples, the seconds spent before).
 Invariants: run.json is written once, when a run starts from nothing, and only appended to (`resumed`: each
-resume's code digest and changed allow-listed fields); a run dir without run.json (written before it existed)
-is checked against its result.json's config when there is one; a different code digest is said once per resume,
-never refused (a fix must be able to resume a run); no file of a finished run is rewritten by a re-run.
+resume's code digest, environment and changed allow-listed fields); a run dir without run.json (written before it
+existed) is checked against its result.json's config when there is one; a different code digest or environment is
+said once per resume, never refused (a fix must be able to resume a run, and a run may move to another machine); no
+file of a finished run is rewritten by a re-run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import ConfigError
+from ..core.environment import changes as env_changes
 
 # settings a resume may change: they decide how long the run goes, how often it is evaluated or saved, how memory
 # is planned and where compiled programs are cached, never what a step computes (every other field changes the
@@ -135,24 +137,32 @@ def check_resume(out: Path, cfg) -> dict | None:
     return rec
 
 
-def record(out: Path, cfg, system: str, code: str, model_run: str, previous: dict | None, say=print) -> None:
-    """Write run.json for a run starting from nothing, or append this resume to it (the code digest it ran with
-    and the allow-listed fields it changed); a different code digest is said in one line."""
+def record(out: Path, cfg, system: str, code: str, model_run: str, previous: dict | None, say=print,
+           environment: dict | None = None) -> None:
+    """Write run.json for a run starting from nothing, or append this resume to it (the code digest and the
+    environment it ran with, the allow-listed fields it changed); a different code digest, and an environment that
+    differs from the last one recorded (memjax/core/environment.py), are each said in one line."""
     path = out / RUN_FILE
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if previous is None or not path.is_file():
         obj = {"config": json.loads(json.dumps(dataclasses.asdict(cfg), default=str)), "system": system,
-               "code": code, "model_run": model_run, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "resumed": []}
+               "code": code, "model_run": model_run, "started": now, "environment": environment, "resumed": []}
         if previous is not None:  # an older run dir: its identity is the one its result recorded
             obj["config"] = previous.get("config") or obj["config"]
     else:
         obj = dict(previous)
         changed = {k: v for k, v in flat(cfg).items() if flat(obj["config"]).get(k) != v}
-        obj["resumed"] = list(obj.get("resumed", [])) + [{"code": code, "changed": changed,
-                                                          "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]
+        last_env = next((r["environment"] for r in reversed(obj.get("resumed", [])) if r.get("environment")),
+                        obj.get("environment"))
+        obj["resumed"] = list(obj.get("resumed", [])) + [{"code": code, "changed": changed, "at": now,
+                                                          "environment": environment}]
         if obj.get("code") and obj["code"] != code:
             say(f"note: resuming {out} with other code (digest {code[:12]}, the run started with "
                 f"{obj['code'][:12]}); recorded in {path.name}")
+        moved = env_changes(last_env, environment) if environment else []
+        if moved:
+            say(f"note: resuming {out} in another environment ({'; '.join(moved)}): numbers may differ from an "
+                f"uninterrupted run's; recorded in {path.name}")
     from ..core.outdir import write_atomic
 
     write_atomic(path, json.dumps(obj, indent=1) + "\n")

@@ -141,7 +141,9 @@ def test_finished_run_rerun_is_a_no_op_and_steps_extend_it(finished_run, capsys)
     assert [h["step"] for h in new["history"]] == [1, 2]
     assert new["traces_before"] == old["traces_before"] and new["traces_before"]  # kept, not emptied
     assert new["seconds"] > old["seconds"]
-    assert json.loads((ext / "run.json").read_text())["resumed"][0]["changed"] == {"steps": 2, "out_dir": str(ext)}
+    resumed = json.loads((ext / "run.json").read_text())["resumed"][0]
+    assert resumed["changed"] == {"steps": 2, "out_dir": str(ext)} and resumed["environment"]["cpu"]
+    assert "in another environment" not in capsys.readouterr().out  # the same machine: nothing to say
 
 
 @pytest.mark.timeout(1500)
@@ -158,15 +160,21 @@ def test_resume_with_another_system_or_task_refuses(finished_run, capsys):
 
 
 @pytest.mark.timeout(1500)
-def test_records_name_the_code_and_the_model_run(finished_run):
+def test_records_name_the_code_the_model_run_and_the_environment(finished_run):
+    from html import escape
+
+    from memjax.core.environment import describe, line
     from memjax.parallel import code_digest
     from memjax.report import write_report
 
     res = json.loads((finished_run / "result.json").read_text())
+    run = json.loads((finished_run / "run.json").read_text())
     assert res["code"] == code_digest() and res["model_run"].startswith("0.6M parameters: 4 layers, hidden 128")
-    assert json.loads((finished_run / "run.json").read_text())["code"] == code_digest()
+    assert run["code"] == code_digest()
+    assert res["environment"] == run["environment"] == describe()  # the run ran in this process
     page = write_report(finished_run).read_text()
     assert "model run<b>0.6M parameters" in page and f"code digest<b>{code_digest()[:12]}" in page
+    assert f"ran on<b>{escape(line(describe()))}</b>" in page
 
 
 def test_evaluate_leaves_no_out_dir_on_a_bad_data_file(tmp_path, capsys):

@@ -1,6 +1,8 @@
 """`python -m memjax.evaluate` end to end on the committed HotpotQA excerpt with a tiny random model."""
 
 import json
+
+import jax
 from pathlib import Path
 
 from memjax.cli import evaluate
@@ -20,6 +22,7 @@ def test_evaluate_writes_table_plot_and_traces(tmp_path):
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
     assert [r["num_docs"] for r in res["rows"]] == [10, 12]
+    assert res["environment"]["packages"]["jax"] == jax.__version__ and res["environment"]["cpu"]
     for r in res["rows"]:
         assert 0.0 <= r["sub_em"] <= 1.0 and r["samples"] == 2 and r["conversations"] >= 2 * 4
     traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
@@ -45,6 +48,7 @@ def test_system_evaluation_of_a_policy(tmp_path, capsys):
     assert evaluate.main([cfg, *sets, "--set", f"policy={default_path()}", "--set", f"out_dir={tmp_path / 'b'}"]) == 0
     a, b = (json.loads((tmp_path / d / "results.json").read_text()) for d in "ab")
     assert a["system"] == "tiny" and 0 <= a["metrics"]["accuracy"] <= 1 and a["metrics"] == b["metrics"]
+    assert a["environment"] == b["environment"] and a["environment"]["devices"] == jax.device_count()
     assert len((tmp_path / "a" / "traces.jsonl").read_text().splitlines()) == 8
     assert (tmp_path / "a" / "report.html").read_text().count('class="trace"') == 8
     assert evaluate.main([cfg, "--set", f"policy={tmp_path}", "--set", f"out_dir={tmp_path / 'c'}"]) == 2

@@ -28,6 +28,7 @@ import numpy as np
 
 from ...agents.heldout import run_heldout
 from ...core.config import ConfigError
+from ...core.environment import describe as describe_environment
 from ...core.outdir import JsonlLog, write_atomic
 from ...data import RulerHotpotQAConfig, load_hotpotqa, synthesize
 from ...data.memagent_files import detect_layout, load_qa_file
@@ -210,7 +211,7 @@ def run_length_eval(cfg, out: Path, con, *, baseline: Callable[[Any, Any, list[d
                   + (f" (paper 7B {row['paper_7b']:.2f}%, 14B {row['paper_14b']:.2f}%)" if "paper_7b" in row else ""))
     if primary:
         plot(rows, out / "accuracy.png")
-    return {"config": config, "metrics_profile": cfg.metrics, "rows": rows, "complete": True, "paper": CITATION}
+    return _result(config, cfg.metrics, rows, True)
 
 
 def _traces(n: int, count: int, done) -> list[dict]:
@@ -229,11 +230,16 @@ def _row(n: int, count: int, done) -> dict:
     return {**row, **paper_row(n)}
 
 
+def _result(config: dict, metrics: str, rows: list[dict], complete: bool) -> dict:
+    """results.json's dict: the rows so far, whether every length is in, the paper, the environment."""
+    return {"config": config, "metrics_profile": metrics, "rows": rows, "complete": complete, "paper": CITATION,
+            "environment": describe_environment()}
+
+
 def _publish(out: Path, config: dict, metrics: str, rows: list[dict], complete: bool, primary: bool) -> None:
     if not primary:
         return
-    result = {"config": config, "metrics_profile": metrics, "rows": rows, "complete": complete, "paper": CITATION}
-    write_atomic(out / "results.json", json.dumps(result, indent=2))
+    write_atomic(out / "results.json", json.dumps(_result(config, metrics, rows, complete), indent=2))
     write_atomic(out / "results.md", markdown(rows, metrics))
 
 

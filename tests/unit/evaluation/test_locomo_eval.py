@@ -112,6 +112,7 @@ def test_memjax_evaluate_runs_a_locomo_config(tmp_path, capsys):
     assert evaluate_main([cfg, *sets, "--set", f"answers={ans}"]) == 0
     res = json.loads((tmp_path / "ev" / "results.json").read_text())
     assert res["table"]["overall"]["n"] == 2 and res["table"]["overall"]["J"] == 50.0
+    assert res["environment"]["packages"]["nltk"] == "3.9.1" and res["environment"]["cpu"]  # the metrics' versions
     assert (tmp_path / "ev" / "predictions.jsonl").is_file() and (tmp_path / "ev" / "scores.png").is_file()
     assert evaluate_main([cfg, *sets, "--set", f"answers={tmp_path / 'none.jsonl'}"]) == 2
     assert "answers=" in capsys.readouterr().err

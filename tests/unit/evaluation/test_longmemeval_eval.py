@@ -60,6 +60,7 @@ def test_answers_config_end_to_end_and_resume(tmp_path):
     assert t["temporal-reasoning"]["accuracy"] == 0.0 and t["overall"] == {"accuracy": 37.5, "n": 8, "unscored": 0}
     assert t["task-averaged"]["accuracy"] == round(200 / 6, 2) and t["abstention"]["accuracy"] == 50.0
     assert res["counts"]["no_answer"] == 1 and res["judge"] == "rule-based (not an LLM)"
+    assert res["environment"]["python"] and res["environment"]["packages"]["numpy"]
     md = (out / "results.md").read_text()
     assert "| accuracy | 100.00 | 0.00 | 0.00 | 100.00 | 0.00 | 0.00 | 33.33 | 37.50 | 50.00 |" in md
     html = (out / "report.html").read_text()                        # the report page: the per-type table

@@ -59,3 +59,29 @@ def test_a_run_recorded_before_the_engine_option_groups_resumes(tmp_path):
         check_resume(out, apply_overrides(cfg, ["engine.kv.num_pages=201"]))
     with pytest.raises(ConfigError, match=r"engine.kernels.layers: \"unrolled\" -> \"scan\""):
         check_resume(out, apply_overrides(cfg, ["engine.kernels.layers=scan"]))
+
+
+def _record_and_resume(tmp_path, first_env, second_env):
+    """run.json of a run started in `first_env` and resumed in `second_env`; the lines the resume said."""
+    from memjax.run.identity import record
+
+    cfg = apply_overrides(TrainConfig(), [f"out_dir={tmp_path / 'moved'}"])
+    out = tmp_path / "moved"
+    out.mkdir(parents=True)
+    record(out, cfg, "memagent", "c0de", "model", None, environment=first_env)
+    (out / "checkpoints" / "1").mkdir(parents=True)
+    said: list[str] = []
+    record(out, cfg, "memagent", "c0de", "model", check_resume(out, cfg), say=said.append, environment=second_env)
+    return json.loads((out / "run.json").read_text()), said
+
+
+def test_a_resume_in_another_environment_is_said_and_recorded_never_refused(tmp_path):
+    here = {"python": "3.12.1", "packages": {"jax": "0.11.2", "flax": "0.12.12"}, "backend": "cpu",
+            "device_kind": "cpu", "devices": 1, "processes": 1, "cpu": "AMD EPYC 9B45"}
+    there = {**here, "packages": {"jax": "0.11.2", "flax": "0.12.13"}, "cpu": "Intel Xeon Platinum 8480+"}
+    run, said = _record_and_resume(tmp_path, here, there)
+    assert run["environment"] == here and run["resumed"][-1]["environment"] == there
+    assert len(said) == 1 and "in another environment (flax 0.12.12 -> 0.12.13; cpu: AMD EPYC 9B45 -> Intel Xeon " \
+        "Platinum 8480+)" in said[0], said
+    run, said = _record_and_resume(tmp_path / "same", here, dict(here))   # same machine and versions: silent
+    assert said == [] and run["resumed"][-1]["environment"] == here
