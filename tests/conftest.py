@@ -25,6 +25,10 @@ if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
 # 0.6 s at 0 (configs/tiny.py at the fault matrix's shape: 9.2-9.7 -> 8.0-8.3 CPU-s per warm process; the fault
 # matrix alone 336 -> 298 CPU-s).
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+# Multi-process children: a healthy process starved of CPU (2 cores, the other worker compiling) went unheard past a
+# 10 s heartbeat on CI and the coordination service ended the run. Only the fault matrix measures how fast a dead
+# process is noticed, and it sets its own heartbeat.
+os.environ.setdefault("MEMJAX_HEARTBEAT_S", "60")
 # Through the environment, so that subprocesses (python -m memjax.train in test_train) compute, and compile,
 # exactly what the test process does.
 os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = "highest"

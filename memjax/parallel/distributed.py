@@ -7,7 +7,7 @@ start-up checks of memjax/parallel/startup.py; for a training run it sends the n
 configs or code refuse at start, one `DistributedMismatch` line), `on_mesh(tree, mesh)`, `to_host(x)` and
 `process_local(tree)`.
 Invariants: `initialize` runs before anything touches the XLA backend and is a no-op for one process or when
-already initialized; the coordination heartbeat is MEMJAX_HEARTBEAT_S (default 10 s), so a dead process ends the
+already initialized; the coordination heartbeat is MEMJAX_HEARTBEAT_S (default 30 s), so a dead process ends the
 others within about that time instead of a hang in a collective; on CPU, cross-process collectives use gloo.
 Nothing here runs a collective unless every process calls it in the same order; with one process every helper is a
 cheap no-op. docs/multihost.md, "Start-up, stopping and faults".
@@ -63,7 +63,7 @@ def initialize(out_dir: str | None = None) -> bool:
         startup.probe(address, os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"), pid, timeout)
     rank = startup.launch_rank()  # the JAX variables, an srun step or mpirun: the native log goes to out_dir/logs
     if out_dir is not None and rank is not None and rank[1] > 1:
-        logtee.start(rank[0], rank[1], out_dir)
+        logtee.start(rank[0], rank[1], out_dir, heartbeat)
     what = (f"memjax: not every process joined the coordinator at {where} within {timeout} s "
             f"({startup.INIT_TIMEOUT_ENV}): start as many processes as JAX_NUM_PROCESSES says, each with its own "
             "JAX_PROCESS_ID, and the same JAX_COORDINATOR_ADDRESS")

@@ -1,12 +1,13 @@
 """The native log of one process of a multi-process run goes to a file; the console gets one line when it dies.
 
-Owns `start(process, count, out_dir)`: file descriptors 1 and 2 of this process (where XLA, gloo and the
+Owns `start(process, count, out_dir, heartbeat)`: file descriptors 1 and 2 of this process (where XLA, gloo and the
 coordination service write their C++ logs) become a pipe to a small helper process (this file run as a script,
 no jax, no memjax imports), and Python's `sys.stdout` / `sys.stderr` stay on the console. The helper appends
 every line to `<out_dir>/logs/process_<i>.log` (created at the first line) and, when the stream ends after the
 coordination service's fatal report ("Terminating process because the JAX distributed service detected fatal errors"),
 prints one line: `memjax: process 1 of 2 stopped (killed by a signal or lost); process 0 stops; resume from
-<out_dir>/checkpoints/N` (N the newest step directory then, or "no checkpoint yet"), and where the full log is.
+<out_dir>/checkpoints/N` (N the newest step directory then, or "no checkpoint yet"), and where the full log is; a
+live process that the coordinator declared lost (its heartbeat unheard for MEMJAX_HEARTBEAT_S) says that instead.
 MEMJAX_NATIVE_LOGS=1 also copies every native line to the console (collective-library chatter included).
 Invariants: the helper ignores SIGINT/SIGTERM (it ends when the process it serves has closed the pipe, so no
 line is lost); it is only started with several processes; a log file it cannot write falls back to the console.
@@ -24,7 +25,7 @@ FATAL = "Terminating process because the JAX distributed service detected fatal 
 VERBOSE_ENV = "MEMJAX_NATIVE_LOGS"
 
 
-def start(process: int, count: int, out_dir: str) -> str:
+def start(process: int, count: int, out_dir: str, heartbeat: int) -> str:
     """Send fds 1 and 2 through the helper (Python's sys.stdout / sys.stderr stay on the console); returns the
     log file's path. (gloo writes its connection lines to stdout, XLA and the coordination service to stderr.)"""
     log = os.path.join(os.path.abspath(out_dir), "logs", f"process_{process}.log")
@@ -33,7 +34,7 @@ def start(process: int, count: int, out_dir: str) -> str:
     console_out, console_err = os.dup(1), os.dup(2)
     r, w = os.pipe()
     subprocess.Popen([sys.executable, "-S", os.path.abspath(__file__), str(process), str(count),
-                      os.path.abspath(out_dir), log, os.environ.get(VERBOSE_ENV, "0")],
+                      os.path.abspath(out_dir), log, os.environ.get(VERBOSE_ENV, "0"), str(heartbeat)],
                      stdin=r, stdout=console_err, stderr=console_err, close_fds=True, start_new_session=True)
     os.close(r)
     os.dup2(w, 1)
@@ -53,8 +54,9 @@ def newest_checkpoint(out_dir: str) -> str:
     return os.path.join(d, str(steps[-1])) if steps else "no checkpoint yet (start again from the beginning)"
 
 
-def verdict(lines: list[str], process: int, count: int) -> str | None:
-    """The one console line for the native log's last lines, or None when they hold no fatal report."""
+def verdict(lines: list[str], process: int, count: int, heartbeat: int) -> str | None:
+    """The one console line for the native log's last lines, or None when they hold no fatal report. A process
+    that reads its own number among the unhealthy tasks is alive: its heartbeat (`heartbeat` s) went unheard."""
     text = "\n".join(lines)
     if FATAL not in text:
         return None
@@ -64,6 +66,9 @@ def verdict(lines: list[str], process: int, count: int) -> str | None:
     m = re.search(r"tasks are unhealthy[^\n]*:\s*\n\s*([0-9][0-9, ]*)", text)
     if m:
         dead = [int(x) for x in re.findall(r"\d+", m.group(1))]
+        if process in dead:
+            return (f"this process ({process} of {count}) was declared lost: the coordinator heard no heartbeat "
+                    f"from it for {heartbeat} s (a starved or paused process; MEMJAX_HEARTBEAT_S sets the bound)")
         who = ", ".join(str(d) for d in dead)
         return f"process {who} of {count} stopped (killed by a signal or lost); this process ({process}) stops"
     if process != 0 and re.search(r"heartbeat|UNAVAILABLE|Connection refused|Socket closed", text):
@@ -72,7 +77,7 @@ def verdict(lines: list[str], process: int, count: int) -> str | None:
     return f"this process ({process} of {count}) stops: {fatal.split('] ', 1)[-1][:200]}"
 
 
-def _serve(process: int, count: int, out_dir: str, log: str, verbose: bool) -> None:
+def _serve(process: int, count: int, out_dir: str, log: str, verbose: bool, heartbeat: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     f = None
@@ -90,7 +95,7 @@ def _serve(process: int, count: int, out_dir: str, log: str, verbose: bool) -> N
             sys.stdout.write(line)
             sys.stdout.flush()
         tail = (tail + [line.rstrip("\n")])[-80:]
-    said = verdict(tail, process, count)
+    said = verdict(tail, process, count, heartbeat)
     if said:
         resume = "" if "could not join" in said else f"; resume from {newest_checkpoint(out_dir)}"
         sys.stdout.write(f"memjax: {said}{resume}; native log: {log}\n")
@@ -108,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir")
     ap.add_argument("log")
     ap.add_argument("verbose", help="1: also copy the native log to the console (MEMJAX_NATIVE_LOGS)")
+    ap.add_argument("heartbeat", type=int, help="the coordination heartbeat in seconds (MEMJAX_HEARTBEAT_S)")
     a = ap.parse_args(argv)
-    _serve(a.process, a.count, a.out_dir, a.log, a.verbose == "1")
+    _serve(a.process, a.count, a.out_dir, a.log, a.verbose == "1", a.heartbeat)
     return 0
 
 

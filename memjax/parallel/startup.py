@@ -25,7 +25,7 @@ from contextlib import contextmanager
 INIT_TIMEOUT_ENV = "MEMJAX_INIT_TIMEOUT_S"
 DEFAULT_INIT_TIMEOUT_S = 30
 HEARTBEAT_ENV = "MEMJAX_HEARTBEAT_S"
-DEFAULT_HEARTBEAT_S = 10
+DEFAULT_HEARTBEAT_S = 30  # jax's is 100; 10 s let a healthy process starved of CPU (2 busy cores) be declared lost
 EXIT_STARTUP = 2  # the CLI's exit code for bad input: every start-up refusal exits with it
 SINGLE_ENV = "MEMJAX_SINGLE_PROCESS"  # =1: run one process even inside a SLURM allocation of several tasks
 

@@ -39,7 +39,7 @@ TRAIN = ["memjax.train", "configs/tiny.py", "--set", "steps=3", "--set", "prompt
 TWO = ("--set", "advantage.estimator=gae", "--set", "ablation=shuffle_rewards")
 INIT_S = 8  # MEMJAX_INIT_TIMEOUT_S in the matrix (the default, 30, in one case)
 START_S = 45  # importing memjax.train and jax before any check: ~4 s idle, up to ~30 s on a loaded 2-core machine
-HEARTBEAT_S = 10  # the default; 5 s let the coordination service declare a starved process dead under load ~45 (run 3)
+HEARTBEAT_S = 20  # 5 s (and once 10 s, outside the matrix) let the coordination service declare a starved process dead
 STOP_S = 150  # from a SIGTERM / SIGINT to the last exit: the rest of a step (compiles included) and a save, loaded CPU
 
 

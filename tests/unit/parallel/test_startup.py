@@ -100,12 +100,16 @@ def test_config_differences_are_named_by_field():
 
 def test_native_fatal_report_becomes_one_line(tmp_path):
     joined = ["RPC: /xla.coordination.CoordinationService/RegisterTask", f"F1127 client.h:86] {logtee.FATAL}"]
-    assert "could not join the coordinator" in logtee.verdict(joined, 0, 2)
+    assert "could not join the coordinator" in logtee.verdict(joined, 0, 2, 30)
     lines = ["E1127 coordination_service.cc:1518] Use error polling ...: UNAVAILABLE: The following tasks are "
              "unhealthy (stopped sending heartbeats):", "1", "The tasks have crashed.",
              f"F1127 client.h:86] {logtee.FATAL}. This most likely indicates that another task died"]
-    assert logtee.verdict(lines, 0, 2) == "process 1 of 2 stopped (killed by a signal or lost); this process (0) stops"
-    assert logtee.verdict(["[Gloo] Rank 0 is connected to 1 peer ranks"], 0, 2) is None
+    assert logtee.verdict(lines, 0, 2, 30) == "process 1 of 2 stopped (killed by a signal or lost); this process (0) stops"
+    # the process named unhealthy reads the same report: it is alive, so its heartbeat went unheard
+    assert logtee.verdict(lines, 1, 2, 30) == ("this process (1 of 2) was declared lost: the coordinator heard no "
+                                               "heartbeat from it for 30 s (a starved or paused process; "
+                                               "MEMJAX_HEARTBEAT_S sets the bound)")
+    assert logtee.verdict(["[Gloo] Rank 0 is connected to 1 peer ranks"], 0, 2, 30) is None
     (tmp_path / "checkpoints" / "2").mkdir(parents=True)
     (tmp_path / "checkpoints" / "10").mkdir()
     assert logtee.newest_checkpoint(str(tmp_path)).endswith("checkpoints/10")

@@ -47,7 +47,7 @@ def _env(**extra):
 def test_two_processes_assemble_and_train_as_one(tmp_path):
     port = free_port()
     procs = [subprocess.Popen([sys.executable, str(CHECK), str(tmp_path)], cwd=ROOT,
-                              env=child_env(_env(MEMJAX_HEARTBEAT_S="10"), i, 2, port, 2),
+                              env=child_env(_env(), i, 2, port, 2),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
     one = subprocess.run([sys.executable, str(CHECK), str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
                          env=_env(XLA_FLAGS=f"--xla_force_host_platform_device_count=4 {NO_LLVM_OPT}"), timeout=600)
