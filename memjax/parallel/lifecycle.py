@@ -1,10 +1,10 @@
 """What a training run uses of the process lifecycle: agreeing at start, a console for logs, stopping on request.
 
-Owns `agree_run(config)` (processes whose memjax sources or configs differ refuse to start; the one line names
-the differing files or fields, memjax.parallel.confdiff), `run_console()` (process 0's console; a line never
-wraps), `peer_loss(where)` (an exception from a collective whose peer went away is not the run's error: the
-process waits for the runtime's report of the lost process, else raises a one-line `RunError` saying where to
-resume from), `StopRequests` with `stop_line`, and `evaluation_stops()` / `stop_point(where)`.
+Owns `agree_run(config)` (processes whose memjax sources, Python and package versions or configs differ refuse
+to start; memjax.parallel.confdiff's one line names the differing files, packages or fields), `run_console()`
+(process 0's console; a line never wraps), `peer_loss(where)` (an exception from a collective whose peer went away
+is not the run's error: the process waits for the runtime's report of the lost process, else raises a one-line
+`RunError` saying where to resume from), `StopRequests` with `stop_line`, `evaluation_stops()`, `stop_point(where)`.
 Invariants: a SIGTERM / SIGINT is a stop request, never an exception inside a compiled call or a collective: the
 loops call `stop_point` on every process the same number of times, and the first call after the request raises
 `Stopped` (exit 143 / 130) with one line; evaluation batches already finished are on disk, so a rerun resumes
@@ -93,8 +93,13 @@ def heldout_stop_requested() -> bool:
 
 
 def agree_run(config: dict) -> None:
+    from ..core.environment import describe
+
     confdiff.agree_fields("memjax sources", confdiff.source_digests(),
                           "run every process from the same checkout (same memjax version)", values=False)
+    env = describe(devices=False)  # not the processor: hosts of one run may have different ones
+    confdiff.agree_fields("packages", {"python": env["python"], **env["packages"]},
+                          "install the same versions everywhere (pip install -c constraints.txt -e .)")
     confdiff.agree_fields("config", confdiff.flatten(config),
                           "start every process with the same config file and --set overrides")
 

@@ -6,12 +6,13 @@ fatal report into the one line, and a single process's SIGTERM becomes a stop re
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 
 import pytest
 
-from memjax.parallel import confdiff, logtee, startup
+from memjax.parallel import DistributedMismatch, confdiff, logtee, startup
 from memjax.parallel.preempt import StopRequests
 
 JAX_VARS = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "MEMJAX_INIT_TIMEOUT_S", "SLURM_JOB_ID",
@@ -144,3 +145,24 @@ def test_an_inherited_ignored_sigint_stays_ignored_and_sigterm_still_stops():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_processes_with_other_package_versions_refuse_naming_the_package(monkeypatch):
+    """A host with another jax (or Python, numpy, ...) compiles other programs: the run refuses at start in one line
+    naming the package and both versions, the way a config difference is named (the exchange is the coordinator's
+    key-value store, replaced here by process 1's answer)."""
+    import jax
+
+    from memjax.core import environment
+    from memjax.parallel import lifecycle, startup
+
+    mine = environment.describe(devices=False)
+    other = {"python": mine["python"], **mine["packages"], "jax": "0.0.1"}
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(jax, "process_index", lambda: 0)
+    monkeypatch.setattr(startup, "exchange", lambda name, flat: [flat, other if name == "packages" else flat])
+    with pytest.raises(DistributedMismatch, match=r'^process 0 and process 1 differ in the packages: jax \("'
+                       + re.escape(mine["packages"]["jax"]) + r'" vs "0\.0\.1"\); install the same versions'):
+        lifecycle.agree_run({"seed": 0})
+    monkeypatch.setattr(startup, "exchange", lambda name, flat: [flat, flat])
+    lifecycle.agree_run({"seed": 0})  # the same everywhere: no refusal
