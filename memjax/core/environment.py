@@ -1,8 +1,8 @@
 """The software and hardware a process computes with, as a run records it.
 
 Owns `describe()` ({python, packages: {name: version}, backend, device_kind, devices, processes, cpu}),
-`changes(before, now)` (one "what: before -> now" string per entry that differs) and `line(env)` (the short form a
-page shows).
+`changes(before, now)` (one "what: before -> now" string per entry that differs), `newest(run_record)` (what a
+run.json recorded last) and `line(env)` (the short form a page shows).
 Why: XLA compiles for the processor and the accelerator it runs on and the libraries decide the numerics, so one
 config and one code digest give other numbers on another machine or release (README: the demo's step-30 numbers on
 two processors). A training run writes its environment into run.json and result.json, an evaluation into
@@ -82,6 +82,14 @@ def changes(before: dict | None, now: dict) -> list[str]:
         elif before.get(key) != value:
             out.append(f"{key}: {before.get(key, '-')} -> {value}")
     return out
+
+
+def newest(run_record: dict) -> dict | None:
+    """The environment a run.json holds last: its newest resume's that recorded one, else the start's."""
+    resumed = [r for r in run_record.get("resumed") or [] if isinstance(r, dict) and isinstance(r.get("environment"),
+                                                                                                   dict)]
+    env = resumed[-1]["environment"] if resumed else run_record.get("environment")
+    return env if isinstance(env, dict) else None
 
 
 def line(env: dict) -> str:

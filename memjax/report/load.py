@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.environment import newest as newest_env
+
 RUN_FILES = ("metrics.jsonl", "result.json", "results.json", "traces.jsonl", "predictions.jsonl")
 
 
@@ -37,6 +39,7 @@ class RunData:
     banks: dict[str, dict] = field(default_factory=dict)   # banks/<conversation>.json (LoCoMo Memory-R1)
     torn_lines: int = 0
     images: list[Path] = field(default_factory=list)       # PNGs the run wrote itself
+    environment: dict[str, Any] = field(default_factory=dict)  # what it ran on: result(s).json's, else run.json's
 
 
 def _jsonl(path: Path, data: RunData) -> list[dict]:
@@ -97,4 +100,6 @@ def load_run(path: str | Path) -> RunData:
         if banks.is_dir():
             data.banks = {b.stem: _json(b) for b in sorted(banks.glob("*.json"))}
     data.images = sorted(x for x in p.glob("*.png"))
+    env = data.result.get("environment")  # an unfinished training run has no result.json: its run.json says
+    data.environment = env if isinstance(env, dict) else (newest_env(_json(p / "run.json")) or {})
     return data

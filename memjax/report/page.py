@@ -227,8 +227,8 @@ def _summary(run: RunData) -> str:
     for key, name in (("model_run", "model run"), ("code", "code digest")):
         if run.result.get(key):
             cards.append((name, str(run.result[key])[:64 if key == "model_run" else 12]))
-    if isinstance(run.result.get("environment"), dict):  # versions, devices, processor (memjax/core/environment.py)
-        cards.append(("ran on", env_line(run.result["environment"])))
+    if run.environment:  # versions, devices, processor (memjax/core/environment.py)
+        cards.append(("ran on", env_line(run.environment)))
     if run.metrics:
         rw = [m.get("reward") for m in run.metrics if _num(m.get("reward"))]
         cards.append(("steps", run.metrics[-1].get("step", len(run.metrics))))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import ConfigError
-from ..core.environment import changes as env_changes
+from ..core.environment import changes as env_changes, newest as newest_env
 
 # settings a resume may change: they decide how long the run goes, how often it is evaluated or saved, how memory
 # is planned and where compiled programs are cached, never what a step computes (every other field changes the
@@ -152,8 +152,7 @@ def record(out: Path, cfg, system: str, code: str, model_run: str, previous: dic
     else:
         obj = dict(previous)
         changed = {k: v for k, v in flat(cfg).items() if flat(obj["config"]).get(k) != v}
-        last_env = next((r["environment"] for r in reversed(obj.get("resumed", [])) if r.get("environment")),
-                        obj.get("environment"))
+        last_env = newest_env(obj)
         obj["resumed"] = list(obj.get("resumed", [])) + [{"code": code, "changed": changed, "at": now,
                                                           "environment": environment}]
         if obj.get("code") and obj["code"] != code:

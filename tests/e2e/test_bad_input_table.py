@@ -408,13 +408,20 @@ def test_tour_report_and_evaluate_of_an_unfinished_training_run(tmp_path, capsys
 
     run = tmp_path / "run"
     run.mkdir()
-    (run / "run.json").write_text("{}")
+    started = {"python": "3.12.1", "packages": {"jax": "0.11.1"}, "cpu": "the first machine"}
+    moved = {"python": "3.12.1", "packages": {"jax": "0.11.2"}, "backend": "cpu", "device_kind": "cpu", "devices": 8,
+             "processes": 1, "cpu": "the second machine"}
+    (run / "run.json").write_text(json.dumps({"environment": started, "resumed": [{"at": 1, "environment": moved},
+                                                                                 {"at": 2}]}))
     (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n")
     (run / "evals.jsonl").write_text("".join(json.dumps({"step": s, "accuracy": 0.5}) + "\n" for s in (0, 1)))
     assert report([str(run)]) == 0
     assert first_line(capsys)[0].startswith(f"memjax.report: warning: {run}: the training run has not finished (no "
                                             "result.json; last step logged: 1)")
-    assert "This training run has not finished" in (run / "report.html").read_text()
+    page = (run / "report.html").read_text()
+    assert "This training run has not finished" in page
+    # no result.json: the "ran on" card is the newest environment run.json recorded (a resume without one skipped)
+    assert "ran on<b>jax 0.11.2, 8 x cpu (cpu), 1 process, the second machine</b>" in page
     assert evaluate.main([str(REPO / "configs/memagent/tiny_eval.py"), "--set", f"policy={run}", "--set",
                           f"out_dir={tmp_path / 'e'}"]) == 2
     assert first_line(capsys)[0].endswith(f"it is a training run's directory, whose policy is {run / 'hf'} (written "
