@@ -80,7 +80,7 @@ class Run:
             self.curriculum.open(self.out / "checkpoints_best", warn=self._warn)
             self.state = self.ckpt.resume()
             self.curriculum.resumed(self.state.best_meta, self.state.step, self.parts.model, self.parts.trainer)
-            self.trackers = Trackers.open(cfg, self.out, self.primary, self.code)
+            self.trackers = Trackers.open(cfg, self.out, self.primary, self.code, self.environment)
             self.log = RunLog(self.out, self.primary, self.con, cfg.steps, self.state, self.trackers)
             if self.primary:
                 run_identity.record(self.out, cfg, self.system.name, self.code, self.parts.model_run, previous,

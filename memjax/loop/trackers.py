@@ -4,6 +4,7 @@ Owns `Trackers` (`log(metrics, step)`, `log_evaluation(row, step)`, `artifact(pa
 scheme (docs/trackers.md): a step's metrics go under `train/<key>`, its phase times (keys ending in `_s`) under
 `timing/<key>`, held-out evaluation scalars (the loop's `eval_<key>`) under `eval/<key>`; the run's config is the
 tracked run's config / params (flattened with dots), the code digest its `memjax.code` tag / config entry, the
+environment (memjax/core/environment.py, this start's or resume's) its `memjax.environment` config entry / tags, the
 report page an artifact, each evaluation row also a table (wandb Table `eval/table`, MLflow `eval/table.json`).
 The Run closes the trackers after the report is logged (memjax/loop/result.py `announce`); a run that stops before closes them at
 exit. Invariants: only process 0 tracks (every method is a no-op elsewhere and with no tracker named); the tracked run's
@@ -49,12 +50,13 @@ def _numbers(metrics: dict) -> dict[str, float]:
 
 
 class _Wandb:
-    def __init__(self, out: Path, config: dict, code: str, run_id: str | None):
+    def __init__(self, out: Path, config: dict, code: str, run_id: str | None, environment: dict):
         import wandb
 
         self.wandb = wandb
         self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "memjax"), id=run_id, resume="allow",
                               dir=str(out), config={**config, "memjax.code": code}, name=out.name)
+        self.run.config.update({"memjax.environment": environment}, allow_val_change=True)  # a resume's may differ
         self.id = self.run.id
 
     def log(self, values: dict[str, float], step: int) -> None:
@@ -74,9 +76,9 @@ class _Wandb:
 
 
 class _Mlflow:
-    def __init__(self, out: Path, config: dict, code: str, run_id: str | None):
+    def __init__(self, out: Path, config: dict, code: str, run_id: str | None, environment: dict):
         from mlflow import MlflowClient
-        from mlflow.entities import Metric, Param
+        from mlflow.entities import Metric, Param, RunTag
 
         self.Metric = Metric
         uri = os.environ.get("MLFLOW_TRACKING_URI") or (out / "mlruns").absolute().as_uri()
@@ -91,6 +93,8 @@ class _Mlflow:
                 self.client.log_batch(run_id, params=params[i:i + 100])
         else:
             self.client.update_run(run_id, status="RUNNING")
+        tags = [RunTag(k, str(v)[:5000]) for k, v in _flat(environment, "memjax.environment.").items()]
+        self.client.log_batch(run_id, tags=tags)  # params are write-once; a resume's environment replaces these
         self.id = run_id
 
     def log(self, values: dict[str, float], step: int) -> None:
@@ -111,13 +115,13 @@ class _Mlflow:
 
 
 class Trackers:
-    """The run's wandb / MLflow runs (module docstring); `Trackers.open(cfg, out, primary, code)`."""
+    """The run's wandb / MLflow runs (module docstring); `Trackers.open(cfg, out, primary, code, environment)`."""
 
     def __init__(self, backends: dict[str, Any]):
         self.backends = backends
 
     @classmethod
-    def open(cls, cfg, out: Path, primary: bool, code: str = "") -> "Trackers":
+    def open(cls, cfg, out: Path, primary: bool, code: str = "", environment: dict | None = None) -> "Trackers":
         names = [n for n in getattr(cfg, "loggers", ()) if n in ("wandb", "mlflow")]
         if not primary or not names:
             return cls({})
@@ -126,7 +130,7 @@ class Trackers:
         config = dataclasses.asdict(cfg)
         backends = {}
         for n in names:
-            backends[n] = (_Wandb if n == "wandb" else _Mlflow)(out, config, code, state.get(n))
+            backends[n] = (_Wandb if n == "wandb" else _Mlflow)(out, config, code, state.get(n), environment or {})
             state[n] = backends[n].id
             state_path.write_text(json.dumps(state, indent=1) + "\n")  # before the first value: a kill resumes it
         out_trackers = cls(backends)

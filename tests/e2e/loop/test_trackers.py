@@ -1,6 +1,7 @@
 """TrainConfig.loggers: a tiny training run logged to a real MLflow server (started here on 127.0.0.1 with a SQLite
 backend, read back through MlflowClient) and to wandb offline (its run files decoded with wandb's own protobuf
-records) shows the same per-step metrics as metrics.jsonl, and a resumed run continues the same tracked runs."""
+records) shows the same per-step metrics and held-out evaluations as metrics.jsonl and evals.jsonl, and the
+environment the run ran in; a resumed run continues the same tracked runs."""
 
 import json
 import socket
@@ -17,6 +18,7 @@ wandb = pytest.importorskip("wandb")
 
 from memjax.cli import train  # noqa: E402
 from memjax.core.config import apply_overrides  # noqa: E402
+from memjax.core.environment import describe  # noqa: E402
 from memjax.loop.trackers import metric_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,7 +27,7 @@ DATA = ROOT / "tests" / "fixtures" / "data" / "hotpotqa_dev_excerpt.json"
 SETS = [f"agent.data.path={DATA}", "agent.data.num_docs=10", "prompts_per_step=1", "agent.memagent.group_size=2",
         "agent.memagent.chunk_tokens=720", "agent.memagent.max_query_tokens=48", "agent.memagent.max_memory_tokens=8",
         "agent.memagent.max_final_tokens=4", "engine.window=1024", "optim.warmup_steps=0", "update.micro_rows=4",
-        "update.pad_tokens=128", "checkpoint_every=1", "loggers=jsonl,tensorboard,mlflow,wandb"]
+        "update.pad_tokens=128", "checkpoint_every=1", "agent.eval_questions=2", "loggers=jsonl,tensorboard,mlflow,wandb"]
 
 
 @pytest.fixture
@@ -75,7 +77,8 @@ def _records(path: Path):
             part = b""
 
 
-def _wandb_history(out: Path) -> list[dict]:
+def _wandb_records(out: Path, kind: str) -> list[dict]:
+    """The `kind` records ("history", "config") of the run's .wandb files, each as {key: value}."""
     from wandb.proto import wandb_internal_pb2
 
     rows = []
@@ -83,8 +86,9 @@ def _wandb_history(out: Path) -> list[dict]:
         for data in _records(f):
             rec = wandb_internal_pb2.Record()
             rec.ParseFromString(data)
-            if rec.WhichOneof("record_type") == "history":
-                rows.append({(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in rec.history.item})
+            if rec.WhichOneof("record_type") == kind:
+                items = rec.history.item if kind == "history" else rec.config.update
+                rows.append({(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in items})
     return rows
 
 
@@ -108,10 +112,23 @@ def test_mlflow_and_wandb_match_metrics_jsonl_and_resume(tmp_path, mlflow_server
         hist = {m.step: m.value for m in client.get_metric_history(ids["mlflow"], metric_name(key))}
         assert hist == {m["step"]: pytest.approx(float(m[key])) for m in lines}, key
     assert any(a.path == "report.html" for a in client.list_artifacts(ids["mlflow"]))
-    assert client.get_metric_history(ids["mlflow"], "eval/accuracy") or True  # the MemAgent fixture's held-out keys
+    evals = [json.loads(x) for x in (out / "evals.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals] == [0, 1, 2]  # before training, and at the end of each of the two commands
+    hist = {m.step: m.value for m in client.get_metric_history(ids["mlflow"], "eval/accuracy")}
+    assert hist == {e["step"]: pytest.approx(e["accuracy"]) for e in evals}
+    assert sorted(a.path for a in client.list_artifacts(ids["mlflow"], "eval")) == [
+        f"eval/table_step{e['step']}.json" for e in evals]
+    env = describe()  # both runs ran in this process: the environment the tracked run ends with
+    assert {k: v for k, v in run.data.tags.items() if k.startswith("memjax.environment.")} == {
+        f"memjax.environment.{k}": str(v) for k, v in {**{f"packages.{n}": v for n, v in env["packages"].items()},
+                                                      **{k: v for k, v in env.items() if k != "packages"}}.items()}
 
-    rows = [r for r in _wandb_history(out) if "train/reward" in r]
+    rows = [r for r in _wandb_records(out, "history") if "train/reward" in r]
     assert [r["_step"] for r in rows] == [1, 2]
     for r, m in zip(rows, lines):
         assert r["train/reward"] == pytest.approx(m["reward"]) and r["timing/rollout_s"] == pytest.approx(m["rollout_s"])
     assert {d.name.rsplit("-", 1)[-1] for d in out.glob("wandb/offline-run-*")} == {ids["wandb"]}
+    assert [(r["_step"], r["eval/accuracy"]) for r in _wandb_records(out, "history") if "eval/accuracy" in r] == [
+        (e["step"], pytest.approx(e["accuracy"])) for e in evals]
+    configs = [c["memjax.environment"] for c in _wandb_records(out, "config") if "memjax.environment" in c]
+    assert configs and configs[-1] == env
