@@ -86,9 +86,9 @@ def changes(before: dict | None, now: dict) -> list[str]:
 
 def newest(run_record: dict) -> dict | None:
     """The environment a run.json holds last: its newest resume's that recorded one, else the start's."""
-    resumed = [r for r in run_record.get("resumed") or [] if isinstance(r, dict) and isinstance(r.get("environment"),
-                                                                                                   dict)]
-    env = resumed[-1]["environment"] if resumed else run_record.get("environment")
+    resumed = [r["environment"] for r in run_record.get("resumed") or []
+               if isinstance(r, dict) and isinstance(r.get("environment"), dict)]
+    env = resumed[-1] if resumed else run_record.get("environment")
     return env if isinstance(env, dict) else None
 
 
